@@ -1,0 +1,61 @@
+# oomtrace: `make` builds build/liboomtrace.so and build/oomtrace-read; `make test`, `make demo`, `make bench`.
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda /usr/local/cuda-13.0 /usr/local/cuda-13))
+CC ?= cc
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+CPPFLAGS += -Iinclude -I$(CUDA_HOME)/include -D_GNU_SOURCE
+B := build
+PREFIX ?= /usr/local
+
+LIB_SRC := $(wildcard lib/*.c)
+LIB_ASM := $(wildcard lib/*.S)
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(LIB_ASM:%.S=$(B)/%.o)
+READ_SRC := tools/oomtrace-read.c $(wildcard tools/read/*.c)
+READ_OBJ := $(READ_SRC:%.c=$(B)/%.o)
+FAKE_SRC := $(wildcard tests/fakecuda/*.c)
+
+# libdw is optional for the reader: without it, names come from the snapshot's dump-time symbols.
+HAVE_LIBDW := $(shell printf '#include <elfutils/libdwfl.h>\nint main(void){return 0;}' | $(CC) -x c - -o /dev/null -ldw 2>/dev/null && echo 1)
+ifeq ($(HAVE_LIBDW),1)
+READ_CPPFLAGS := -DOT_HAVE_LIBDW=1
+READ_LIBS := -ldw
+endif
+
+.PHONY: all deps test demo bench install clean check-deps
+all: check-deps $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/fake/libcuda.so.1
+
+check-deps:
+	@tools/deps.sh --check
+
+deps:
+	@tools/deps.sh --install
+
+$(B)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/oomtrace_format.h include/oomtrace.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
+
+$(B)/lib/%.o: lib/%.S
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -fPIC -c $< -o $@
+
+$(B)/liboomtrace.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+
+$(B)/tools/%.o: tools/%.c $(wildcard tools/read/*.h) include/oomtrace_format.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(READ_CPPFLAGS) $(CFLAGS) $(WARN) -c $< -o $@
+
+$(B)/oomtrace-read: $(READ_OBJ)
+	$(CC) -o $@ $^ -lzstd $(READ_LIBS) -lm
+
+# The stand-in driver: a libcuda.so.1 that simulates devices of a set capacity (tests/fakecuda/README).
+$(B)/fake/libcuda.so.1: $(FAKE_SRC) $(wildcard tests/fakecuda/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic \
+		-o $@ $(FAKE_SRC)
+	ln -sf libcuda.so.1 $(B)/fake/libcuda.so
+
+include tests/tests.mk
+
+clean:
+	rm -rf $(B)

@@ -1,0 +1,140 @@
+/* Declarations shared by the files of liboomtrace.so. Nothing here is exported: the library is built
+ * with -fvisibility=hidden and exports only the driver entry points it wraps, dlsym, and the public
+ * oomtrace_* API. */
+#ifndef OOMTRACE_INTERNAL_H
+#define OOMTRACE_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "oomtrace_format.h"
+
+#define OT_EXPORT __attribute__((visibility("default")))
+#define OT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define OT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define OT_MAX_DEVICES 64
+#define OT_MAX_FRAMES 256
+#define OT_LABEL_MAX 256
+#define OT_VERSION "0.1.0"
+
+/* ---- options.c: one table, read once from the environment ---- */
+struct ot_options {
+    int disabled;          /* OOMTRACE_DISABLE */
+    size_t ring_bytes;     /* OOMTRACE_RING: compressed bytes the event ring may hold */
+    char dir[512];         /* OOMTRACE_DIR */
+    int dump_exit;         /* OOMTRACE_DUMP contains "exit" */
+    int dump_crash;        /* OOMTRACE_DUMP contains "crash" */
+    int dump_oom;          /* OOMTRACE_DUMP contains "oom" (default on) */
+    int signal;            /* OOMTRACE_SIGNAL: a signal number, 0 = none */
+    int depth;             /* OOMTRACE_DEPTH: native frames kept per backtrace */
+    int max_snapshots;     /* OOMTRACE_MAX_SNAPSHOTS */
+    int python;            /* OOMTRACE_PYTHON: read Python frames */
+    unsigned flush_ms;     /* OOMTRACE_FLUSH_MS: crash-surviving flush interval */
+    int quiet;             /* OOMTRACE_QUIET: no "snapshot written" lines */
+};
+extern struct ot_options ot_opt;
+void ot_options_load(void);
+
+/* ---- log.c: one bounded line on stderr, never allocating ---- */
+void ot_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- thread state ---- */
+struct ot_thread {
+    int busy;     /* reentrancy guard: set while the tracer itself runs on this thread */
+    uint32_t tid; /* cached gettid() */
+};
+extern __thread struct ot_thread ot_self __attribute__((tls_model("initial-exec")));
+uint32_t ot_tid(void);
+uint64_t ot_now_ns(void);
+
+/* ---- init.c ---- */
+int ot_ready(void); /* 1 when the tracer is initialised and enabled */
+void ot_after_first_alloc(void);
+
+/* ---- route.c: where a pointer from the driver becomes our wrapper ---- */
+typedef int (*ot_fn)(void);
+struct ot_real {
+#define OT_REAL_FIELD(name) void *name;
+#include "hooks.def"
+#undef OT_REAL_FIELD
+    /* Driver functions called but not wrapped. */
+    void *cuCtxGetDevice;
+    void *cuMemGetInfo_v2;
+    void *cuDeviceGetCount;
+    void *cuDeviceGetName;
+    void *cuDeviceGetUuid_v2;
+    void *cuDeviceGetUuid;
+    void *cuDeviceTotalMem_v2;
+    void *cuMemPoolGetAttribute;
+    void *cuDeviceGetDefaultMemPool;
+    void *cuDeviceGet;
+    void *cuArrayGetDescriptor_v2;
+};
+extern struct ot_real ot_real;
+int ot_resolve(void);          /* fills ot_real from the loaded libcuda; 0 on success */
+void *ot_route(void *real_fn); /* the wrapper for a real driver function, or real_fn itself */
+void *ot_real_dlsym_fn(void);
+
+/* ---- backtrace.c ---- */
+int ot_backtrace(uint64_t *frames, int max);
+void ot_backtrace_init(void);
+
+/* ---- stacks.c: interned backtraces ---- */
+uint32_t ot_stack_intern(const uint64_t *frames, int n, unsigned flags); /* caller holds ot_lock */
+struct ot_stack_view {
+    const uint64_t *frames;
+    uint32_t n;
+    uint32_t flags;
+};
+uint32_t ot_stack_count(void);
+int ot_stack_get(uint32_t id, struct ot_stack_view *out);
+
+/* ---- record.c: the live set, the peak, and the event path ---- */
+enum ot_ns { OT_NS_DEVPTR = 0, OT_NS_VMM = 1, OT_NS_HOST = 2, OT_NS_ARRAY = 3 };
+
+struct ot_rec {
+    uint64_t key; /* address, or handle */
+    uint64_t size;
+    uint64_t seq;
+    uint64_t time_ns;
+    uint32_t stack;
+    uint32_t tid;
+    int16_t device;
+    uint8_t cat;
+    uint8_t ns;
+    uint16_t api;
+    uint16_t flags;
+    uint32_t refs; /* VMM: references (create, retain) */
+    uint32_t maps; /* VMM: live mappings */
+};
+
+struct ot_alloc_req {
+    uint8_t ns;
+    uint8_t cat;
+    uint16_t api;
+    uint16_t flags;
+    int device;
+    uint64_t key;
+    uint64_t size;
+};
+
+extern pthread_mutex_t ot_lock;
+void ot_record_alloc(const struct ot_alloc_req *a);
+void ot_record_free(uint8_t ns, uint64_t key, uint16_t api);
+void ot_record_failed(const struct ot_alloc_req *a, int result);
+void ot_record_marker(const char *label);
+void ot_vmm_retain(uint64_t handle);
+void ot_vmm_release(uint64_t handle);
+void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle);
+void ot_vmm_unmap(uint64_t va, uint64_t size);
+void ot_pool_seen(uint64_t pool, int device);
+void ot_record_reset_after_fork(void);
+int ot_current_device(void);
+void ot_device_first_use(int device);
+
+/* ---- pyframes.c: Python frames of the calling thread, merged into a native backtrace ---- */
+int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags);
+
+#endif

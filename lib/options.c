@@ -1,0 +1,175 @@
+/* Options: one table, each read once from OOMTRACE_<NAME> at start-up. An invalid value prints one
+ * line and keeps the default; the traced program never sees an error for it. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct ot_options ot_opt;
+
+enum opt_kind { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_DIR, OPT_DUMP, OPT_SIGNAL };
+
+struct opt {
+    const char *name; /* environment variable */
+    enum opt_kind kind;
+    const char *def;   /* default, parsed like a user value */
+    long long lo, hi;  /* range for OPT_INT and OPT_SIZE */
+    void *dst;
+};
+
+static const struct opt table[] = {
+    {"OOMTRACE_DISABLE", OPT_BOOL, "0", 0, 1, &ot_opt.disabled},               /* pass everything through */
+    {"OOMTRACE_RING", OPT_SIZE, "64M", 4096, (1LL << 40), &ot_opt.ring_bytes}, /* compressed event ring */
+    {"OOMTRACE_DIR", OPT_DIR, ".", 0, 0, ot_opt.dir},                          /* where snapshots go */
+    {"OOMTRACE_DUMP", OPT_DUMP, "oom", 0, 0, NULL},               /* oom,exit,crash: when to write */
+    {"OOMTRACE_SIGNAL", OPT_SIGNAL, "", 0, 0, &ot_opt.signal},    /* e.g. USR1: snapshot on signal */
+    {"OOMTRACE_DEPTH", OPT_INT, "64", 1, OT_MAX_FRAMES - 16, &ot_opt.depth},   /* native frames */
+    {"OOMTRACE_MAX_SNAPSHOTS", OPT_INT, "100", 0, 1000000, &ot_opt.max_snapshots},
+    {"OOMTRACE_PYTHON", OPT_BOOL, "1", 0, 1, &ot_opt.python},    /* read Python frames */
+    {"OOMTRACE_FLUSH_MS", OPT_INT, "1000", 10, 3600000, &ot_opt.flush_ms},
+    {"OOMTRACE_QUIET", OPT_BOOL, "0", 0, 1, &ot_opt.quiet},      /* no line per snapshot */
+};
+
+static int parse_size(const char *s, long long *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || v < 0)
+        return -1;
+    double mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mul = 1024.0; end++; break;
+    case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'I')
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end)
+        return -1;
+    v *= mul;
+    if (v > 9.0e18)
+        return -1;
+    *out = (long long)v;
+    return 0;
+}
+
+static int parse_signal(const char *s, int *out)
+{
+    static const struct { const char *name; int sig; } sigs[] = {
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"INT", SIGINT},
+        {"TERM", SIGTERM}, {"QUIT", SIGQUIT}, {"PROF", SIGPROF}, {"URG", SIGURG},
+    };
+    if (!*s) {
+        *out = 0;
+        return 0;
+    }
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (strcasecmp(s, sigs[i].name) == 0) {
+            *out = sigs[i].sig;
+            return 0;
+        }
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s && !*end && v > 0 && v < NSIG && v != SIGKILL && v != SIGSTOP) {
+        *out = (int)v;
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_dump(const char *s)
+{
+    int exit_ = 0, crash = 0, oom = 0, none = 0;
+    const char *p = s;
+    while (*p) {
+        size_t n = strcspn(p, ",: ");
+        if (n == 4 && strncmp(p, "exit", 4) == 0)
+            exit_ = 1;
+        else if (n == 5 && strncmp(p, "crash", 5) == 0)
+            crash = 1;
+        else if (n == 3 && strncmp(p, "oom", 3) == 0)
+            oom = 1;
+        else if (n == 4 && strncmp(p, "none", 4) == 0)
+            none = 1;
+        else if (n)
+            return -1;
+        p += n;
+        if (*p)
+            p++;
+    }
+    ot_opt.dump_exit = exit_;
+    ot_opt.dump_crash = crash;
+    /* A failure is the reason to run the tracer: "exit" alone still keeps OOM snapshots; only
+     * "none" turns them off. */
+    ot_opt.dump_oom = oom || !none;
+    return 0;
+}
+
+static int apply(const struct opt *o, const char *v)
+{
+    long long n;
+    switch (o->kind) {
+    case OPT_BOOL:
+        if (strcmp(v, "1") == 0 || strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0 ||
+            strcasecmp(v, "on") == 0)
+            *(int *)o->dst = 1;
+        else if (strcmp(v, "0") == 0 || strcasecmp(v, "no") == 0 || strcasecmp(v, "false") == 0 ||
+                 strcasecmp(v, "off") == 0 || !*v)
+            *(int *)o->dst = 0;
+        else
+            return -1;
+        return 0;
+    case OPT_INT: {
+        char *end;
+        errno = 0;
+        n = strtoll(v, &end, 10);
+        if (!*v || *end || errno || n < o->lo || n > o->hi)
+            return -1;
+        if (o->dst == &ot_opt.flush_ms)
+            *(unsigned *)o->dst = (unsigned)n;
+        else
+            *(int *)o->dst = (int)n;
+        return 0;
+    }
+    case OPT_SIZE:
+        if (parse_size(v, &n) || n < o->lo || n > o->hi)
+            return -1;
+        *(size_t *)o->dst = (size_t)n;
+        return 0;
+    case OPT_DIR:
+        if (!*v || strlen(v) >= sizeof ot_opt.dir)
+            return -1;
+        strcpy((char *)o->dst, v);
+        return 0;
+    case OPT_DUMP:
+        return parse_dump(v);
+    case OPT_SIGNAL:
+        return parse_signal(v, (int *)o->dst);
+    }
+    return -1;
+}
+
+void ot_options_load(void)
+{
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const struct opt *o = &table[i];
+        apply(o, o->def);
+        const char *v = getenv(o->name);
+        if (v && apply(o, v) != 0) {
+            ot_log("invalid %s=\"%.64s\"; using the default \"%s\"", o->name, v, o->def);
+            apply(o, o->def);
+        }
+    }
+}

@@ -1,0 +1,285 @@
+/* The event path: what a wrapper calls after the real driver call returned. The backtrace is taken
+ * before ot_lock (no lock is ever held while unwinding); everything after it - interning, the live set,
+ * the peak, the ring - is a few hundred nanoseconds under one mutex. */
+#include <errno.h>
+#include <string.h>
+#include "cuda_api.h"
+
+#include "record.h"
+#include "ring.h"
+#include "snapshot.h"
+
+pthread_mutex_t ot_lock = PTHREAD_MUTEX_INITIALIZER;
+struct ot_state ot_state;
+#define S ot_state
+
+static int capture(uint64_t *frames, unsigned *flags)
+{
+    *flags = 0;
+    int n = ot_backtrace(frames, ot_opt.depth);
+    return ot_python_merge(frames, n, OT_MAX_FRAMES, flags);
+}
+
+static void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t, const char *label)
+{
+    struct ot_event e = {
+        .kind = kind, .cat = r->cat, .api = r->api, .device = r->device, .tid = r->tid,
+        .stack = kind == OT_EV_ALLOC || kind == OT_EV_FAILED ? r->stack : 0,
+        .seq = seq, .time_ns = t, .addr = r->key, .size = r->size, .label = label,
+    };
+    ot_ring_append(&e);
+    S.recorded++;
+}
+
+/* Closes a live record: accounting, the peak's retained set, the FREE event. */
+static void close_rec(struct ot_rec *r, uint16_t api, uint32_t tid)
+{
+    struct ot_rec copy = *r;
+    ot_peak_on_free(ot_devslot(copy.device), &copy);
+    ot_live_del(&S.live, r);
+    uint64_t seq = ++S.seq;
+    copy.api = api;
+    copy.tid = tid;
+    emit(OT_EV_FREE, &copy, seq, ot_now_ns(), NULL);
+}
+
+void ot_record_alloc(const struct ot_alloc_req *a)
+{
+    uint64_t frames[OT_MAX_FRAMES];
+    unsigned sflags;
+    int n = capture(frames, &sflags);
+    uint32_t tid = ot_tid();
+
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec *stale = ot_live_find(&S.live, a->ns, a->key);
+    if (stale) /* the driver reused a key we still hold: its free went through a door we do not see */
+        close_rec(stale, OT_API_NONE, tid);
+    struct ot_rec r = {
+        .key = a->key, .size = a->size, .seq = ++S.seq, .time_ns = ot_now_ns(),
+        .stack = ot_stack_intern(frames, n, sflags), .tid = tid, .device = (int16_t)a->device,
+        .cat = a->cat, .ns = a->ns, .api = a->api, .flags = a->flags,
+        .refs = a->ns == OT_NS_VMM ? 1 : 0,
+    };
+    if (ot_live_put(&S.live, &r)) {
+        ot_devslot(a->device)->seen = 1;
+        ot_peak_on_alloc(ot_devslot(a->device), &r, S.nmarkers);
+        if (a->cat == OT_CAT_ASYNC && a->device >= 0 && a->device < 64)
+            S.async_devices |= 1ull << a->device;
+    } else {
+        S.untracked++;
+    }
+    emit(OT_EV_ALLOC, &r, r.seq, r.time_ns, NULL);
+    pthread_mutex_unlock(&ot_lock);
+}
+
+void ot_record_free(uint8_t ns, uint64_t key, uint16_t api)
+{
+    uint32_t tid = ot_tid();
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec *r = ot_live_find(&S.live, ns, key);
+    if (r)
+        close_rec(r, api, tid);
+    else
+        S.unknown_frees++;
+    pthread_mutex_unlock(&ot_lock);
+}
+
+void ot_record_failed(const struct ot_alloc_req *a, int result)
+{
+    uint64_t frames[OT_MAX_FRAMES];
+    unsigned sflags;
+    int n = capture(frames, &sflags);
+    uint32_t tid = ot_tid();
+
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec r = {
+        .key = 0, .size = a->size, .time_ns = ot_now_ns(), .stack = ot_stack_intern(frames, n, sflags),
+        .tid = tid, .device = (int16_t)a->device, .cat = a->cat, .ns = a->ns, .api = a->api,
+    };
+    uint64_t seq = ++S.seq;
+    emit(OT_EV_FAILED, &r, seq, r.time_ns, NULL);
+    S.failure = (struct ot_failure){
+        .valid = 1, .req = *a, .result = result, .time_ns = r.time_ns, .seq = seq, .tid = tid,
+        .stack = r.stack,
+    };
+    S.failures++;
+    pthread_mutex_unlock(&ot_lock);
+
+    if (result == CUDA_ERROR_OUT_OF_MEMORY && ot_opt.dump_oom)
+        ot_snapshot_write(OT_TRIGGER_OOM, ot_api_name(a->api));
+}
+
+void ot_record_marker(const char *label)
+{
+    uint32_t tid = ot_tid();
+    pthread_mutex_lock(&ot_lock);
+    struct ot_marker *m = &S.markers[S.nmarkers % OT_MAX_MARKERS];
+    m->seq = ++S.seq;
+    m->time_ns = ot_now_ns();
+    m->tid = tid;
+    size_t n = strnlen(label, OT_LABEL_MAX - 1);
+    memcpy(m->label, label, n);
+    m->label[n] = 0;
+    S.nmarkers++;
+    struct ot_rec r = {.api = OT_API_oomtrace_mark, .device = -1, .tid = tid};
+    emit(OT_EV_MARKER, &r, m->seq, m->time_ns, m->label);
+    pthread_mutex_unlock(&ot_lock);
+}
+
+/* ---- VMM: physical memory lives while it has a reference or a mapping ---- */
+
+static void vmm_maybe_free(struct ot_rec *r, uint16_t api, uint32_t tid)
+{
+    if (r->refs == 0 && r->maps == 0)
+        close_rec(r, api, tid);
+}
+
+void ot_vmm_retain(uint64_t handle)
+{
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
+    if (r)
+        r->refs++;
+    pthread_mutex_unlock(&ot_lock);
+}
+
+void ot_vmm_release(uint64_t handle)
+{
+    uint32_t tid = ot_tid();
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
+    if (r) {
+        if (r->refs)
+            r->refs--;
+        vmm_maybe_free(r, OT_API_cuMemRelease, tid);
+    } else {
+        S.unknown_frees++;
+    }
+    pthread_mutex_unlock(&ot_lock);
+}
+
+void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle)
+{
+    uint32_t tid = ot_tid();
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
+    if (r) {
+        r->maps++;
+        /* Imported memory's size is first known here, from its mapping. */
+        if (r->cat == OT_CAT_IMPORTED && (r->flags & OT_REC_SIZE_ESTIMATED) && size > r->size) {
+            ot_devslot(r->device)->by_cat[OT_CAT_IMPORTED] += size - r->size;
+            r->size = size;
+        }
+    }
+    struct ot_rec m = {.key = va, .size = size, .seq = handle, .time_ns = offset, .ns = OT_NS_DEVPTR};
+    struct ot_rec *old = ot_live_find(&S.maps, OT_NS_DEVPTR, va);
+    if (old)
+        ot_live_del(&S.maps, old);
+    ot_live_put(&S.maps, &m);
+    struct ot_rec ev = {.key = va, .size = size, .api = OT_API_cuMemMap, .cat = OT_CAT_VMM, .tid = tid,
+                        .device = r ? r->device : -1};
+    emit(OT_EV_MAP, &ev, ++S.seq, ot_now_ns(), NULL);
+    pthread_mutex_unlock(&ot_lock);
+}
+
+void ot_vmm_unmap(uint64_t va, uint64_t size)
+{
+    uint32_t tid = ot_tid();
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec ev = {.key = va, .size = size, .api = OT_API_cuMemUnmap, .cat = OT_CAT_VMM, .tid = tid,
+                        .device = -1};
+    emit(OT_EV_UNMAP, &ev, ++S.seq, ot_now_ns(), NULL);
+    /* One cuMemUnmap may cover several adjacent mappings. */
+    for (uint64_t at = va, end = va + size; at < end;) {
+        struct ot_rec *m = ot_live_find(&S.maps, OT_NS_DEVPTR, at);
+        if (!m)
+            break;
+        uint64_t handle = m->seq, msize = m->size;
+        ot_live_del(&S.maps, m);
+        struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
+        if (r) {
+            if (r->maps)
+                r->maps--;
+            vmm_maybe_free(r, OT_API_cuMemUnmap, tid);
+        }
+        at += msize;
+    }
+    pthread_mutex_unlock(&ot_lock);
+}
+
+void ot_pool_seen(uint64_t pool, int device)
+{
+    pthread_mutex_lock(&ot_lock);
+    int i;
+    for (i = 0; i < S.npools && S.pools[i].handle != pool; i++)
+        ;
+    if (i == S.npools && S.npools < OT_MAX_POOLS)
+        S.pools[S.npools++] = (struct ot_pool){pool, device};
+    pthread_mutex_unlock(&ot_lock);
+}
+
+uint64_t ot_peak_foreach(int device, void (*fn)(const struct ot_rec *, void *), void *ctx)
+{
+    const struct ot_device *d = ot_devslot(device);
+    const struct ot_liveset *l = &S.live;
+    uint64_t n = 0;
+    for (uint64_t i = 0; l->slots && i <= l->mask; i++) {
+        const struct ot_rec *r = &l->slots[i];
+        if (r->size && r->device == device && ot_category_is_device(r->cat) && r->seq <= d->peak_seq) {
+            if (fn)
+                fn(r, ctx);
+            n++;
+        }
+    }
+    for (uint64_t i = 0; i < d->nretained; i++) {
+        if (fn)
+            fn(&d->retained[i], ctx);
+        n++;
+    }
+    return n;
+}
+
+int ot_current_device(void)
+{
+    CUdevice d = 0;
+    CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))ot_real.cuCtxGetDevice;
+    if (!get || get(&d) != CUDA_SUCCESS)
+        return 0;
+    return d;
+}
+
+/* The device's used memory before this process's first tracked allocation on it: what the context,
+ * modules and other processes already held. Taken once, before the real call. */
+void ot_device_first_use(int device)
+{
+    struct ot_device *d = ot_devslot(device);
+    int expect = 0;
+    if (device < 0 || !__atomic_compare_exchange_n(&d->baseline_state, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                                    __ATOMIC_ACQUIRE))
+        return;
+    size_t free_b = 0, total_b = 0;
+    CUresult (*info)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))ot_real.cuMemGetInfo_v2;
+    if (info && info(&free_b, &total_b) == CUDA_SUCCESS && total_b >= free_b) {
+        d->baseline_used = total_b - free_b;
+        __atomic_store_n(&d->baseline_state, 2, __ATOMIC_RELEASE);
+    } else {
+        __atomic_store_n(&d->baseline_state, 3, __ATOMIC_RELEASE);
+    }
+}
+
+/* In a forked child: the parent's allocations are not the child's (a CUDA context does not survive
+ * fork), so the child starts empty and writes its own snapshots. Stacks stay valid: same code. */
+void ot_record_reset_after_fork(void)
+{
+    pthread_mutex_init(&ot_lock, NULL);
+    ot_live_clear(&S.live);
+    ot_live_clear(&S.maps);
+    for (int i = 0; i < OT_MAX_DEVICES; i++)
+        ot_peak_reset(&S.dev[i]);
+    ot_peak_reset(&S.host);
+    ot_ring_reset();
+    S.seq = S.recorded = S.unknown_frees = S.untracked = S.nmarkers = S.failures = 0;
+    S.failure.valid = 0;
+    S.npools = 0;
+    S.async_devices = 0;
+}

@@ -1,0 +1,618 @@
+/* Snapshots: the recorder's state written to one file, in the format of docs/FORMAT.md.
+ *
+ * The driver is asked about devices and pools first, without ot_lock (a driver call under our lock could
+ * wait on a thread that waits on us). The state is then serialized under ot_lock, in memory; names,
+ * compression and the file itself come after the lock is released. */
+#include "cuda_api.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "buf.h"
+#include "modules.h"
+#include "record.h"
+#include "ring.h"
+#include "snapshot.h"
+
+#define S ot_state
+
+static unsigned snapshot_seq;
+static int warned_max;
+
+struct devinfo {
+    int ordinal;
+    char name[256];
+    unsigned char uuid[16];
+    int has_uuid;
+    int mem_known;
+    size_t total, free;
+};
+
+struct poolinfo {
+    uint64_t handle;
+    int device;
+    unsigned flags;
+    uint64_t reserved, used;
+};
+
+/* ---- driver queries, made without ot_lock ---- */
+
+static void query_device(struct devinfo *di, int ordinal, int current)
+{
+    memset(di, 0, sizeof *di);
+    di->ordinal = ordinal;
+    CUdevice dev = ordinal;
+    if (ot_real.cuDeviceGet)
+        ((CUresult(*)(CUdevice *, int))ot_real.cuDeviceGet)(&dev, ordinal);
+    if (ot_real.cuDeviceGetName &&
+        ((CUresult(*)(char *, int, CUdevice))ot_real.cuDeviceGetName)(di->name, sizeof di->name - 1, dev) !=
+            CUDA_SUCCESS)
+        di->name[0] = 0;
+    CUuuid u;
+    void *getuuid = ot_real.cuDeviceGetUuid_v2 ? ot_real.cuDeviceGetUuid_v2 : ot_real.cuDeviceGetUuid;
+    if (getuuid && ((CUresult(*)(CUuuid *, CUdevice))getuuid)(&u, dev) == CUDA_SUCCESS) {
+        memcpy(di->uuid, u.bytes, 16);
+        di->has_uuid = 1;
+    }
+    /* cuMemGetInfo speaks for the current context's device only. */
+    if (current && ot_real.cuMemGetInfo_v2 &&
+        ((CUresult(*)(size_t *, size_t *))ot_real.cuMemGetInfo_v2)(&di->free, &di->total) == CUDA_SUCCESS)
+        di->mem_known = 1;
+}
+
+static void query_pool(struct poolinfo *p)
+{
+    cuuint64_t v;
+    CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) =
+        (CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))ot_real.cuMemPoolGetAttribute;
+    if (!get) {
+        p->flags |= 2;
+        return;
+    }
+    CUmemoryPool pool = (CUmemoryPool)(uintptr_t)p->handle;
+    if (get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS)
+        p->reserved = v;
+    else
+        p->flags |= 2;
+    if (get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v) == CUDA_SUCCESS)
+        p->used = v;
+    else
+        p->flags |= 2;
+}
+
+/* ---- a set of native addresses, for dump-time names ---- */
+
+struct addrset {
+    uint64_t *slots, mask, count;
+};
+
+static void addrset_add(struct addrset *s, uint64_t a)
+{
+    if (!a || !s->slots)
+        return;
+    if ((s->count + 1) * 2 > s->mask + 1) {
+        uint64_t cap = (s->mask + 1) * 2;
+        uint64_t *n = calloc(cap, sizeof *n);
+        if (!n)
+            return;
+        for (uint64_t i = 0; i <= s->mask; i++)
+            if (s->slots[i]) {
+                uint64_t j = (s->slots[i] * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1);
+                while (n[j])
+                    j = (j + 1) & (cap - 1);
+                n[j] = s->slots[i];
+            }
+        free(s->slots);
+        s->slots = n;
+        s->mask = cap - 1;
+    }
+    uint64_t j = (a * 0x9E3779B97F4A7C15ull >> 17) & s->mask;
+    while (s->slots[j] && s->slots[j] != a)
+        j = (j + 1) & s->mask;
+    if (!s->slots[j]) {
+        s->slots[j] = a;
+        s->count++;
+    }
+}
+
+/* ---- sections ---- */
+
+struct section {
+    uint32_t type;
+    struct ot_buf b;
+};
+
+#define MAX_SECTIONS (16 + OT_MAX_DEVICES)
+
+static void put_rec(struct ot_buf *b, const struct ot_rec *r)
+{
+    ot_buf_uv(b, r->key);
+    ot_buf_uv(b, r->size);
+    ot_buf_sv(b, r->device);
+    ot_buf_uv(b, r->cat);
+    ot_buf_uv(b, r->api);
+    ot_buf_uv(b, r->flags);
+    ot_buf_uv(b, r->stack);
+    ot_buf_uv(b, r->tid);
+    ot_buf_uv(b, r->time_ns);
+    ot_buf_uv(b, r->seq);
+}
+
+static void put_cmdline(struct ot_buf *b)
+{
+    enum { CAP = 65536 };
+    char *buf = malloc(CAP);
+    ssize_t n = 0;
+    int fd = buf ? open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC) : -1;
+    if (fd >= 0) {
+        for (ssize_t r; n < CAP && (r = read(fd, buf + n, (size_t)(CAP - n))) != 0;) {
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                break;
+            n += r;
+        }
+        close(fd);
+    }
+    uint64_t argc = 0;
+    for (ssize_t i = 0; i < n; i++)
+        argc += buf[i] == 0;
+    if (n > 0 && buf[n - 1] != 0)
+        argc++;
+    ot_buf_uv(b, argc);
+    for (ssize_t i = 0; i < n;) {
+        size_t len = strnlen(buf + i, (size_t)(n - i));
+        ot_buf_str(b, buf + i, len);
+        i += (ssize_t)len + 1;
+    }
+    free(buf);
+}
+
+static const char *getenv_first(const char *const *names, const char **which)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v) {
+            if (which)
+                *which = *names;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+static long env_long(const char *v)
+{
+    if (!v)
+        return -1;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return (*v && !*end && n >= 0) ? n : -1;
+}
+
+struct rank {
+    long rank, local, world;
+    const char *source;
+};
+
+static void read_rank(struct rank *r)
+{
+    static const char *const ranks[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", NULL};
+    static const char *const locals[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                         "MPI_LOCALRANKID", NULL};
+    static const char *const worlds[] = {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                         NULL};
+    r->source = "";
+    r->rank = env_long(getenv_first(ranks, &r->source));
+    if (r->rank < 0)
+        r->source = "";
+    r->local = env_long(getenv_first(locals, NULL));
+    r->world = env_long(getenv_first(worlds, NULL));
+}
+
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+extern uint64_t ot_start_ns;
+const char *ot_python_version(void);
+void ot_pyframes_serialize(struct ot_buf *b);
+
+static void put_meta(struct ot_buf *b, enum ot_trigger trigger, const char *reason, unsigned seq,
+                     const struct rank *rk, const struct ot_ring_stats *rs)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    ot_buf_cstr(b, OT_VERSION);
+    ot_buf_uv(b, trigger);
+    ot_buf_cstr(b, reason);
+    ot_buf_uv(b, (uint64_t)getpid());
+    ot_buf_uv(b, (uint64_t)getppid());
+    ot_buf_cstr(b, host);
+    put_cmdline(b);
+    ot_buf_cstr(b, exe);
+    ot_buf_uv(b, wall_ns());
+    ot_buf_uv(b, ot_now_ns());
+    ot_buf_uv(b, ot_start_ns);
+    ot_buf_sv(b, rk->rank);
+    ot_buf_sv(b, rk->local);
+    ot_buf_sv(b, rk->world);
+    ot_buf_cstr(b, rk->source);
+    ot_buf_uv(b, S.recorded);
+    ot_buf_uv(b, rs->kept);
+    ot_buf_uv(b, rs->dropped);
+    ot_buf_uv(b, rs->chunks_dropped);
+    ot_buf_uv(b, ot_opt.ring_bytes);
+    ot_buf_uv(b, rs->used_bytes);
+    ot_buf_uv(b, seq);
+    ot_buf_cstr(b, ot_python_version());
+    ot_buf_cstr(b, getenv("CUDA_VISIBLE_DEVICES"));
+}
+
+static void put_device(struct ot_buf *b, const struct devinfo *di)
+{
+    const struct ot_device *d = ot_devslot(di->ordinal);
+    ot_buf_sv(b, di->ordinal);
+    ot_buf_cstr(b, di->name);
+    ot_buf_str(b, (const char *)di->uuid, di->has_uuid ? 16 : 0);
+    int baseline = __atomic_load_n(&d->baseline_state, __ATOMIC_ACQUIRE) == 2;
+    ot_buf_uv(b, (di->mem_known ? 1u : 0u) | (baseline ? 2u : 0u));
+    ot_buf_uv(b, di->mem_known ? di->total : 0);
+    ot_buf_uv(b, di->mem_known ? di->free : 0);
+    ot_buf_uv(b, baseline ? d->baseline_used : 0);
+    ot_buf_uv(b, d->cur);
+    ot_buf_uv(b, d->peak);
+    ot_buf_uv(b, d->peak_time);
+    ot_buf_uv(b, d->peak_seq);
+    ot_buf_uv(b, OT_CAT_COUNT);
+    for (int c = 0; c < OT_CAT_COUNT; c++)
+        ot_buf_uv(b, d->by_cat[c]);
+}
+
+static void put_rec_cb(const struct ot_rec *r, void *b)
+{
+    put_rec(b, r);
+}
+
+/* The live set at one device's peak (lib/peak.c says why it is exact). */
+static void put_peak(struct ot_buf *b, int ordinal)
+{
+    const struct ot_device *d = ot_devslot(ordinal);
+    ot_buf_sv(b, ordinal);
+    ot_buf_uv(b, d->peak);
+    ot_buf_uv(b, d->peak_time);
+    ot_buf_uv(b, d->peak_seq);
+    ot_buf_uv(b, ot_peak_foreach(ordinal, NULL, NULL));
+    ot_peak_foreach(ordinal, put_rec_cb, b);
+}
+
+static void put_stacks(struct ot_buf *b, struct addrset *addrs)
+{
+    uint32_t n = ot_stack_count();
+    ot_buf_uv(b, n ? n - 1 : 0);
+    for (uint32_t id = 1; id < n; id++) {
+        struct ot_stack_view v;
+        if (ot_stack_get(id, &v) != 0) {
+            ot_buf_uv(b, id);
+            ot_buf_uv(b, 0);
+            ot_buf_uv(b, 0);
+            continue;
+        }
+        ot_buf_uv(b, id);
+        ot_buf_uv(b, v.flags);
+        ot_buf_uv(b, v.n);
+        for (uint32_t i = 0; i < v.n; i++) {
+            ot_buf_uv(b, v.frames[i]);
+            if (!(v.frames[i] & OT_FRAME_PYTHON))
+                addrset_add(addrs, v.frames[i] >> 1);
+        }
+    }
+}
+
+static void put_markers(struct ot_buf *b)
+{
+    uint64_t n = S.nmarkers < OT_MAX_MARKERS ? S.nmarkers : OT_MAX_MARKERS;
+    ot_buf_uv(b, n);
+    for (uint64_t i = S.nmarkers - n; i < S.nmarkers; i++) {
+        const struct ot_marker *m = &S.markers[i % OT_MAX_MARKERS];
+        ot_buf_uv(b, m->seq);
+        ot_buf_uv(b, m->time_ns);
+        ot_buf_uv(b, m->tid);
+        ot_buf_cstr(b, m->label);
+    }
+}
+
+static void put_mappings(struct ot_buf *b)
+{
+    const struct ot_liveset *m = &S.maps;
+    ot_buf_uv(b, m->count);
+    for (uint64_t i = 0; m->slots && i <= m->mask; i++) {
+        const struct ot_rec *r = &m->slots[i];
+        if (!r->size)
+            continue;
+        ot_buf_uv(b, r->key);
+        ot_buf_uv(b, r->size);
+        ot_buf_uv(b, r->seq);     /* handle */
+        ot_buf_uv(b, r->time_ns); /* offset */
+    }
+}
+
+static void put_failure(struct ot_buf *b, const struct ot_failure *f)
+{
+    ot_buf_uv(b, f->req.api);
+    ot_buf_uv(b, f->req.cat);
+    ot_buf_sv(b, f->req.device);
+    ot_buf_uv(b, f->req.size);
+    ot_buf_uv(b, (uint64_t)f->result);
+    ot_buf_uv(b, f->time_ns);
+    ot_buf_uv(b, f->tid);
+    ot_buf_uv(b, f->stack);
+    ot_buf_uv(b, f->seq);
+}
+
+/* ---- the file ---- */
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int write_section(int fd, struct section *s, ZSTD_CCtx *cctx)
+{
+    struct ot_section_header h = {.type = s->type, .flags = 0, .stored_len = s->b.len, .raw_len = s->b.len};
+    const void *payload = s->b.p;
+    void *z = NULL;
+    /* EVENTS chunks are compressed already; small sections are not worth a frame. */
+    if (s->type != OT_SEC_EVENTS && s->b.len > 512 && cctx) {
+        size_t bound = ZSTD_compressBound(s->b.len);
+        z = malloc(bound);
+        size_t zn = z ? ZSTD_compressCCtx(cctx, z, bound, s->b.p, s->b.len, 1) : 0;
+        if (z && !ZSTD_isError(zn) && zn < s->b.len) {
+            h.flags = OT_SECTION_ZSTD;
+            h.stored_len = zn;
+            payload = z;
+        }
+    }
+    int rc = write_all(fd, &h, sizeof h) || write_all(fd, payload, (size_t)h.stored_len) ? -1 : 0;
+    free(z);
+    return rc;
+}
+
+static const char *trigger_name(enum ot_trigger t)
+{
+    switch (t) {
+    case OT_TRIGGER_OOM: return "oom";
+    case OT_TRIGGER_EXIT: return "exit";
+    case OT_TRIGGER_SIGNAL: return "signal";
+    case OT_TRIGGER_API: return "api";
+    case OT_TRIGGER_FLUSH: return "flush";
+    }
+    return "unknown";
+}
+
+static int open_snapshot(char *path, size_t len, enum ot_trigger trigger, unsigned seq, const struct rank *rk)
+{
+    char host[128] = "";
+    gethostname(host, sizeof host - 1);
+    for (char *c = host; *c; c++)
+        if (*c == '/' || *c == ' ')
+            *c = '_';
+    char rank[32] = "";
+    if (rk->rank >= 0)
+        snprintf(rank, sizeof rank, "-rank%ld", rk->rank);
+    for (unsigned attempt = 0; attempt < 100; attempt++) {
+        char extra[16] = "";
+        if (attempt)
+            snprintf(extra, sizeof extra, ".%u", attempt);
+        snprintf(path, len, "%s/oomtrace-%s-%d%s-%u-%s%s.oomt", ot_opt.dir, host, (int)getpid(), rank, seq,
+                 trigger_name(trigger), extra);
+        /* Never follow a link planted in the directory, never overwrite. */
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
+int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
+{
+    int saved_errno = errno;
+    int was_busy = ot_self.busy;
+    ot_self.busy = 1;
+    int rc = -1;
+
+    unsigned seq = __atomic_add_fetch(&snapshot_seq, 1, __ATOMIC_RELAXED);
+    if (ot_opt.max_snapshots && seq > (unsigned)ot_opt.max_snapshots) {
+        if (!__atomic_exchange_n(&warned_max, 1, __ATOMIC_RELAXED))
+            ot_log("OOMTRACE_MAX_SNAPSHOTS=%d reached; no more snapshots from pid %d", ot_opt.max_snapshots,
+                   (int)getpid());
+        goto out;
+    }
+
+    /* Which devices, and which pools: a short look under the lock, then the driver without it. */
+    uint64_t seen = 0, async = 0;
+    struct poolinfo pools[OT_MAX_POOLS + 2 * OT_MAX_DEVICES];
+    int npools = 0;
+    pthread_mutex_lock(&ot_lock);
+    for (int d = 0; d < OT_MAX_DEVICES; d++)
+        if (S.dev[d].seen || S.dev[d].peak || S.dev[d].by_cat[OT_CAT_IMPORTED])
+            seen |= 1ull << d;
+    if (S.failure.valid && S.failure.req.device >= 0 && S.failure.req.device < OT_MAX_DEVICES)
+        seen |= 1ull << S.failure.req.device;
+    async = S.async_devices;
+    for (int i = 0; i < S.npools; i++)
+        pools[npools++] = (struct poolinfo){.handle = S.pools[i].handle, .device = S.pools[i].device};
+    pthread_mutex_unlock(&ot_lock);
+
+    int current = ot_real.cuCtxGetDevice ? ot_current_device() : -1;
+    if (current >= 0 && current < OT_MAX_DEVICES)
+        seen |= 1ull << current;
+    struct devinfo *devs = calloc(OT_MAX_DEVICES, sizeof *devs);
+    int ndevs = 0;
+    for (int d = 0; devs && d < OT_MAX_DEVICES; d++)
+        if (seen & (1ull << d))
+            query_device(&devs[ndevs++], d, d == current);
+    for (int d = 0; d < OT_MAX_DEVICES; d++) {
+        if (!(async & (1ull << d)) || !ot_real.cuDeviceGetDefaultMemPool)
+            continue;
+        CUmemoryPool p;
+        CUdevice dev = d;
+        if (((CUresult(*)(CUmemoryPool *, CUdevice))ot_real.cuDeviceGetDefaultMemPool)(&p, dev) != CUDA_SUCCESS)
+            continue;
+        int dup = 0;
+        for (int i = 0; i < npools; i++)
+            dup |= pools[i].handle == (uint64_t)(uintptr_t)p;
+        if (!dup)
+            pools[npools++] = (struct poolinfo){.handle = (uint64_t)(uintptr_t)p, .device = d, .flags = 1};
+        else
+            for (int i = 0; i < npools; i++)
+                if (pools[i].handle == (uint64_t)(uintptr_t)p)
+                    pools[i].flags |= 1;
+    }
+    for (int i = 0; i < npools; i++)
+        query_pool(&pools[i]);
+
+    struct rank rk;
+    read_rank(&rk);
+
+    struct section secs[MAX_SECTIONS];
+    int nsec = 0;
+    memset(secs, 0, sizeof secs);
+    struct addrset addrs = {calloc(1024, sizeof(uint64_t)), 1023, 0};
+
+    pthread_mutex_lock(&ot_lock);
+    struct ot_ring_stats rs;
+    ot_ring_stats(&rs);
+    secs[nsec].type = OT_SEC_META;
+    put_meta(&secs[nsec++].b, trigger, reason, seq, &rk, &rs);
+
+    secs[nsec].type = OT_SEC_DEVICES;
+    ot_buf_uv(&secs[nsec].b, (uint64_t)ndevs);
+    for (int i = 0; i < ndevs; i++)
+        put_device(&secs[nsec].b, &devs[i]);
+    nsec++;
+
+    if (trigger == OT_TRIGGER_OOM && S.failure.valid) {
+        secs[nsec].type = OT_SEC_FAILURE;
+        put_failure(&secs[nsec++].b, &S.failure);
+    }
+
+    secs[nsec].type = OT_SEC_STACKS;
+    put_stacks(&secs[nsec++].b, &addrs);
+
+    secs[nsec].type = OT_SEC_LIVE;
+    ot_buf_uv(&secs[nsec].b, S.live.count);
+    for (uint64_t i = 0; S.live.slots && i <= S.live.mask; i++)
+        if (S.live.slots[i].size)
+            put_rec(&secs[nsec].b, &S.live.slots[i]);
+    nsec++;
+
+    for (int i = 0; i < ndevs; i++) {
+        if (!ot_devslot(devs[i].ordinal)->peak)
+            continue;
+        secs[nsec].type = OT_SEC_PEAK;
+        put_peak(&secs[nsec++].b, devs[i].ordinal);
+    }
+
+    secs[nsec].type = OT_SEC_EVENTS;
+    ot_ring_serialize(&secs[nsec++].b);
+
+    secs[nsec].type = OT_SEC_MARKERS;
+    put_markers(&secs[nsec++].b);
+
+    if (S.maps.count) {
+        secs[nsec].type = OT_SEC_MAPPINGS;
+        put_mappings(&secs[nsec++].b);
+    }
+    pthread_mutex_unlock(&ot_lock);
+
+    secs[nsec].type = OT_SEC_POOLS;
+    ot_buf_uv(&secs[nsec].b, (uint64_t)npools);
+    for (int i = 0; i < npools; i++) {
+        ot_buf_uv(&secs[nsec].b, pools[i].handle);
+        ot_buf_sv(&secs[nsec].b, pools[i].device);
+        ot_buf_uv(&secs[nsec].b, pools[i].flags);
+        ot_buf_uv(&secs[nsec].b, pools[i].reserved);
+        ot_buf_uv(&secs[nsec].b, pools[i].used);
+    }
+    nsec++;
+
+    secs[nsec].type = OT_SEC_PYFRAMES;
+    ot_pyframes_serialize(&secs[nsec++].b);
+
+    secs[nsec].type = OT_SEC_MODULES;
+    ot_modules_serialize(&secs[nsec++].b);
+
+    if (addrs.slots) {
+        /* Compact the set into a list for dladdr. */
+        uint64_t k = 0;
+        for (uint64_t i = 0; i <= addrs.mask; i++)
+            if (addrs.slots[i])
+                addrs.slots[k++] = addrs.slots[i];
+        secs[nsec].type = OT_SEC_SYMBOLS;
+        ot_symbols_serialize(&secs[nsec++].b, addrs.slots, k);
+    }
+    free(addrs.slots);
+    free(devs);
+
+    int oom = 0;
+    for (int i = 0; i < nsec; i++)
+        oom |= secs[i].b.oom;
+    char path[1024];
+    int fd = -1;
+    if (oom) {
+        ot_log("not enough memory to build a snapshot (trigger %s); none written", trigger_name(trigger));
+    } else if ((fd = open_snapshot(path, sizeof path, trigger, seq, &rk)) < 0) {
+        ot_log("cannot create a snapshot in %s: %s", ot_opt.dir, strerror(errno));
+    } else {
+        struct ot_file_header fh = {.version_major = OT_VERSION_MAJOR, .version_minor = OT_VERSION_MINOR,
+                                    .flags = OT_FILE_COMPLETE};
+        memcpy(fh.magic, OT_MAGIC, 8);
+        ZSTD_CCtx *cctx = ZSTD_createCCtx();
+        int bad = write_all(fd, &fh, sizeof fh);
+        for (int i = 0; i < nsec && !bad; i++)
+            bad = write_section(fd, &secs[i], cctx);
+        ZSTD_freeCCtx(cctx);
+        int err = errno;
+        if (close(fd) != 0 && !bad) {
+            bad = 1;
+            err = errno;
+        }
+        if (bad) {
+            ot_log("cannot write snapshot %s: %s; removed the partial file", path, strerror(err));
+            unlink(path);
+        } else {
+            rc = 0;
+            if (!ot_opt.quiet)
+                ot_log("snapshot written: %s (%s)", path, trigger_name(trigger));
+        }
+    }
+    for (int i = 0; i < nsec; i++)
+        ot_buf_free(&secs[i].b);
+out:
+    ot_self.busy = was_busy;
+    errno = saved_errno;
+    return rc;
+}

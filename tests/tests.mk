@@ -1,0 +1,24 @@
+# Tests: `make test` builds everything, then runs tests/run.sh.
+TEST_BIN := $(B)/tests
+LIB_CORE_OBJ := $(filter-out $(B)/lib/dlsym.o,$(LIB_OBJ))
+DOORS := linked dlsym procaddr
+
+$(TEST_BIN)/test_recorder: tests/unit/test_recorder.c $(LIB_CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
+
+$(TEST_BIN)/door_linked: tests/doors/door_linked.c tests/doors/scenario.h $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g -rdynamic -o $@ $< -L$(B)/fake -lcuda
+
+$(TEST_BIN)/door_%: tests/doors/door_%.c tests/doors/scenario.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g -rdynamic -o $@ $< -ldl
+
+TEST_PROGS := $(TEST_BIN)/test_recorder $(DOORS:%=$(TEST_BIN)/door_%)
+
+.PHONY: test-build
+test-build: all $(TEST_PROGS)
+
+test: test-build
+	@tests/run.sh

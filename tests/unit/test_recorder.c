@@ -1,0 +1,286 @@
+/* Unit tests of the recorder's core, linked against lib/'s objects: the live set, the exact peak set,
+ * VMM reference counting, the ring's drop accounting and the options table. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "liveset.h"
+#include "record.h"
+#include "ring.h"
+
+/* A deterministic generator, so a failure reproduces. */
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void reset(void)
+{
+    ot_opt.ring_bytes = 64 << 20;
+    ot_opt.depth = 16;
+    ot_opt.dump_oom = 0;
+    ot_record_reset_after_fork();
+}
+
+static void test_liveset_matches_reference(void **state)
+{
+    (void)state;
+    struct ot_liveset s = {0};
+    enum { N = 4096 };
+    static uint64_t ref[N]; /* ref[k] = size, 0 when absent; key = k * 512 + 0x7f0000000000 */
+    memset(ref, 0, sizeof ref);
+    uint64_t count = 0;
+    for (int op = 0; op < 400000; op++) {
+        uint64_t k = next() % N, key = 0x7f0000000000ull + k * 512;
+        struct ot_rec *r = ot_live_find(&s, OT_NS_DEVPTR, key);
+        assert_true((r != NULL) == (ref[k] != 0));
+        if (r) {
+            assert_int_equal(r->size, ref[k]);
+            ot_live_del(&s, r);
+            ref[k] = 0;
+            count--;
+        } else {
+            struct ot_rec n = {.key = key, .size = 1 + next() % 1000, .ns = OT_NS_DEVPTR};
+            assert_non_null(ot_live_put(&s, &n));
+            ref[k] = n.size;
+            count++;
+        }
+        assert_int_equal(s.count, count);
+    }
+    /* The same key in another namespace is another allocation. */
+    struct ot_rec v = {.key = 0x7f0000000000ull, .size = 7, .ns = OT_NS_VMM};
+    if (!ot_live_find(&s, OT_NS_VMM, v.key))
+        ot_live_put(&s, &v);
+    assert_int_equal(ot_live_find(&s, OT_NS_VMM, v.key)->size, 7);
+    ot_live_clear(&s);
+}
+
+struct collect {
+    uint64_t bytes, count;
+    uint64_t keys[8192];
+};
+
+static void collect_cb(const struct ot_rec *r, void *ctx)
+{
+    struct collect *c = ctx;
+    c->keys[c->count++] = r->key;
+    c->bytes += r->size;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The peak set kept at O(1) per event must equal the live set at the high-water mark found by brute
+ * force over the whole history. */
+static void test_peak_set_is_exact(void **state)
+{
+    (void)state;
+    reset();
+    enum { SLOTS = 512, OPS = 20000 };
+    static uint64_t live_key[SLOTS], live_size[SLOTS];
+    static uint64_t best_keys[SLOTS];
+    memset(live_key, 0, sizeof live_key);
+    uint64_t cur = 0, best = 0, nbest = 0, addr = 0x100000;
+    for (int op = 0; op < OPS; op++) {
+        int i = (int)(next() % SLOTS);
+        if (live_key[i]) {
+            ot_record_free(OT_NS_DEVPTR, live_key[i], OT_API_cuMemFree_v2);
+            cur -= live_size[i];
+            live_key[i] = 0;
+        } else {
+            uint64_t size = 512 * (1 + next() % 64);
+            struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, addr, size};
+            addr += 1 << 20;
+            ot_record_alloc(&q);
+            live_key[i] = q.key;
+            live_size[i] = size;
+            cur += size;
+            if (cur > best) {
+                best = cur;
+                nbest = 0;
+                for (int j = 0; j < SLOTS; j++)
+                    if (live_key[j])
+                        best_keys[nbest++] = live_key[j];
+            }
+        }
+    }
+    assert_int_equal(ot_state.dev[0].cur, cur);
+    assert_int_equal(ot_state.dev[0].peak, best);
+    static struct collect c;
+    memset(&c, 0, sizeof c);
+    ot_peak_foreach(0, collect_cb, &c);
+    assert_int_equal(c.bytes, best);
+    assert_int_equal(c.count, nbest);
+    qsort(c.keys, c.count, sizeof c.keys[0], cmp_u64);
+    qsort(best_keys, nbest, sizeof best_keys[0], cmp_u64);
+    assert_memory_equal(c.keys, best_keys, nbest * sizeof best_keys[0]);
+}
+
+/* NCCL's pattern: create, map, retain, release, unmap, release -> exactly one free, at the end. */
+static void test_vmm_reference_counts(void **state)
+{
+    (void)state;
+    reset();
+    uint64_t h = 0xabc, size = 64 << 20;
+    struct ot_alloc_req q = {OT_NS_VMM, OT_CAT_VMM, OT_API_cuMemCreate, 0, 0, h, size};
+    ot_record_alloc(&q);
+    ot_vmm_map(0x200000000ull, size, 0, h);
+    ot_vmm_retain(h);
+    ot_vmm_release(h);
+    assert_int_equal(ot_state.dev[0].cur, size);
+    ot_vmm_unmap(0x200000000ull, size);
+    assert_int_equal(ot_state.dev[0].cur, size); /* one reference left */
+    ot_vmm_release(h);
+    assert_int_equal(ot_state.dev[0].cur, 0);
+    assert_int_equal(ot_state.live.count, 0);
+    assert_int_equal(ot_state.unknown_frees, 0);
+
+    /* PyTorch's expandable segments: release first, memory lives until unmapped. */
+    ot_record_alloc(&q);
+    ot_vmm_map(0x300000000ull, size / 2, 0, h);
+    ot_vmm_map(0x300000000ull + size / 2, size / 2, size / 2, h);
+    ot_vmm_release(h);
+    assert_int_equal(ot_state.dev[0].cur, size);
+    ot_vmm_unmap(0x300000000ull, size); /* one call covering both mappings */
+    assert_int_equal(ot_state.dev[0].cur, 0);
+    assert_int_equal(ot_state.maps.count, 0);
+
+    /* Host-located VMM memory never enters a device's totals. */
+    struct ot_alloc_req hq = {OT_NS_VMM, OT_CAT_VMM, OT_API_cuMemCreate, OT_REC_HOST_LOCATION, -1, 0x77, size};
+    ot_record_alloc(&hq);
+    assert_int_equal(ot_state.dev[0].cur, 0);
+    assert_int_equal(ot_state.host.by_cat[OT_CAT_VMM], size);
+}
+
+/* Host pinned memory is reported on the host, never in a device's totals or peak. */
+static void test_host_pinned_is_not_device_memory(void **state)
+{
+    (void)state;
+    reset();
+    struct ot_alloc_req q = {OT_NS_HOST, OT_CAT_HOST_PINNED, OT_API_cuMemHostAlloc, 0, -1, 0x5000, 4096};
+    ot_record_alloc(&q);
+    assert_int_equal(ot_state.host.by_cat[OT_CAT_HOST_PINNED], 4096);
+    assert_int_equal(ot_state.host.cur, 0);
+    assert_int_equal(ot_state.dev[0].peak, 0);
+    ot_record_free(OT_NS_HOST, 0x5000, OT_API_cuMemFreeHost);
+    assert_int_equal(ot_state.host.by_cat[OT_CAT_HOST_PINNED], 0);
+}
+
+static uint64_t decode_chunks(const struct ot_buf *b, uint64_t *first, uint64_t *last);
+
+/* A small ring drops whole chunks, oldest first, and counts every event it dropped. */
+static void test_ring_counts_dropped_chunks(void **state)
+{
+    (void)state;
+    reset();
+    ot_opt.ring_bytes = 4096;
+    for (int i = 0; i < 30000; i++) {
+        struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0,
+                                 0x10000000ull + (next() % 1000000) * 512, 512 + next() % 100000};
+        ot_record_alloc(&q);
+        ot_record_free(OT_NS_DEVPTR, q.key, OT_API_cuMemFree_v2);
+    }
+    struct ot_ring_stats st;
+    ot_ring_stats(&st);
+    assert_int_equal(ot_state.recorded, 60000);
+    assert_true(st.dropped > 0);
+    assert_true(st.chunks_dropped > 0);
+    assert_int_equal(st.kept + st.dropped, ot_state.recorded);
+    assert_true(st.used_bytes <= 4096);
+
+    struct ot_buf b = {0};
+    ot_ring_serialize(&b);
+    uint64_t first = 0, last = 0;
+    uint64_t n = decode_chunks(&b, &first, &last);
+    /* What is kept is exactly the newest events, without a gap. */
+    assert_int_equal(n, st.kept);
+    assert_int_equal(last, ot_state.seq);
+    assert_int_equal(last - first + 1, st.kept);
+    ot_buf_free(&b);
+}
+
+#include <zstd.h>
+static uint64_t decode_chunks(const struct ot_buf *b, uint64_t *first, uint64_t *last)
+{
+    struct ot_cursor c = {b->p, b->p + b->len, 0};
+    uint64_t nchunks = ot_get_uvarint(&c), total = 0, expect_seq = 0;
+    for (uint64_t i = 0; i < nchunks; i++) {
+        uint64_t fs = ot_get_uvarint(&c), ne = ot_get_uvarint(&c);
+        ot_get_uvarint(&c); /* t0 */
+        uint64_t raw_len = ot_get_uvarint(&c);
+        size_t zlen;
+        const char *z = ot_get_str(&c, &zlen);
+        assert_false(c.err);
+        uint8_t *raw = malloc(raw_len);
+        assert_int_equal(ZSTD_decompress(raw, raw_len, z, zlen), raw_len);
+        struct ot_cursor e = {raw, raw + raw_len, 0};
+        for (uint64_t k = 0; k < ne; k++) {
+            uint64_t kind = ot_get_uvarint(&e);
+            for (int f = 0; f < 8; f++)
+                ot_get_uvarint(&e);
+            if (kind == OT_EV_MARKER) {
+                size_t l;
+                ot_get_str(&e, &l);
+            }
+        }
+        assert_false(e.err);
+        assert_true(e.p == e.end);
+        free(raw);
+        if (i == 0)
+            *first = fs;
+        else
+            assert_int_equal(fs, expect_seq);
+        expect_seq = fs + ne;
+        total += ne;
+    }
+    *last = expect_seq - 1;
+    return total;
+}
+
+static void test_options_fall_back_on_bad_values(void **state)
+{
+    (void)state;
+    setenv("OOMTRACE_RING", "12X", 1);
+    setenv("OOMTRACE_DEPTH", "1000000", 1);
+    setenv("OOMTRACE_DUMP", "exit,crash", 1);
+    setenv("OOMTRACE_SIGNAL", "USR2", 1);
+    ot_options_load();
+    assert_int_equal(ot_opt.ring_bytes, 64 << 20);
+    assert_int_equal(ot_opt.depth, 64);
+    assert_true(ot_opt.dump_exit && ot_opt.dump_crash && ot_opt.dump_oom);
+    assert_int_equal(ot_opt.signal, 12); /* SIGUSR2 on Linux */
+    setenv("OOMTRACE_RING", "1.5M", 1);
+    setenv("OOMTRACE_DUMP", "none", 1);
+    ot_options_load();
+    assert_int_equal(ot_opt.ring_bytes, 3 << 19);
+    assert_false(ot_opt.dump_oom);
+    unsetenv("OOMTRACE_RING");
+    unsetenv("OOMTRACE_DEPTH");
+    unsetenv("OOMTRACE_DUMP");
+    unsetenv("OOMTRACE_SIGNAL");
+}
+
+int main(void)
+{
+    ot_backtrace_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_liveset_matches_reference),
+        cmocka_unit_test(test_peak_set_is_exact),
+        cmocka_unit_test(test_vmm_reference_counts),
+        cmocka_unit_test(test_host_pinned_is_not_device_memory),
+        cmocka_unit_test(test_ring_counts_dropped_chunks),
+        cmocka_unit_test(test_options_fall_back_on_bad_values),
+    };
+    return cmocka_run_group_tests_name("recorder", tests, NULL, NULL);
+}

@@ -1,0 +1,45 @@
+"""Python helpers for oomtrace, the GPU out-of-memory tracer.
+
+    import oomtrace
+    oomtrace.mark(f"step {step} seq_len={seq_len}")   # a marker in the event stream
+    oomtrace.dump("after warm-up")                     # write a snapshot now
+
+Both calls reach liboomtrace.so through ctypes when it is preloaded (LD_PRELOAD) and do nothing otherwise.
+They return True when the tracer took the call. ctypes releases the GIL around the foreign call, and the
+tracer never takes it, so these are safe from any thread.
+"""
+import ctypes
+
+__all__ = ["active", "mark", "dump"]
+
+_mark = _dump = None
+try:
+    _self = ctypes.CDLL(None)
+    _mark = _self.oomtrace_mark
+    _dump = _self.oomtrace_dump
+    for _f in (_mark, _dump):
+        _f.argtypes = [ctypes.c_char_p]
+        _f.restype = ctypes.c_int
+except (OSError, AttributeError):
+    _mark = _dump = None
+
+
+def active():
+    """True when liboomtrace.so is loaded in this process."""
+    return _mark is not None
+
+
+def _bytes(s):
+    if s is None:
+        return None
+    return s.encode("utf-8", "replace") if isinstance(s, str) else bytes(s)
+
+
+def mark(label):
+    """Adds a marker (at most 255 bytes are kept), e.g. "step 12 seq_len=2048"."""
+    return _mark is not None and _mark(_bytes(label)) == 0
+
+
+def dump(reason=None):
+    """Writes a snapshot into OOMTRACE_DIR now; True when the file was written."""
+    return _dump is not None and _dump(_bytes(reason)) == 0
