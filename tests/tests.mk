@@ -22,3 +22,8 @@ test-build: all $(TEST_PROGS)
 
 test: test-build
 	@tests/run.sh
+
+$(TEST_BIN)/fakecuda_smoke: tests/fakecuda_smoke.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g -o $@ $< -ldl -lpthread
+TEST_PROGS += $(TEST_BIN)/fakecuda_smoke
