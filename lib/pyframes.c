@@ -1,20 +1,494 @@
-/* Python frames: placeholder until the Python reader lands; native stacks only. */
+/* Python frames, read from C without the GIL.
+ *
+ * At a driver call the calling thread is inside native code, so its own Python frame chain cannot change
+ * under us, whether or not it holds the GIL; taking the GIL here could deadlock (a GIL holder may wait for
+ * this thread). So the chain is read directly: the thread's state comes from PyGILState_GetThisThreadState
+ * (a thread-local lookup), and the frames from the interpreter's own structures, whose layout is fixed per
+ * CPython minor version (3.11 and 3.12 here; other versions are declined with one line on stderr).
+ *
+ * Each distinct (code object, instruction) is interned once: its file, qualified name and line (from the
+ * code object's location table) are copied out at first sight, so a later snapshot never touches a code
+ * object that may have died. A per-thread cache makes repeated call sites cost a few loads each.
+ *
+ * The layout is checked before it is trusted: until one walk has validated every code object's type,
+ * reads go through process_vm_readv, which fails instead of faulting. */
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "buf.h"
 #include "internal.h"
 
+struct layout {
+    unsigned ts_cframe, cframe_current;                  /* thread state -> _PyCFrame -> current frame */
+    unsigned fr_code, fr_previous, fr_instr, fr_owner;   /* _PyInterpreterFrame */
+    int fr_is_entry;                                     /* 3.11: offset of is_entry; -1 otherwise */
+    int owner_cstack;                                    /* 3.12: owner value of C-stack shim frames */
+    unsigned co_firstlineno, co_filename, co_qualname, co_linetable, co_code;
+    unsigned uni_state, uni_length, ascii_data, compact_utf8, compact_data;
+    unsigned var_size, bytes_data;
+};
+
+static const struct layout py311 = {
+    .ts_cframe = 56, .cframe_current = 8,
+    .fr_code = 32, .fr_previous = 48, .fr_instr = 56, .fr_owner = 69, .fr_is_entry = 68, .owner_cstack = -1,
+    .co_firstlineno = 72, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 184,
+    .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
+    .var_size = 16, .bytes_data = 32,
+};
+
+static const struct layout py312 = {
+    .ts_cframe = 56, .cframe_current = 0,
+    .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = -1, .owner_cstack = 3,
+    .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 192,
+    .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
+    .var_size = 16, .bytes_data = 32,
+};
+
+enum { PY_UNPROBED, PY_ABSENT, PY_ON, PY_OFF };
+static int py_state;
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static const struct layout *L;
+static void *(*get_tstate)(void);
+static int (*is_initialized)(void);
+static const void *code_type, *unicode_type, *bytes_type;
+static uintptr_t eval_lo, eval_hi;
+static char version[32];
+static int validated; /* one walk has confirmed the layout: plain loads from now on */
+
+static void *sym(const char *name)
+{
+    void *(*real)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
+    return real ? real(RTLD_DEFAULT, name) : NULL;
+}
+
+static void probe(void)
+{
+    py_state = PY_ABSENT;
+    get_tstate = (void *(*)(void))sym("PyGILState_GetThisThreadState");
+    if (!get_tstate || !ot_opt.python)
+        return;
+    const unsigned long *hex = sym("Py_Version");
+    const char *(*getver)(void) = (const char *(*)(void))sym("Py_GetVersion");
+    unsigned major = 0, minor = 0, micro = 0;
+    if (hex) {
+        major = (unsigned)(*hex >> 24) & 0xff;
+        minor = (unsigned)(*hex >> 16) & 0xff;
+        micro = (unsigned)(*hex >> 8) & 0xff;
+    } else if (getver) {
+        sscanf(getver(), "%u.%u.%u", &major, &minor, &micro);
+    }
+    snprintf(version, sizeof version, "%u.%u.%u", major, minor, micro);
+    if (major == 3 && minor == 11)
+        L = &py311;
+    else if (major == 3 && minor == 12)
+        L = &py312;
+    is_initialized = (int (*)(void))sym("Py_IsInitialized");
+    code_type = sym("PyCode_Type");
+    unicode_type = sym("PyUnicode_Type");
+    bytes_type = sym("PyBytes_Type");
+    if (!L || !is_initialized || !code_type || !unicode_type || !bytes_type) {
+        ot_log("Python %s: frame layout not supported (3.11 and 3.12 are); stacks stay native", version);
+        py_state = PY_OFF;
+        return;
+    }
+    void *eval = sym("_PyEval_EvalFrameDefault");
+    Dl_info info;
+    const ElfW(Sym) *es = NULL;
+    if (eval && dladdr1(eval, &info, (void **)&es, RTLD_DL_SYMENT) && es && es->st_size) {
+        eval_lo = (uintptr_t)eval;
+        eval_hi = eval_lo + es->st_size;
+    }
+    py_state = PY_ON;
+}
+
+/* ---- memory reads ---- */
+
+static int safe_read(const void *addr, void *out, size_t n)
+{
+    if ((uintptr_t)addr < 4096)
+        return -1;
+    if (validated) {
+        memcpy(out, addr, n);
+        return 0;
+    }
+    struct iovec local = {out, n}, remote = {(void *)addr, n};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+/* Always checked: used on objects seen for the first time (interning), never on the hot path. */
+static int checked_read(const void *addr, void *out, size_t n)
+{
+    if ((uintptr_t)addr < 4096)
+        return -1;
+    struct iovec local = {out, n}, remote = {(void *)addr, n};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static void *rd_ptr(const void *base, unsigned off)
+{
+    void *p = NULL;
+    return safe_read((const char *)base + off, &p, sizeof p) == 0 ? p : NULL;
+}
+
+static int is_type(const void *obj, const void *type)
+{
+    void *t = NULL;
+    return checked_read((const char *)obj + 8, &t, sizeof t) == 0 && t == type;
+}
+
+/* Copies a str object as UTF-8 (at most cap-1 bytes). */
+static void read_str(const void *obj, char *out, size_t cap)
+{
+    out[0] = 0;
+    if (!obj || !is_type(obj, unicode_type))
+        return;
+    uint32_t state = 0;
+    int64_t len = 0;
+    if (checked_read((const char *)obj + L->uni_state, &state, 4) || checked_read((const char *)obj + L->uni_length, &len, 8))
+        return;
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || len < 0)
+        return;
+    if (ascii) {
+        size_t n = (size_t)len < cap - 1 ? (size_t)len : cap - 1;
+        if (checked_read((const char *)obj + L->ascii_data, out, n) == 0)
+            out[n] = 0;
+        return;
+    }
+    const char *utf8 = NULL;
+    if (checked_read((const char *)obj + L->compact_utf8, &utf8, sizeof utf8) == 0 && utf8) {
+        size_t n = 0;
+        while (n < cap - 1 && checked_read(utf8 + n, &out[n], 1) == 0 && out[n])
+            n++;
+        out[n] = 0;
+        return;
+    }
+    /* No cached UTF-8: encode from the 1-, 2- or 4-byte code units. */
+    size_t o = 0;
+    const char *data = (const char *)obj + L->compact_data;
+    for (int64_t i = 0; i < len && o + 4 < cap; i++) {
+        uint32_t cp = 0;
+        if (kind == 1 || kind == 2 || kind == 4) {
+            if (checked_read(data + i * kind, &cp, kind))
+                break;
+        } else {
+            break;
+        }
+        if (cp < 0x80) {
+            out[o++] = (char)cp;
+        } else if (cp < 0x800) {
+            out[o++] = (char)(0xc0 | cp >> 6);
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        } else if (cp < 0x10000) {
+            out[o++] = (char)(0xe0 | cp >> 12);
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        } else {
+            out[o++] = (char)(0xf0 | cp >> 18);
+            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3f));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        }
+    }
+    out[o] = 0;
+}
+
+/* The line of instruction index lasti, from a 3.11+ location table (CPython's Objects/locations.md:
+ * entries of a start byte 1CCCCLLL (code, length-1) and 6-bit varints). -1 when it has none. */
+static int line_for(const uint8_t *t, size_t n, int firstline, uint64_t lasti)
+{
+    int line = firstline;
+    uint64_t addr = 0;
+    size_t i = 0;
+#define VARINT(out)                                                                                    \
+    do {                                                                                               \
+        unsigned shift_ = 0;                                                                           \
+        uint64_t v_ = 0;                                                                               \
+        uint8_t b_;                                                                                    \
+        do {                                                                                           \
+            if (i >= n)                                                                                \
+                return -1;                                                                             \
+            b_ = t[i++];                                                                               \
+            v_ |= (uint64_t)(b_ & 63) << shift_;                                                       \
+            shift_ += 6;                                                                               \
+        } while ((b_ & 64) && shift_ < 64);                                                            \
+        out = v_;                                                                                      \
+    } while (0)
+    while (i < n) {
+        uint8_t first = t[i++];
+        if (!(first & 0x80))
+            return -1;
+        unsigned code = (first >> 3) & 15, length = (first & 7) + 1;
+        int this_line = line;
+        uint64_t v;
+        if (code == 15) {
+            this_line = -1;
+        } else if (code == 14) {
+            VARINT(v);
+            line += (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
+            this_line = line;
+            VARINT(v);
+            VARINT(v);
+            VARINT(v);
+        } else if (code == 13) {
+            VARINT(v);
+            line += (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
+            this_line = line;
+        } else if (code >= 10) {
+            line += (int)code - 10;
+            this_line = line;
+            i += 2;
+        } else {
+            this_line = line;
+            i += 1;
+        }
+        if (lasti >= addr && lasti < addr + length)
+            return this_line;
+        addr += length;
+    }
+#undef VARINT
+    return -1;
+}
+
+/* ---- the interned frames ---- */
+
+/* Keyed by the code object's address, the instruction and the qualified-name object: a code object that
+ * died and whose memory now holds another function's code differs in its name object. */
+struct pyframe {
+    uint64_t code, lasti, name;
+    char *function, *file;
+    int line;
+};
+
+static pthread_mutex_t pylock = PTHREAD_MUTEX_INITIALIZER;
+static struct pyframe *table; /* index = id - 1 */
+static uint32_t ntable, captable;
+static uint32_t *pyindex;
+static uint32_t pyindex_mask;
+
+static uint64_t key_hash(uint64_t code, uint64_t lasti)
+{
+    return (code ^ (lasti * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull;
+}
+
+static int index_grow(void)
+{
+    uint32_t cap = pyindex ? (pyindex_mask + 1) * 2 : 1024;
+    uint32_t *n = calloc(cap, sizeof *n);
+    if (!n)
+        return -1;
+    for (uint32_t id = 1; id <= ntable; id++) {
+        uint32_t i = (uint32_t)(key_hash(table[id - 1].code, table[id - 1].lasti) >> 20) & (cap - 1);
+        while (n[i])
+            i = (i + 1) & (cap - 1);
+        n[i] = id;
+    }
+    free(pyindex);
+    pyindex = n;
+    pyindex_mask = cap - 1;
+    return 0;
+}
+
+/* Returns the id for (code, lasti), resolving it on first sight; 0 when the code object fails its checks. */
+static uint32_t intern(const void *code, uint64_t lasti, const void *name)
+{
+    pthread_mutex_lock(&pylock);
+    uint32_t id = 0;
+    if (!pyindex && index_grow() != 0)
+        goto out;
+    uint32_t i = (uint32_t)(key_hash((uint64_t)(uintptr_t)code, lasti) >> 20) & pyindex_mask;
+    for (; pyindex[i]; i = (i + 1) & pyindex_mask) {
+        struct pyframe *f = &table[pyindex[i] - 1];
+        if (f->code == (uint64_t)(uintptr_t)code && f->lasti == lasti && f->name == (uint64_t)(uintptr_t)name) {
+            id = pyindex[i];
+            goto out;
+        }
+    }
+    if (!is_type(code, code_type))
+        goto out;
+    char file[1024], func[256];
+    void *fo = NULL, *qo = NULL, *lt = NULL;
+    int first = 0;
+    checked_read((const char *)code + L->co_filename, &fo, sizeof fo);
+    checked_read((const char *)code + L->co_qualname, &qo, sizeof qo);
+    checked_read((const char *)code + L->co_linetable, &lt, sizeof lt);
+    checked_read((const char *)code + L->co_firstlineno, &first, sizeof first);
+    read_str(fo, file, sizeof file);
+    read_str(qo, func, sizeof func);
+    int line = -1;
+    int64_t ltlen = 0;
+    if (lt && is_type(lt, bytes_type) && checked_read((const char *)lt + L->var_size, &ltlen, 8) == 0 && ltlen > 0 &&
+        ltlen < (1 << 24)) {
+        uint8_t *buf = malloc((size_t)ltlen);
+        if (buf && checked_read((const char *)lt + L->bytes_data, buf, (size_t)ltlen) == 0)
+            line = line_for(buf, (size_t)ltlen, first, lasti);
+        free(buf);
+    }
+    if (ntable == captable) {
+        uint32_t nc = captable ? captable * 2 : 1024;
+        struct pyframe *t = realloc(table, nc * sizeof *t);
+        if (!t)
+            goto out;
+        table = t;
+        captable = nc;
+    }
+    struct pyframe *f = &table[ntable];
+    f->code = (uint64_t)(uintptr_t)code;
+    f->lasti = lasti;
+    f->name = (uint64_t)(uintptr_t)name;
+    f->function = strdup(func);
+    f->file = strdup(file);
+    f->line = line;
+    id = ++ntable;
+    pyindex[i] = id;
+    if (ntable * 2 > pyindex_mask + 1)
+        index_grow();
+out:
+    pthread_mutex_unlock(&pylock);
+    return id;
+}
+
+/* A per-thread cache of recent (code, lasti) -> id: the common case takes no lock. */
+#define CACHE 256
+struct cache_entry {
+    uint64_t code, lasti, name;
+    uint32_t id;
+};
+static __thread struct cache_entry cache[CACHE] __attribute__((tls_model("initial-exec")));
+
+static uint32_t frame_id(const void *code, uint64_t lasti, const void *name)
+{
+    struct cache_entry *c = &cache[(key_hash((uint64_t)(uintptr_t)code, lasti) >> 24) & (CACHE - 1)];
+    if (c->id && c->code == (uint64_t)(uintptr_t)code && c->lasti == lasti && c->name == (uint64_t)(uintptr_t)name)
+        return c->id;
+    uint32_t id = intern(code, lasti, name);
+    if (id) {
+        c->code = (uint64_t)(uintptr_t)code;
+        c->lasti = lasti;
+        c->name = (uint64_t)(uintptr_t)name;
+        c->id = id;
+    }
+    return id;
+}
+
+/* ---- the walk and the merge ---- */
+
+struct pyf {
+    uint32_t id;
+    int entry; /* the outermost frame of one run of the eval loop */
+};
+
+static int walk(struct pyf *out, int max)
+{
+    if (!is_initialized())
+        return 0;
+    void *ts = get_tstate();
+    if (!ts)
+        return 0;
+    void *cf = rd_ptr(ts, L->ts_cframe);
+    void *frame = cf ? rd_ptr(cf, L->cframe_current) : NULL;
+    int n = 0, bad = 0;
+    for (int guard = 0; frame && n < max && guard < 4 * max; guard++) {
+        char owner = 0;
+        if (safe_read((const char *)frame + L->fr_owner, &owner, 1)) {
+            bad = 1;
+            break;
+        }
+        void *prev = rd_ptr(frame, L->fr_previous);
+        if (L->owner_cstack >= 0 && owner == L->owner_cstack) {
+            if (n)
+                out[n - 1].entry = 1;
+            frame = prev;
+            continue;
+        }
+        void *code = rd_ptr(frame, L->fr_code);
+        const char *instr = rd_ptr(frame, L->fr_instr);
+        if (!code) {
+            bad = 1;
+            break;
+        }
+        const char *start = (const char *)code + L->co_code;
+        uint64_t lasti = instr >= start ? (uint64_t)(instr - start) / 2 : 0;
+        uint32_t id = frame_id(code, lasti, rd_ptr(code, L->co_qualname));
+        if (!id) {
+            bad = 1;
+            break;
+        }
+        out[n].id = id;
+        out[n].entry = 0;
+        if (L->fr_is_entry >= 0) {
+            char e = 0;
+            safe_read((const char *)frame + L->fr_is_entry, &e, 1);
+            out[n].entry = e != 0;
+        }
+        n++;
+        frame = prev;
+    }
+    if (n)
+        out[n - 1].entry = 1;
+    if (!bad && n && !validated)
+        __atomic_store_n(&validated, 1, __ATOMIC_RELEASE);
+    if (bad && !validated) {
+        ot_log("Python %s: frame layout check failed; stacks stay native", version);
+        py_state = PY_OFF;
+        return 0;
+    }
+    return n;
+}
+
+/* Puts the Python frames where the interpreter ran them: each native frame inside the eval loop is
+ * replaced by the Python frames that run of the loop executed. */
 int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
 {
-    (void)max;
-    (void)flags;
-    return n;
+    if (OT_UNLIKELY(py_state == PY_UNPROBED))
+        pthread_once(&probe_once, probe);
+    if (py_state != PY_ON)
+        return n;
+    struct pyf py[128];
+    int np = walk(py, 128);
+    if (np == 0) {
+        if (py_state == PY_ON)
+            *flags |= 2; /* a native thread of a Python process */
+        return n;
+    }
+    uint64_t native[OT_MAX_FRAMES];
+    memcpy(native, frames, (size_t)n * sizeof *frames);
+    int out = 0, p = 0;
+    for (int i = 0; i < n && out < max; i++) {
+        uintptr_t a = (uintptr_t)(native[i] >> 1);
+        if (a > eval_lo && a <= eval_hi && p < np) {
+            do
+                frames[out++] = ((uint64_t)py[p].id << 1) | OT_FRAME_PYTHON;
+            while (!py[p++].entry && p < np && out < max);
+            continue;
+        }
+        frames[out++] = native[i];
+    }
+    while (p < np && out < max)
+        frames[out++] = ((uint64_t)py[p++].id << 1) | OT_FRAME_PYTHON;
+    return out;
 }
 
 const char *ot_python_version(void)
 {
-    return "";
+    return py_state == PY_ON || py_state == PY_OFF ? version : "";
 }
 
-#include "buf.h"
 void ot_pyframes_serialize(struct ot_buf *b)
 {
-    ot_buf_uv(b, 0);
+    pthread_mutex_lock(&pylock);
+    ot_buf_uv(b, ntable);
+    for (uint32_t i = 0; i < ntable; i++) {
+        ot_buf_uv(b, i + 1);
+        ot_buf_cstr(b, table[i].function);
+        ot_buf_cstr(b, table[i].file);
+        ot_buf_uv(b, table[i].line < 0 ? 0 : (uint64_t)table[i].line);
+    }
+    pthread_mutex_unlock(&pylock);
 }

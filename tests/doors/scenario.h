@@ -54,8 +54,10 @@ NOINLINE CUresult request_too_big(alloc_fn a, CUdeviceptr *out)
 static int run_scenario(alloc_fn a, free_fn f)
 {
     CUdeviceptr w = load_weights(a);
-    CUdeviceptr b1 = make_activations(a), b2 = make_activations(a);
-    if (f(b1) != CUDA_SUCCESS || f(b2) != CUDA_SUCCESS)
+    CUdeviceptr b[2];
+    for (int i = 0; i < 2; i++) /* one call site, two allocations: one merged site in the report */
+        b[i] = make_activations(a);
+    if (f(b[0]) != CUDA_SUCCESS || f(b[1]) != CUDA_SUCCESS)
         return 13;
     CUdeviceptr c = grow_cache(a);
     CUdeviceptr sentinel = 0xdeadbeef, d = sentinel;
