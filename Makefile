@@ -59,3 +59,6 @@ include tests/tests.mk
 
 clean:
 	rm -rf $(B)
+
+demo: all
+	@tools/demo.sh

@@ -91,10 +91,16 @@ static void exit_dump(void)
  * the CUDA runtime registered when it started (they free memory we want to see live). */
 void ot_after_first_alloc(void)
 {
-    if (OT_LIKELY(exit_registered) || !ot_opt.dump_exit)
+    if (OT_LIKELY(exit_registered) || __atomic_exchange_n(&exit_registered, 1, __ATOMIC_ACQ_REL))
         return;
-    if (!__atomic_exchange_n(&exit_registered, 1, __ATOMIC_ACQ_REL))
+    if (ot_opt.dump_exit)
         atexit(exit_dump);
+    /* Said once, by a process that uses the device: most processes under LD_PRELOAD (shells, compilers)
+     * never do, and need not hear about the directory. */
+    struct stat st;
+    if (stat(ot_opt.dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(ot_opt.dir, W_OK | X_OK) != 0)
+        ot_log("OOMTRACE_DIR=%s is not a writable directory; snapshots will fail (tracing continues)",
+               ot_opt.dir);
 }
 
 static void atfork_prepare(void)
@@ -126,10 +132,6 @@ static void init_once(void)
         return;
     }
     ot_backtrace_init();
-    struct stat st;
-    if (stat(ot_opt.dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(ot_opt.dir, W_OK | X_OK) != 0)
-        ot_log("OOMTRACE_DIR=%s is not a writable directory; snapshots will fail (tracing continues)",
-               ot_opt.dir);
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     if (ot_opt.signal) {
         sem_init(&dump_sem, 0, 0);

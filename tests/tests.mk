@@ -17,13 +17,21 @@ $(TEST_BIN)/door_%: tests/doors/door_%.c tests/doors/scenario.h
 
 TEST_PROGS := $(TEST_BIN)/test_recorder $(DOORS:%=$(TEST_BIN)/door_%)
 
-.PHONY: test-build
-test-build: all $(TEST_PROGS)
-
-test: test-build
-	@tests/run.sh
 
 $(TEST_BIN)/fakecuda_smoke: tests/fakecuda_smoke.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O1 -g -o $@ $< -ldl -lpthread
 TEST_PROGS += $(TEST_BIN)/fakecuda_smoke
+
+READ_LIB_OBJ := $(filter-out $(B)/tools/oomtrace-read.o,$(READ_OBJ))
+$(TEST_BIN)/test_doors: tests/e2e/test_doors.c tests/e2e/harness.c tests/e2e/harness.h $(READ_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(READ_CPPFLAGS) -Itools/read $(CFLAGS) $(WARN) -o $@ tests/e2e/test_doors.c tests/e2e/harness.c \
+		$(READ_LIB_OBJ) -lcmocka -lzstd $(READ_LIBS) -lm
+TEST_PROGS += $(TEST_BIN)/test_doors
+
+.PHONY: test-build
+test-build: all $(TEST_PROGS)
+
+test: test-build
+	@tests/run.sh

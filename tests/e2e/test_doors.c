@@ -1,0 +1,201 @@
+/* Every door a program uses to reach the driver, against the stand-in driver: each runs the scenario of
+ * tests/doors/scenario.h (or its Python twin) and the snapshot must say exactly the same thing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+static void check_scenario(struct loaded *l)
+{
+    const struct ot_snapshot *s = &l->s;
+    assert_int_equal(s->meta.trigger, OT_TRIGGER_OOM);
+    assert_true(s->file_flags & OT_FILE_COMPLETE);
+
+    /* The failed request. */
+    assert_true(s->has_failure);
+    assert_int_equal(s->failure.requested_bytes, 700 * MiB);
+    assert_int_equal(s->failure.api, OT_API_cuMemAlloc_v2);
+    assert_int_equal(s->failure.device, 0);
+    assert_int_equal(s->failure.result_code, 2);
+    assert_true(stack_has_function(l, s->failure.stack_id, "request_too_big"));
+
+    /* What the device had: cuMemGetInfo at the failure. */
+    const struct ot_device *d = ot_snapshot_device(s, 0);
+    assert_non_null(d);
+    assert_true(d->flags & OT_DEV_MEMINFO_KNOWN);
+    assert_int_equal(d->total_bytes, 1024 * MiB);
+    assert_int_equal(d->free_bytes, 576 * MiB);
+    assert_int_equal(d->tracked_bytes, 448 * MiB);
+    assert_int_equal(d->peak_bytes, 512 * MiB);
+
+    /* Who held the memory at the peak: exact bytes per call site, and they add up to the peak. */
+    const struct ot_peak *p = ot_snapshot_peak(s, 0);
+    assert_non_null(p);
+    assert_int_equal(p->peak_bytes, 512 * MiB);
+    assert_int_equal(sum_bytes(p->recs, p->count, true), 512 * MiB);
+    uint64_t n;
+    assert_int_equal(bytes_with_function(l, p->recs, p->count, "load_weights", &n), 256 * MiB);
+    assert_int_equal(n, 1);
+    assert_int_equal(bytes_with_function(l, p->recs, p->count, "make_activations", &n), 256 * MiB);
+    assert_int_equal(n, 2);
+    assert_int_equal(bytes_with_function(l, p->recs, p->count, "grow_cache", &n), 0);
+
+    /* The same two allocations from one call site merge into one site. */
+    struct ot_sites sites;
+    struct ot_site_filter f = {.device = 0, .device_memory = true};
+    assert_int_equal(ot_sites_build(p->recs, p->count, &f, &sites), 0);
+    assert_int_equal(sites.n, 2);
+    assert_int_equal(sites.bytes, 512 * MiB);
+    assert_int_equal(sites.v[0].bytes, 256 * MiB);
+    assert_int_equal(sites.v[1].bytes, 256 * MiB);
+    ot_sites_free(&sites);
+
+    /* Who held it at the failure. */
+    assert_true(s->has_live);
+    assert_int_equal(sum_bytes(s->live, s->nlive, true), 448 * MiB);
+    assert_int_equal(bytes_with_function(l, s->live, s->nlive, "load_weights", NULL), 256 * MiB);
+    assert_int_equal(bytes_with_function(l, s->live, s->nlive, "grow_cache", NULL), 192 * MiB);
+
+    /* Events: 5 allocations, 2 frees, 1 failure... all kept. */
+    assert_int_equal(s->meta.events_recorded, 7);
+    assert_int_equal(s->meta.events_kept, 7);
+    assert_int_equal(s->meta.events_dropped, 0);
+}
+
+static void run_door(char *const argv[])
+{
+    struct traced_run r;
+    traced_run(&r, argv, NULL);
+    assert_int_equal(r.status, 0); /* the program saw exactly what it would see untraced */
+    assert_int_equal(r.nsnaps, 1);
+    struct loaded l;
+    load_snapshot(&l, r.paths[0]);
+    check_scenario(&l);
+    unload_snapshot(&l);
+    traced_cleanup(&r);
+}
+
+static void test_linked_with_lcuda(void **st)
+{
+    (void)st;
+    run_door((char *const[]){"build/tests/door_linked", NULL});
+}
+
+static void test_dlopen_dlsym(void **st)
+{
+    (void)st;
+    run_door((char *const[]){"build/tests/door_dlsym", NULL});
+}
+
+static void test_procaddress_v2_flags0(void **st)
+{
+    (void)st;
+    run_door((char *const[]){"build/tests/door_procaddr", "v2", "0", NULL});
+}
+
+static void test_procaddress_v2_flags2(void **st)
+{
+    (void)st;
+    run_door((char *const[]){"build/tests/door_procaddr", "v2", "2", NULL});
+}
+
+static void test_procaddress_4arg_11030(void **st)
+{
+    (void)st;
+    run_door((char *const[]){"build/tests/door_procaddr", "v1", "0", NULL});
+}
+
+/* The line of the `# LINE:name` marker in the Python workload. */
+static long marker_line(const char *path, const char *name)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[512], tag[128];
+    snprintf(tag, sizeof tag, "# LINE:%s", name);
+    long n = 0, found = -1;
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        if (strstr(line, tag))
+            found = n;
+    }
+    fclose(f);
+    return found;
+}
+
+static void check_python(const char *mode_flag, const char *threads)
+{
+    const char *py = "tests/py/alloc_ctypes.py";
+    char *argv[] = {"python3", (char *)py, (char *)mode_flag, (char *)threads, NULL};
+    struct traced_run r;
+    traced_run(&r, argv, NULL);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.nsnaps, 1);
+    struct loaded l;
+    load_snapshot(&l, r.paths[0]);
+    const struct ot_snapshot *s = &l.s;
+    assert_true(s->meta.python_version.n > 0);
+    assert_true(s->has_failure);
+    assert_int_equal(s->failure.requested_bytes, 700 * MiB);
+    /* Python frames: exact file, line and function, in the failed request's stack ... */
+    assert_int_equal(stack_python_line(&l, s->failure.stack_id, "request_too_big", "alloc_ctypes.py"),
+                     marker_line(py, "request_too_big"));
+    assert_true(stack_python_line(&l, s->failure.stack_id, "scenario", "alloc_ctypes.py") > 0);
+    /* ... and in the peak's sites. */
+    const struct ot_peak *p = ot_snapshot_peak(s, 0);
+    assert_non_null(p);
+    int seen_w = 0, seen_a = 0;
+    for (size_t i = 0; i < p->count; i++) {
+        long lw = stack_python_line(&l, p->recs[i].stack_id, "load_weights", "alloc_ctypes.py");
+        long la = stack_python_line(&l, p->recs[i].stack_id, "make_activations", "alloc_ctypes.py");
+        if (lw > 0) {
+            assert_int_equal(lw, marker_line(py, "load_weights"));
+            assert_int_equal(p->recs[i].size, 256 * MiB);
+            seen_w++;
+        }
+        if (la > 0) {
+            assert_int_equal(la, marker_line(py, "make_activations"));
+            assert_int_equal(p->recs[i].size, 128 * MiB);
+            seen_a++;
+        }
+    }
+    assert_int_equal(seen_w, 1);
+    assert_int_equal(seen_a, 2);
+    if (!threads) {
+        assert_int_equal(p->peak_bytes, 512 * MiB);
+        assert_int_equal(sum_bytes(s->live, s->nlive, true), 448 * MiB);
+    }
+    unload_snapshot(&l);
+    traced_cleanup(&r);
+}
+
+static void test_python_ctypes_frames(void **st)
+{
+    (void)st;
+    check_python(NULL, NULL);
+}
+
+/* Four threads allocate through ctypes while the main thread runs the scenario: no deadlock, and the
+ * main thread's Python frames are still exact. */
+static void test_python_threads_no_deadlock(void **st)
+{
+    (void)st;
+    check_python("--threads", "4");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linked_with_lcuda),
+        cmocka_unit_test(test_dlopen_dlsym),
+        cmocka_unit_test(test_procaddress_v2_flags0),
+        cmocka_unit_test(test_procaddress_v2_flags2),
+        cmocka_unit_test(test_procaddress_4arg_11030),
+        cmocka_unit_test(test_python_ctypes_frames),
+        cmocka_unit_test(test_python_threads_no_deadlock),
+    };
+    return cmocka_run_group_tests_name("doors", tests, NULL, NULL);
+}
