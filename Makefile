@@ -62,3 +62,6 @@ clean:
 
 demo: all
 	@tools/demo.sh
+
+-include bench/bench.mk
+-include tests/fuzz/fuzz.mk
