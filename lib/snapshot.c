@@ -16,6 +16,7 @@
 
 #include "buf.h"
 #include "modules.h"
+#include "nvml.h"
 #include "record.h"
 #include "ring.h"
 #include "snapshot.h"
@@ -23,7 +24,8 @@
 #define S ot_state
 
 static unsigned snapshot_seq;
-static int warned_max;
+static int warned_max, warned_flush;
+int ot_flush_final;
 
 struct devinfo {
     int ordinal;
@@ -412,7 +414,8 @@ static const char *trigger_name(enum ot_trigger t)
     return "unknown";
 }
 
-static int open_snapshot(char *path, size_t len, enum ot_trigger trigger, unsigned seq, const struct rank *rk)
+/* oomtrace-HOST-PID[-rankR]-TAG.oomt, with '/' and ' ' kept out of the host part. */
+static void snapshot_name(char *path, size_t len, const char *tag, const struct rank *rk)
 {
     char host[128] = "";
     gethostname(host, sizeof host - 1);
@@ -422,18 +425,56 @@ static int open_snapshot(char *path, size_t len, enum ot_trigger trigger, unsign
     char rank[32] = "";
     if (rk->rank >= 0)
         snprintf(rank, sizeof rank, "-rank%ld", rk->rank);
+    snprintf(path, len, "%s/oomtrace-%s-%d%s-%s.oomt", ot_opt.dir, host, (int)getpid(), rank, tag);
+}
+
+/* Never follow a link planted in the directory, never overwrite. */
+static int create_private(const char *path)
+{
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+static int open_snapshot(char *path, size_t len, enum ot_trigger trigger, unsigned seq, const struct rank *rk)
+{
     for (unsigned attempt = 0; attempt < 100; attempt++) {
-        char extra[16] = "";
-        if (attempt)
-            snprintf(extra, sizeof extra, ".%u", attempt);
-        snprintf(path, len, "%s/oomtrace-%s-%d%s-%u-%s%s.oomt", ot_opt.dir, host, (int)getpid(), rank, seq,
-                 trigger_name(trigger), extra);
-        /* Never follow a link planted in the directory, never overwrite. */
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        char tag[48];
+        snprintf(tag, sizeof tag, attempt ? "%u-%s.%u" : "%u-%s", seq, trigger_name(trigger), attempt);
+        snapshot_name(path, len, tag, rk);
+        int fd = create_private(path);
         if (fd >= 0 || errno != EEXIST)
             return fd;
     }
     return -1;
+}
+
+/* The crash-surviving trace is one file per process, replaced as a whole at each flush (written beside it,
+ * then renamed over it), so a kill at any moment leaves the last complete flush. */
+static int open_flush(char *tmp, size_t len, char *final, const struct rank *rk)
+{
+    snapshot_name(final, len - 8, "flush", rk);
+    snprintf(tmp, len, "%.1000s.tmp", final);
+    unlink(tmp); /* our own leftover from a flush that failed */
+    return create_private(tmp);
+}
+
+void ot_flush_file_remove(void)
+{
+    struct rank rk;
+    read_rank(&rk);
+    char path[1024];
+    snapshot_name(path, sizeof path, "flush", &rk);
+    unlink(path);
+}
+
+/* The final flush after a fatal signal must not wait forever on a lock the crashing thread may hold. */
+static int lock_state(int flush)
+{
+    if (!flush || !ot_flush_final)
+        return pthread_mutex_lock(&ot_lock);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    return pthread_mutex_timedlock(&ot_lock, &until);
 }
 
 int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
@@ -443,8 +484,9 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
     ot_self.busy = 1;
     int rc = -1;
 
-    unsigned seq = __atomic_add_fetch(&snapshot_seq, 1, __ATOMIC_RELAXED);
-    if (ot_opt.max_snapshots && seq > (unsigned)ot_opt.max_snapshots) {
+    int flush = trigger == OT_TRIGGER_FLUSH;
+    unsigned seq = flush ? 0 : __atomic_add_fetch(&snapshot_seq, 1, __ATOMIC_RELAXED);
+    if (!flush && ot_opt.max_snapshots && seq > (unsigned)ot_opt.max_snapshots) {
         if (!__atomic_exchange_n(&warned_max, 1, __ATOMIC_RELAXED))
             ot_log("OOMTRACE_MAX_SNAPSHOTS=%d reached; no more snapshots from pid %d", ot_opt.max_snapshots,
                    (int)getpid());
@@ -455,7 +497,8 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
     uint64_t seen = 0, async = 0;
     struct poolinfo pools[OT_MAX_POOLS + 2 * OT_MAX_DEVICES];
     int npools = 0;
-    pthread_mutex_lock(&ot_lock);
+    if (lock_state(flush) != 0)
+        goto out;
     for (int d = 0; d < OT_MAX_DEVICES; d++)
         if (S.dev[d].seen || S.dev[d].peak || S.dev[d].by_cat[OT_CAT_IMPORTED])
             seen |= 1ull << d;
@@ -494,6 +537,23 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
     for (int i = 0; i < npools; i++)
         query_pool(&pools[i]);
 
+    /* Other processes on these devices, and the memory of devices cuMemGetInfo cannot speak for. */
+    struct ot_nvml *nv = trigger != OT_TRIGGER_FLUSH ? calloc(1, sizeof *nv) : NULL;
+    if (nv && devs) {
+        struct ot_nvml_device nd[OT_MAX_DEVICES];
+        for (int i = 0; i < ndevs; i++)
+            nd[i] = (struct ot_nvml_device){devs[i].ordinal, devs[i].has_uuid, {0}};
+        for (int i = 0; i < ndevs; i++)
+            memcpy(nd[i].uuid, devs[i].uuid, 16);
+        ot_nvml_query(nv, nd, ndevs);
+        for (int i = 0; i < ndevs; i++)
+            if (!devs[i].mem_known && nv->mem[i].known) {
+                devs[i].mem_known = 1;
+                devs[i].total = nv->mem[i].total;
+                devs[i].free = nv->mem[i].free;
+            }
+    }
+
     struct rank rk;
     read_rank(&rk);
 
@@ -502,7 +562,12 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
     memset(secs, 0, sizeof secs);
     struct addrset addrs = {calloc(1024, sizeof(uint64_t)), 1023, 0};
 
-    pthread_mutex_lock(&ot_lock);
+    if (lock_state(flush) != 0) {
+        free(addrs.slots);
+        free(devs);
+        free(nv);
+        goto out;
+    }
     struct ot_ring_stats rs;
     ot_ring_stats(&rs);
     secs[nsec].type = OT_SEC_META;
@@ -559,6 +624,21 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
     }
     nsec++;
 
+    if (nv) {
+        secs[nsec].type = OT_SEC_PROCESSES;
+        struct ot_buf *b = &secs[nsec++].b;
+        ot_buf_uv(b, (uint64_t)nv->source);
+        ot_buf_cstr(b, nv->note);
+        ot_buf_uv(b, (uint64_t)nv->nprocs);
+        for (int i = 0; i < nv->nprocs; i++) {
+            ot_buf_sv(b, nv->procs[i].device);
+            ot_buf_uv(b, nv->procs[i].pid);
+            ot_buf_uv(b, nv->procs[i].used);
+            ot_buf_cstr(b, nv->procs[i].name);
+        }
+        free(nv);
+    }
+
     secs[nsec].type = OT_SEC_PYFRAMES;
     ot_pyframes_serialize(&secs[nsec++].b);
 
@@ -580,15 +660,18 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
     int oom = 0;
     for (int i = 0; i < nsec; i++)
         oom |= secs[i].b.oom;
-    char path[1024];
+    char path[1024], final[1024];
     int fd = -1;
     if (oom) {
         ot_log("not enough memory to build a snapshot (trigger %s); none written", trigger_name(trigger));
-    } else if ((fd = open_snapshot(path, sizeof path, trigger, seq, &rk)) < 0) {
-        ot_log("cannot create a snapshot in %s: %s", ot_opt.dir, strerror(errno));
+    } else if ((fd = flush ? open_flush(path, sizeof path, final, &rk)
+                           : open_snapshot(path, sizeof path, trigger, seq, &rk)) < 0) {
+        if (!flush || !__atomic_exchange_n(&warned_flush, 1, __ATOMIC_RELAXED))
+            ot_log("cannot create a snapshot in %s: %s", ot_opt.dir, strerror(errno));
     } else {
+        /* A flush is not a finished file: if it is what remains, the process did not finish. */
         struct ot_file_header fh = {.version_major = OT_VERSION_MAJOR, .version_minor = OT_VERSION_MINOR,
-                                    .flags = OT_FILE_COMPLETE};
+                                    .flags = flush ? 0 : OT_FILE_COMPLETE};
         memcpy(fh.magic, OT_MAGIC, 8);
         ZSTD_CCtx *cctx = ZSTD_createCCtx();
         int bad = write_all(fd, &fh, sizeof fh);
@@ -600,9 +683,16 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
             bad = 1;
             err = errno;
         }
+        if (!bad && flush && rename(path, final) != 0) {
+            bad = 1;
+            err = errno;
+        }
         if (bad) {
-            ot_log("cannot write snapshot %s: %s; removed the partial file", path, strerror(err));
+            if (!flush || !__atomic_exchange_n(&warned_flush, 1, __ATOMIC_RELAXED))
+                ot_log("cannot write snapshot %s: %s; removed the partial file", path, strerror(err));
             unlink(path);
+        } else if (flush) {
+            rc = 0;
         } else {
             rc = 0;
             if (!ot_opt.quiet)

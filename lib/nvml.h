@@ -1,0 +1,35 @@
+#ifndef OOMTRACE_NVML_H
+#define OOMTRACE_NVML_H
+#include "internal.h"
+
+#define OT_NVML_MAX_PROCS 128
+
+struct ot_nvml_device {
+    int ordinal;
+    int has_uuid;
+    unsigned char uuid[16];
+};
+
+struct ot_nvml_proc {
+    int device;
+    unsigned pid;
+    int used_known;
+    uint64_t used;
+    char name[64];
+};
+
+struct ot_nvml {
+    int source;      /* 0 none, 1 NVML */
+    char note[160];  /* why the list is empty or partial */
+    int nprocs;
+    struct ot_nvml_proc procs[OT_NVML_MAX_PROCS];
+    struct {
+        int known;
+        uint64_t total, free;
+    } mem[OT_MAX_DEVICES]; /* indexed like the devices passed in */
+};
+
+/* Lists the compute processes on each device (by UUID), and each device's memory. Never fails: what it
+ * could not learn is said in note. */
+void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int ndevs);
+#endif
