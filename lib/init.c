@@ -16,6 +16,7 @@
 
 __thread struct ot_thread ot_self __attribute__((tls_model("initial-exec")));
 uint64_t ot_start_ns;
+int ot_dir_warned;
 
 enum { ST_NEW = 0, ST_READY = 1, ST_OFF = 2 };
 static int state;
@@ -179,9 +180,11 @@ void ot_after_first_alloc(void)
     /* Said once, by a process that uses the device: most processes under LD_PRELOAD (shells, compilers)
      * never do, and need not hear about the directory. */
     struct stat st;
-    if (stat(ot_opt.dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(ot_opt.dir, W_OK | X_OK) != 0)
+    if (stat(ot_opt.dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(ot_opt.dir, W_OK | X_OK) != 0) {
         ot_log("OOMTRACE_DIR=%s is not a writable directory; snapshots will fail (tracing continues)",
                ot_opt.dir);
+        ot_dir_warned = 1;
+    }
 }
 
 static void atfork_prepare(void)

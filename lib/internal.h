@@ -50,6 +50,7 @@ uint32_t ot_tid(void);
 uint64_t ot_now_ns(void);
 
 /* ---- init.c ---- */
+extern int ot_dir_warned; /* OOMTRACE_DIR was reported unusable: later failures there stay quiet */
 int ot_ready(void); /* 1 when the tracer is initialised and enabled */
 void ot_after_first_alloc(void);
 

@@ -666,7 +666,8 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
         ot_log("not enough memory to build a snapshot (trigger %s); none written", trigger_name(trigger));
     } else if ((fd = flush ? open_flush(path, sizeof path, final, &rk)
                            : open_snapshot(path, sizeof path, trigger, seq, &rk)) < 0) {
-        if (!flush || !__atomic_exchange_n(&warned_flush, 1, __ATOMIC_RELAXED))
+        /* Said once: at the first allocation when the directory was already unusable, else here. */
+        if (!ot_dir_warned && (!flush || !__atomic_exchange_n(&warned_flush, 1, __ATOMIC_RELAXED)))
             ot_log("cannot create a snapshot in %s: %s", ot_opt.dir, strerror(errno));
     } else {
         /* A flush is not a finished file: if it is what remains, the process did not finish. */
