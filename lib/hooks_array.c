@@ -107,10 +107,13 @@ static CUresult destroy(void *realp, uint16_t api, void *h)
     if (!ot_enter())
         return real(h);
     int err = errno;
-    if (h)
-        ot_record_free(OT_NS_ARRAY, (uint64_t)(uintptr_t)h, api);
+    struct ot_rec undo;
+    int closed = h && ot_record_free_undoable(OT_NS_ARRAY, (uint64_t)(uintptr_t)h, api, &undo);
     ot_leave(err);
-    return real(h);
+    CUresult r = real(h);
+    if (OT_UNLIKELY(r != CUDA_SUCCESS) && closed)
+        ot_record_unfree(&undo); /* refused: e.g. a mipmapped array given to cuArrayDestroy */
+    return r;
 }
 
 OT_EXPORT CUresult cuArrayDestroy(CUarray hArray)

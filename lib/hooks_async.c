@@ -47,10 +47,13 @@ static CUresult free_async(void *realp, uint16_t api, CUdeviceptr dptr, CUstream
     if (!ot_enter())
         return real(dptr, s);
     int err = errno;
-    if (dptr)
-        ot_record_free(OT_NS_DEVPTR, dptr, api);
+    struct ot_rec undo;
+    int closed = dptr && ot_record_free_undoable(OT_NS_DEVPTR, dptr, api, &undo);
     ot_leave(err);
-    return real(dptr, s);
+    CUresult r = real(dptr, s);
+    if (OT_UNLIKELY(r != CUDA_SUCCESS) && closed)
+        ot_record_unfree(&undo); /* refused (a bad stream, say): the memory is still allocated */
+    return r;
 }
 
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t, CUstream);

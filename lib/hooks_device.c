@@ -92,8 +92,11 @@ OT_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     if (!ot_enter())
         return real(dptr);
     int err = errno;
-    if (dptr)
-        ot_record_free(OT_NS_DEVPTR, dptr, OT_API_cuMemFree_v2);
+    struct ot_rec undo;
+    int closed = dptr && ot_record_free_undoable(OT_NS_DEVPTR, dptr, OT_API_cuMemFree_v2, &undo);
     ot_leave(err);
-    return real(dptr);
+    CUresult r = real(dptr);
+    if (OT_UNLIKELY(r != CUDA_SUCCESS) && closed)
+        ot_record_unfree(&undo); /* refused: the memory is still allocated */
+    return r;
 }

@@ -62,10 +62,13 @@ static CUresult host_release(void *realp, uint16_t api, void *p)
     if (!ot_enter())
         return real(p);
     int err = errno;
-    if (p)
-        ot_record_free(OT_NS_HOST, (uint64_t)(uintptr_t)p, api);
+    struct ot_rec undo;
+    int closed = p && ot_record_free_undoable(OT_NS_HOST, (uint64_t)(uintptr_t)p, api, &undo);
     ot_leave(err);
-    return real(p);
+    CUresult r = real(p);
+    if (OT_UNLIKELY(r != CUDA_SUCCESS) && closed)
+        ot_record_unfree(&undo); /* refused: e.g. cuMemFreeHost of registered memory */
+    return r;
 }
 
 OT_EXPORT CUresult cuMemFreeHost(void *p)
@@ -108,7 +111,11 @@ OT_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     if (!ot_enter())
         return real(dptr);
     int err = errno;
-    ot_record_free(OT_NS_DEVPTR, dptr, OT_API_cuIpcCloseMemHandle);
+    struct ot_rec undo;
+    int closed = ot_record_free_undoable(OT_NS_DEVPTR, dptr, OT_API_cuIpcCloseMemHandle, &undo);
     ot_leave(err);
-    return real(dptr);
+    CUresult r = real(dptr);
+    if (OT_UNLIKELY(r != CUDA_SUCCESS) && closed)
+        ot_record_unfree(&undo);
+    return r;
 }

@@ -124,6 +124,8 @@ struct ot_alloc_req {
 extern pthread_mutex_t ot_lock;
 void ot_record_alloc(const struct ot_alloc_req *a);
 void ot_record_free(uint8_t ns, uint64_t key, uint16_t api);
+int ot_record_free_undoable(uint8_t ns, uint64_t key, uint16_t api, struct ot_rec *closed);
+void ot_record_unfree(const struct ot_rec *closed);
 void ot_record_failed(const struct ot_alloc_req *a, int result);
 void ot_record_marker(const char *label);
 void ot_vmm_retain(uint64_t handle);

@@ -72,16 +72,58 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     pthread_mutex_unlock(&ot_lock);
 }
 
-void ot_record_free(uint8_t ns, uint64_t key, uint16_t api)
+/* Frees are recorded before the real call (hooks_device.c says why). The record closed is copied to
+ * *closed (may be NULL), so that a free the driver then refuses can be undone; returns 1 when one was. */
+int ot_record_free_undoable(uint8_t ns, uint64_t key, uint16_t api, struct ot_rec *closed)
 {
     uint32_t tid = ot_tid();
     pthread_mutex_lock(&ot_lock);
     struct ot_rec *r = ot_live_find(&S.live, ns, key);
-    if (r)
+    if (r) {
+        if (closed)
+            *closed = *r;
         close_rec(r, api, tid);
-    else
+    } else {
         S.unknown_frees++;
+    }
     pthread_mutex_unlock(&ot_lock);
+    return r != NULL;
+}
+
+void ot_record_free(uint8_t ns, uint64_t key, uint16_t api)
+{
+    ot_record_free_undoable(ns, key, api, NULL);
+}
+
+/* The driver refused a free recorded before the call: the memory is still allocated, and as the driver
+ * still holds the address, nobody can have been given it since. The record goes back as it was (same
+ * seq: in the peak set exactly when it was before), and its copy leaves the peak's retained set; an
+ * ALLOC event tells the ring. */
+void ot_record_unfree(const struct ot_rec *closed)
+{
+    int err = errno;
+    pthread_mutex_lock(&ot_lock);
+    if (!ot_live_find(&S.live, closed->ns, closed->key)) {
+        struct ot_device *d = ot_devslot(closed->device);
+        for (uint64_t i = d->nretained; i-- > 0;)
+            if (d->retained[i].seq == closed->seq && d->retained[i].key == closed->key) {
+                d->retained[i] = d->retained[--d->nretained];
+                break;
+            }
+        uint64_t seq = ++S.seq, now = ot_now_ns();
+        if (ot_live_put(&S.live, closed)) {
+            /* A new peak, if any, is set now: by this event, over everything live now. */
+            struct ot_rec at = *closed;
+            at.seq = seq;
+            at.time_ns = now;
+            ot_peak_on_alloc(d, &at, S.nmarkers);
+        } else {
+            S.untracked++;
+        }
+        emit(OT_EV_ALLOC, closed, seq, now, NULL);
+    }
+    pthread_mutex_unlock(&ot_lock);
+    errno = err;
 }
 
 void ot_record_failed(const struct ot_alloc_req *a, int result)
@@ -182,28 +224,75 @@ void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle)
     pthread_mutex_unlock(&ot_lock);
 }
 
+static void unmap_one(uint64_t key, uint32_t tid)
+{
+    struct ot_rec *m = ot_live_find(&S.maps, OT_NS_DEVPTR, key);
+    uint64_t handle = m->seq;
+    ot_live_del(&S.maps, m);
+    struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
+    if (r) {
+        if (r->maps)
+            r->maps--;
+        vmm_maybe_free(r, OT_API_cuMemUnmap, tid);
+    }
+}
+
+/* Recorded before the real call, like every free. The driver unmaps whole mappings only: a range that
+ * cuts one, or holds none, is refused and must change nothing, so the range is checked against the
+ * recorded mappings first. One call may cover several mappings. The common case - mappings laid end to
+ * end from va - is walked by lookups; only a range with gaps scans the whole table. */
 void ot_vmm_unmap(uint64_t va, uint64_t size)
 {
     uint32_t tid = ot_tid();
+    uint64_t end = va + size;
+    if (!size || end < va)
+        return;
     pthread_mutex_lock(&ot_lock);
+    uint64_t at = va, inside = 0;
+    for (const struct ot_rec *m; at < end && (m = ot_live_find(&S.maps, OT_NS_DEVPTR, at)) != NULL; at += m->size) {
+        if (at + m->size > end)
+            goto refused; /* cuts a mapping */
+        inside++;
+    }
+    const struct ot_liveset *ms = &S.maps;
+    if (at < end) {
+        inside = 0;
+        for (uint64_t i = 0; ms->slots && i <= ms->mask; i++) {
+            const struct ot_rec *m = &ms->slots[i];
+            if (!m->size || m->key >= end || m->key + m->size <= va)
+                continue;
+            if (m->key < va || m->key + m->size > end)
+                goto refused;
+            inside++;
+        }
+    }
+    if (!inside)
+        goto refused;
     struct ot_rec ev = {.key = va, .size = size, .api = OT_API_cuMemUnmap, .cat = OT_CAT_VMM, .tid = tid,
                         .device = -1};
     emit(OT_EV_UNMAP, &ev, ++S.seq, ot_now_ns(), NULL);
-    /* One cuMemUnmap may cover several adjacent mappings. */
-    for (uint64_t at = va, end = va + size; at < end;) {
-        struct ot_rec *m = ot_live_find(&S.maps, OT_NS_DEVPTR, at);
-        if (!m)
-            break;
-        uint64_t handle = m->seq, msize = m->size;
-        ot_live_del(&S.maps, m);
-        struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
-        if (r) {
-            if (r->maps)
-                r->maps--;
-            vmm_maybe_free(r, OT_API_cuMemUnmap, tid);
+    if (at >= end) {
+        for (at = va; at < end;) {
+            uint64_t msize = ot_live_find(&S.maps, OT_NS_DEVPTR, at)->size;
+            unmap_one(at, tid);
+            at += msize;
         }
-        at += msize;
+    } else {
+        /* Removing entries moves others in the table, so they are collected first, a batch at a time. */
+        while (inside) {
+            uint64_t keys[64];
+            unsigned n = 0;
+            for (uint64_t i = 0; i <= ms->mask && n < 64; i++) {
+                const struct ot_rec *m = &ms->slots[i];
+                if (m->size && m->key >= va && m->key < end)
+                    keys[n++] = m->key;
+            }
+            for (unsigned k = 0; k < n; k++)
+                unmap_one(keys[k], tid);
+            inside -= n;
+        }
     }
+refused:
     pthread_mutex_unlock(&ot_lock);
 }
 

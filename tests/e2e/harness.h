@@ -16,12 +16,26 @@ struct traced_run {
     int status; /* exit status, or 128 + signal */
     size_t nsnaps;
     char paths[16][512];
+    char *out; /* the program's standard output (traced_run_capture, untraced_run), NUL-terminated */
+    size_t outlen;
 };
+#define RUN_OUT_MAX (1u << 20)
 
 /* Runs argv with LD_PRELOAD=build/liboomtrace.so and the stand-in driver, in a fresh OOMTRACE_DIR.
- * env: extra NAME=VALUE strings, NULL-terminated (may be NULL). */
+ * env: extra NAME=VALUE strings, NULL-terminated (may be NULL). The variables OOMTRACE_TEST_LIB (another
+ * build of the library) and OOMTRACE_TEST_PRELOAD_EXTRA (preloaded before it: a sanitizer runtime)
+ * change what is preloaded. */
 void traced_run(struct traced_run *r, char *const argv[], const char *const *env);
 void traced_cleanup(struct traced_run *r);
+/* traced_run, keeping the program's standard output in r->out. */
+void traced_run_capture(struct traced_run *r, char *const argv[], const char *const *env);
+/* The same run without the tracer (LD_PRELOAD removed; same driver and environment otherwise), standard
+ * output in r->out. Clean up with traced_cleanup. */
+void untraced_run(struct traced_run *r, char *const argv[], const char *const *env);
+/* The value of the program's output line "key value", or NULL (valid until the next call). */
+const char *run_value(const struct traced_run *r, const char *key);
+/* The same value as a number (0x... or decimal); fails the test when absent or not a number. */
+uint64_t run_u64(const struct traced_run *r, const char *key);
 
 /* Loads and parses one snapshot (fails the test on a parse error). */
 struct loaded {
@@ -40,5 +54,26 @@ long stack_python_line(struct loaded *l, uint64_t stack_id, const char *function
 /* Bytes of the records (of a peak or the live set) whose stack contains `function`. */
 uint64_t bytes_with_function(struct loaded *l, const struct ot_record *recs, size_t n, const char *function,
                              uint64_t *count);
+/* Every snapshot of a run, and the one whose META reason (the dump label) is `reason`; by_reason fails the
+ * test unless exactly one matches. */
+struct loaded_run {
+    size_t n;
+    struct loaded snap[16];
+};
+void load_all(struct loaded_run *lr, const struct traced_run *r);
+void unload_all(struct loaded_run *lr);
+struct loaded *by_reason(struct loaded_run *lr, const char *reason);
+
+/* Records matching every given field: api, category, size and address match when nonzero; device and
+ * flags always match unless any_device / any_flags. */
+struct rec_match {
+    uint64_t api, category, size, address, flags;
+    int64_t device;
+    bool any_device, any_flags;
+};
+size_t count_recs(const struct ot_record *recs, size_t n, const struct rec_match *m);
+/* Events in the ring of the given kind (OT_EV_*), api (0: any) and address (0: any); *bytes (may be NULL)
+ * gets the sum of their sizes. */
+size_t count_events(const struct ot_snapshot *s, uint64_t kind, uint64_t api, uint64_t addr, uint64_t *bytes);
 uint64_t sum_bytes(const struct ot_record *recs, size_t n, bool device_only);
 #endif
