@@ -22,7 +22,7 @@ READ_LIBS := -ldw
 endif
 
 .PHONY: all deps test demo bench install clean check-deps
-all: check-deps $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/fake/libcuda.so.1
+all: check-deps $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/fake/libcuda.so.1
 
 check-deps:
 	@tools/deps.sh --check
@@ -48,6 +48,11 @@ $(B)/tools/%.o: tools/%.c $(wildcard tools/read/*.h) include/oomtrace_format.h
 $(B)/oomtrace-read: $(READ_OBJ)
 	$(CC) -o $@ $^ -lzstd $(READ_LIBS) -lm
 
+# The launcher finds the library beside itself.
+$(B)/oomtrace: tools/oomtrace
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 # The stand-in driver: a libcuda.so.1 that simulates devices of a set capacity (tests/fakecuda/README).
 $(B)/fake/libcuda.so.1: $(FAKE_SRC) $(wildcard tests/fakecuda/*.h)
 	@mkdir -p $(dir $@)
@@ -56,6 +61,17 @@ $(B)/fake/libcuda.so.1: $(FAKE_SRC) $(wildcard tests/fakecuda/*.h)
 	ln -sf libcuda.so.1 $(B)/fake/libcuda.so
 
 include tests/tests.mk
+
+# make install PREFIX=/usr/local: the library, the tools, the header, the Python helper and man pages.
+install: $(B)/liboomtrace.so $(B)/oomtrace-read
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/oomtrace/python
+	install -m 0755 $(B)/liboomtrace.so $(DESTDIR)$(PREFIX)/lib/liboomtrace.so
+	install -m 0755 $(B)/oomtrace-read $(DESTDIR)$(PREFIX)/bin/oomtrace-read
+	install -m 0755 tools/oomtrace $(DESTDIR)$(PREFIX)/bin/oomtrace
+	install -m 0644 include/oomtrace.h $(DESTDIR)$(PREFIX)/include/oomtrace.h
+	install -m 0644 tools/python/oomtrace.py $(DESTDIR)$(PREFIX)/share/oomtrace/python/oomtrace.py
+	install -m 0644 docs/man/oomtrace.1 docs/man/oomtrace-read.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 clean:
 	rm -rf $(B)

@@ -197,6 +197,34 @@ wl_ddp_rank_oom() {
     begin ddp_rank_oom compare=none expect_rc=1 "note=stdout not compared (rank 0 is stopped mid-step)"
     pair ddp_rank_oom "$C2" "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 $T/ddp_rank_oom.py
 }
+# Not in the default list: `run.sh bench` measures step overhead for docs/PERFORMANCE.md (about 6 minutes).
+# Plain and traced processes alternate, two rounds per allocator; inside a plain process PyTorch's own
+# recorder is switched on and off between steps (tests/gpu/bench_steps.py).
+wl_bench() {
+    begin bench compare=none "note=timings only; see bench_summary.txt"
+    local d=$R/bench alloc conf round
+    for alloc in default async; do
+        conf=(); [ "$alloc" = async ] && conf=(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync)
+        for round in 1 2; do
+            [ "$(left)" -lt 60 ] && { log "bench: budget spent"; break 2; }
+            log "bench $alloc round $round"
+            timeout -k 10 150 env "$C1" "${conf[@]}" "$PY" $T/bench_steps.py --modes none,python,all \
+                >>"$d/steps-$alloc.jsonl" 2>>"$d/bench.err" </dev/null
+            timeout -k 10 150 env "$C1" "${conf[@]}" LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$CARRY_LD" \
+                OOMTRACE_DIR="$d/snap" OOMTRACE_DUMP=exit OOMTRACE_QUIET=1 \
+                "$PY" $T/bench_steps.py --modes none >>"$d/steps-$alloc.jsonl" 2>>"$d/bench.err" </dev/null
+        done
+    done
+    for round in 1 2 3; do
+        timeout -k 10 60 env "$C1" "$PY" $T/bench_async_pair.py >>"$d/pair.jsonl" 2>>"$d/bench.err" </dev/null
+        timeout -k 10 60 env "$C1" LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$CARRY_LD" OOMTRACE_DIR="$d" \
+            OOMTRACE_QUIET=1 "$PY" $T/bench_async_pair.py >>"$d/pair.jsonl" 2>>"$d/bench.err" </dev/null
+    done
+    for f in "$d"/snap/*.oomt; do
+        [ -e "$f" ] && LD_LIBRARY_PATH=$CARRY_LD "$READER" --format json "$f" >"$f.json" 2>/dev/null
+    done
+    "$PY" $T/bench_summary.py "$d" >"$d/bench_summary.txt" 2>&1
+}
 
 ALL=(train_oom train_oom_segments vmm_nvcc alloc_expandable alloc_async mark_steps neighbour cuda_graphs
     cupy_alloc jax_prealloc jax_noprealloc cudnn_bench nccl_allreduce ddp_rank_oom)
@@ -262,6 +290,7 @@ echo "elapsed $((SECONDS - START))s (workload budget ${BUDGET}s, per-run timeout
     >"$R/footer.txt"
 timeout 60 "$PY" "$ROOT/$T/summarize.py" "$R" >"$R/summary.txt" 2>"$R/summary.err" ||
     { echo "summarize.py failed:"; tail -5 "$R/summary.err"; cat "$R/header.txt"; } >>"$R/summary.txt"
+[ -s "$R/bench/bench_summary.txt" ] && cat "$R/bench/bench_summary.txt" >>"$R/summary.txt"
 cp "$R/summary.txt" "$OUT/summary.txt"
 tar -C "$WORK" -czf "$OUT/gpu-results.tar.gz" gpu-results
 size=$(stat -c %s "$OUT/gpu-results.tar.gz")
