@@ -1,0 +1,91 @@
+#!/bin/sh
+# Runs the reader over snapgen output: every --corrupt mode must exit 2 with exactly one line on stderr
+# and nothing on stdout; every valid variant must exit 0 in text and JSON, with JSON that parses.
+#   READER=build/oomtrace-read SNAPGEN=build/snapgen tests/snapgen/check.sh
+# Point READER at a sanitizer build to check memory safety as well (see tests/snapgen/README).
+set -u
+READER=${READER:-build/oomtrace-read}
+SNAPGEN=${SNAPGEN:-build/snapgen}
+TMP=${TMPDIR:-/tmp}/oomtrace-check.$$
+mkdir -p "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+pass=0
+
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+for mode in $("$SNAPGEN" --help | sed -n 's/^ *\(truncated,.*\)$/\1/p' | tr -d ','); do
+    f="$TMP/$mode.oomt"
+    "$SNAPGEN" --seed 7 --events 20000 --chunk 1000 --corrupt "$mode" -o "$f" || { bad "snapgen $mode"; continue; }
+    "$READER" "$f" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    lines=$(wc -l <"$TMP/err")
+    if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || [ -s "$TMP/out" ]; then
+        bad "corrupt $mode: rc=$rc, $lines stderr lines, $(wc -c <"$TMP/out") stdout bytes"
+        sed 's/^/    /' "$TMP/err"
+    else
+        pass=$((pass + 1))
+        printf '  %-20s %s\n' "$mode" "$(cat "$TMP/err")"
+    fi
+done
+
+check_valid() {
+    name=$1
+    shift
+    f="$TMP/$name.oomt"
+    "$SNAPGEN" "$@" -o "$f" || { bad "snapgen $name"; return; }
+    for fmt in text json; do
+        "$READER" --format $fmt "$f" >"$TMP/out" 2>"$TMP/err"
+        rc=$?
+        if [ "$rc" -ne 0 ] || [ -s "$TMP/err" ]; then
+            bad "valid $name ($fmt): rc=$rc"
+            sed 's/^/    /' "$TMP/err"
+            continue
+        fi
+        if [ $fmt = json ] && ! python3 -m json.tool "$TMP/out" >/dev/null 2>"$TMP/jerr"; then
+            bad "valid $name: JSON does not parse: $(cat "$TMP/jerr")"
+            continue
+        fi
+        pass=$((pass + 1))
+    done
+}
+
+check_valid default
+check_valid exit --trigger exit
+check_valid signal --trigger signal --devices 2
+check_valid api --trigger api --devices 4 --live 500
+check_valid flush --trigger flush --incomplete
+check_valid nocompress --no-compress --events 5000
+check_valid dropped --events 100000 --chunk 2000 --drop-chunks 10
+check_valid future --future
+check_valid hostile --hostile-strings
+check_valid tiny --events 0 --live 0 --stacks 1 --markers-every 0
+check_valid nomarkers --events 3000 --markers-every 0
+check_valid real --real-stacks --stacks 20
+check_valid onechunk --events 1 --live 1 --chunk 1
+
+# Options of the reader itself.
+f="$TMP/default.oomt"
+for args in "--top 0" "--top 3 --frames 0" "--at peak" "--at failure" "--at live" "--frames 100" "--no-symbolize" \
+    "--format json --top 1" "--debug-dir /nonexistent"; do
+    # shellcheck disable=SC2086
+    if "$READER" $args "$f" >"$TMP/out" 2>"$TMP/err" && [ ! -s "$TMP/err" ]; then
+        pass=$((pass + 1))
+    else
+        bad "options $args"
+    fi
+done
+"$READER" -o "$TMP/report.txt" "$f" && [ -s "$TMP/report.txt" ] && pass=$((pass + 1)) || bad "-o FILE"
+for args in "--top" "--top x" "--at never" "--format xml" "--bogus" "" "$f $f" "$TMP/missing.oomt"; do
+    # shellcheck disable=SC2086
+    "$READER" $args >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ]; then pass=$((pass + 1)); else bad "usage '$args': rc=$rc"; fi
+done
+
+# Same options, same seed: same bytes.
+"$SNAPGEN" --seed 42 --events 50000 -o "$TMP/d1.oomt" && "$SNAPGEN" --seed 42 --events 50000 -o "$TMP/d2.oomt"
+cmp -s "$TMP/d1.oomt" "$TMP/d2.oomt" && pass=$((pass + 1)) || bad "snapgen output differs for the same seed"
+
+echo "check: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,258 @@
+/* oomtrace-read: turns an oomtrace snapshot into a report.
+ *
+ * Exit status: 0 report written; 1 a CI gate failed (reserved); 2 bad input, bad usage or an I/O
+ * error, with exactly one line on stderr. The whole file is parsed and checked (ring included) before
+ * the first byte of output, so a damaged snapshot never yields half a report. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "read/analysis.h"
+#include "read/report.h"
+#include "read/resolve.h"
+#include "read/snapshot.h"
+#include "read/symbolize.h"
+
+#define OT_READ_VERSION "0.1.0"
+#define OT_EXIT_OK 0
+#define OT_EXIT_GATE 1
+#define OT_EXIT_BAD 2
+
+static const char usage_text[] =
+    "Usage: oomtrace-read [OPTIONS] SNAPSHOT\n"
+    "Reads an oomtrace snapshot (a .oomt file written by liboomtrace.so; \"-\" reads standard input)\n"
+    "and reports who held device memory when it ran out.\n"
+    "\n"
+    "Options:\n"
+    "  --top N          call sites per table in the text report (default 10). In JSON every site is\n"
+    "                   listed unless --top is given.\n"
+    "  --at MOMENT      which moment the text site tables describe: peak, failure or live.\n"
+    "                   Default: the peak and, for an out-of-memory snapshot, the failure (else the\n"
+    "                   live set at the snapshot). failure on a snapshot without one shows live.\n"
+    "  --frames N       frames shown per stack in text (default 8; inlined frames count). JSON has all.\n"
+    "  --format FORMAT  text (default) or json (schema oomtrace-report/1, see docs/JSON.md).\n"
+    "  -o, --output FILE  write the report to FILE instead of standard output.\n"
+    "  --debug-dir DIR  also look for debug files in DIR (by build-id: DIR/.build-id/xx/yyyy.debug,\n"
+    "                   and by name); repeatable. The defaults are the binary's directory, its .debug\n"
+    "                   subdirectory and /usr/lib/debug.\n"
+    "  --no-symbolize   use only the names recorded in the snapshot at dump time (no debug info).\n"
+    "  -h, --help       this text.\n"
+    "  -V, --version    the reader's version and the snapshot format it reads.\n"
+    "\n"
+    "Where the numbers come from (sizes in bytes, shown as KiB/MiB/GiB = 2^10/2^20/2^30 bytes; times\n"
+    "as seconds since the tracer started, from CLOCK_MONOTONIC):\n"
+    "  failed request   the allocation call that returned an error (FAILURE section): its size as\n"
+    "                   requested, the driver entry point, device, memory category and CUresult.\n"
+    "  total, free      cuMemGetInfo, called when the snapshot was written (not at the peak).\n"
+    "  baseline         total - free before this process's first tracked allocation on the device\n"
+    "                   (other processes and the CUDA context at that time).\n"
+    "  tracked          this process's live device allocations as counted by oomtrace (categories\n"
+    "                   device, async, vmm, managed, array), at the snapshot.\n"
+    "  peak             high-water mark of tracked bytes, with the event sequence number that set it.\n"
+    "                   Its site table is the exact live set at that moment (PEAK section).\n"
+    "  at the failure   the live set when the allocation failed (LIVE section of an oom snapshot),\n"
+    "                   on the failing device.\n"
+    "  live             the live set when the snapshot was written, device memory on all devices.\n"
+    "  pools            stream-ordered pools' reserved and used bytes (cuMemPoolGetAttribute at the\n"
+    "                   snapshot), shown apart from allocations: a pool holds memory no site owns.\n"
+    "  host pinned      page-locked host memory; never added to device totals.\n"
+    "  other processes  NVML's per-process usage on the device at the snapshot, when available.\n"
+    "  unaccounted      used - tracked - baseline - other processes: memory oomtrace cannot attribute.\n"
+    "  call site        allocations with the same backtrace, merged: bytes, count and share of the\n"
+    "                   moment's total. Stacks are innermost first; Python frames read\n"
+    "                   file:line in function, native frames function+0xOFFSET (module), or\n"
+    "                   function (file:line) when debug info on this machine resolved them.\n"
+    "  events           recorded by the tracer since start; kept in the ring (EVENTS); dropped with\n"
+    "                   the oldest ring chunks. Markers (oomtrace_mark) are listed when they came\n"
+    "                   before the peak or the failure in event sequence order.\n"
+    "\n"
+    "Exit status: 0 report written, 1 a CI gate failed, 2 bad input, usage or I/O error (one line on\n"
+    "stderr).\n";
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("oomtrace-read: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(OT_EXIT_BAD);
+}
+
+static size_t parse_count(const char *opt, const char *arg)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (!*arg || *end || errno || arg[0] == '-' || v > 1000000000ull)
+        die("%s needs a number from 0 to 1000000000, got '%s' (see --help)", opt, arg);
+    return (size_t)v;
+}
+
+/* Reads a whole file (or a pipe) into memory. */
+static uint8_t *read_all(const char *path, size_t *len)
+{
+    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        die("%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        die("%s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        die("%s: is a directory", path);
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 1 << 20;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        die("%s: out of memory for %zu bytes", path, cap);
+    size_t n = 0;
+    for (;;) {
+        if (n == cap) {
+            size_t ncap = cap * 2;
+            uint8_t *nb = ncap > cap ? realloc(buf, ncap) : NULL;
+            if (!nb)
+                die("%s: out of memory reading the file", path);
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            die("%s: %s", path, strerror(errno));
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (fd != STDIN_FILENO)
+        close(fd);
+    *len = n;
+    return buf;
+}
+
+enum { OPT_TOP = 256, OPT_AT, OPT_FRAMES, OPT_FORMAT, OPT_DEBUG_DIR, OPT_NO_SYMBOLIZE };
+
+int main(int argc, char **argv)
+{
+    struct ot_report_opts ro = {.top = 10, .frames = 8, .at = OT_AT_DEFAULT};
+    bool json = false, symbolize = true;
+    const char *out_path = NULL;
+    const char **debug_dirs = calloc((size_t)argc + 1, sizeof(char *));
+    size_t ndebug = 0;
+    static const struct option longopts[] = {
+        {"top", required_argument, NULL, OPT_TOP},
+        {"at", required_argument, NULL, OPT_AT},
+        {"frames", required_argument, NULL, OPT_FRAMES},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"output", required_argument, NULL, 'o'},
+        {"debug-dir", required_argument, NULL, OPT_DEBUG_DIR},
+        {"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    if (!debug_dirs)
+        die("out of memory");
+    opterr = 0; /* our own one-line messages */
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_TOP:
+            ro.top = parse_count("--top", optarg);
+            ro.top_given = true;
+            break;
+        case OPT_AT:
+            if (!strcmp(optarg, "peak"))
+                ro.at = OT_AT_PEAK;
+            else if (!strcmp(optarg, "failure"))
+                ro.at = OT_AT_FAILURE;
+            else if (!strcmp(optarg, "live"))
+                ro.at = OT_AT_LIVE;
+            else
+                die("--at takes peak, failure or live, got '%s'", optarg);
+            break;
+        case OPT_FRAMES:
+            ro.frames = parse_count("--frames", optarg);
+            break;
+        case OPT_FORMAT:
+            if (!strcmp(optarg, "text"))
+                json = false;
+            else if (!strcmp(optarg, "json"))
+                json = true;
+            else
+                die("--format takes text or json, got '%s'", optarg);
+            break;
+        case 'o':
+            out_path = optarg;
+            break;
+        case OPT_DEBUG_DIR:
+            debug_dirs[ndebug++] = optarg;
+            break;
+        case OPT_NO_SYMBOLIZE:
+            symbolize = false;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return OT_EXIT_OK;
+        case 'V':
+#ifdef OT_HAVE_LIBDW
+            printf("oomtrace-read %s (snapshot format %d.x, symbolization with libdw)\n", OT_READ_VERSION, OT_VERSION_MAJOR);
+#else
+            printf("oomtrace-read %s (snapshot format %d.x, no libdw: dump-time names only)\n", OT_READ_VERSION,
+                   OT_VERSION_MAJOR);
+#endif
+            return OT_EXIT_OK;
+        case ':':
+            die("%s needs a value (see --help)", argv[optind - 1]);
+        default:
+            if (optopt)
+                die("unknown option '-%c' (see --help)", optopt);
+            die("unknown option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        die("no snapshot file given (usage: oomtrace-read [OPTIONS] SNAPSHOT; see --help)");
+    if (argc - optind > 1)
+        die("one snapshot at a time, got %d files", argc - optind);
+    const char *path = argv[optind];
+    ro.path = path;
+
+    size_t len;
+    uint8_t *buf = read_all(path, &len);
+    struct ot_snapshot snap;
+    char err[OT_ERRBUF];
+    if (ot_snapshot_parse(buf, len, &snap, err) < 0)
+        die("%s: %s", path, err);
+
+    struct ot_symbolizer *sym = symbolize ? ot_symbolizer_new(&snap, debug_dirs, ndebug) : NULL;
+    struct ot_symbolizer_info syminfo;
+    ot_symbolizer_info(sym, &syminfo);
+    struct ot_resolver *res = ot_resolver_new(&snap, sym);
+    if (!res)
+        die("out of memory");
+    struct ot_analysis an;
+    if (ot_analyze(&an, &snap, res, &syminfo, err) < 0)
+        die("%s: %s", path, err);
+
+    FILE *out = stdout;
+    if (out_path && !(out = fopen(out_path, "w")))
+        die("%s: %s", out_path, strerror(errno));
+    int rc = json ? ot_report_json(out, &an, &ro) : ot_report_text(out, &an, &ro);
+    if (fflush(out) != 0 || rc < 0 || (out != stdout && fclose(out) != 0))
+        die("%s: write failed: %s", out_path ? out_path : "standard output", strerror(errno));
+
+    ot_analysis_free(&an);
+    ot_resolver_free(res);
+    ot_symbolizer_free(sym);
+    ot_snapshot_free(&snap);
+    free(buf);
+    free(debug_dirs);
+    return OT_EXIT_OK;
+}
