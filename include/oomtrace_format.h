@@ -201,6 +201,8 @@ static inline uint64_t ot_get_uvarint(struct ot_cursor *c)
     unsigned shift = 0;
     while (c->p < c->end && shift < 64) {
         uint8_t b = *c->p++;
+        if (shift == 63 && b > 1)
+            break; /* a tenth byte may only carry the 64th bit */
         v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80))
             return v;

@@ -13,7 +13,7 @@
 
 #include "peak.h"
 
-void ot_peak_on_alloc(struct ot_device *d, const struct ot_rec *r, uint64_t markers)
+void ot_peak_on_alloc(struct ot_device *d, const struct ot_rec *r)
 {
     d->by_cat[r->cat < OT_CAT_COUNT ? r->cat : 0] += r->size;
     if (!ot_category_is_device(r->cat))
@@ -23,7 +23,6 @@ void ot_peak_on_alloc(struct ot_device *d, const struct ot_rec *r, uint64_t mark
         d->peak = d->cur;
         d->peak_seq = r->seq;
         d->peak_time = r->time_ns;
-        d->peak_marker = markers;
         d->nretained = 0;
     }
 }

@@ -7,7 +7,6 @@ struct ot_device {
     uint64_t cur;                    /* live bytes in device categories */
     uint64_t by_cat[OT_CAT_COUNT];   /* live bytes per category (host and imported included) */
     uint64_t peak, peak_seq, peak_time;
-    uint64_t peak_marker;            /* markers recorded before the peak was set */
     struct ot_rec *retained;         /* freed since the peak, but live at it */
     uint64_t nretained, capretained;
     uint64_t lost;                   /* peak records the tracer had no memory to keep */
@@ -16,7 +15,7 @@ struct ot_device {
     uint64_t baseline_used;          /* total - free before the first tracked allocation */
 };
 
-void ot_peak_on_alloc(struct ot_device *d, const struct ot_rec *r, uint64_t markers);
+void ot_peak_on_alloc(struct ot_device *d, const struct ot_rec *r);
 void ot_peak_on_free(struct ot_device *d, const struct ot_rec *r);
 void ot_peak_reset(struct ot_device *d);
 #endif

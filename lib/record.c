@@ -43,6 +43,21 @@ static void close_rec(struct ot_rec *r, uint16_t api, uint32_t tid)
     emit(OT_EV_FREE, &copy, seq, ot_now_ns(), NULL);
 }
 
+/* When an allocation set a new peak, keep copies of the markers before it. Copied only when markers came
+ * since the last copy, so a run of new peaks costs nothing more. */
+static void pin_peak_markers(int device, uint64_t seq)
+{
+    if (device < 0 || device >= OT_MAX_DEVICES || S.dev[device].peak_seq != seq ||
+        S.peak_markers_at[device] == S.nmarkers)
+        return;
+    uint64_t n = S.nmarkers < OT_PEAK_MARKERS ? S.nmarkers : OT_PEAK_MARKERS;
+    for (uint64_t i = 0; i < OT_PEAK_MARKERS; i++)
+        S.peak_markers[device][i].seq = 0;
+    for (uint64_t i = 0; i < n; i++)
+        S.peak_markers[device][i] = S.markers[(S.nmarkers - n + i) % OT_MAX_MARKERS];
+    S.peak_markers_at[device] = S.nmarkers;
+}
+
 void ot_record_alloc(const struct ot_alloc_req *a)
 {
     uint64_t frames[OT_MAX_FRAMES];
@@ -62,7 +77,8 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     };
     if (ot_live_put(&S.live, &r)) {
         ot_devslot(a->device)->seen = 1;
-        ot_peak_on_alloc(ot_devslot(a->device), &r, S.nmarkers);
+        ot_peak_on_alloc(ot_devslot(a->device), &r);
+        pin_peak_markers(a->device, r.seq);
         if (a->cat == OT_CAT_ASYNC && a->device >= 0 && a->device < 64)
             S.async_devices |= 1ull << a->device;
     } else {
@@ -116,7 +132,7 @@ void ot_record_unfree(const struct ot_rec *closed)
             struct ot_rec at = *closed;
             at.seq = seq;
             at.time_ns = now;
-            ot_peak_on_alloc(d, &at, S.nmarkers);
+            ot_peak_on_alloc(d, &at);
         } else {
             S.untracked++;
         }
@@ -368,6 +384,8 @@ void ot_record_reset_after_fork(void)
     ot_peak_reset(&S.host);
     ot_ring_reset();
     S.seq = S.recorded = S.unknown_frees = S.untracked = S.nmarkers = S.failures = 0;
+    memset(S.peak_markers, 0, sizeof S.peak_markers);
+    memset(S.peak_markers_at, 0, sizeof S.peak_markers_at);
     S.failure.valid = 0;
     S.npools = 0;
     S.async_devices = 0;

@@ -6,6 +6,7 @@
 
 #define OT_MAX_MARKERS 1024
 #define OT_MAX_POOLS 256
+#define OT_PEAK_MARKERS 8
 
 struct ot_marker {
     uint64_t seq, time_ns;
@@ -38,6 +39,10 @@ struct ot_state {
     uint64_t untracked;             /* allocations the tracer had no memory to track */
     struct ot_marker markers[OT_MAX_MARKERS]; /* the most recent, by nmarkers % OT_MAX_MARKERS */
     uint64_t nmarkers;
+    /* The last markers before each device's peak, copied when the peak was set: a long run pushes them
+     * out of markers[], but they are what explains the peak. */
+    struct ot_marker peak_markers[OT_MAX_DEVICES][OT_PEAK_MARKERS];
+    uint64_t peak_markers_at[OT_MAX_DEVICES]; /* nmarkers when they were copied */
     struct ot_failure failure;      /* the most recent failed allocation */
     uint64_t failures;
     struct ot_pool pools[OT_MAX_POOLS];

@@ -323,17 +323,42 @@ static void put_stacks(struct ot_buf *b, struct addrset *addrs)
     }
 }
 
+static int cmp_marker(const void *a, const void *b)
+{
+    uint64_t x = (*(const struct ot_marker *const *)a)->seq, y = (*(const struct ot_marker *const *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
+/* The recent markers and those pinned at each device's peak, by seq, each once. */
 static void put_markers(struct ot_buf *b)
 {
-    uint64_t n = S.nmarkers < OT_MAX_MARKERS ? S.nmarkers : OT_MAX_MARKERS;
-    ot_buf_uv(b, n);
-    for (uint64_t i = S.nmarkers - n; i < S.nmarkers; i++) {
-        const struct ot_marker *m = &S.markers[i % OT_MAX_MARKERS];
-        ot_buf_uv(b, m->seq);
-        ot_buf_uv(b, m->time_ns);
-        ot_buf_uv(b, m->tid);
-        ot_buf_cstr(b, m->label);
+    enum { CAP = OT_MAX_MARKERS + OT_MAX_DEVICES * OT_PEAK_MARKERS };
+    const struct ot_marker **v = malloc(CAP * sizeof *v);
+    if (!v) {
+        b->oom = 1;
+        return;
     }
+    size_t n = 0;
+    uint64_t recent = S.nmarkers < OT_MAX_MARKERS ? S.nmarkers : OT_MAX_MARKERS;
+    for (uint64_t i = S.nmarkers - recent; i < S.nmarkers; i++)
+        v[n++] = &S.markers[i % OT_MAX_MARKERS];
+    for (int d = 0; d < OT_MAX_DEVICES; d++)
+        for (int i = 0; i < OT_PEAK_MARKERS; i++)
+            if (S.peak_markers[d][i].seq)
+                v[n++] = &S.peak_markers[d][i];
+    qsort(v, n, sizeof *v, cmp_marker);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!k || v[i]->seq != v[k - 1]->seq)
+            v[k++] = v[i];
+    ot_buf_uv(b, k);
+    for (size_t i = 0; i < k; i++) {
+        ot_buf_uv(b, v[i]->seq);
+        ot_buf_uv(b, v[i]->time_ns);
+        ot_buf_uv(b, v[i]->tid);
+        ot_buf_cstr(b, v[i]->label);
+    }
+    free(v);
 }
 
 static void put_mappings(struct ot_buf *b)

@@ -248,6 +248,32 @@ static uint64_t decode_chunks(const struct ot_buf *b, uint64_t *first, uint64_t 
     return total;
 }
 
+/* The markers before a peak outlive the marker ring: a long run after the peak does not push them out. */
+static void test_markers_before_peak_are_kept(void **state)
+{
+    (void)state;
+    reset();
+    char label[32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(label, sizeof label, "step %d", i);
+        ot_record_marker(label);
+    }
+    struct ot_alloc_req big = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x1000, 1 << 30};
+    ot_record_alloc(&big);
+    ot_record_free(OT_NS_DEVPTR, 0x1000, OT_API_cuMemFree_v2);
+    for (int i = 20; i < 3000; i++) {
+        snprintf(label, sizeof label, "step %d", i);
+        ot_record_marker(label);
+        struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x2000, 4096};
+        ot_record_alloc(&q);
+        ot_record_free(OT_NS_DEVPTR, 0x2000, OT_API_cuMemFree_v2);
+    }
+    for (int i = 0; i < OT_PEAK_MARKERS; i++) {
+        snprintf(label, sizeof label, "step %d", 12 + i);
+        assert_string_equal(ot_state.peak_markers[0][i].label, label);
+    }
+}
+
 static void test_options_fall_back_on_bad_values(void **state)
 {
     (void)state;
@@ -280,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_vmm_reference_counts),
         cmocka_unit_test(test_host_pinned_is_not_device_memory),
         cmocka_unit_test(test_ring_counts_dropped_chunks),
+        cmocka_unit_test(test_markers_before_peak_are_kept),
         cmocka_unit_test(test_options_fall_back_on_bad_values),
     };
     return cmocka_run_group_tests_name("recorder", tests, NULL, NULL);
