@@ -32,7 +32,8 @@ static pthread_mutex_t flush_mu = PTHREAD_MUTEX_INITIALIZER;
 static int flush_finished;
 static volatile sig_atomic_t crash_sig, crash_flushed;
 static struct sigaction crash_old[NSIG];
-static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+/* SIGTERM too: it is how launchers (torchrun, Slurm) stop the other ranks once one has failed. */
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM};
 static int exit_registered, exit_written;
 
 uint32_t ot_tid(void)

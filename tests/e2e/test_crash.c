@@ -209,6 +209,42 @@ static void test_sigsegv_final_flush(void **st)
     cleanup_dir(c.dir);
 }
 
+/* A launcher's SIGTERM (torchrun stopping the other ranks): a final flush, then death by SIGTERM as before.
+ * The final flush holds every allocation the workload reported before the signal. */
+static void test_sigterm_final_flush(void **st)
+{
+    (void)st;
+    static struct truth t;
+    struct child c;
+    spawn(&c, "run", NULL);
+    t.len = 0;
+    drain(c.out, &t, now_ns() + 400 * 1000000ull);
+    kill(c.pid, SIGTERM);
+    int status;
+    waitpid(c.pid, &status, 0);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+    drain(c.out, &t, 0);
+    close(c.out);
+    parse_truth(&t);
+    char path[600];
+    assert_int_equal(find_flush(c.dir, path, sizeof path), 1);
+    struct loaded l;
+    load_snapshot(&l, path);
+    static char in_live[MAXI];
+    memset(in_live, 0, sizeof in_live);
+    for (size_t k = 0; k < l.s.nlive; k++)
+        in_live[l.s.live[k].size / 4096 - 1] = 1;
+    int live = 0;
+    for (int i = 0; i < MAXI; i++)
+        if (t.alloc_t[i] && !t.free_t[i]) {
+            assert_true(in_live[i]);
+            live++;
+        }
+    assert_true(live > 0);
+    unload_snapshot(&l);
+    cleanup_dir(c.dir);
+}
+
 static void test_finished_process_leaves_no_flush_file(void **st)
 {
     (void)st;
@@ -228,6 +264,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigkill_at_random_points),
         cmocka_unit_test(test_sigsegv_final_flush),
+        cmocka_unit_test(test_sigterm_final_flush),
         cmocka_unit_test(test_finished_process_leaves_no_flush_file),
     };
     return cmocka_run_group_tests_name("crash", tests, NULL, NULL);

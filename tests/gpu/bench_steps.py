@@ -56,12 +56,21 @@ def mlp():
     return step
 
 
+_recording = False
+
+
 def set_mode(mode):
+    # Only ever called with "none" when the recorder may be on: under backend:cudaMallocAsync PyTorch's
+    # recorder is not supported at all, and even switching it off raises there.
+    global _recording
     rec = torch.cuda.memory._record_memory_history
     if mode == "none":
-        rec(enabled=None)
+        if _recording:
+            rec(enabled=None)
+        _recording = False
     else:
         rec(enabled="all", stacks=mode, max_entries=100000)
+        _recording = True
 
 
 def main():

@@ -195,20 +195,25 @@ wl_nccl_allreduce() {
 wl_ddp_rank_oom() {
     two_gpus ddp_rank_oom || return
     begin ddp_rank_oom compare=none expect_rc=1 "note=stdout not compared (rank 0 is stopped mid-step)"
-    pair ddp_rank_oom "$C2" "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 $T/ddp_rank_oom.py
+    # The launcher stops rank 0 once rank 1 dies: its trace must survive (crash flush, final flush on SIGTERM).
+    pair ddp_rank_oom "$C2" OOMTRACE_DUMP=oom,crash,exit OOMTRACE_FLUSH_MS=500 "$PY" -m torch.distributed.run \
+        --standalone --nproc_per_node=2 $T/ddp_rank_oom.py
 }
 # Not in the default list: `run.sh bench` measures step overhead for docs/PERFORMANCE.md (about 6 minutes).
 # Plain and traced processes alternate, two rounds per allocator; inside a plain process PyTorch's own
 # recorder is switched on and off between steps (tests/gpu/bench_steps.py).
 wl_bench() {
     begin bench compare=none "note=timings only; see bench_summary.txt"
-    local d=$R/bench alloc conf round
-    for alloc in default async; do
+    local d=$R/bench alloc conf round modes
+    for alloc in ${BENCH_ALLOCS:-default async}; do
         conf=(); [ "$alloc" = async ] && conf=(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync)
         for round in 1 2; do
             [ "$(left)" -lt 60 ] && { log "bench: budget spent"; break 2; }
             log "bench $alloc round $round"
-            timeout -k 10 150 env "$C1" "${conf[@]}" "$PY" $T/bench_steps.py --modes none,python,all \
+            # PyTorch's recorder does not support backend:cudaMallocAsync ("does not yet support
+            # recordHistory"), so that allocator is measured plain against oomtrace only.
+            modes=none,python,all; [ "$alloc" = async ] && modes=none
+            timeout -k 10 150 env "$C1" "${conf[@]}" "$PY" $T/bench_steps.py --modes $modes \
                 >>"$d/steps-$alloc.jsonl" 2>>"$d/bench.err" </dev/null
             timeout -k 10 150 env "$C1" "${conf[@]}" LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$CARRY_LD" \
                 OOMTRACE_DIR="$d/snap" OOMTRACE_DUMP=exit OOMTRACE_QUIET=1 \
