@@ -102,6 +102,30 @@ static void test_rank_from_each_launcher(void **st)
     check_rank("PMI_RANK", 2, NULL, -1);                           /* MPICH / Intel MPI */
 }
 
+/* OOMTRACE_DUMP=exit: a process that used the device leaves an exit snapshot; one that never did (a
+ * launcher, a shell under the same LD_PRELOAD) leaves nothing. */
+static void test_exit_snapshot_only_for_device_users(void **st)
+{
+    (void)st;
+    struct traced_run r;
+    traced_run(&r, (char *const[]){"build/tests/door_linked", NULL}, (const char *const[]){"OOMTRACE_DUMP=exit", NULL});
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.nsnaps, 2);
+    assert_non_null(strstr(r.paths[1], "-2-exit.oomt"));
+    struct loaded l;
+    load_snapshot(&l, r.paths[1]);
+    assert_int_equal(l.s.meta.trigger, OT_TRIGGER_EXIT);
+    assert_int_equal(sum_bytes(l.s.live, l.s.nlive, true), 0); /* the scenario freed everything */
+    assert_int_equal(ot_snapshot_peak(&l.s, 0)->peak_bytes, 512 * MiB);
+    unload_snapshot(&l);
+    traced_cleanup(&r);
+
+    traced_run(&r, (char *const[]){"/bin/true", NULL}, (const char *const[]){"OOMTRACE_DUMP=exit", NULL});
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.nsnaps, 0);
+    traced_cleanup(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -109,6 +133,7 @@ int main(void)
         cmocka_unit_test(test_fork_child_without_cuda),
         cmocka_unit_test(test_exec_child_traces_itself),
         cmocka_unit_test(test_rank_from_each_launcher),
+        cmocka_unit_test(test_exit_snapshot_only_for_device_users),
     };
     return cmocka_run_group_tests_name("procs", tests, NULL, NULL);
 }
