@@ -203,7 +203,7 @@ static void atfork_child(void)
     ot_self.tid = 0;
     threads_pid = 0; /* restarted on the child's next tracer call */
     pthread_mutex_init(&flush_mu, NULL);
-    ot_record_reset_after_fork();
+    ot_record_reset(1);
     exit_written = 0;
 }
 

@@ -133,7 +133,7 @@ void ot_vmm_release(uint64_t handle);
 void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle);
 void ot_vmm_unmap(uint64_t va, uint64_t size);
 void ot_pool_seen(uint64_t pool, int device);
-void ot_record_reset_after_fork(void);
+void ot_record_reset(int forked);
 int ot_current_device(void);
 void ot_device_first_use(int device);
 

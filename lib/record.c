@@ -372,21 +372,27 @@ void ot_device_first_use(int device)
     }
 }
 
-/* In a forked child: the parent's allocations are not the child's (a CUDA context does not survive
- * fork), so the child starts empty and writes its own snapshots. Stacks stay valid: same code. */
-void ot_record_reset_after_fork(void)
+/* Empties the recorder. In a forked child (forked = 1): the parent's allocations are not the child's (a
+ * CUDA context does not survive fork), so the child starts empty and writes its own snapshots; it is the
+ * only thread, and the lock may have been copied held. Stacks stay valid: same code. */
+void ot_record_reset(int forked)
 {
-    pthread_mutex_init(&ot_lock, NULL);
+    if (forked)
+        pthread_mutex_init(&ot_lock, NULL);
+    else
+        pthread_mutex_lock(&ot_lock);
     ot_live_clear(&S.live);
     ot_live_clear(&S.maps);
     for (int i = 0; i < OT_MAX_DEVICES; i++)
         ot_peak_reset(&S.dev[i]);
     ot_peak_reset(&S.host);
-    ot_ring_reset();
+    ot_ring_reset(forked);
     S.seq = S.recorded = S.unknown_frees = S.untracked = S.nmarkers = S.failures = 0;
     memset(S.peak_markers, 0, sizeof S.peak_markers);
     memset(S.peak_markers_at, 0, sizeof S.peak_markers_at);
     S.failure.valid = 0;
     S.npools = 0;
     S.async_devices = 0;
+    if (!forked)
+        pthread_mutex_unlock(&ot_lock);
 }

@@ -24,5 +24,5 @@ struct ot_ring_stats {
 void ot_ring_append(const struct ot_event *e); /* caller holds ot_lock */
 void ot_ring_serialize(struct ot_buf *b);      /* the EVENTS payload; caller holds ot_lock */
 void ot_ring_stats(struct ot_ring_stats *st);
-void ot_ring_reset(void);
+void ot_ring_reset(int forked);
 #endif

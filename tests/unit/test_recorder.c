@@ -28,7 +28,7 @@ static void reset(void)
     ot_opt.ring_bytes = 64 << 20;
     ot_opt.depth = 16;
     ot_opt.dump_oom = 0;
-    ot_record_reset_after_fork();
+    ot_record_reset(0);
 }
 
 static void test_liveset_matches_reference(void **state)
