@@ -34,18 +34,19 @@ void ot_backtrace_init(void)
     dl_iterate_phdr(find_self, (void *)(uintptr_t)&ot_backtrace_init);
 }
 
-/* Fills frames with return addresses, innermost first, each shifted left by one (the low bit tags
- * Python frames, see OT_FRAME_PYTHON). Returns how many. */
+/* Fills frames (room for OT_MAX_FRAMES) with return addresses, innermost first, each shifted left by one
+ * (the low bit tags Python frames, see OT_FRAME_PYTHON). Returns how many, at most max. Unwinds straight
+ * into the caller's buffer and compacts it in place: no second copy. */
 int ot_backtrace(uint64_t *frames, int max)
 {
-    void *raw[OT_MAX_FRAMES + 16];
-    int want = max + 16 > (int)(sizeof raw / sizeof raw[0]) ? (int)(sizeof raw / sizeof raw[0]) : max + 16;
-    int n = unw_backtrace(raw, want);
+    _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames hold pointers");
+    int want = max + 8 > OT_MAX_FRAMES ? OT_MAX_FRAMES : max + 8; /* our own frames come first */
+    int n = unw_backtrace((void **)frames, want);
     int skip = 0;
-    while (skip < n && (uintptr_t)raw[skip] >= self_lo && (uintptr_t)raw[skip] < self_hi)
+    while (skip < n && frames[skip] >= self_lo && frames[skip] < self_hi)
         skip++;
-    int out = 0;
-    for (int i = skip; i < n && out < max; i++)
-        frames[out++] = (uint64_t)(uintptr_t)raw[i] << 1;
-    return out;
+    int out = n - skip < max ? n - skip : max;
+    for (int i = 0; i < out; i++)
+        frames[i] = frames[i + skip] << 1;
+    return out < 0 ? 0 : out;
 }

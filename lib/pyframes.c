@@ -109,16 +109,23 @@ static void probe(void)
 
 /* ---- memory reads ---- */
 
-static int safe_read(const void *addr, void *out, size_t n)
+/* Until the layout is validated, reads go through process_vm_readv, which fails instead of faulting; after
+ * that they are plain loads (the hot path: a handful per frame). */
+static int slow_read(const void *addr, void *out, size_t n)
 {
     if ((uintptr_t)addr < 4096)
         return -1;
-    if (validated) {
-        memcpy(out, addr, n);
-        return 0;
-    }
     struct iovec local = {out, n}, remote = {(void *)addr, n};
     return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static inline int rd_u8(const void *base, unsigned off, char *out)
+{
+    if (OT_LIKELY(validated)) {
+        *out = *((const char *)base + off);
+        return 0;
+    }
+    return slow_read((const char *)base + off, out, 1);
 }
 
 /* Always checked: used on objects seen for the first time (interning), never on the hot path. */
@@ -130,10 +137,12 @@ static int checked_read(const void *addr, void *out, size_t n)
     return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
 }
 
-static void *rd_ptr(const void *base, unsigned off)
+static inline void *rd_ptr(const void *base, unsigned off)
 {
+    if (OT_LIKELY(validated))
+        return *(void *const *)((const char *)base + off);
     void *p = NULL;
-    return safe_read((const char *)base + off, &p, sizeof p) == 0 ? p : NULL;
+    return slow_read((const char *)base + off, &p, sizeof p) == 0 ? p : NULL;
 }
 
 static int is_type(const void *obj, const void *type)
@@ -379,12 +388,77 @@ static uint32_t frame_id(const void *code, uint64_t lasti, const void *name)
 
 /* ---- the walk and the merge ---- */
 
-struct pyf {
-    uint32_t id;
-    int entry; /* the outermost frame of one run of the eval loop */
+#define MAXPY 128
+
+/* One walk: the chain innermost first as (code, instruction) pairs, whether each frame is the outermost
+ * of one run of the eval loop, and (after interning) its PYFRAMES id. */
+struct chain {
+    int n;
+    const void *code[MAXPY];
+    const char *instr[MAXPY];
+    uint8_t entry[MAXPY];
+    uint32_t id[MAXPY];
 };
 
-static int walk(struct pyf *out, int max)
+/* The thread's previous walk: in a loop the same call sites come back, and a chain equal to the last one
+ * in every (code, instruction) pair has the same ids, found with three memcmp and no lookup. The code
+ * objects are alive (the frames hold them), so equal pointers mean the same code. */
+static __thread struct chain last __attribute__((tls_model("initial-exec")));
+
+/* The chain as plain loads; called once the layout is validated. */
+static int gather_fast(void *frame, struct chain *c)
+{
+    const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
+    const int o_entry = L->fr_is_entry, cstack = L->owner_cstack;
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        const char *f = frame;
+        frame = *(void *const *)(f + o_prev);
+        if (f[o_owner] == cstack) {
+            if (n)
+                c->entry[n - 1] = 1;
+            continue;
+        }
+        const void *code = *(void *const *)(f + o_code);
+        if (!code)
+            return -1;
+        c->code[n] = code;
+        c->instr[n] = *(const char *const *)(f + o_instr);
+        c->entry[n] = o_entry >= 0 && f[o_entry] != 0;
+        n++;
+    }
+    return n;
+}
+
+/* The same through checked reads, until one walk has validated the layout. */
+static int gather_checked(void *frame, struct chain *c)
+{
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        char owner = 0, e = 0;
+        if (rd_u8(frame, L->fr_owner, &owner))
+            return -1;
+        void *prev = rd_ptr(frame, L->fr_previous);
+        if (L->owner_cstack >= 0 && owner == L->owner_cstack) {
+            if (n)
+                c->entry[n - 1] = 1;
+            frame = prev;
+            continue;
+        }
+        c->code[n] = rd_ptr(frame, L->fr_code);
+        c->instr[n] = rd_ptr(frame, L->fr_instr);
+        if (!c->code[n])
+            return -1;
+        if (L->fr_is_entry >= 0)
+            rd_u8(frame, (unsigned)L->fr_is_entry, &e);
+        c->entry[n] = e != 0;
+        n++;
+        frame = prev;
+    }
+    return n;
+}
+
+static int walk(struct chain *c)
 {
     if (!is_initialized())
         return 0;
@@ -393,52 +467,36 @@ static int walk(struct pyf *out, int max)
         return 0;
     void *cf = rd_ptr(ts, L->ts_cframe);
     void *frame = cf ? rd_ptr(cf, L->cframe_current) : NULL;
-    int n = 0, bad = 0;
-    for (int guard = 0; frame && n < max && guard < 4 * max; guard++) {
-        char owner = 0;
-        if (safe_read((const char *)frame + L->fr_owner, &owner, 1)) {
-            bad = 1;
-            break;
-        }
-        void *prev = rd_ptr(frame, L->fr_previous);
-        if (L->owner_cstack >= 0 && owner == L->owner_cstack) {
-            if (n)
-                out[n - 1].entry = 1;
-            frame = prev;
-            continue;
-        }
-        void *code = rd_ptr(frame, L->fr_code);
-        const char *instr = rd_ptr(frame, L->fr_instr);
-        if (!code) {
-            bad = 1;
-            break;
-        }
-        const char *start = (const char *)code + L->co_code;
-        uint64_t lasti = instr >= start ? (uint64_t)(instr - start) / 2 : 0;
-        uint32_t id = frame_id(code, lasti, rd_ptr(code, L->co_qualname));
-        if (!id) {
-            bad = 1;
-            break;
-        }
-        out[n].id = id;
-        out[n].entry = 0;
-        if (L->fr_is_entry >= 0) {
-            char e = 0;
-            safe_read((const char *)frame + L->fr_is_entry, &e, 1);
-            out[n].entry = e != 0;
-        }
-        n++;
-        frame = prev;
+    int fast = validated;
+    int n = fast ? gather_fast(frame, c) : gather_checked(frame, c);
+    int bad = n < 0;
+    if (n > 0)
+        c->entry[n - 1] = 1;
+    c->n = n < 0 ? 0 : n;
+    if (!bad && fast && n == last.n && memcmp(c->code, last.code, (size_t)n * sizeof c->code[0]) == 0 &&
+        memcmp(c->instr, last.instr, (size_t)n * sizeof c->instr[0]) == 0 &&
+        memcmp(c->entry, last.entry, (size_t)n) == 0) {
+        memcpy(c->id, last.id, (size_t)n * sizeof c->id[0]);
+        return n;
     }
-    if (n)
-        out[n - 1].entry = 1;
-    if (!bad && n && !validated)
-        __atomic_store_n(&validated, 1, __ATOMIC_RELEASE);
-    if (bad && !validated) {
-        ot_log("Python %s: frame layout check failed; stacks stay native", version);
-        py_state = PY_OFF;
+    for (int i = 0; i < n && !bad; i++) {
+        const char *begin = (const char *)c->code[i] + L->co_code;
+        uint64_t lasti = c->instr[i] >= begin ? (uint64_t)(c->instr[i] - begin) / 2 : 0;
+        c->id[i] = frame_id(c->code[i], lasti, rd_ptr(c->code[i], L->co_qualname));
+        bad |= c->id[i] == 0;
+    }
+    if (bad) {
+        last.n = 0;
+        if (!validated) {
+            ot_log("Python %s: frame layout check failed; stacks stay native", version);
+            py_state = PY_OFF;
+        }
         return 0;
     }
+    if (n && !validated)
+        __atomic_store_n(&validated, 1, __ATOMIC_RELEASE);
+    if (n)
+        memcpy(&last, c, sizeof last);
     return n;
 }
 
@@ -450,8 +508,8 @@ int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
         pthread_once(&probe_once, probe);
     if (py_state != PY_ON)
         return n;
-    struct pyf py[128];
-    int np = walk(py, 128);
+    struct chain c;
+    int np = walk(&c);
     if (np == 0) {
         if (py_state == PY_ON)
             *flags |= 2; /* a native thread of a Python process */
@@ -463,15 +521,16 @@ int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
     for (int i = 0; i < n && out < max; i++) {
         uintptr_t a = (uintptr_t)(native[i] >> 1);
         if (a > eval_lo && a <= eval_hi && p < np) {
-            do
-                frames[out++] = ((uint64_t)py[p].id << 1) | OT_FRAME_PYTHON;
-            while (!py[p++].entry && p < np && out < max);
+            for (int last_of_run = 0; !last_of_run && p < np && out < max; p++) {
+                frames[out++] = ((uint64_t)c.id[p] << 1) | OT_FRAME_PYTHON;
+                last_of_run = c.entry[p];
+            }
             continue;
         }
         frames[out++] = native[i];
     }
     while (p < np && out < max)
-        frames[out++] = ((uint64_t)py[p++].id << 1) | OT_FRAME_PYTHON;
+        frames[out++] = ((uint64_t)c.id[p++] << 1) | OT_FRAME_PYTHON;
     return out;
 }
 
