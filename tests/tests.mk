@@ -30,6 +30,78 @@ $(TEST_BIN)/test_doors: tests/e2e/test_doors.c tests/e2e/harness.c tests/e2e/har
 		$(READ_LIB_OBJ) -lcmocka -lzstd $(READ_LIBS) -lm
 TEST_PROGS += $(TEST_BIN)/test_doors
 
+# Every allocation family and every interposer pitfall (tests/doors/families.c, pitfalls.c). The programs
+# reach the driver only through dlopen/dlsym/cuGetProcAddress, like cudart; libpitfall.so is a library the
+# pitfall program dlopens RTLD_LOCAL, to look symbols up from a caller that is not in the global scope.
+$(TEST_BIN)/families: tests/doors/families.c tests/doors/drv.h include/oomtrace.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $< -ldl
+
+$(TEST_BIN)/libpitfall.so: tests/doors/pitfall_lib.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -o $@ $< -ldl
+
+$(TEST_BIN)/pitfalls: tests/doors/pitfalls.c tests/doors/drv.h include/oomtrace.h $(TEST_BIN)/libpitfall.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -pthread -o $@ $< -ldl
+
+$(TEST_BIN)/test_%: tests/e2e/test_%.c tests/e2e/harness.c tests/e2e/harness.h $(READ_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(READ_CPPFLAGS) -Itools/read $(CFLAGS) $(WARN) -o $@ $< tests/e2e/harness.c \
+		$(READ_LIB_OBJ) -lcmocka -lzstd $(READ_LIBS) -lm
+$(TEST_BIN)/test_families: $(TEST_BIN)/families
+$(TEST_BIN)/test_pitfalls: $(TEST_BIN)/pitfalls
+TEST_PROGS += $(TEST_BIN)/families $(TEST_BIN)/pitfalls $(TEST_BIN)/libpitfall.so
+TEST_PROGS += $(TEST_BIN)/test_families $(TEST_BIN)/test_pitfalls
+
+$(TEST_BIN)/crash_workload: tests/doors/crash_workload.c $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g -o $@ $< -L$(B)/fake -lcuda
+TEST_PROGS += $(TEST_BIN)/crash_workload
+
+$(TEST_BIN)/test_crash: $(TEST_BIN)/crash_workload
+TEST_PROGS += $(TEST_BIN)/test_crash
+
+$(TEST_BIN)/libfault.so: tests/faults/libfault.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -o $@ $< -ldl
+
+$(TEST_BIN)/plant: tests/doors/plant.c tests/doors/scenario.h $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g -rdynamic -o $@ $< -L$(B)/fake -lcuda
+$(TEST_BIN)/test_faults: $(TEST_BIN)/libfault.so $(TEST_BIN)/plant $(TEST_BIN)/door_linked
+TEST_PROGS += $(TEST_BIN)/libfault.so $(TEST_BIN)/plant $(TEST_BIN)/test_faults
+
+$(TEST_BIN)/stress: tests/doors/stress.c include/oomtrace.h $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g -pthread -o $@ $< -L$(B)/fake -lcuda
+$(TEST_BIN)/test_stress: $(TEST_BIN)/stress
+TEST_PROGS += $(TEST_BIN)/stress $(TEST_BIN)/test_stress
+
+$(TEST_BIN)/fork_workload: tests/doors/fork_workload.c $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g -pthread -o $@ $< -L$(B)/fake -lcuda
+$(TEST_BIN)/test_procs: $(TEST_BIN)/fork_workload $(TEST_BIN)/door_linked
+TEST_PROGS += $(TEST_BIN)/fork_workload $(TEST_BIN)/test_procs
+
+$(B)/fake/libnvidia-ml.so.1: tests/fakenvml/fakenvml.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 -o $@ $< -ldl
+TEST_PROGS += $(B)/fake/libnvidia-ml.so.1
+
+# Golden-file tests of the reader (tests/sh/golden.sh runs tests/golden/run.sh): a workload with exact sizes,
+# built -g so that reports show file:line. `make golden-update` rewrites the expected files.
+$(TEST_BIN)/golden_workload: tests/golden/workload.c include/oomtrace.h $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $< -L$(B)/fake -lcuda -ldl
+TEST_PROGS += $(TEST_BIN)/golden_workload
+# Unit tests of the reader's gates, size parsing, stack views and site filters (the pattern rule above builds it).
+TEST_PROGS += $(TEST_BIN)/test_readmodes
+
+.PHONY: golden-update
+golden-update: test-build
+	@tests/golden/update.sh
+
 .PHONY: test-build
 test-build: all $(TEST_PROGS)
 

@@ -17,6 +17,7 @@
 #include "read/resolve.h"
 #include "read/snapshot.h"
 #include "read/symbolize.h"
+#include "read/run.h"
 
 #define OT_READ_VERSION "0.1.0"
 #define OT_EXIT_OK 0
@@ -25,6 +26,8 @@
 
 static const char usage_text[] =
     "Usage: oomtrace-read [OPTIONS] SNAPSHOT\n"
+    "       oomtrace-read [OPTIONS] DIRECTORY        (a job's snapshots, merged: see Directories)\n"
+    "       oomtrace-read [OPTIONS] --diff BASE NEW  (the change in peak bytes per call site)\n"
     "Reads an oomtrace snapshot (a .oomt file written by liboomtrace.so; \"-\" reads standard input)\n"
     "and reports who held device memory when it ran out.\n"
     "\n"
@@ -35,12 +38,38 @@ static const char usage_text[] =
     "                   Default: the peak and, for an out-of-memory snapshot, the failure (else the\n"
     "                   live set at the snapshot). failure on a snapshot without one shows live.\n"
     "  --frames N       frames shown per stack in text (default 8; inlined frames count). JSON has all.\n"
-    "  --format FORMAT  text (default) or json (schema oomtrace-report/1, see docs/JSON.md).\n"
+    "  --format FORMAT  text (default), json (schema oomtrace-report/1, see docs/JSON.md), folded,\n"
+    "                   markdown, html or memviz (see Formats below and docs/FORMATS.md).\n"
     "  -o, --output FILE  write the report to FILE instead of standard output.\n"
     "  --debug-dir DIR  also look for debug files in DIR (by build-id: DIR/.build-id/xx/yyyy.debug,\n"
     "                   and by name); repeatable. The defaults are the binary's directory, its .debug\n"
     "                   subdirectory and /usr/lib/debug.\n"
     "  --no-symbolize   use only the names recorded in the snapshot at dump time (no debug info).\n"
+    "  --native         text: every frame of stacks that have Python frames. By default such a stack\n"
+    "                   shows a \"via\" line (its innermost native frame outside the CUDA runtime and\n"
+    "                   driver, allocators, libffi/ctypes and the interpreter), then its Python frames\n"
+    "                   innermost first (--frames of them), then how many native frames were hidden.\n"
+    "                   A site's headline names its innermost Python frame, else its innermost\n"
+    "                   meaningful native frame. Stacks without Python frames always show every frame.\n"
+    "  --diff BASE      compare BASE with NEW (the positional argument): the change in peak bytes of\n"
+    "                   each call site, largest absolute change first (text, or json with schema\n"
+    "                   oomtrace-diff/1). The peak is each snapshot's leading one (the failing device's,\n"
+    "                   else the largest) and its PEAK site table. Sites are matched by function names,\n"
+    "                   Python file:line and module base names, never by address; sites whose stacks\n"
+    "                   read the same are merged. Sites found on one side only are matched again with\n"
+    "                   Python line numbers ignored (said next to the site).\n"
+    "\n"
+    "CI gates (exit status 1 when one fails, with one line on stderr naming the gate and the numbers;\n"
+    "the report is still written):\n"
+    "  --max-peak SIZE  fail when the peak exceeds SIZE bytes. SIZE is bytes with an optional K, M, G\n"
+    "                   or T (also KiB, MiB, GiB, TiB, KB, MB...: all powers of 1024), e.g. 8G, 1.5GiB.\n"
+    "                   The peak is the snapshot's largest device peak (PEAK section, else DEVICES):\n"
+    "                   this process's tracked device memory at its high-water mark. With a directory,\n"
+    "                   the worst snapshot in it; with --diff, NEW.\n"
+    "  --baseline SNAP  the snapshot (or directory: its worst snapshot) that --max-growth compares with;\n"
+    "                   with --diff it defaults to BASE.\n"
+    "  --max-growth PCT fail when 100 * (peak - baseline peak) / baseline peak > PCT (a baseline peak\n"
+    "                   of 0 fails on any peak above 0).\n"
     "  -h, --help       this text.\n"
     "  -V, --version    the reader's version and the snapshot format it reads.\n"
     "\n"
@@ -67,12 +96,51 @@ static const char usage_text[] =
     "                   moment's total. Stacks are innermost first; Python frames read\n"
     "                   file:line in function, native frames function+0xOFFSET (module), or\n"
     "                   function (file:line) when debug info on this machine resolved them.\n"
+    "  why              statements derived from those numbers, each with its numbers: the failed\n"
+    "                   request against free and total memory; other processes (NVML) with untracked =\n"
+    "                   used - baseline - tracked - others; pool memory reserved but not used; one call\n"
+    "                   site, or one marker label (records allocated after a marker, by seq), holding\n"
+    "                   >= 50% of the peak; a site whose live bytes or count rose in >= 3 consecutive\n"
+    "                   marker intervals of the event ring (a suspected leak); the marker interval with\n"
+    "                   the largest rise of live bytes before the failure (without markers: the largest\n"
+    "                   allocation). Nothing is said when the snapshot lacks the data.\n"
     "  events           recorded by the tracer since start; kept in the ring (EVENTS); dropped with\n"
     "                   the oldest ring chunks. Markers (oomtrace_mark) are listed when they came\n"
     "                   before the peak or the failure in event sequence order.\n"
     "\n"
-    "Exit status: 0 report written, 1 a CI gate failed, 2 bad input, usage or I/O error (one line on\n"
-    "stderr).\n";
+    "Formats (docs/FORMATS.md):\n"
+    "  text             the report for people, in the order above.\n"
+    "  json             every field, unknown values null (docs/JSON.md).\n"
+    "  folded           one line per call site of the --at moment (default: the peak):\n"
+    "                   outermost;...;innermost BYTES, for flamegraph.pl --countname bytes, inferno or\n"
+    "                   speedscope. Frames: Python function (file:line), native function, else\n"
+    "                   module+0xOFFSET; ';', '\\' and control bytes written as \\xNN. --top N keeps N sites.\n"
+    "  markdown         a short summary for a CI job summary ($GITHUB_STEP_SUMMARY): the failed request,\n"
+    "                   device totals, the top --top call sites of the --at moment (default: the peak)\n"
+    "                   with bytes, count, share and the innermost Python frame (else the innermost\n"
+    "                   native frame outside the CUDA runtime and allocators), the event counts.\n"
+    "  html             one self-contained page (no network): live device bytes over time replayed from\n"
+    "                   the event ring (GiB against seconds since the tracer started), stacked by the 8\n"
+    "                   largest sites at the peak, with the device total, the peak, the failure and the\n"
+    "                   markers; then the site table of the --at moment with expandable stacks. Write it\n"
+    "                   with -o report.html.\n"
+    "  memviz           a pickle of torch.cuda.memory._snapshot()'s format for pytorch.org/memory_viz and\n"
+    "                   torch.cuda._memory_viz: each allocation live at the --at moment (default: the\n"
+    "                   snapshot) is a segment with one block; the latest 100,000 ring events up to that\n"
+    "                   moment are device_traces entries (time_us on the wall clock). Binary: use -o.\n"
+    "\n"
+    "Directories: oomtrace-read DIR reads every *.oomt file in DIR, one job's snapshots (torchrun, Slurm,\n"
+    "MPI: oomtrace-HOST-PID[-rankR]-N-TRIGGER.oomt, and -flush.oomt files left by processes that did not\n"
+    "finish). A file that cannot be read is named on stderr with the reason and skipped. Processes are\n"
+    "told apart by META host and pid; each keeps its first out-of-memory snapshot (by the failure's time),\n"
+    "else its latest. Shown: a table per rank (rank, host, pid, device ordinal and UUID prefix, peak, live\n"
+    "bytes at the failure, failed, finished: yes with an exit snapshot, no when a flush file remains), the\n"
+    "first failure by wall-clock time (META wall_ns less the time since the failure), the imbalance of\n"
+    "peaks between ranks (difference and max/min), then the full report of the first process to fail\n"
+    "(else of the largest peak), its tables limited by --top. JSON: schema oomtrace-run/1 (docs/JSON.md).\n"
+    "\n"
+    "Exit status: 0 report written (and every gate passed), 1 a CI gate failed, 2 bad input, usage or I/O\n"
+    "error (one line on stderr; in a directory: only when no snapshot could be read).\n";
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void die(const char *fmt, ...)
@@ -138,14 +206,18 @@ static uint8_t *read_all(const char *path, size_t *len)
 }
 
 enum { OPT_TOP = 256, OPT_AT, OPT_FRAMES, OPT_FORMAT, OPT_DEBUG_DIR, OPT_NO_SYMBOLIZE };
+enum { OPT_NATIVE = 512, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH };
 
 int main(int argc, char **argv)
 {
     struct ot_report_opts ro = {.top = 10, .frames = 8, .at = OT_AT_DEFAULT};
     bool json = false, symbolize = true;
+    int (*other_format)(FILE *, const struct ot_analysis *, const struct ot_report_opts *) = NULL;
     const char *out_path = NULL;
     const char **debug_dirs = calloc((size_t)argc + 1, sizeof(char *));
     size_t ndebug = 0;
+    struct ot_gate gate = {0};
+    const char *diff_base = NULL;
     static const struct option longopts[] = {
         {"top", required_argument, NULL, OPT_TOP},
         {"at", required_argument, NULL, OPT_AT},
@@ -154,6 +226,11 @@ int main(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"debug-dir", required_argument, NULL, OPT_DEBUG_DIR},
         {"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
+        {"native", no_argument, NULL, OPT_NATIVE},
+        {"diff", required_argument, NULL, OPT_DIFF},
+        {"max-peak", required_argument, NULL, OPT_MAX_PEAK},
+        {"baseline", required_argument, NULL, OPT_BASELINE},
+        {"max-growth", required_argument, NULL, OPT_MAX_GROWTH},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -182,12 +259,21 @@ int main(int argc, char **argv)
             ro.frames = parse_count("--frames", optarg);
             break;
         case OPT_FORMAT:
+            other_format = NULL;
             if (!strcmp(optarg, "text"))
                 json = false;
             else if (!strcmp(optarg, "json"))
                 json = true;
+            else if (!strcmp(optarg, "folded"))
+                other_format = ot_report_folded;
+            else if (!strcmp(optarg, "markdown"))
+                other_format = ot_report_markdown;
+            else if (!strcmp(optarg, "html"))
+                other_format = ot_report_html;
+            else if (!strcmp(optarg, "memviz"))
+                other_format = ot_report_memviz;
             else
-                die("--format takes text or json, got '%s'", optarg);
+                die("--format takes text, json, folded, markdown, html or memviz, got '%s'", optarg);
             break;
         case 'o':
             out_path = optarg;
@@ -197,6 +283,25 @@ int main(int argc, char **argv)
             break;
         case OPT_NO_SYMBOLIZE:
             symbolize = false;
+            break;
+        case OPT_NATIVE:
+            ro.native = true;
+            break;
+        case OPT_DIFF:
+            diff_base = optarg;
+            break;
+        case OPT_MAX_PEAK:
+            if (ot_parse_size(optarg, &gate.max_peak) < 0)
+                die("--max-peak takes a size in bytes, with K, M, G or T for powers of 1024 (8G, 1.5GiB), got '%s'", optarg);
+            gate.max_peak_set = true;
+            break;
+        case OPT_BASELINE:
+            gate.baseline = optarg;
+            break;
+        case OPT_MAX_GROWTH:
+            if (ot_parse_percent(optarg, &gate.max_growth) < 0)
+                die("--max-growth takes a percentage from 0 to 1000000000 (10, 2.5), got '%s'", optarg);
+            gate.growth_set = true;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -223,6 +328,19 @@ int main(int argc, char **argv)
         die("one snapshot at a time, got %d files", argc - optind);
     const char *path = argv[optind];
     ro.path = path;
+    if (gate.baseline && !gate.growth_set)
+        die("--baseline needs --max-growth (see --help)");
+    if (gate.growth_set && !gate.baseline && !diff_base)
+        die("--max-growth needs --baseline SNAPSHOT (or --diff BASE NEW; see --help)");
+    struct ot_run_opts rx = {.ro = ro, .json = json, .out_path = out_path, .gate = gate,
+                             .lo = {.symbolize = symbolize, .debug_dirs = debug_dirs, .ndebug = ndebug}};
+    if (diff_base || ot_is_dir(path)) {
+        if (other_format)
+            die("a directory and --diff are shown as text or json only (see --help)");
+        int mrc = diff_base ? ot_run_diff(diff_base, path, &rx) : ot_run_dir(path, &rx);
+        free(debug_dirs);
+        return mrc;
+    }
 
     size_t len;
     uint8_t *buf = read_all(path, &len);
@@ -241,10 +359,13 @@ int main(int argc, char **argv)
     if (ot_analyze(&an, &snap, res, &syminfo, err) < 0)
         die("%s: %s", path, err);
 
+    struct ot_gate_result gres;
+    if (ot_run_gate(&rx, &an, path, &gres) < 0)
+        exit(OT_EXIT_BAD);
     FILE *out = stdout;
     if (out_path && !(out = fopen(out_path, "w")))
         die("%s: %s", out_path, strerror(errno));
-    int rc = json ? ot_report_json(out, &an, &ro) : ot_report_text(out, &an, &ro);
+    int rc = other_format ? other_format(out, &an, &ro) : json ? ot_report_json(out, &an, &ro) : ot_report_text(out, &an, &ro);
     if (fflush(out) != 0 || rc < 0 || (out != stdout && fclose(out) != 0))
         die("%s: write failed: %s", out_path ? out_path : "standard output", strerror(errno));
 
@@ -254,5 +375,5 @@ int main(int argc, char **argv)
     ot_snapshot_free(&snap);
     free(buf);
     free(debug_dirs);
-    return OT_EXIT_OK;
+    return ot_gate_report(&gres);
 }

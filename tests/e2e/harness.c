@@ -59,14 +59,15 @@ static void run_program(struct traced_run *r, char *const argv[], const char *co
     if (pid == 0) {
         char buf[1024], lib[600];
         /* Sanitizer runs (make sanitize / make tsan, tests/fuzz/fuzz.mk) trace with their own build of
-         * the library, and an uninstrumented program needs the sanitizer runtime loaded before it. */
+         * the library, and an uninstrumented program needs the sanitizer runtime loaded before it. The
+         * runtime stays in untraced runs too, so that they differ from traced ones by the tracer alone. */
         const char *env_lib = getenv("OOMTRACE_TEST_LIB"), *extra = getenv("OOMTRACE_TEST_PRELOAD_EXTRA");
         if (env_lib)
             snprintf(lib, sizeof lib, "%s", env_lib);
         else
             snprintf(lib, sizeof lib, "%s/build/liboomtrace.so", cwd);
-        snprintf(buf, sizeof buf, "%s%s%s", extra ? extra : "", extra ? " " : "", lib);
-        if (traced)
+        snprintf(buf, sizeof buf, "%s%s%s", extra ? extra : "", extra ? " " : "", traced ? lib : "");
+        if (traced || extra)
             setenv("LD_PRELOAD", buf, 1);
         else
             unsetenv("LD_PRELOAD");

@@ -3,6 +3,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "why.h"
+
 size_t ot_markers_before(const struct ot_snapshot *s, uint64_t seq, size_t max, size_t *first)
 {
     size_t lo = 0, hi = s->nmarkers;
@@ -228,6 +230,7 @@ int ot_analyze(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_res
     ot_resolver_stats(res, &rs);
     if (rs.missing_pyframes)
         ot_note(&a->notes, "%zu Python frame ids used by stacks are not in PYFRAMES", rs.missing_pyframes);
+    a->why = ot_why_new(a);
     return 0;
 }
 
@@ -239,5 +242,6 @@ void ot_analysis_free(struct ot_analysis *a)
     ot_sites_free(&a->at_failure);
     ot_sites_free(&a->live);
     ot_notes_free(&a->notes);
+    ot_why_free(a->why);
     memset(a, 0, sizeof(*a));
 }

@@ -45,6 +45,7 @@ struct ot_analysis {
     uint64_t other_bytes, other_count; /* unknown categories */
 
     struct ot_notes notes;
+    struct ot_why *why; /* why.h: statements explaining the failure or the peak; NULL when out of memory */
 };
 
 /* Decodes the ring and builds the tables. -1 with errbuf when the ring is malformed (bad input) or

@@ -14,11 +14,18 @@ struct ot_report_opts {
     bool top_given;
     enum ot_at at;  /* which moments the text site tables describe */
     size_t frames;  /* frames per stack in text */
+    bool native;    /* text: every frame of a Python stack (--native), not the Python-first view */
     const char *path; /* the snapshot file as named on the command line */
 };
 
 int ot_report_text(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o);
 int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o);
+/* More renderings (docs/FORMATS.md): folded stacks for flame graphs, a markdown summary for CI, one
+ * self-contained HTML page, and a pickle for PyTorch's memory_viz. Same return convention. */
+int ot_report_folded(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o);
+int ot_report_markdown(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o);
+int ot_report_html(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o);
+int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o);
 
 /* Shared by both: phrases for ids. */
 const char *ot_result_name(uint64_t cuda_result); /* "CUDA_ERROR_OUT_OF_MEMORY" or NULL */

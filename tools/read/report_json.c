@@ -1,9 +1,12 @@
 /* The JSON report, schema "oomtrace-report/1", specified field by field in docs/JSON.md. Unknown
  * values are null, never omitted and never 0, so a consumer can tell "zero" from "not recorded". */
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "json_writer.h"
 #include "report.h"
+#include "stackview.h"
+#include "why.h"
 
 #define OT_JSON_MARKERS_BEFORE 5
 
@@ -70,6 +73,11 @@ static void sites(struct jx *x, const char *key, const struct ot_sites *t, uint6
             ot_json_f64(j, "share", (double)v->bytes / (double)whole);
         else
             ot_json_null(j, "share");
+        struct ot_stack_info si;
+        ot_stack_info(x->a->res, x->s, v->stack_id, &si);
+        char *hl = si.found ? ot_headline_str(&si, false) : NULL;
+        ot_json_cstr(j, "headline", hl);
+        free(hl);
         stack(x, v->stack_id);
         ot_json_obj_end(j);
     }
@@ -287,6 +295,7 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
     ot_json_arr_end(j);
 
     failure(&x);
+    ot_why_json(j, a->why);
     peak_view(&x, "peak", a->peak);
     ot_json_arr(j, "peaks");
     for (size_t i = 0; i < a->npeaks; i++)

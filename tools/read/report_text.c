@@ -6,6 +6,8 @@
 #include <time.h>
 
 #include "report.h"
+#include "stackview.h"
+#include "why.h"
 
 #define OT_MARKERS_SHOWN 5
 
@@ -141,6 +143,8 @@ static void put_frame(struct tx *t, const struct ot_frame *f)
 
 static void put_stack(struct tx *t, uint64_t stack_id, const char *indent)
 {
+    if (!t->o->native && ot_put_stack_python_first(t->f, t->a->res, t->s, stack_id, indent, t->o->frames))
+        return;
     const struct ot_stack *st = ot_snapshot_stack(t->s, stack_id);
     if (!st) {
         fprintf(t->f, "%s(stack %" PRIu64 " is not in STACKS)\n", indent, stack_id);
@@ -365,6 +369,10 @@ static void site_table(struct tx *t, const struct ot_sites *st, uint64_t whole, 
                 x->count == 1 ? "" : "s");
         if (whole)
             fprintf(o, ", %.1f%% of %s", 100.0 * (double)x->bytes / (double)whole, share_of);
+        struct ot_stack_info si;
+        ot_stack_info(t->a->res, t->s, x->stack_id, &si);
+        fputs(": ", o);
+        ot_put_headline(o, &si, false);
         fprintf(o, " (stack %" PRIu64 ")\n", x->stack_id);
         put_stack(t, x->stack_id, "        ");
     }
@@ -517,6 +525,7 @@ int ot_report_text(FILE *f, const struct ot_analysis *a, const struct ot_report_
     struct tx t = {f, a, a->s, o};
     header(&t);
     failure(&t);
+    ot_why_text(f, a->why);
     devices(&t);
     bool peak = o->at == OT_AT_DEFAULT || o->at == OT_AT_PEAK;
     bool fail = (o->at == OT_AT_DEFAULT || o->at == OT_AT_FAILURE) && a->has_at_failure;

@@ -6,8 +6,9 @@ static bool keep(const struct ot_record *r, const struct ot_site_filter *f)
 {
     if (!f->any_device && r->device != f->device)
         return false;
+    /* Device memory is on a device: host-located VMM memory (device -1, category vmm, flag 0x2) is not. */
     if (f->device_memory)
-        return ot_category_is_device64(r->category);
+        return r->device >= 0 && ot_category_is_device64(r->category);
     return r->category == f->category;
 }
 

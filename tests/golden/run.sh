@@ -1,0 +1,209 @@
+#!/bin/sh
+# Golden-file tests of oomtrace-read. Snapshots are made now, by running build/tests/golden_workload
+# (tests/golden/workload.c: exact sizes, markers, a leak, a pool, an OOM) and tests/demo/train_sim.py under
+# the tracer against the stand-in driver; each rendering is normalised (tests/golden/normalize.py) and
+# compared with tests/golden/expected/. Exit codes of the CI gates and the numbers of --diff and of a
+# merged directory are also checked exactly, with the numbers written out below.
+#   tests/golden/run.sh            compare (what tests/sh/golden.sh runs)
+#   tests/golden/run.sh --update   rewrite the expected files (tests/golden/update.sh, make golden-update)
+# READER=path overrides build/oomtrace-read.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+UPDATE=0
+[ "${1:-}" = "--update" ] && UPDATE=1
+READER=${READER:-$ROOT/build/oomtrace-read}
+LIB=$ROOT/build/liboomtrace.so
+WORK=$ROOT/build/tests/golden_workload
+EXP=$ROOT/tests/golden/expected
+for f in "$READER" "$LIB" "$WORK" "$ROOT/build/fake/libcuda.so.1" "$ROOT/build/fake/libnvidia-ml.so.1"; do
+    [ -e "$f" ] || { echo "golden: $f is missing (make test-build)"; exit 1; }
+done
+command -v python3 >/dev/null 2>&1 || { echo "golden: skipped, no python3"; exit 0; }
+
+TMP=$(mktemp -d /tmp/oomtrace-golden-XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+OUT=$TMP/out
+mkdir -p "$OUT" "$TMP/a" "$TMP/b" "$TMP/py" "$TMP/run" "$TMP/bad"
+HOST=$(hostname 2>/dev/null || uname -n)
+# Without ASLR the runs are as alike as they can be (addresses are normalised anyway).
+NOASLR=""
+setarch "$(uname -m)" -R true >/dev/null 2>&1 && NOASLR="setarch $(uname -m) -R"
+
+# traced DIR [VAR=VALUE...] -- PROGRAM ARGS: one traced run, its stdout and stderr kept aside.
+traced() {
+    dir=$1
+    shift
+    env LD_LIBRARY_PATH="$ROOT/build/fake" FAKECUDA_CAPACITY=1G FAKECUDA_OTHER_USED=128M \
+        FAKENVML_PROCS="4242:134217728" OOMTRACE_DIR="$dir" OOMTRACE_QUIET=1 LD_PRELOAD="$LIB" "$@" \
+        >>"$TMP/programs.log" 2>&1
+}
+
+traced "$TMP/a" $NOASLR "$WORK" oom || { echo "golden: workload (a) failed"; cat "$TMP/programs.log"; exit 1; }
+traced "$TMP/b" GOLDEN_WEIGHTS_MIB=320 $NOASLR "$WORK" oom || { echo "golden: workload (b) failed"; exit 1; }
+traced "$TMP/py" FAKECUDA_CAPACITY=8G $NOASLR python3 tests/demo/train_sim.py
+# A job of three ranks: rank 0 finishes (exit snapshot), rank 1 runs out of memory (oom and exit
+# snapshots), rank 2 dies of SIGSEGV (only its crash-surviving flush remains); plus a file that is not a
+# snapshot.
+traced "$TMP/run" RANK=0 LOCAL_RANK=0 WORLD_SIZE=3 OOMTRACE_DUMP=oom,exit $NOASLR "$WORK" exit
+traced "$TMP/run" RANK=1 LOCAL_RANK=1 WORLD_SIZE=3 GOLDEN_WEIGHTS_MIB=320 OOMTRACE_DUMP=oom,exit $NOASLR "$WORK" oom
+traced "$TMP/run" RANK=2 LOCAL_RANK=2 WORLD_SIZE=3 GOLDEN_WEIGHTS_MIB=288 OOMTRACE_DUMP=crash $NOASLR "$WORK" crash
+printf 'not a snapshot\n' >"$TMP/run/oomtrace-garbage.oomt"
+printf 'OOMTRACE' >"$TMP/bad/oomtrace-short.oomt"
+
+A=$(ls "$TMP"/a/*.oomt)
+B=$(ls "$TMP"/b/*.oomt)
+PY=$(ls "$TMP"/py/*.oomt)
+[ -f "$A" ] && [ -f "$B" ] && [ -f "$PY" ] || { echo "golden: a snapshot is missing"; cat "$TMP/programs.log"; exit 1; }
+[ "$(ls "$TMP"/run/*.oomt | wc -l)" -eq 5 ] || { echo "golden: expected 5 files in the run directory"; ls "$TMP/run"; exit 1; }
+
+PIDS=""
+for f in "$TMP"/*/oomtrace-*.oomt; do
+    p=$(basename "$f" | sed -n 's/^oomtrace-.*-\([0-9][0-9]*\)\(-rank[0-9]*\)\{0,1\}-\([0-9]*-[a-z]*\|flush\)\.oomt$/\1/p')
+    [ -n "$p" ] && PIDS="$PIDS --pid $p"
+done
+norm() { python3 "$ROOT/tests/golden/normalize.py" "$1" --root "$ROOT" --tmp "$TMP" --host "$HOST" $PIDS; }
+
+fail=0
+checked=0
+# check NAME KIND COMMAND...: runs the command, normalises its stdout and compares it with expected/NAME.
+check() {
+    name=$1
+    kind=$2
+    shift 2
+    "$@" >"$OUT/$name.raw" 2>"$OUT/$name.err"
+    rc=$?
+    norm "$kind" <"$OUT/$name.raw" >"$OUT/$name"
+    if [ -s "$OUT/$name.err" ]; then
+        { printf -- '--- stderr (exit %s)\n' "$rc"; norm text <"$OUT/$name.err"; } >>"$OUT/$name"
+    fi
+    compare "$name"
+}
+compare() {
+    name=$1
+    checked=$((checked + 1))
+    if [ $UPDATE -eq 1 ]; then
+        mkdir -p "$EXP"
+        cp "$OUT/$name" "$EXP/$name"
+    elif [ ! -f "$EXP/$name" ]; then
+        echo "golden: $name: no expected file (tests/golden/update.sh)"
+        fail=1
+    elif ! diff -u "$EXP/$name" "$OUT/$name" >"$OUT/$name.diff"; then
+        echo "golden: $name differs from tests/golden/expected/$name:"
+        head -n 60 "$OUT/$name.diff"
+        fail=1
+    fi
+}
+
+check workload.txt text "$READER" "$A"
+check workload.json json "$READER" --format json "$A"
+check workload-native.txt text "$READER" --at failure --native --top 2 "$A"
+check python.txt text "$READER" "$PY"
+check diff.txt text "$READER" --diff "$A" "$B"
+check diff.json json "$READER" --format json --diff "$A" "$B"
+check run.txt text "$READER" --top 3 "$TMP/run"
+check run.json json "$READER" --format json --top 2 "$TMP/run"
+
+# The other output formats, when this reader has them: folded and markdown against golden files, html
+# and memviz by their structure.
+has_format() { "$READER" --format "$1" "$A" >/dev/null 2>&1; }
+if has_format folded; then
+    check workload.folded folded "$READER" --format folded "$A"
+fi
+if has_format markdown; then
+    check workload.md text "$READER" --format markdown "$A"
+fi
+if has_format html; then
+    "$READER" --format html -o "$OUT/workload.html" "$A" || { echo "golden: html failed"; fail=1; }
+    python3 - "$OUT/workload.html" <<'EOF' || { echo "golden: html is not a whole page"; fail=1; }
+import sys
+s = open(sys.argv[1], encoding="utf-8").read()
+assert s.lstrip().lower().startswith("<!doctype html"), "no doctype"
+assert s.rstrip().lower().endswith("</html>"), "no </html>"
+assert "http://" not in s.replace("http://www.w3.org", "") and "https://" not in s.replace("https://pytorch.org", ""), "network reference"
+for w in ("load_weights", "forward", "accumulate_loss"):
+    assert w in s, w
+EOF
+fi
+if has_format memviz; then
+    "$READER" --format memviz -o "$OUT/workload.pickle" "$A" || { echo "golden: memviz failed"; fail=1; }
+    python3 - "$OUT/workload.pickle" <<'EOF' || { echo "golden: memviz pickle is not torch's snapshot format"; fail=1; }
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+assert isinstance(d, dict) and "segments" in d and "device_traces" in d, sorted(d)
+blocks = [b for s in d["segments"] for b in s["blocks"]]
+assert sum(b["size"] for b in blocks) == 256 * 2**20 + 2 * 192 * 2**20 + 5 * 4096, sum(b["size"] for b in blocks)
+EOF
+fi
+
+# CI gates: exit status and the one line on stderr, exactly.
+G=$OUT/gates
+: >"$G"
+gate() {
+    "$READER" -o /dev/null "$@" 2>"$OUT/gate.err"
+    rc=$?
+    printf '%s => exit %s\n' "$*" "$rc" >>"$G"
+    sed 's/^/  /' "$OUT/gate.err" >>"$G"
+}
+gate --max-peak 641M "$A"
+gate --max-peak 640M "$A"
+gate --max-peak 671109120 "$A"
+gate --max-peak 671109119 "$A"
+gate --baseline "$A" --max-growth 10 "$B"
+gate --baseline "$A" --max-growth 9.99 "$B"
+gate --baseline "$B" --max-growth 0 "$A"
+gate --diff "$A" "$B" --max-growth 5
+gate --max-peak 700M "$TMP/run"
+gate --max-peak 1G "$TMP/run"
+gate --max-peak 12X "$A"
+gate --max-growth 5 "$A"
+gate --max-peak 1G "$TMP/nonexistent.oomt"
+gate --baseline "$TMP/nonexistent.oomt" --max-growth 5 "$A"
+gate "$TMP/bad"
+norm text <"$G" >"$OUT/gates.txt"
+compare gates.txt
+
+# The numbers of --diff and of the merged directory, checked one by one.
+"$READER" --format json --diff "$A" "$B" >"$OUT/diff.raw.json" &&
+"$READER" --format json "$TMP/run" >"$OUT/run.raw.json" 2>/dev/null &&
+python3 - "$OUT/diff.raw.json" "$OUT/run.raw.json" <<'EOF' || { echo "golden: exact numbers differ"; fail=1; }
+import json, sys
+MiB = 2**20
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "oomtrace-diff/1"
+assert d["base"]["peak_bytes"] == 640 * MiB + 5 * 4096, d["base"]
+assert d["new"]["peak_bytes"] == 704 * MiB + 5 * 4096, d["new"]
+assert d["peak_change_bytes"] == 64 * MiB
+top = d["sites"][0]
+assert top["change_bytes"] == 64 * MiB and top["base_bytes"] == 256 * MiB and top["new_bytes"] == 320 * MiB, top
+assert top["headline"].startswith("load_weights"), top["headline"]
+assert d["sites_changed"] == 1 and d["sites_total"] == 3, (d["sites_changed"], d["sites_total"])
+r = json.load(open(sys.argv[2]))
+assert r["schema"] == "oomtrace-run/1"
+assert r["files"] == 5 and r["readable"] == 4 and r["processes"] == 3, (r["files"], r["readable"], r["processes"])
+ranks = {x["rank"]: x for x in r["ranks"]}
+assert [x["rank"] for x in r["ranks"]] == [0, 1, 2]
+assert ranks[0]["peak_bytes"] == 640 * MiB + 5 * 4096 and ranks[0]["finished"] is True and not ranks[0]["failed"]
+assert ranks[1]["peak_bytes"] == 704 * MiB + 5 * 4096 and ranks[1]["failed"] and ranks[1]["trigger"] == "oom"
+assert ranks[1]["at_failure_bytes"] == 704 * MiB + 5 * 4096 and ranks[1]["snapshots"] == 2 and ranks[1]["finished"] is True
+assert ranks[2]["peak_bytes"] == 672 * MiB + 5 * 4096 and ranks[2]["finished"] is False and ranks[2]["trigger"] == "flush"
+assert r["first_failure"]["rank"] == 1 and r["first_failure"]["requested_bytes"] == 240 * MiB
+im = r["imbalance"]
+assert im["max_rank"] == 1 and im["min_rank"] == 0 and im["difference_bytes"] == 64 * MiB, im
+assert r["failing_rank_report"]["schema"] == "oomtrace-report/1" and r["failing_rank_report"]["process"]["rank"] == 1
+kinds = [w["kind"] for w in r["failing_rank_report"]["why"]]
+assert kinds == ["request_exceeds_free", "other_processes", "pool_cached", "peak_site", "peak_phase", "growing_site",
+                 "largest_rise"], kinds
+EOF
+
+if [ $UPDATE -eq 1 ]; then
+    echo "golden: wrote $checked expected files to tests/golden/expected/"
+    exit 0
+fi
+if [ $fail -ne 0 ]; then
+    echo "golden: FAILED (outputs kept in build/tests/golden-out/; tests/golden/update.sh rewrites the expected files)"
+    rm -rf "$ROOT/build/tests/golden-out"
+    cp -r "$OUT" "$ROOT/build/tests/golden-out"
+    exit 1
+fi
+echo "golden: $checked outputs match"
