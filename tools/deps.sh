@@ -2,7 +2,7 @@
 # Checks (--check) or installs (--install) the Debian packages that building and testing oomtrace needs.
 # --check installs them too when run as root with apt-get available; otherwise it prints the command.
 set -u
-PKGS="build-essential pkg-config libunwind-dev libzstd-dev libdw-dev libelf-dev libcmocka-dev python3 zstd"
+PKGS="build-essential pkg-config libunwind-dev libzstd-dev libdw-dev libelf-dev libcmocka-dev python3 zstd chromium"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
