@@ -105,5 +105,7 @@ golden-update: test-build
 .PHONY: test-build
 test-build: all $(TEST_PROGS)
 
-test: test-build
+test:
+	@tools/deps.sh --test
+	@$(MAKE) --no-print-directory test-build
 	@tests/run.sh

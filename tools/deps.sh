@@ -1,8 +1,16 @@
 #!/bin/sh
-# Checks (--check) or installs (--install) the Debian packages that building and testing oomtrace needs.
-# --check installs them too when run as root with apt-get available; otherwise it prints the command.
+# The Debian packages oomtrace needs.
+#   deps.sh --check    building: install what is missing when root with apt-get, else print the command
+#   deps.sh --install  the same
+#   deps.sh --test     building and testing: also Chromium (HTML screenshot test) and clang with its
+#                      runtime (libFuzzer, sanitizers)
 set -u
-PKGS="build-essential pkg-config libunwind-dev libzstd-dev libdw-dev libelf-dev libcmocka-dev python3 zstd chromium"
+BUILD_PKGS="build-essential pkg-config libunwind-dev libzstd-dev libdw-dev libelf-dev python3 zstd"
+TEST_PKGS="libcmocka-dev chromium clang libclang-rt-14-dev"
+case "${1:---check}" in
+--test) PKGS="$BUILD_PKGS $TEST_PKGS" ;;
+*) PKGS="$BUILD_PKGS libcmocka-dev" ;;
+esac
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
