@@ -126,6 +126,29 @@ static void test_exit_snapshot_only_for_device_users(void **st)
     traced_cleanup(&r);
 }
 
+/* A snapshot holds the command line but no environment: a secret in the environment appears nowhere in the
+ * file (raw bytes) nor in anything the parser decodes from it (every string of META). */
+static void test_no_environment_in_snapshots(void **st)
+{
+    (void)st;
+    const char *secret = "hunter2-oomtrace-secret";
+    struct traced_run r;
+    traced_run(&r, (char *const[]){"build/tests/door_linked", "--token=visible-arg", NULL},
+               (const char *const[]){"OOMTRACE_TEST_SECRET=hunter2-oomtrace-secret", NULL});
+    assert_int_equal(r.nsnaps, 1);
+    struct loaded l;
+    load_snapshot(&l, r.paths[0]);
+    assert_null(memmem(l.buf, l.len, secret, strlen(secret)));
+    int seen_arg = 0;
+    for (size_t i = 0; i < l.s.meta.argc; i++) {
+        assert_null(memmem(l.s.meta.argv[i].p, l.s.meta.argv[i].n, secret, strlen(secret)));
+        seen_arg |= ot_str_eq(l.s.meta.argv[i], "--token=visible-arg");
+    }
+    assert_true(seen_arg); /* the command line is there, as documented */
+    unload_snapshot(&l);
+    traced_cleanup(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -134,6 +157,7 @@ int main(void)
         cmocka_unit_test(test_exec_child_traces_itself),
         cmocka_unit_test(test_rank_from_each_launcher),
         cmocka_unit_test(test_exit_snapshot_only_for_device_users),
+        cmocka_unit_test(test_no_environment_in_snapshots),
     };
     return cmocka_run_group_tests_name("procs", tests, NULL, NULL);
 }
