@@ -84,6 +84,11 @@ $(TEST_BIN)/fork_workload: tests/doors/fork_workload.c $(B)/fake/libcuda.so.1
 $(TEST_BIN)/test_procs: $(TEST_BIN)/fork_workload $(TEST_BIN)/door_linked
 TEST_PROGS += $(TEST_BIN)/fork_workload $(TEST_BIN)/test_procs
 
+# Synthetic and damaged snapshots (tests/snapgen): used by tests/sh/malformed.sh and report_formats.sh.
+$(B)/snapgen: tests/snapgen/snapgen.c include/oomtrace_format.h
+	$(CC) -O2 -g -Iinclude $(WARN) -o $@ $< -lzstd
+TEST_PROGS += $(B)/snapgen
+
 $(B)/fake/libnvidia-ml.so.1: tests/fakenvml/fakenvml.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 -o $@ $< -ldl
