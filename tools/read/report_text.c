@@ -63,18 +63,6 @@ static void put(struct tx *t, struct ot_str s)
     ot_fput_safe_max(t->f, s, 512);
 }
 
-static const char *base_name(struct ot_str p, size_t *len)
-{
-    const char *b = p.p;
-    size_t n = p.n;
-    for (size_t i = 0; i < p.n; i++)
-        if (p.p[i] == '/') {
-            b = p.p + i + 1;
-            n = p.n - i - 1;
-        }
-    *len = n;
-    return b;
-}
 
 static const char *dev_name(char *buf, int64_t d)
 {
@@ -90,56 +78,6 @@ static const char *reltime(char *buf, const struct ot_snapshot *s, uint64_t t)
     return ot_fmt_reltime(buf, t, s->meta.start_mono_ns);
 }
 
-static void put_frame(struct tx *t, const struct ot_frame *f)
-{
-    FILE *o = t->f;
-    if (f->kind == OT_FRAME_PY) {
-        if (!f->function.p && !f->file.p) {
-            fprintf(o, "<Python frame %" PRIu64 " not in PYFRAMES>", f->pyframe_id);
-            return;
-        }
-        put(t, f->file.p ? f->file : ot_cstr("?"));
-        if (f->has_line)
-            fprintf(o, ":%" PRIu64, f->line);
-        fputs(" in ", o);
-        put(t, f->function.p ? f->function : ot_cstr("?"));
-        return;
-    }
-    if (f->symbolized && f->file.p) {
-        put(t, f->function.p ? f->function : ot_cstr("??"));
-        fputs(" (", o);
-        put(t, f->file);
-        if (f->has_line)
-            fprintf(o, ":%" PRIu64, f->line);
-        fputs(")", o);
-        if (f->inlined)
-            fputs(" [inlined]", o);
-        return;
-    }
-    size_t bn = 0;
-    const char *b = f->module.p ? base_name(f->module, &bn) : NULL;
-    if (f->function.p) {
-        put(t, f->function);
-        if (f->has_offset)
-            fprintf(o, "+0x%" PRIx64, f->offset);
-        if (b) {
-            fputs(" (", o);
-            put(t, (struct ot_str){b, bn});
-            fputs(")", o);
-        }
-    } else {
-        fprintf(o, "0x%" PRIx64, f->address);
-        if (b) {
-            fputs(" (", o);
-            put(t, (struct ot_str){b, bn});
-            fprintf(o, "+0x%" PRIx64 ")", f->module_offset);
-        } else {
-            fputs(" (no module)", o);
-        }
-    }
-    if (f->inlined)
-        fputs(" [inlined]", o);
-}
 
 static void put_stack(struct tx *t, uint64_t stack_id, const char *indent)
 {
@@ -160,7 +98,7 @@ static void put_stack(struct tx *t, uint64_t stack_id, const char *indent)
             if (shown >= t->o->frames)
                 continue;
             fprintf(t->f, "%s#%-2zu ", indent, shown);
-            put_frame(t, &fr[k]);
+            ot_put_frame(t->f, &fr[k]);
             fputc('\n', t->f);
             shown++;
         }
