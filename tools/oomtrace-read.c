@@ -164,44 +164,13 @@ static size_t parse_count(const char *opt, const char *arg)
     return (size_t)v;
 }
 
-/* Reads a whole file (or a pipe) into memory. */
+/* Reads a whole file (or a pipe) into memory, or exits with status 2 saying why. */
 static uint8_t *read_all(const char *path, size_t *len)
 {
-    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        die("%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        die("%s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        die("%s: is a directory", path);
-    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 1 << 20;
-    uint8_t *buf = malloc(cap);
-    if (!buf)
-        die("%s: out of memory for %zu bytes", path, cap);
-    size_t n = 0;
-    for (;;) {
-        if (n == cap) {
-            size_t ncap = cap * 2;
-            uint8_t *nb = ncap > cap ? realloc(buf, ncap) : NULL;
-            if (!nb)
-                die("%s: out of memory reading the file", path);
-            buf = nb;
-            cap = ncap;
-        }
-        ssize_t r = read(fd, buf + n, cap - n);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            die("%s: %s", path, strerror(errno));
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-    }
-    if (fd != STDIN_FILENO)
-        close(fd);
-    *len = n;
+    uint8_t *buf = NULL;
+    char err[OT_ERRBUF];
+    if (ot_read_file(path, &buf, len, err) < 0)
+        die("%s: %s", path, err);
     return buf;
 }
 

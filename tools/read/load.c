@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,9 +14,9 @@
 /* Snapshots are read whole; a file beyond this is refused rather than exhausting memory. */
 #define OT_LOAD_MAX_BYTES (64ull << 30)
 
-static int read_file(const char *path, uint8_t **out, size_t *len, char *err)
+int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBUF])
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         snprintf(err, OT_ERRBUF, "%s", strerror(errno));
         return -1;
@@ -28,7 +29,8 @@ static int read_file(const char *path, uint8_t **out, size_t *len, char *err)
     }
     if (S_ISDIR(st.st_mode)) {
         snprintf(err, OT_ERRBUF, "is a directory");
-        close(fd);
+        if (fd != STDIN_FILENO)
+            close(fd);
         return -1;
     }
     if ((unsigned long long)st.st_size > OT_LOAD_MAX_BYTES) {
@@ -69,7 +71,8 @@ static int read_file(const char *path, uint8_t **out, size_t *len, char *err)
             break;
         n += (size_t)r;
     }
-    close(fd);
+    if (fd != STDIN_FILENO)
+        close(fd);
     *out = buf;
     *len = n;
     return 0;
@@ -79,7 +82,7 @@ int ot_load(struct ot_loaded *l, const char *path, const struct ot_load_opts *o,
 {
     memset(l, 0, sizeof(*l));
     l->path = path;
-    if (read_file(path, &l->buf, &l->len, errbuf) < 0)
+    if (ot_read_file(path, &l->buf, &l->len, errbuf) < 0)
         return -1;
     if (ot_snapshot_parse(l->buf, l->len, &l->snap, errbuf) < 0) {
         ot_loaded_free(l);

@@ -25,6 +25,9 @@ struct ot_loaded {
 
 /* 0, or -1 with one line in errbuf (the file's name is not in it). On -1, *l needs no freeing but
  * ot_loaded_free is still safe. */
+/* Reads a whole file, or standard input for "-", into a malloc'd buffer. Returns 0, or -1 with the reason
+ * (without the path) in err. Files over 64 GiB are refused. */
+int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBUF]);
 int ot_load(struct ot_loaded *l, const char *path, const struct ot_load_opts *o, char errbuf[OT_ERRBUF]);
 void ot_loaded_free(struct ot_loaded *l);
 
