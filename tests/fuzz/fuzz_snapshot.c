@@ -1,0 +1,582 @@
+/* libFuzzer target for the snapshot reader: the parser on arbitrary bytes and, when it accepts them,
+ * everything the CLI does afterwards (ring decoding, analysis, and all six report formats).
+ *
+ * Beyond "no crash, no sanitizer report", it checks the promises the reader makes to its callers:
+ *   - a rejected input yields one line of text in errbuf (the CLI prints it as its only stderr line);
+ *   - the JSON report is one well-formed JSON value in strict UTF-8 (tools parse it; docs/JSON.md);
+ *   - text, markdown and folded output are UTF-8 without control characters but newlines (a hostile
+ *     snapshot must not drive the terminal, split a folded line or a table row), and every folded line
+ *     ends in a byte count (docs/FORMATS.md);
+ *   - the HTML page's embedded data is well-formed JSON without '<', and no snapshot string closes or
+ *     opens a <script> element;
+ *   - JSON, folded and markdown render the same bytes twice in a row (FORMATS.md: deterministic; a
+ *     renderer that changed the analysis it was given would break this).
+ * A broken promise aborts, so libFuzzer saves the input like any other crash.
+ *
+ * Inputs that start with "RING" take a second path: the rest is one ring chunk's decompressed bytes
+ * (u16 little-endian event count, then events as in docs/FORMAT.md), wrapped here into a minimal valid
+ * snapshot with that chunk zstd-compressed. Ring chunks are always compressed on disk, so mutations of a
+ * plain snapshot almost never reach the event decoder with valid frames; this path does.
+ *
+ * Symbolization stays off: it opens files named by the input, which a fuzzer should not drive.
+ * Build and run: make fuzz / make fuzz-corpus (tests/fuzz/fuzz.mk). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sanitizer/common_interface_defs.h>
+#include <zstd.h>
+
+#include "analysis.h"
+#include "events.h"
+#include "report.h"
+#include "resolve.h"
+#include "snapshot.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The checks of rendered bytes stay out of coverage: they are not code to explore, and their
+ * instrumented comparisons (one per output byte) cost more than the rendering itself. */
+#define NOCOV __attribute__((no_sanitize("coverage")))
+
+/* Through the sanitizer's report channel: -close_fd_mask=2 (fuzz.mk) silences the reader's own notes on
+ * stderr, and this message must survive it. */
+static void broken(const char *what, const char *out, size_t len, size_t at)
+{
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, "fuzz_snapshot: %s at byte %zu of %zu\n  near: ", what, at, len);
+    size_t from = at > 80 ? at - 80 : 0, to = at + 80 < len ? at + 80 : len;
+    for (size_t i = from; i < to && n > 0 && (size_t)n < sizeof msg - 8; i++) {
+        unsigned char c = (unsigned char)out[i];
+        n += snprintf(msg + n, sizeof msg - (size_t)n, c >= 0x20 && c < 0x7f ? "%c" : "\\x%02x", c);
+    }
+    __sanitizer_report_error_summary(msg);
+    abort();
+}
+
+/* ---- strict checks of the rendered bytes ---- */
+
+/* RFC 3629 UTF-8, written independently of ot_utf8_len so that the two can disagree. */
+NOCOV static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned cp;
+    if ((c & 0xe0) == 0xc0)
+        len = 2, cp = c & 0x1f;
+    else if ((c & 0xf0) == 0xe0)
+        len = 3, cp = c & 0x0f;
+    else if ((c & 0xf8) == 0xf0)
+        len = 4, cp = c & 0x07;
+    else
+        return 0;
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3f);
+    }
+    static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* c1: C1 controls (U+0080..U+009F) count as control characters too; the text report escapes them (they
+ * can act as terminal escapes), the other formats escape only C0 and DEL (docs/FORMATS.md). */
+NOCOV static void check_plain(const char *out, size_t len, bool c1)
+{
+    const unsigned char *p = (const unsigned char *)out;
+    for (size_t i = 0; i < len;) {
+        if (p[i] < 0x20 && p[i] != '\n')
+            broken("control character", out, len, i);
+        if (p[i] == 0x7f)
+            broken("DEL", out, len, i);
+        size_t l = utf8_seq(p + i, len - i);
+        if (!l)
+            broken("invalid UTF-8", out, len, i);
+        if (c1 && l == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0)
+            broken("text report: C1 control character", out, len, i);
+        i += l;
+    }
+}
+
+struct json_in {
+    const char *s;
+    size_t n, i;
+};
+
+NOCOV static void jfail(struct json_in *j, const char *what)
+{
+    broken(what, j->s, j->n, j->i);
+}
+
+NOCOV static void jws(struct json_in *j)
+{
+    while (j->i < j->n && (j->s[j->i] == ' ' || j->s[j->i] == '\n' || j->s[j->i] == '\t' || j->s[j->i] == '\r'))
+        j->i++;
+}
+
+NOCOV static int jpeek(struct json_in *j)
+{
+    return j->i < j->n ? (unsigned char)j->s[j->i] : -1;
+}
+
+NOCOV static void jlit(struct json_in *j, const char *lit)
+{
+    size_t l = strlen(lit);
+    if (j->n - j->i < l || memcmp(j->s + j->i, lit, l) != 0)
+        jfail(j, "JSON report: bad literal");
+    j->i += l;
+}
+
+NOCOV static int jhex(int c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+NOCOV static void jstring(struct json_in *j)
+{
+    j->i++; /* the opening quote */
+    for (;;) {
+        int c = jpeek(j);
+        if (c < 0)
+            jfail(j, "JSON report: unterminated string");
+        if (c == '"') {
+            j->i++;
+            return;
+        }
+        if (c < 0x20)
+            jfail(j, "JSON report: raw control character in a string");
+        if (c == '\\') {
+            j->i++;
+            c = jpeek(j);
+            if (c == 'u') {
+                for (int k = 1; k <= 4; k++)
+                    if (j->i + k >= j->n || !jhex((unsigned char)j->s[j->i + k]))
+                        jfail(j, "JSON report: bad \\u escape");
+                j->i += 5;
+            } else if (c >= 0 && strchr("\"\\/bfnrt", c) && c) {
+                j->i++;
+            } else {
+                jfail(j, "JSON report: bad escape");
+            }
+            continue;
+        }
+        size_t l = utf8_seq((const unsigned char *)j->s + j->i, j->n - j->i);
+        if (!l)
+            jfail(j, "JSON report: invalid UTF-8 in a string");
+        j->i += l;
+    }
+}
+
+NOCOV static void jnumber(struct json_in *j)
+{
+    if (jpeek(j) == '-')
+        j->i++;
+    int c = jpeek(j);
+    if (c == '0') {
+        j->i++;
+    } else if (c >= '1' && c <= '9') {
+        while ((c = jpeek(j)) >= '0' && c <= '9')
+            j->i++;
+    } else {
+        jfail(j, "JSON report: bad number");
+    }
+    if (jpeek(j) == '.') {
+        j->i++;
+        if (!((c = jpeek(j)) >= '0' && c <= '9'))
+            jfail(j, "JSON report: bad fraction");
+        while ((c = jpeek(j)) >= '0' && c <= '9')
+            j->i++;
+    }
+    if (jpeek(j) == 'e' || jpeek(j) == 'E') {
+        j->i++;
+        if (jpeek(j) == '+' || jpeek(j) == '-')
+            j->i++;
+        if (!((c = jpeek(j)) >= '0' && c <= '9'))
+            jfail(j, "JSON report: bad exponent");
+        while ((c = jpeek(j)) >= '0' && c <= '9')
+            j->i++;
+    }
+}
+
+NOCOV static void jvalue(struct json_in *j, int depth)
+{
+    if (depth > 64)
+        jfail(j, "JSON report: nested deeper than 64");
+    jws(j);
+    int c = jpeek(j);
+    if (c == '{' || c == '[') {
+        int close = c == '{' ? '}' : ']';
+        j->i++;
+        jws(j);
+        if (jpeek(j) == close) {
+            j->i++;
+            return;
+        }
+        for (;;) {
+            if (c == '{') {
+                jws(j);
+                if (jpeek(j) != '"')
+                    jfail(j, "JSON report: object key is not a string");
+                jstring(j);
+                jws(j);
+                if (jpeek(j) != ':')
+                    jfail(j, "JSON report: missing ':'");
+                j->i++;
+            }
+            jvalue(j, depth + 1);
+            jws(j);
+            int d = jpeek(j);
+            j->i++;
+            if (d == close)
+                return;
+            if (d != ',')
+                jfail(j, "JSON report: missing ',' or closing bracket");
+        }
+    }
+    if (c == '"')
+        jstring(j);
+    else if (c == 't')
+        jlit(j, "true");
+    else if (c == 'f')
+        jlit(j, "false");
+    else if (c == 'n')
+        jlit(j, "null");
+    else
+        jnumber(j);
+}
+
+NOCOV static void check_json(const char *out, size_t len)
+{
+    struct json_in j = {out, len, 0};
+    jws(&j);
+    if (jpeek(&j) != '{')
+        jfail(&j, "JSON report: does not start with an object");
+    jvalue(&j, 0);
+    jws(&j);
+    if (j.i != j.n)
+        jfail(&j, "JSON report: bytes after the value");
+}
+
+NOCOV static void check_folded(const char *out, size_t len)
+{
+    check_plain(out, len, false);
+    for (size_t i = 0; i < len;) {
+        const char *nl = memchr(out + i, '\n', len - i);
+        if (!nl)
+            broken("folded: last line without a newline", out, len, i);
+        size_t end = (size_t)(nl - out), k = end;
+        while (k > i && out[k - 1] >= '0' && out[k - 1] <= '9')
+            k--;
+        if (k == end || k == i || out[k - 1] != ' ')
+            broken("folded: a line does not end in \" BYTES\"", out, len, i);
+        i = end + 1;
+    }
+}
+
+NOCOV static size_t count(const char *hay, size_t len, const char *needle)
+{
+    size_t n = 0, l = strlen(needle);
+    for (const char *p = hay; (p = memmem(p, len - (size_t)(p - hay), needle, l)) != NULL; p += l)
+        n++;
+    return n;
+}
+
+NOCOV static void check_html(const char *out, size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        const unsigned char *p = (const unsigned char *)out;
+        if (p[i] < 0x20 && p[i] != '\n' && p[i] != '\t')
+            broken("html: control character", out, len, i);
+        size_t l = utf8_seq(p + i, len - i);
+        if (!l)
+            broken("html: invalid UTF-8", out, len, i);
+        i += l;
+    }
+    /* The page's own elements: one data block and one script; a snapshot string adds none. */
+    if (count(out, len, "<script") != 2 || count(out, len, "</script>") != 2)
+        broken("html: a string opened or closed a <script> element", out, len, 0);
+    static const char open[] = "<script type=\"application/json\" id=\"oomtrace-data\">";
+    const char *d = memmem(out, len, open, sizeof open - 1);
+    if (!d)
+        broken("html: no oomtrace-data element", out, len, 0);
+    d += sizeof open - 1;
+    const char *e = memmem(d, len - (size_t)(d - out), "</script>", 9);
+    if (!e)
+        broken("html: oomtrace-data is not closed", out, len, (size_t)(d - out));
+    const char *lt = memchr(d, '<', (size_t)(e - d));
+    if (lt)
+        broken("html: '<' inside the JSON data", out, len, (size_t)(lt - out));
+    check_json(d, (size_t)(e - d));
+}
+
+/* ---- the pipeline of the CLI ---- */
+
+/* Memory sinks are reused across inputs; open_memstream's buffer survives fclose when kept. */
+struct sink {
+    char *buf;
+    size_t len;
+    FILE *f;
+};
+
+static void sink_open(struct sink *s)
+{
+    free(s->buf);
+    s->buf = NULL;
+    s->len = 0;
+    s->f = open_memstream(&s->buf, &s->len);
+    if (!s->f)
+        abort();
+}
+
+static void sink_close(struct sink *s)
+{
+    if (fclose(s->f) != 0)
+        abort();
+    s->f = NULL;
+}
+
+typedef int (*render_fn)(FILE *, const struct ot_analysis *, const struct ot_report_opts *);
+static struct sink out1, out2;
+
+static const char *render(struct sink *k, render_fn fn, const struct ot_analysis *a, const struct ot_report_opts *o)
+{
+    sink_open(k);
+    if (fn(k->f, a, o) != 0)
+        abort();
+    sink_close(k);
+    return k->buf;
+}
+
+/* Renders into out1, then again into out2; the two must be the same bytes. */
+static const char *render_twice(render_fn fn, const struct ot_analysis *a, const struct ot_report_opts *o)
+{
+    render(&out1, fn, a, o);
+    render(&out2, fn, a, o);
+    if (out1.len != out2.len || memcmp(out1.buf, out2.buf, out1.len) != 0) {
+        size_t i = 0;
+        while (i < out1.len && i < out2.len && out1.buf[i] == out2.buf[i])
+            i++;
+        broken("a second rendering differs from the first", out1.buf, out1.len, i);
+    }
+    return out1.buf;
+}
+
+static volatile unsigned char label_sink; /* labels must be readable, not just pointed at */
+
+static void decode_ring(const struct ot_snapshot *s)
+{
+    struct ot_event_reader rd;
+    ot_event_reader_init(&rd, s);
+    const struct ot_event *ev;
+    size_t n;
+    char err[OT_ERRBUF];
+    int rc;
+    while ((rc = ot_event_reader_next(&rd, &ev, &n, err)) == 1)
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < ev[i].label.n; k++)
+                label_sink = (unsigned char)ev[i].label.p[k];
+    if (rc < 0 && (memchr(err, 0, OT_ERRBUF) == NULL || strchr(err, '\n')))
+        abort();
+    ot_event_reader_free(&rd);
+}
+
+/* ---- ring mode: a chunk's raw bytes in a minimal snapshot ---- */
+
+struct out {
+    uint8_t *p;
+    size_t n, cap;
+};
+
+static void put(struct out *o, const void *p, size_t n)
+{
+    if (o->n + n > o->cap) {
+        size_t cap = o->cap ? o->cap : 256;
+        while (cap < o->n + n)
+            cap *= 2;
+        o->p = realloc(o->p, cap);
+        if (!o->p)
+            abort();
+        o->cap = cap;
+    }
+    memcpy(o->p + o->n, p, n);
+    o->n += n;
+}
+
+static void put_uv(struct out *o, uint64_t v)
+{
+    uint8_t b[10];
+    size_t n = 0;
+    do {
+        b[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            b[n] |= 0x80;
+        n++;
+    } while (v);
+    put(o, b, n);
+}
+
+static void put_le(struct out *o, uint64_t v, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i++) {
+        uint8_t b = (uint8_t)(v >> (8 * i));
+        put(o, &b, 1);
+    }
+}
+
+static void put_section(struct out *o, uint32_t type, const struct out *payload)
+{
+    put_le(o, type, 4);
+    put_le(o, 0, 4);
+    put_le(o, payload->n, 8);
+    put_le(o, payload->n, 8);
+    put(o, payload->p, payload->n);
+}
+
+static void run_snapshot(const uint8_t *data, size_t size);
+
+/* data: u16 event count, then the chunk's raw bytes. The count is capped where the parser would refuse
+ * the chunk (9 bytes per event at least), so that mutated counts still reach the decoder. */
+static void run_ring(const uint8_t *data, size_t size)
+{
+    if (size < 2)
+        return;
+    uint64_t nevents = data[0] | (uint64_t)data[1] << 8;
+    const uint8_t *raw = data + 2;
+    size_t raw_len = size - 2;
+    if (nevents > raw_len / 9)
+        nevents = raw_len / 9;
+
+    size_t bound = ZSTD_compressBound(raw_len);
+    uint8_t *frame = malloc(bound ? bound : 1);
+    if (!frame)
+        abort();
+    size_t flen = ZSTD_compress(frame, bound, raw, raw_len, 1);
+    if (ZSTD_isError(flen))
+        abort();
+
+    struct out meta = {0}, events = {0}, file = {0};
+    put_uv(&meta, 0);           /* tracer_version */
+    put_uv(&meta, 4);           /* trigger: api */
+    put_uv(&meta, 0);           /* reason */
+    put_uv(&meta, 1);           /* pid */
+    put_uv(&meta, 0);           /* ppid */
+    put_uv(&meta, 0);           /* host */
+    put_uv(&meta, 0);           /* argc */
+    put_uv(&meta, 0);           /* exe */
+    put_uv(&meta, 0);           /* wall_ns */
+    put_uv(&meta, 2000000000);  /* mono_ns */
+    put_uv(&meta, 1000000000);  /* start_mono_ns */
+    put_uv(&meta, 1);           /* rank -1 */
+    put_uv(&meta, 1);           /* local_rank -1 */
+    put_uv(&meta, 1);           /* world_size -1 */
+    put_uv(&meta, 0);           /* rank_source */
+    put_uv(&meta, nevents);     /* events_recorded */
+    put_uv(&meta, nevents);     /* events_kept */
+    for (int i = 0; i < 4; i++) /* dropped events and chunks, ring budget and use */
+        put_uv(&meta, 0);
+    put_uv(&meta, 1);           /* snapshot_seq */
+    put_uv(&meta, 0);           /* python_version */
+    put_uv(&meta, 0);           /* cuda_visible_devices */
+
+    put_uv(&events, 1);
+    put_uv(&events, 1);          /* first_seq */
+    put_uv(&events, nevents);
+    put_uv(&events, 1000000000); /* t0_ns */
+    put_uv(&events, raw_len);
+    put_uv(&events, flen);
+    put(&events, frame, flen);
+
+    put(&file, "OOMTRACE", 8);
+    put_le(&file, 1, 2);
+    put_le(&file, 0, 2);
+    put_le(&file, 1, 4); /* COMPLETE */
+    put_le(&file, 0, 8); /* reserved */
+    put_le(&file, 0, 8);
+    put_section(&file, 1, &meta);
+    put_section(&file, 10, &events);
+
+    /* An exact-size copy, so that a read past the end is a read past the allocation. */
+    uint8_t *snap = malloc(file.n);
+    if (!snap)
+        abort();
+    memcpy(snap, file.p, file.n);
+    run_snapshot(snap, file.n);
+    free(snap);
+    free(meta.p);
+    free(events.p);
+    free(file.p);
+    free(frame);
+}
+
+/* ---- the target ---- */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size >= 4 && memcmp(data, "RING", 4) == 0)
+        run_ring(data + 4, size - 4);
+    else
+        run_snapshot(data, size);
+    return 0;
+}
+
+static void run_snapshot(const uint8_t *data, size_t size)
+{
+    struct ot_snapshot s;
+    char err[OT_ERRBUF];
+    memset(err, 0x55, sizeof err);
+    if (ot_snapshot_parse(data, size, &s, err) != 0) {
+        const char *nul = memchr(err, 0, sizeof err);
+        if (!nul || nul == err || strchr(err, '\n'))
+            broken("parse error is not one non-empty line", err, nul ? (size_t)(nul - err) : sizeof err, 0);
+        ot_snapshot_free(&s); /* documented as safe after a failed parse */
+        return;
+    }
+
+    decode_ring(&s);
+
+    struct ot_resolver *r = ot_resolver_new(&s, NULL);
+    if (!r)
+        abort();
+    struct ot_symbolizer_info si;
+    memset(&si, 0, sizeof si);
+    struct ot_analysis a;
+    if (ot_analyze(&a, &s, r, &si, err) == 0) {
+        /* The CLI's defaults, then each --at, an empty table, unlimited frames, --native. */
+        static const struct ot_report_opts variants[] = {
+            {.top = 10, .frames = 8, .at = OT_AT_DEFAULT},
+            {.top = 3, .top_given = true, .frames = 2, .at = OT_AT_PEAK},
+            {.top = 3, .top_given = true, .frames = 100, .at = OT_AT_FAILURE, .native = true},
+            {.top = 0, .top_given = true, .frames = 0, .at = OT_AT_LIVE},
+        };
+        for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+            struct ot_report_opts o = variants[i];
+            o.path = "fuzz.oomt";
+            check_plain(render(&out1, ot_report_text, &a, &o), out1.len, true);
+            if (i == 0) {
+                /* Rendered twice, the cheaper formats: deterministic, and no renderer changed the analysis
+                 * for the ones after it. */
+                check_json(render_twice(ot_report_json, &a, &o), out1.len);
+                check_folded(render_twice(ot_report_folded, &a, &o), out1.len);
+                check_plain(render_twice(ot_report_markdown, &a, &o), out1.len, false);
+                check_html(render(&out1, ot_report_html, &a, &o), out1.len);
+                render(&out1, ot_report_memviz, &a, &o);
+            } else if (i == 2) {
+                check_json(render(&out1, ot_report_json, &a, &o), out1.len);
+                check_folded(render(&out1, ot_report_folded, &a, &o), out1.len);
+                check_plain(render(&out1, ot_report_markdown, &a, &o), out1.len, false);
+            }
+        }
+        ot_analysis_free(&a);
+    } else if (memchr(err, 0, OT_ERRBUF) == NULL || strchr(err, '\n')) {
+        abort();
+    }
+    ot_resolver_free(r);
+    ot_snapshot_free(&s);
+}
