@@ -137,6 +137,45 @@ static void test_disk_full(void **st)
     remove_dir(f.dir);
 }
 
+/* The same on a real full file system: a 64 KiB tmpfs, filled but for 1 KiB. Needs root (CI runs as root);
+ * skipped, saying so, where mount(2) is not allowed. */
+static void test_disk_full_tmpfs(void **st)
+{
+    (void)st;
+    char mnt[] = "/tmp/oomtrace-tmpfs-XXXXXX";
+    assert_non_null(mkdtemp(mnt));
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=64k tmpfs %s 2>/dev/null", mnt);
+    if (system(cmd) != 0) {
+        rmdir(mnt);
+        fprintf(stderr, "test_disk_full_tmpfs: cannot mount a tmpfs here (not root?); skipped\n");
+        skip();
+    }
+    char filler[320];
+    snprintf(filler, sizeof filler, "%s/filler", mnt);
+    FILE *fl = fopen(filler, "w");
+    static char block[1024];
+    size_t written = 0;
+    while (fl && fwrite(block, 1, sizeof block, fl) == sizeof block && fflush(fl) == 0)
+        written += sizeof block;
+    if (fl)
+        fclose(fl);
+    truncate(filler, (off_t)(written > 1024 ? written - 1024 : 0)); /* leave 1 KiB: less than a snapshot */
+    char env_dir[320];
+    snprintf(env_dir, sizeof env_dir, "OOMTRACE_DIR=%s", mnt);
+    struct faulted f;
+    run_faulted(&f, "build/tests/door_linked", 0, (const char *const[]){env_dir, NULL});
+    int files = count_files(mnt, ".oomt", NULL, 0);
+    snprintf(cmd, sizeof cmd, "umount %s", mnt);
+    assert_int_equal(system(cmd), 0);
+    rmdir(mnt);
+    remove_dir(f.dir);
+    assert_int_equal(f.status, 0);
+    assert_int_equal(count_lines(f.err, "oomtrace:"), 1);
+    assert_non_null(strstr(f.err, "No space left on device"));
+    assert_int_equal(files, 0);
+}
+
 static void test_interrupted_writes(void **st)
 {
     (void)st;
@@ -208,6 +247,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unwritable_dir),
         cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_disk_full_tmpfs),
         cmocka_unit_test(test_interrupted_writes),
         cmocka_unit_test(test_existing_file_and_planted_symlink),
         cmocka_unit_test(test_invalid_options_warn_once),
