@@ -174,7 +174,8 @@ static void exit_dump(void)
  * the CUDA runtime registered when it started (they free memory we want to see live). */
 void ot_after_first_alloc(void)
 {
-    if (OT_LIKELY(exit_registered) || __atomic_exchange_n(&exit_registered, 1, __ATOMIC_ACQ_REL))
+    if (OT_LIKELY(__atomic_load_n(&exit_registered, __ATOMIC_RELAXED)) ||
+        __atomic_exchange_n(&exit_registered, 1, __ATOMIC_ACQ_REL))
         return;
     if (ot_opt.dump_exit)
         atexit(exit_dump);

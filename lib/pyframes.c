@@ -67,12 +67,20 @@ static void *sym(const char *name)
     return real ? real(RTLD_DEFAULT, name) : NULL;
 }
 
+/* Sets everything walk() reads, then publishes the state with a release store: a thread that reads
+ * PY_ON (acquire) sees the layout and symbols complete. */
+static void publish(int state)
+{
+    __atomic_store_n(&py_state, state, __ATOMIC_RELEASE);
+}
+
 static void probe(void)
 {
-    py_state = PY_ABSENT;
     get_tstate = (void *(*)(void))sym("PyGILState_GetThisThreadState");
-    if (!get_tstate || !ot_opt.python)
+    if (!get_tstate || !ot_opt.python) {
+        publish(PY_ABSENT);
         return;
+    }
     const unsigned long *hex = sym("Py_Version");
     const char *(*getver)(void) = (const char *(*)(void))sym("Py_GetVersion");
     unsigned major = 0, minor = 0, micro = 0;
@@ -94,7 +102,7 @@ static void probe(void)
     bytes_type = sym("PyBytes_Type");
     if (!L || !is_initialized || !code_type || !unicode_type || !bytes_type) {
         ot_log("Python %s: frame layout not supported (3.11 and 3.12 are); stacks stay native", version);
-        py_state = PY_OFF;
+        publish(PY_OFF);
         return;
     }
     void *eval = sym("_PyEval_EvalFrameDefault");
@@ -104,7 +112,7 @@ static void probe(void)
         eval_lo = (uintptr_t)eval;
         eval_hi = eval_lo + es->st_size;
     }
-    py_state = PY_ON;
+    publish(PY_ON);
 }
 
 /* ---- memory reads ---- */
@@ -121,7 +129,7 @@ static int slow_read(const void *addr, void *out, size_t n)
 
 static inline int rd_u8(const void *base, unsigned off, char *out)
 {
-    if (OT_LIKELY(validated)) {
+    if (OT_LIKELY(__atomic_load_n(&validated, __ATOMIC_RELAXED))) {
         *out = *((const char *)base + off);
         return 0;
     }
@@ -139,7 +147,7 @@ static int checked_read(const void *addr, void *out, size_t n)
 
 static inline void *rd_ptr(const void *base, unsigned off)
 {
-    if (OT_LIKELY(validated))
+    if (OT_LIKELY(__atomic_load_n(&validated, __ATOMIC_RELAXED)))
         return *(void *const *)((const char *)base + off);
     void *p = NULL;
     return slow_read((const char *)base + off, &p, sizeof p) == 0 ? p : NULL;
@@ -467,7 +475,7 @@ static int walk(struct chain *c)
         return 0;
     void *cf = rd_ptr(ts, L->ts_cframe);
     void *frame = cf ? rd_ptr(cf, L->cframe_current) : NULL;
-    int fast = validated;
+    int fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE);
     int n = fast ? gather_fast(frame, c) : gather_checked(frame, c);
     int bad = n < 0;
     if (n > 0)
@@ -487,13 +495,13 @@ static int walk(struct chain *c)
     }
     if (bad) {
         last.n = 0;
-        if (!validated) {
+        if (!fast) {
             ot_log("Python %s: frame layout check failed; stacks stay native", version);
-            py_state = PY_OFF;
+            publish(PY_OFF);
         }
         return 0;
     }
-    if (n && !validated)
+    if (n && !fast)
         __atomic_store_n(&validated, 1, __ATOMIC_RELEASE);
     if (n)
         memcpy(&last, c, sizeof last);
@@ -504,14 +512,17 @@ static int walk(struct chain *c)
  * replaced by the Python frames that run of the loop executed. */
 int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
 {
-    if (OT_UNLIKELY(py_state == PY_UNPROBED))
+    int state = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
+    if (OT_UNLIKELY(state == PY_UNPROBED)) {
         pthread_once(&probe_once, probe);
-    if (py_state != PY_ON)
+        state = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
+    }
+    if (state != PY_ON)
         return n;
     struct chain c;
     int np = walk(&c);
     if (np == 0) {
-        if (py_state == PY_ON)
+        if (__atomic_load_n(&py_state, __ATOMIC_ACQUIRE) == PY_ON)
             *flags |= 2; /* a native thread of a Python process */
         return n;
     }
@@ -536,7 +547,8 @@ int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
 
 const char *ot_python_version(void)
 {
-    return py_state == PY_ON || py_state == PY_OFF ? version : "";
+    int state = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
+    return state == PY_ON || state == PY_OFF ? version : "";
 }
 
 void ot_pyframes_serialize(struct ot_buf *b)

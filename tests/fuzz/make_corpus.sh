@@ -1,6 +1,6 @@
 #!/bin/sh
-# Regenerates the fuzz seed corpus, tests/fuzz/corpus/ (run from the repository root after
-# `make test-build` and building build/snapgen). The committed files are what CI uses; rerunning this
+# Regenerates the fuzz seed corpus, tests/fuzz/corpus/ (run after `make test-build build/fuzz/snapgen`;
+# an argument writes elsewhere). The committed files are what CI uses; rerunning this
 # rewrites the snapgen and ring seeds byte for byte, but the tracer-written ones (real-*) carry pids,
 # times and ASLR addresses, so they change: commit them only when the format changes.
 #
@@ -8,7 +8,7 @@
 # mutation of a big seed costs a full parse and report.
 set -eu
 cd "$(dirname "$0")/../.."
-SNAPGEN=${SNAPGEN:-build/snapgen}
+SNAPGEN=${SNAPGEN:-build/fuzz/snapgen}
 OUT=${1:-tests/fuzz/corpus}
 mkdir -p "$OUT"
 small="--events 300 --live 12 --stacks 8 --chunk 60 --markers-every 40"
@@ -42,8 +42,8 @@ traced() {
     name=$1
     shift
     rm -rf "$tmp/d" && mkdir "$tmp/d"
-    LD_LIBRARY_PATH=build/fake FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$tmp/d" OOMTRACE_QUIET=1 \
-        OOMTRACE_RING=4096 LD_PRELOAD=build/liboomtrace.so "$@" >/dev/null || true
+    LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$tmp/d" OOMTRACE_QUIET=1 \
+        OOMTRACE_RING=4096 LD_PRELOAD="$PWD/build/liboomtrace.so" "$@" >/dev/null || true
     i=0
     for f in "$tmp"/d/*.oomt; do
         [ -f "$f" ] || continue

@@ -57,7 +57,8 @@ void ot_zbuf_free(struct ot_zbuf *z)
 
 static int ot_zbuf_reserve(struct ot_zbuf *z, size_t want)
 {
-    if (z->cap >= want)
+    /* Never NULL, even for 0 bytes: callers form p + raw_len, and NULL + 0 is undefined in C. */
+    if (z->p && z->cap >= want)
         return 0;
     uint8_t *p = realloc(z->p, want ? want : 1);
     if (!p)
