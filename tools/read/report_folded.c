@@ -25,6 +25,8 @@ static void put_name(FILE *f, struct ot_str s)
             continue;
         }
         size_t k = c >= 0x80 ? ot_utf8_len(p + i, s.n - i) : 0;
+        if (k == 2 && c == 0xc2 && p[i + 1] < 0xa0)
+            k = 0; /* a C1 control (U+0080..U+009F): U+0085 ends a line for some readers */
         if (k) {
             fwrite(p + i, 1, k, f);
             i += k;
