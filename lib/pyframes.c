@@ -4,7 +4,8 @@
  * under us, whether or not it holds the GIL; taking the GIL here could deadlock (a GIL holder may wait for
  * this thread). So the chain is read directly: the thread's state comes from PyGILState_GetThisThreadState
  * (a thread-local lookup), and the frames from the interpreter's own structures, whose layout is fixed per
- * CPython minor version (3.11 and 3.12 here; other versions are declined with one line on stderr).
+ * CPython minor version (3.11, 3.12 and 3.13 here, each checked against its headers; other versions are
+ * declined with one line on stderr).
  *
  * Each distinct (code object, instruction) is interned once: its file, qualified name and line (from the
  * code object's location table) are copied out at first sight, so a later snapshot never touches a code
@@ -26,6 +27,7 @@
 
 struct layout {
     unsigned ts_cframe, cframe_current;                  /* thread state -> _PyCFrame -> current frame */
+    int ts_direct;                                       /* 3.13: ts_cframe is the current frame itself */
     unsigned fr_code, fr_previous, fr_instr, fr_owner;   /* _PyInterpreterFrame */
     int fr_is_entry;                                     /* 3.11: offset of is_entry; -1 otherwise */
     int owner_cstack;                                    /* 3.12: owner value of C-stack shim frames */
@@ -46,6 +48,16 @@ static const struct layout py312 = {
     .ts_cframe = 56, .cframe_current = 0,
     .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = -1, .owner_cstack = 3,
     .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 192,
+    .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
+    .var_size = 16, .bytes_data = 32,
+};
+
+/* 3.13: the thread state holds the current frame; f_executable (at f_code's place) holds the code object,
+ * instr_ptr (at prev_instr's place) the instruction being executed. */
+static const struct layout py313 = {
+    .ts_cframe = 72, .ts_direct = 1,
+    .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = -1, .owner_cstack = 3,
+    .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 200,
     .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
     .var_size = 16, .bytes_data = 32,
 };
@@ -96,12 +108,14 @@ static void probe(void)
         L = &py311;
     else if (major == 3 && minor == 12)
         L = &py312;
+    else if (major == 3 && minor == 13)
+        L = &py313;
     is_initialized = (int (*)(void))sym("Py_IsInitialized");
     code_type = sym("PyCode_Type");
     unicode_type = sym("PyUnicode_Type");
     bytes_type = sym("PyBytes_Type");
     if (!L || !is_initialized || !code_type || !unicode_type || !bytes_type) {
-        ot_log("Python %s: frame layout not supported (3.11 and 3.12 are); stacks stay native", version);
+        ot_log("Python %s: frame layout not supported (3.11 to 3.13 are); stacks stay native", version);
         publish(PY_OFF);
         return;
     }
@@ -474,7 +488,7 @@ static int walk(struct chain *c)
     if (!ts)
         return 0;
     void *cf = rd_ptr(ts, L->ts_cframe);
-    void *frame = cf ? rd_ptr(cf, L->cframe_current) : NULL;
+    void *frame = L->ts_direct ? cf : cf ? rd_ptr(cf, L->cframe_current) : NULL;
     int fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE);
     int n = fast ? gather_fast(frame, c) : gather_checked(frame, c);
     int bad = n < 0;

@@ -126,10 +126,10 @@ static long marker_line(const char *path, const char *name)
     return found;
 }
 
-static void check_python(const char *mode_flag, const char *threads)
+static void check_python_with(const char *interp, const char *mode_flag, const char *threads)
 {
     const char *py = "tests/py/alloc_ctypes.py";
-    char *argv[] = {"python3", (char *)py, (char *)mode_flag, (char *)threads, NULL};
+    char *argv[] = {(char *)interp, (char *)py, (char *)mode_flag, (char *)threads, NULL};
     struct traced_run r;
     traced_run(&r, argv, NULL);
     assert_int_equal(r.status, 0);
@@ -172,10 +172,45 @@ static void check_python(const char *mode_flag, const char *threads)
     traced_cleanup(&r);
 }
 
+static void check_python(const char *mode_flag, const char *threads)
+{
+    check_python_with("python3", mode_flag, threads);
+}
+
 static void test_python_ctypes_frames(void **st)
 {
     (void)st;
     check_python(NULL, NULL);
+}
+
+/* Every CPython minor version with a frame layout (3.11, 3.12, 3.13), where this machine has the
+ * interpreter: on PATH as python3.N, or under pyenv. Versions it lacks are said, not failed. */
+static void test_python_versions(void **st)
+{
+    (void)st;
+    static const char *const versions[] = {"3.11", "3.12", "3.13"};
+    int ran = 0;
+    for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++) {
+        char cmd[512], path[512] = "";
+        /* The real interpreter: pyenv's shims are scripts that may pick another version. */
+        snprintf(cmd, sizeof cmd,
+                 "p=$(ls -d \"$HOME\"/.pyenv/versions/%s*/bin/python%s 2>/dev/null | head -1); "
+                 "[ -n \"$p\" ] && echo \"$p\" || command -v python%s 2>/dev/null",
+                 versions[v], versions[v], versions[v]);
+        FILE *p = popen(cmd, "r");
+        if (p && fgets(path, sizeof path, p))
+            path[strcspn(path, "\n")] = 0;
+        if (p)
+            pclose(p);
+        if (!path[0] || strstr(path, "/shims/")) {
+            fprintf(stderr, "test_python_versions: no python%s here; not run\n", versions[v]);
+            continue;
+        }
+        fprintf(stderr, "test_python_versions: %s\n", path);
+        check_python_with(path, NULL, NULL);
+        ran++;
+    }
+    assert_true(ran > 0);
 }
 
 /* Four threads allocate through ctypes while the main thread runs the scenario: no deadlock, and the
@@ -196,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_procaddress_4arg_11030),
         cmocka_unit_test(test_python_ctypes_frames),
         cmocka_unit_test(test_python_threads_no_deadlock),
+        cmocka_unit_test(test_python_versions),
     };
     return cmocka_run_group_tests_name("doors", tests, NULL, NULL);
 }
