@@ -4,8 +4,8 @@
  * under us, whether or not it holds the GIL; taking the GIL here could deadlock (a GIL holder may wait for
  * this thread). So the chain is read directly: the thread's state comes from PyGILState_GetThisThreadState
  * (a thread-local lookup), and the frames from the interpreter's own structures, whose layout is fixed per
- * CPython minor version (3.11, 3.12 and 3.13 here, each checked against its headers; other versions are
- * declined with one line on stderr).
+ * CPython minor version (3.9 to 3.13, each checked against its own headers; other versions are declined with
+ * one line on stderr). 3.9 and 3.10 keep a chain of frame objects; 3.11 and later, interpreter frames.
  *
  * Each distinct (code object, instruction) is interned once: its file, qualified name and line (from the
  * code object's location table) are copied out at first sight, so a later snapshot never touches a code
@@ -34,7 +34,14 @@ struct layout {
     unsigned co_firstlineno, co_filename, co_qualname, co_linetable, co_code;
     unsigned uni_state, uni_length, ascii_data, compact_utf8, compact_data;
     unsigned var_size, bytes_data;
+    /* 3.9 and 3.10: a chain of frame objects, one eval-loop run each, with f_lasti an int (3.9: a byte
+     * offset, 3.10: code units) and an older line table. co_qualname is then co_name. */
+    int frame_objects;
+    int lasti_bytes;    /* f_lasti counts bytes (3.9) */
+    int table;          /* TABLE_LOCATIONS (3.11+), TABLE_LINES (3.10), TABLE_LNOTAB (3.9) */
 };
+
+enum { TABLE_LOCATIONS = 0, TABLE_LINES = 1, TABLE_LNOTAB = 2 };
 
 static const struct layout py311 = {
     .ts_cframe = 56, .cframe_current = 8,
@@ -50,6 +57,21 @@ static const struct layout py312 = {
     .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 192,
     .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
     .var_size = 16, .bytes_data = 32,
+};
+
+/* 3.9 and 3.10 (offsets checked against each version's headers): ts->frame, f_back, f_code, f_lasti. */
+static const struct layout py39 = {
+    .ts_cframe = 24, .ts_direct = 1, .fr_code = 32, .fr_previous = 24, .fr_instr = 104, .fr_is_entry = -1,
+    .owner_cstack = -1, .co_firstlineno = 40, .co_filename = 104, .co_qualname = 112, .co_linetable = 120,
+    .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
+    .var_size = 16, .bytes_data = 32, .frame_objects = 1, .lasti_bytes = 1, .table = TABLE_LNOTAB,
+};
+
+static const struct layout py310 = {
+    .ts_cframe = 24, .ts_direct = 1, .fr_code = 32, .fr_previous = 24, .fr_instr = 96, .fr_is_entry = -1,
+    .owner_cstack = -1, .co_firstlineno = 40, .co_filename = 104, .co_qualname = 112, .co_linetable = 120,
+    .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
+    .var_size = 16, .bytes_data = 32, .frame_objects = 1, .lasti_bytes = 0, .table = TABLE_LINES,
 };
 
 /* 3.13: the thread state holds the current frame; f_executable (at f_code's place) holds the code object,
@@ -104,7 +126,11 @@ static void probe(void)
         sscanf(getver(), "%u.%u.%u", &major, &minor, &micro);
     }
     snprintf(version, sizeof version, "%u.%u.%u", major, minor, micro);
-    if (major == 3 && minor == 11)
+    if (major == 3 && minor == 9)
+        L = &py39;
+    else if (major == 3 && minor == 10)
+        L = &py310;
+    else if (major == 3 && minor == 11)
         L = &py311;
     else if (major == 3 && minor == 12)
         L = &py312;
@@ -115,7 +141,7 @@ static void probe(void)
     unicode_type = sym("PyUnicode_Type");
     bytes_type = sym("PyBytes_Type");
     if (!L || !is_initialized || !code_type || !unicode_type || !bytes_type) {
-        ot_log("Python %s: frame layout not supported (3.11 to 3.13 are); stacks stay native", version);
+        ot_log("Python %s: frame layout not supported (3.9 to 3.13 are); stacks stay native", version);
         publish(PY_OFF);
         return;
     }
@@ -287,6 +313,36 @@ static int line_for(const uint8_t *t, size_t n, int firstline, uint64_t lasti)
     return -1;
 }
 
+/* 3.10 (PEP 626): pairs of (byte-offset delta, signed line delta); -128 means no line. */
+static int line_for_310(const uint8_t *t, size_t n, int firstline, uint64_t lasti)
+{
+    uint64_t byte = lasti * 2, end = 0;
+    int line = firstline;
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        uint64_t start = end;
+        end += t[i];
+        int delta = (int8_t)t[i + 1];
+        int cur = delta == -128 ? -1 : (line += delta);
+        if (byte >= start && byte < end)
+            return cur;
+    }
+    return -1;
+}
+
+/* 3.9 co_lnotab: pairs of (byte-offset increment, signed line increment). */
+static int line_for_39(const uint8_t *t, size_t n, int firstline, uint64_t lasti)
+{
+    uint64_t byte = lasti * 2, addr = 0;
+    int line = firstline;
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        addr += t[i];
+        if (addr > byte)
+            break;
+        line += (int8_t)t[i + 1];
+    }
+    return line;
+}
+
 /* ---- the interned frames ---- */
 
 /* Keyed by the code object's address, the instruction and the qualified-name object: a code object that
@@ -358,7 +414,9 @@ static uint32_t intern(const void *code, uint64_t lasti, const void *name)
         ltlen < (1 << 24)) {
         uint8_t *buf = malloc((size_t)ltlen);
         if (buf && checked_read((const char *)lt + L->bytes_data, buf, (size_t)ltlen) == 0)
-            line = line_for(buf, (size_t)ltlen, first, lasti);
+            line = L->table == TABLE_LINES   ? line_for_310(buf, (size_t)ltlen, first, lasti)
+                   : L->table == TABLE_LNOTAB ? line_for_39(buf, (size_t)ltlen, first, lasti)
+                                              : line_for(buf, (size_t)ltlen, first, lasti);
         free(buf);
     }
     if (ntable == captable) {
@@ -480,6 +538,29 @@ static int gather_checked(void *frame, struct chain *c)
     return n;
 }
 
+/* 3.9 and 3.10: frame objects, each its own run of the eval loop. instr holds f_lasti as a number. */
+static int gather_objects(void *frame, struct chain *c, int fast)
+{
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        const void *code = rd_ptr(frame, L->fr_code);
+        void *prev = rd_ptr(frame, L->fr_previous);
+        int lasti = 0;
+        if (fast)
+            lasti = *(const int *)((const char *)frame + L->fr_instr);
+        else if (slow_read((const char *)frame + L->fr_instr, &lasti, sizeof lasti))
+            return -1;
+        if (!code)
+            return -1;
+        c->code[n] = code;
+        c->instr[n] = (const char *)(uintptr_t)(lasti < 0 ? 0 : lasti);
+        c->entry[n] = 1;
+        n++;
+        frame = prev;
+    }
+    return n;
+}
+
 static int walk(struct chain *c)
 {
     if (!is_initialized())
@@ -490,7 +571,7 @@ static int walk(struct chain *c)
     void *cf = rd_ptr(ts, L->ts_cframe);
     void *frame = L->ts_direct ? cf : cf ? rd_ptr(cf, L->cframe_current) : NULL;
     int fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE);
-    int n = fast ? gather_fast(frame, c) : gather_checked(frame, c);
+    int n = L->frame_objects ? gather_objects(frame, c, fast) : fast ? gather_fast(frame, c) : gather_checked(frame, c);
     int bad = n < 0;
     if (n > 0)
         c->entry[n - 1] = 1;
@@ -502,8 +583,13 @@ static int walk(struct chain *c)
         return n;
     }
     for (int i = 0; i < n && !bad; i++) {
-        const char *begin = (const char *)c->code[i] + L->co_code;
-        uint64_t lasti = c->instr[i] >= begin ? (uint64_t)(c->instr[i] - begin) / 2 : 0;
+        uint64_t lasti;
+        if (L->frame_objects) {
+            lasti = (uint64_t)(uintptr_t)c->instr[i] >> (L->lasti_bytes ? 1 : 0);
+        } else {
+            const char *begin = (const char *)c->code[i] + L->co_code;
+            lasti = c->instr[i] >= begin ? (uint64_t)(c->instr[i] - begin) / 2 : 0;
+        }
         c->id[i] = frame_id(c->code[i], lasti, rd_ptr(c->code[i], L->co_qualname));
         bad |= c->id[i] == 0;
     }

@@ -183,12 +183,12 @@ static void test_python_ctypes_frames(void **st)
     check_python(NULL, NULL);
 }
 
-/* Every CPython minor version with a frame layout (3.11, 3.12, 3.13), where this machine has the
+/* Every CPython minor version with a frame layout (3.9 to 3.13), where this machine has the
  * interpreter: on PATH as python3.N, or under pyenv. Versions it lacks are said, not failed. */
 static void test_python_versions(void **st)
 {
     (void)st;
-    static const char *const versions[] = {"3.11", "3.12", "3.13"};
+    static const char *const versions[] = {"3.9", "3.10", "3.11", "3.12", "3.13"};
     int ran = 0;
     for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++) {
         char cmd[512], path[512] = "";
