@@ -41,50 +41,36 @@ struct hx {
 
 /* Untrusted bytes as HTML text or attribute value: &<>"' escaped; valid UTF-8 passes; control
  * characters and invalid bytes shown as \xNN. max_bytes > 0 cuts with "...". */
+static void h_ascii(FILE *f, unsigned c, void *ctx)
+{
+    (void)ctx;
+    switch (c) {
+    case '&':
+        fputs("&amp;", f);
+        break;
+    case '<':
+        fputs("&lt;", f);
+        break;
+    case '>':
+        fputs("&gt;", f);
+        break;
+    case '"':
+        fputs("&quot;", f);
+        break;
+    case '\'':
+        fputs("&#39;", f);
+        break;
+    default:
+        if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            putc_unlocked((int)c, f);
+    }
+}
+
 static void h_text(FILE *f, struct ot_str s, size_t max_bytes)
 {
-    const unsigned char *p = (const unsigned char *)s.p;
-    size_t n = max_bytes && s.n > max_bytes ? max_bytes : s.n;
-    for (size_t i = 0; i < n;) {
-        unsigned c = p[i];
-        if (c >= 0x80) {
-            size_t k = ot_utf8_len(p + i, s.n - i);
-            if (k && i + k <= n) {
-                fwrite(p + i, 1, k, f);
-                i += k;
-                continue;
-            }
-            if (k)
-                break;
-            fprintf(f, "\\x%02x", c);
-            i++;
-            continue;
-        }
-        switch (c) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        case '\'':
-            fputs("&#39;", f);
-            break;
-        default:
-            if (c < 0x20 || c == 0x7f)
-                fprintf(f, "\\x%02x", c);
-            else
-                putc_unlocked((int)c, f);
-        }
-        i++;
-    }
-    if (n < s.n)
+    if (ot_fput_markup(f, s, max_bytes, "\\x%02x", h_ascii, NULL))
         fputs("...", f);
 }
 

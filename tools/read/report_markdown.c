@@ -24,42 +24,41 @@ struct md {
  * (emphasis, code, links, tags, table cells, strikethrough) is backslash-escaped, control characters and invalid UTF-8 become
  * \xNN (shown literally, the backslash escaped), so no snapshot string can open a link, an HTML tag
  * or a table cell. max_bytes > 0 cuts the string with "...". */
+static void md_text_ascii(FILE *f, unsigned c, void *ctx)
+{
+    (void)ctx;
+    if (c < 0x20 || c == 0x7f)
+        fprintf(f, "\\\\x%02x", c);
+    else if (c == '&')
+        fputs("&amp;", f);
+    else if (strchr("\\`*_{}[]<>|~", (int)c))
+        fprintf(f, "\\%c", (int)c);
+    else
+        putc_unlocked((int)c, f);
+}
+
 static void md_text(FILE *f, struct ot_str s, size_t max_bytes)
 {
-    const unsigned char *p = (const unsigned char *)s.p;
-    size_t n = max_bytes && s.n > max_bytes ? max_bytes : s.n;
-    for (size_t i = 0; i < n;) {
-        unsigned c = p[i];
-        if (c >= 0x80) {
-            size_t k = ot_utf8_len(p + i, s.n - i);
-            if (k && i + k <= n) {
-                fwrite(p + i, 1, k, f);
-                i += k;
-                continue;
-            }
-            if (k) /* a sequence cut by max_bytes: stop before it */
-                break;
-            fprintf(f, "\\\\x%02x", c);
-            i++;
-            continue;
-        }
-        if (c < 0x20 || c == 0x7f)
-            fprintf(f, "\\\\x%02x", c);
-        else if (c == '&')
-            fputs("&amp;", f);
-        else if (strchr("\\`*_{}[]<>|~", (int)c))
-            fprintf(f, "\\%c", (int)c);
-        else
-            putc_unlocked((int)c, f);
-        i++;
-    }
-    if (n < s.n)
+    if (ot_fput_markup(f, s, max_bytes, "\\\\x%02x", md_text_ascii, NULL))
         fputs("...", f);
 }
 
 /* A code span. Its content is literal in markdown, so only what would end it matters: a backtick
  * becomes ', a '|' is escaped in table cells (GFM splits cells before it reads code spans), control
  * characters and invalid UTF-8 become \xNN. */
+static void md_code_ascii(FILE *f, unsigned c, void *ctx)
+{
+    bool in_table = *(const bool *)ctx;
+    if (c < 0x20 || c == 0x7f)
+        fprintf(f, "\\x%02x", c);
+    else if (c == '`')
+        putc_unlocked('\'', f);
+    else if (c == '|' && in_table)
+        fputs("\\|", f);
+    else
+        putc_unlocked((int)c, f);
+}
+
 static void md_code(FILE *f, struct ot_str s, size_t max_bytes, bool in_table)
 {
     const unsigned char *p = (const unsigned char *)s.p;
@@ -67,32 +66,7 @@ static void md_code(FILE *f, struct ot_str s, size_t max_bytes, bool in_table)
     putc_unlocked('`', f);
     if (n == 0 || p[0] == ' ')
         putc_unlocked(' ', f); /* a span of spaces or starting with one loses a space: pad */
-    for (size_t i = 0; i < n;) {
-        unsigned c = p[i];
-        if (c >= 0x80) {
-            size_t k = ot_utf8_len(p + i, s.n - i);
-            if (k && i + k <= n) {
-                fwrite(p + i, 1, k, f);
-                i += k;
-                continue;
-            }
-            if (k)
-                break;
-            fprintf(f, "\\x%02x", c);
-            i++;
-            continue;
-        }
-        if (c < 0x20 || c == 0x7f)
-            fprintf(f, "\\x%02x", c);
-        else if (c == '`')
-            putc_unlocked('\'', f);
-        else if (c == '|' && in_table)
-            fputs("\\|", f);
-        else
-            putc_unlocked((int)c, f);
-        i++;
-    }
-    if (n < s.n)
+    if (ot_fput_markup(f, s, max_bytes, "\\x%02x", md_code_ascii, &in_table))
         fputs("...", f);
     if (n == 0 || p[n - 1] == ' ')
         putc_unlocked(' ', f);

@@ -339,3 +339,29 @@ void ot_notes_free(struct ot_notes *n)
     free(n->v);
     memset(n, 0, sizeof(*n));
 }
+
+bool ot_fput_markup(FILE *f, struct ot_str s, size_t max_bytes, const char *bad_fmt,
+                    void (*ascii)(FILE *f, unsigned c, void *ctx), void *ctx)
+{
+    const unsigned char *p = (const unsigned char *)s.p;
+    size_t n = max_bytes && s.n > max_bytes ? max_bytes : s.n;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        if (c >= 0x80) {
+            size_t k = ot_utf8_len(p + i, s.n - i);
+            if (k && i + k <= n) {
+                fwrite(p + i, 1, k, f);
+                i += k;
+                continue;
+            }
+            if (k) /* a sequence cut by max_bytes: stop before it */
+                break;
+            fprintf(f, bad_fmt, c);
+            i++;
+            continue;
+        }
+        ascii(f, c, ctx);
+        i++;
+    }
+    return n < s.n;
+}

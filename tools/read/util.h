@@ -70,6 +70,13 @@ void ot_u64map_free(struct ot_u64map *m);
  * (overlongs, surrogates and code points past U+10FFFF count as invalid). */
 size_t ot_utf8_len(const unsigned char *p, size_t n);
 
+/* Writes untrusted bytes for a markup format: valid UTF-8 sequences pass unchanged, other bytes of 0x80 and
+ * above are written with bad_fmt (a printf format taking the byte), and each ASCII byte goes to ascii(),
+ * which escapes what the format needs. At most max_bytes (0: all) are written, never cutting a UTF-8
+ * sequence. Returns true when s was cut short (the caller marks it). */
+bool ot_fput_markup(FILE *f, struct ot_str s, size_t max_bytes, const char *bad_fmt,
+                    void (*ascii)(FILE *f, unsigned c, void *ctx), void *ctx);
+
 /* Writes untrusted bytes for a human: valid UTF-8 passes, control characters and invalid bytes are
  * shown as \xNN (and a backslash as \\) so that a hostile snapshot cannot drive the terminal. */
 void ot_fput_safe(FILE *f, struct ot_str s);
