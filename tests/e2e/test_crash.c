@@ -135,6 +135,34 @@ static void cleanup_dir(const char *dir)
     rmdir(dir);
 }
 
+/* After the workload ran for run_ms: sends sig, checks it died of it, reads what it reported and the flush
+ * file it left, and marks in_live[i] for each allocation the flush holds. The caller unloads l. */
+static void stop_and_read(struct child *c, int sig, unsigned long long run_ms, struct truth *t, struct loaded *l,
+                          char in_live[MAXI], unsigned long long *sent_at)
+{
+    t->len = 0;
+    drain(c->out, t, now_ns() + run_ms * 1000000ull);
+    *sent_at = now_ns();
+    kill(c->pid, sig);
+    int status;
+    waitpid(c->pid, &status, 0);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == sig);
+    drain(c->out, t, 0);
+    close(c->out);
+    parse_truth(t);
+    char path[600];
+    assert_int_equal(find_flush(c->dir, path, sizeof path), 1);
+    load_snapshot(l, path);
+    assert_false(l->s.file_flags & OT_FILE_COMPLETE); /* "process did not finish" */
+    assert_int_equal(l->s.meta.trigger, OT_TRIGGER_FLUSH);
+    memset(in_live, 0, MAXI);
+    for (size_t k = 0; k < l->s.nlive; k++) {
+        uint64_t i = l->s.live[k].size / 4096 - 1;
+        assert_true(l->s.live[k].size % 4096 == 0 && i < MAXI);
+        in_live[i] = 1;
+    }
+}
+
 static void test_sigkill_at_random_points(void **st)
 {
     (void)st;
@@ -143,32 +171,10 @@ static void test_sigkill_at_random_points(void **st)
     for (int round = 0; round < 20; round++) {
         struct child c;
         spawn(&c, "run", NULL);
-        t.len = 0;
-        unsigned long long start = now_ns();
-        unsigned long long run_ms = 250 + (unsigned long long)(rand() % 700);
-        drain(c.out, &t, start + run_ms * 1000000ull);
-        unsigned long long kill_t = now_ns();
-        kill(c.pid, SIGKILL);
-        int status;
-        waitpid(c.pid, &status, 0);
-        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-        drain(c.out, &t, 0);
-        close(c.out);
-        parse_truth(&t);
-
-        char path[600];
-        assert_int_equal(find_flush(c.dir, path, sizeof path), 1);
         struct loaded l;
-        load_snapshot(&l, path);
-        assert_false(l.s.file_flags & OT_FILE_COMPLETE); /* "process did not finish" */
-        assert_int_equal(l.s.meta.trigger, OT_TRIGGER_FLUSH);
         static char in_live[MAXI];
-        memset(in_live, 0, sizeof in_live);
-        for (size_t k = 0; k < l.s.nlive; k++) {
-            uint64_t i = l.s.live[k].size / 4096 - 1;
-            assert_true(l.s.live[k].size % 4096 == 0 && i < MAXI);
-            in_live[i] = 1;
-        }
+        unsigned long long kill_t;
+        stop_and_read(&c, SIGKILL, 250 + (unsigned long long)(rand() % 700), &t, &l, in_live, &kill_t);
         unsigned long long horizon = kill_t - FLUSH_MS * 1000000ull;
         int checked = 0;
         for (int i = 0; i < MAXI; i++) {
@@ -217,23 +223,10 @@ static void test_sigterm_final_flush(void **st)
     static struct truth t;
     struct child c;
     spawn(&c, "run", NULL);
-    t.len = 0;
-    drain(c.out, &t, now_ns() + 400 * 1000000ull);
-    kill(c.pid, SIGTERM);
-    int status;
-    waitpid(c.pid, &status, 0);
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
-    drain(c.out, &t, 0);
-    close(c.out);
-    parse_truth(&t);
-    char path[600];
-    assert_int_equal(find_flush(c.dir, path, sizeof path), 1);
     struct loaded l;
-    load_snapshot(&l, path);
     static char in_live[MAXI];
-    memset(in_live, 0, sizeof in_live);
-    for (size_t k = 0; k < l.s.nlive; k++)
-        in_live[l.s.live[k].size / 4096 - 1] = 1;
+    unsigned long long sent_at;
+    stop_and_read(&c, SIGTERM, 400, &t, &l, in_live, &sent_at);
     int live = 0;
     for (int i = 0; i < MAXI; i++)
         if (t.alloc_t[i] && !t.free_t[i]) {
