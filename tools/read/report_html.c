@@ -499,9 +499,7 @@ static void header(struct hx *h)
             fprintf(f, " of %" PRId64, m->world_size);
     }
     char buf[64], tb[48];
-    time_t secs = (time_t)(m->wall_ns / 1000000000u);
-    struct tm tm;
-    if (m->wall_ns && gmtime_r(&secs, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm))
+    if (ot_fmt_wall(buf, m->wall_ns))
         fprintf(f, " &middot; %s", buf);
     fprintf(f, " (%s after the tracer started)", ot_fmt_reltime(tb, m->mono_ns, m->start_mono_ns));
     if (m->reason.n) {

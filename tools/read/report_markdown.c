@@ -109,9 +109,7 @@ static void title(struct md *m)
             fprintf(f, " of %" PRId64, mt->world_size);
     }
     char buf[64], tb[48];
-    time_t secs = (time_t)(mt->wall_ns / 1000000000u);
-    struct tm tm;
-    if (mt->wall_ns && gmtime_r(&secs, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm))
+    if (ot_fmt_wall(buf, mt->wall_ns))
         fprintf(f, " · %s", buf);
     fprintf(f, " (%s after the tracer started)", ot_fmt_reltime(tb, mt->mono_ns, mt->start_mono_ns));
     if (!(m->s->file_flags & OT_FILE_COMPLETE))

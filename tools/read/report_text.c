@@ -157,9 +157,7 @@ static void header(struct tx *t)
         fprintf(o, " ... (%zu more arguments)", m->argc - 64);
     fputc('\n', o);
     char tb[48], buf[64];
-    time_t secs = (time_t)(m->wall_ns / 1000000000u);
-    struct tm tm;
-    if (m->wall_ns && gmtime_r(&secs, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm))
+    if (ot_fmt_wall(buf, m->wall_ns))
         fprintf(o, "  taken %s, %s after the tracer started", buf, reltime(tb, s, m->mono_ns));
     else
         fprintf(o, "  taken %s after the tracer started", reltime(tb, s, m->mono_ns));

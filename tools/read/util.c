@@ -1,5 +1,7 @@
 #include "util.h"
 
+#include <time.h>
+
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -364,4 +366,13 @@ bool ot_fput_markup(FILE *f, struct ot_str s, size_t max_bytes, const char *bad_
         i++;
     }
     return n < s.n;
+}
+
+const char *ot_fmt_wall(char *buf, uint64_t wall_ns)
+{
+    time_t secs = (time_t)(wall_ns / 1000000000u);
+    struct tm tm;
+    if (!wall_ns || !gmtime_r(&secs, &tm) || !strftime(buf, 64, "%Y-%m-%d %H:%M:%S UTC", &tm))
+        return NULL;
+    return buf;
 }

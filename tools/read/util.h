@@ -88,6 +88,8 @@ const char *ot_fmt_bytes(char *buf, uint64_t v);
 const char *ot_fmt_count(char *buf, uint64_t v);
 /* "+12.345 s" relative to a base time; buf needs 48 bytes. Unknown (either 0) gives "?". */
 const char *ot_fmt_reltime(char *buf, uint64_t t_ns, uint64_t base_ns);
+/* CLOCK_REALTIME ns as "YYYY-MM-DD HH:MM:SS UTC" in buf (64 bytes); NULL when unknown (0) or unrepresentable. */
+const char *ot_fmt_wall(char *buf, uint64_t wall_ns);
 
 static inline uint64_t ot_sat_add(uint64_t a, uint64_t b)
 {
