@@ -55,7 +55,6 @@ int ot_ready(void); /* 1 when the tracer is initialised and enabled */
 void ot_after_first_alloc(void);
 
 /* ---- route.c: where a pointer from the driver becomes our wrapper ---- */
-typedef int (*ot_fn)(void);
 struct ot_real {
 #define OT_REAL_FIELD(name) void *name;
 #include "hooks.def"
