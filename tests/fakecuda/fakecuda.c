@@ -239,6 +239,11 @@ static __thread uint64_t tl_ctx;
 static void lock(void) { pthread_mutex_lock(&mu); }
 static void unlock(void) { pthread_mutex_unlock(&mu); }
 
+/* A child forked while another thread was inside the driver would otherwise inherit mu held and hang on
+ * its first call (tests/doors/fork_workload.c forks while a thread allocates in a loop). */
+static void fork_prepare(void) { lock(); }
+static void fork_done(void) { unlock(); }
+
 static int add_pool_locked(struct pool *p)
 {
     if (npools == pools_cap) {
@@ -266,6 +271,7 @@ static void init(void)
         cfg.granularity = 2ull << 20;
     }
     cfg.driver_version = (int)env_long("FAKECUDA_DRIVER_VERSION", 13000, 1000, 1000000);
+    pthread_atfork(fork_prepare, fork_done, fork_done);
 
     for (int d = 0; d < MAX_DEVICES; d++) {
         devs[d].va.next = DEV_VA_BASE + (uint64_t)d * DEV_VA_SPAN;
