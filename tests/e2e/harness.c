@@ -1,11 +1,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,13 +24,33 @@ static int cmp_str(const void *a, const void *b)
     return strcmp((const char *)a, (const char *)b);
 }
 
+double run_deadline(void)
+{
+    const char *v = getenv("OT_TEST_RUN_TIMEOUT");
+    long n = v ? strtol(v, NULL, 10) : 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9 + (double)(n > 0 ? n : 300);
+}
+
+static double left_s(double deadline)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return deadline - ((double)ts.tv_sec + ts.tv_nsec / 1e9);
+}
+
 /* Reads the child's standard output until it closes it (before waitpid, so a full pipe cannot
- * block the child); keeps at most RUN_OUT_MAX bytes. */
-static void read_output(struct traced_run *r, int fd)
+ * block the child) or the deadline passes; keeps at most RUN_OUT_MAX bytes. */
+static void read_output(struct traced_run *r, int fd, double deadline)
 {
     r->out = calloc(1, RUN_OUT_MAX + 1);
     assert_non_null(r->out);
     for (;;) {
+        double left = left_s(deadline);
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&pfd, 1, (int)(left * 1000) + 1) == 0)
+            break;
         char tmp[4096];
         ssize_t n = read(fd, tmp, sizeof tmp);
         if (n < 0 && errno == EINTR)
@@ -39,6 +62,24 @@ static void read_output(struct traced_run *r, int fd)
         r->outlen += keep;
     }
     close(fd);
+}
+
+int wait_until(pid_t pid, const char *name, double deadline)
+{
+    int st = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            return st;
+        if (w < 0 && errno != EINTR)
+            fail_msg("waitpid(%d): %s", (int)pid, strerror(errno));
+        if (left_s(deadline) <= 0) {
+            kill(-pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fail_msg("%s did not finish in time (OT_TEST_RUN_TIMEOUT); killed", name);
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
+    }
 }
 
 /* traced: LD_PRELOAD is the tracer; otherwise LD_PRELOAD is removed and the rest is identical.
@@ -54,9 +95,11 @@ static void run_program(struct traced_run *r, char *const argv[], const char *co
     int pipefd[2] = {-1, -1};
     if (capture)
         assert_int_equal(pipe(pipefd), 0);
+    double deadline = run_deadline();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        setpgid(0, 0); /* its own group, so a timeout can kill what it forked too */
         char buf[1024], lib[600];
         /* Sanitizer runs (make sanitize / make tsan, tests/fuzz/fuzz.mk) trace with their own build of
          * the library, and an uninstrumented program needs the sanitizer runtime loaded before it. The
@@ -97,12 +140,12 @@ static void run_program(struct traced_run *r, char *const argv[], const char *co
         execvp(argv[0], argv);
         _exit(127);
     }
+    setpgid(pid, pid);
     if (capture) {
         close(pipefd[1]);
-        read_output(r, pipefd[0]);
+        read_output(r, pipefd[0], deadline);
     }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
+    int st = wait_until(pid, argv[0], deadline);
     r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     if (capture && getenv("OT_TEST_VERBOSE"))
         fwrite(r->out, 1, r->outlen, stdout);

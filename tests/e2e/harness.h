@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../../tools/read/resolve.h"
 #include "../../tools/read/sites.h"
@@ -32,6 +33,13 @@ void traced_run_capture(struct traced_run *r, char *const argv[], const char *co
 /* The same run without the tracer (LD_PRELOAD removed; same driver and environment otherwise), standard
  * output in r->out. Clean up with traced_cleanup. */
 void untraced_run(struct traced_run *r, char *const argv[], const char *const *env);
+/* For programs a test spawns itself: the deadline (CLOCK_MONOTONIC seconds) a program started now must
+ * finish by, OT_TEST_RUN_TIMEOUT seconds from now (default 300, far above the slowest program), so a hang
+ * fails one test with the program's name rather than stalling the whole run. wait_until waits for pid and
+ * returns its wait status; past the deadline it kills pid's process group (so the program should call
+ * setpgid(0, 0) before exec) and fails the test. */
+double run_deadline(void);
+int wait_until(pid_t pid, const char *name, double deadline);
 /* The value of the program's output line "key value", or NULL (valid until the next call). */
 const char *run_value(const struct traced_run *r, const char *key);
 /* The same value as a number (0x... or decimal); fails the test when absent or not a number. */

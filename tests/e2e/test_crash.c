@@ -32,6 +32,7 @@ struct child {
     pid_t pid;
     int out; /* read end of its stdout */
     char dir[64];
+    double deadline;
 };
 
 static void spawn(struct child *c, const char *mode, const char *arg)
@@ -42,9 +43,11 @@ static void spawn(struct child *c, const char *mode, const char *arg)
     assert_int_equal(pipe(p), 0);
     char cwd[512];
     assert_non_null(getcwd(cwd, sizeof cwd));
+    c->deadline = run_deadline();
     c->pid = fork();
     assert_true(c->pid >= 0);
     if (c->pid == 0) {
+        setpgid(0, 0);
         char buf[1024];
         dup2(p[1], 1);
         close(p[0]);
@@ -60,6 +63,7 @@ static void spawn(struct child *c, const char *mode, const char *arg)
         execl("build/tests/crash_workload", "crash_workload", mode, arg, (char *)NULL);
         _exit(127);
     }
+    setpgid(c->pid, c->pid);
     close(p[1]);
     c->out = p[0];
 }
@@ -144,8 +148,7 @@ static void stop_and_read(struct child *c, int sig, unsigned long long run_ms, s
     drain(c->out, t, now_ns() + run_ms * 1000000ull);
     *sent_at = now_ns();
     kill(c->pid, sig);
-    int status;
-    waitpid(c->pid, &status, 0);
+    int status = wait_until(c->pid, "crash_workload", c->deadline);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == sig);
     drain(c->out, t, 0);
     close(c->out);
@@ -200,8 +203,7 @@ static void test_sigsegv_final_flush(void **st)
     spawn(&c, "segv", "50");
     static struct truth t;
     t.len = 0;
-    int status;
-    waitpid(c.pid, &status, 0);
+    int status = wait_until(c.pid, "crash_workload", c.deadline);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
     drain(c.out, &t, 0);
     close(c.out);
@@ -243,8 +245,7 @@ static void test_finished_process_leaves_no_flush_file(void **st)
     (void)st;
     struct child c;
     spawn(&c, "exit", "20");
-    int status;
-    waitpid(c.pid, &status, 0);
+    int status = wait_until(c.pid, "crash_workload", c.deadline);
     close(c.out);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     char path[600];

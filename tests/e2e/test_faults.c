@@ -32,9 +32,11 @@ static void run_faulted(struct faulted *f, const char *prog, int with_fault_lib,
     snprintf(errpath, sizeof errpath, "%s.err", f->dir);
     char cwd[512];
     assert_non_null(getcwd(cwd, sizeof cwd));
+    double deadline = run_deadline();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        setpgid(0, 0);
         char buf[2048];
         int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 2);
@@ -60,8 +62,8 @@ static void run_faulted(struct faulted *f, const char *prog, int with_fault_lib,
         execl(prog, prog, (char *)NULL);
         _exit(127);
     }
-    int st;
-    waitpid(pid, &st, 0);
+    setpgid(pid, pid);
+    int st = wait_until(pid, prog, deadline);
     f->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     FILE *e = fopen(errpath, "r");
     if (e) {
