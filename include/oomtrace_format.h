@@ -13,7 +13,7 @@
 
 #define OT_MAGIC "OOMTRACE"
 #define OT_VERSION_MAJOR 1
-#define OT_VERSION_MINOR 0
+#define OT_VERSION_MINOR 1
 
 /* File header flags. */
 #define OT_FILE_COMPLETE 0x1u /* the writer finished; absent in a crash-surviving trace */
@@ -56,6 +56,8 @@ enum ot_section {
     OT_SEC_MAPPINGS = 13,
     OT_SEC_PROCESSES = 14,
     OT_SEC_THREADS = 15,
+    OT_SEC_LIVE_SEQ = 16, /* since 1.1: LIVE in seq order, delta-coded; the writer's choice over LIVE */
+    OT_SEC_PEAK_REF = 17, /* since 1.1: PEAK by reference to the live set; the writer's choice over PEAK */
 };
 
 /* What caused the snapshot. */

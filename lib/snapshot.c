@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -283,21 +284,175 @@ static void put_device(struct ot_buf *b, const struct devinfo *di)
         ot_buf_uv(b, d->by_cat[c]);
 }
 
-static void put_rec_cb(const struct ot_rec *r, void *b)
+struct seq_slot {
+    uint64_t seq;
+    uint64_t slot;
+};
+
+static void *scratch(size_t bytes)
 {
-    put_rec(b, r);
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if (bytes >= (2u << 20))
+        madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
 }
 
-/* The live set at one device's peak (lib/peak.c says why it is exact). */
-static void put_peak(struct ot_buf *b, int ordinal)
+/* LSD radix sort by seq, 11 bits a pass, as many passes as the largest seq needs. Returns the sorted
+ * array (a or tmp). */
+static struct seq_slot *sort_by_seq(struct seq_slot *a, struct seq_slot *tmp, uint64_t n, uint64_t max_seq)
+{
+    enum { BITS = 11, RADIX = 1 << BITS };
+    static uint64_t count[RADIX]; /* under ot_lock */
+    for (unsigned shift = 0; shift < 64 && (max_seq >> shift); shift += BITS) {
+        memset(count, 0, sizeof count);
+        for (uint64_t i = 0; i < n; i++)
+            count[(a[i].seq >> shift) & (RADIX - 1)]++;
+        uint64_t sum = 0;
+        for (int k = 0; k < RADIX; k++) {
+            uint64_t c = count[k];
+            count[k] = sum;
+            sum += c;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            tmp[count[(a[i].seq >> shift) & (RADIX - 1)]++] = a[i];
+        struct seq_slot *t = a;
+        a = tmp;
+        tmp = t;
+    }
+    return a;
+}
+
+/* order[k] (occupied slots, table order) with seqs[k], put in seq order. When the seqs span at most a
+ * few times n (a big live set made recently), one scatter into a table indexed by seq; otherwise a radix
+ * sort. Returns -1 without memory, or if two records claim one seq. */
+static int sort_slots_by_seq(uint32_t *order, const uint64_t *seqs, uint64_t n, uint64_t min_seq,
+                             uint64_t max_seq)
+{
+    uint64_t range = max_seq - min_seq + 1;
+    if (range / 4 <= n) {
+        uint32_t *at = scratch(range * sizeof *at);
+        if (!at)
+            return -1;
+        int dup = 0;
+        for (uint64_t k = 0; k < n; k++) {
+            uint32_t *e = &at[seqs[k] - min_seq];
+            dup |= *e != 0;
+            *e = order[k] + 1;
+        }
+        uint64_t k = 0;
+        for (uint64_t j = 0; j < range && k < n; j++)
+            if (at[j])
+                order[k++] = at[j] - 1;
+        munmap(at, range * sizeof *at);
+        return dup || k != n ? -1 : 0;
+    }
+    struct seq_slot *a = scratch(2 * n * sizeof *a);
+    if (!a)
+        return -1;
+    for (uint64_t k = 0; k < n; k++)
+        a[k] = (struct seq_slot){seqs[k], order[k]};
+    struct seq_slot *sorted = sort_by_seq(a, a + n, n, max_seq);
+    for (uint64_t k = 0; k < n; k++)
+        order[k] = (uint32_t)sorted[k].slot;
+    munmap(a, 2 * n * sizeof *a);
+    return 0;
+}
+
+/* The live set, and how many of its records each device's peak set shares (PEAK_REF counts them).
+ * LIVE_SEQ in seq order with delta-coded times and addresses is about half the bytes of LIVE and
+ * compresses several times better; without memory for the ordering, LIVE in table order. Returns the
+ * section type written. Caller holds ot_lock. */
+static uint32_t put_live(struct ot_buf *b, uint64_t peak_shared[OT_MAX_DEVICES])
+{
+    const struct ot_liveset *l = &S.live;
+    uint64_t n = l->count, k = 0, min_seq = UINT64_MAX, max_seq = 0;
+    uint32_t *order = n && l->mask < UINT32_MAX ? scratch(n * sizeof *order) : NULL;
+    uint64_t *seqs = order ? scratch(n * sizeof *seqs) : NULL;
+    memset(peak_shared, 0, OT_MAX_DEVICES * sizeof *peak_shared);
+    for (uint64_t i = 0; l->slots && i <= l->mask; i++) {
+        const struct ot_rec *r = &l->slots[i];
+        if (!r->size)
+            continue;
+        if (seqs && k < n) {
+            order[k] = (uint32_t)i;
+            seqs[k] = r->seq;
+            min_seq = r->seq < min_seq ? r->seq : min_seq;
+            max_seq = r->seq > max_seq ? r->seq : max_seq;
+        }
+        k++;
+        if (r->device >= 0 && r->device < OT_MAX_DEVICES && ot_category_is_device(r->cat) &&
+            r->seq <= S.dev[r->device].peak_seq)
+            peak_shared[r->device]++;
+    }
+    int ordered = seqs && k == n && sort_slots_by_seq(order, seqs, n, min_seq, max_seq) == 0;
+    if (seqs)
+        munmap(seqs, n * sizeof *seqs);
+    ot_buf_uv(b, n);
+    if (!ordered) {
+        if (order)
+            munmap(order, n * sizeof *order);
+        for (uint64_t i = 0; l->slots && i <= l->mask; i++)
+            if (l->slots[i].size)
+                put_rec(b, &l->slots[i]);
+        return OT_SEC_LIVE;
+    }
+    /* Column by column (docs/FORMAT.md): a column that barely changes (device, category, api, tid)
+     * compresses to almost nothing and at memory speed, where the same bytes interleaved record by
+     * record cost zstd a match search each. */
+    enum { AHEAD = 16, NCOL = 10 }; /* seq order is a random walk over the table: keep misses in flight */
+    size_t cap = (size_t)n * 10; /* a varint takes at most 10 bytes; only touched pages cost memory */
+    uint8_t *cols = scratch(NCOL * cap), *end[NCOL];
+    if (!cols) {
+        b->oom = 1;
+        munmap(order, n * sizeof *order);
+        return OT_SEC_LIVE_SEQ;
+    }
+    for (int c = 0; c < NCOL; c++)
+        end[c] = cols + c * cap;
+    struct ot_rec prev = {0};
+    for (uint64_t i = 0; i < n; i++) {
+        if (i + AHEAD < n) {
+            const char *next = (const char *)&l->slots[order[i + AHEAD]];
+            __builtin_prefetch(next);
+            __builtin_prefetch(next + sizeof(struct ot_rec) - 1);
+        }
+        const struct ot_rec *r = &l->slots[order[i]];
+        end[0] = ot_put_uvarint(end[0], ot_zigzag((int64_t)(r->key - prev.key)));
+        end[1] = ot_put_uvarint(end[1], r->size);
+        end[2] = ot_put_uvarint(end[2], ot_zigzag(r->device));
+        end[3] = ot_put_uvarint(end[3], r->cat);
+        end[4] = ot_put_uvarint(end[4], r->api);
+        end[5] = ot_put_uvarint(end[5], r->flags);
+        end[6] = ot_put_uvarint(end[6], r->stack);
+        end[7] = ot_put_uvarint(end[7], r->tid);
+        end[8] = ot_put_uvarint(end[8], ot_zigzag((int64_t)(r->time_ns - prev.time_ns)));
+        end[9] = ot_put_uvarint(end[9], r->seq - prev.seq);
+        prev = *r;
+    }
+    for (int c = 0; c < NCOL; c++)
+        ot_buf_put(b, cols + c * cap, (size_t)(end[c] - (cols + c * cap)));
+    munmap(cols, NCOL * cap);
+    munmap(order, n * sizeof *order);
+    return OT_SEC_LIVE_SEQ;
+}
+
+/* The live set at one device's peak (lib/peak.c says why it is exact), by reference: the records it
+ * shares with the live set are those of LIVE on this device, in device categories, with seq <= peak_seq;
+ * only the records freed since the peak are written. */
+static void put_peak(struct ot_buf *b, int ordinal, uint64_t shared)
 {
     const struct ot_device *d = ot_devslot(ordinal);
     ot_buf_sv(b, ordinal);
     ot_buf_uv(b, d->peak);
     ot_buf_uv(b, d->peak_time);
     ot_buf_uv(b, d->peak_seq);
-    ot_buf_uv(b, ot_peak_foreach(ordinal, NULL, NULL));
-    ot_peak_foreach(ordinal, put_rec_cb, b);
+    ot_buf_uv(b, shared + d->nretained);
+    ot_buf_uv(b, d->lost);
+    ot_buf_uv(b, d->nretained);
+    for (uint64_t i = 0; i < d->nretained; i++)
+        put_rec(b, &d->retained[i]);
 }
 
 static void put_stacks(struct ot_buf *b, struct addrset *addrs)
@@ -312,14 +467,17 @@ static void put_stacks(struct ot_buf *b, struct addrset *addrs)
             ot_buf_uv(b, 0);
             continue;
         }
-        ot_buf_uv(b, id);
-        ot_buf_uv(b, v.flags);
-        ot_buf_uv(b, v.n);
+        if (ot_buf_reserve(b, ((size_t)v.n + 3) * 10) != 0)
+            return;
+        uint8_t *p = ot_put_uvarint(b->p + b->len, id);
+        p = ot_put_uvarint(p, v.flags);
+        p = ot_put_uvarint(p, v.n);
         for (uint32_t i = 0; i < v.n; i++) {
-            ot_buf_uv(b, v.frames[i]);
+            p = ot_put_uvarint(p, v.frames[i]);
             if (!(v.frames[i] & OT_FRAME_PYTHON))
                 addrset_add(addrs, v.frames[i] >> 1);
         }
+        b->len = (size_t)(p - b->p);
     }
 }
 
@@ -612,18 +770,16 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
     secs[nsec].type = OT_SEC_STACKS;
     put_stacks(&secs[nsec++].b, &addrs);
 
-    secs[nsec].type = OT_SEC_LIVE;
-    ot_buf_uv(&secs[nsec].b, S.live.count);
-    for (uint64_t i = 0; S.live.slots && i <= S.live.mask; i++)
-        if (S.live.slots[i].size)
-            put_rec(&secs[nsec].b, &S.live.slots[i]);
+    uint64_t peak_shared[OT_MAX_DEVICES];
+    secs[nsec].type = put_live(&secs[nsec].b, peak_shared);
     nsec++;
 
     for (int i = 0; i < ndevs; i++) {
-        if (!ot_devslot(devs[i].ordinal)->peak)
+        int ord = devs[i].ordinal;
+        if (!ot_devslot(ord)->peak || ord < 0 || ord >= OT_MAX_DEVICES)
             continue;
-        secs[nsec].type = OT_SEC_PEAK;
-        put_peak(&secs[nsec++].b, devs[i].ordinal);
+        secs[nsec].type = OT_SEC_PEAK_REF;
+        put_peak(&secs[nsec++].b, ord, peak_shared[ord]);
     }
 
     secs[nsec].type = OT_SEC_EVENTS;

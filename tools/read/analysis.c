@@ -89,7 +89,11 @@ static int add_peak_views(struct ot_analysis *a)
         if (ot_sites_build(p->recs, p->count, &f, &v->sites) < 0)
             return -1;
         v->has_sites = true;
-        if (v->sites.bytes != p->peak_bytes)
+        if (p->lost)
+            ot_note(&a->notes, "device %" PRId64 ": the tracer had no memory to keep %" PRIu64 " records of the"
+                    " live set at the peak; its call sites miss them (the peak's byte count is exact)",
+                    p->device, p->lost);
+        else if (v->sites.bytes != p->peak_bytes)
             ot_note(&a->notes, "device %" PRId64 ": the PEAK records sum to %" PRIu64 " bytes, not the %" PRIu64
                     " the section states", p->device, v->sites.bytes, p->peak_bytes);
     }

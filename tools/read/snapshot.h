@@ -95,6 +95,14 @@ struct ot_peak {
     uint64_t peak_bytes, peak_time_ns, peak_seq;
     size_t count;
     struct ot_record *recs;
+    uint64_t lost; /* records of the peak set the tracer had no memory to keep (PEAK_REF); 0 from PEAK */
+};
+
+/* A PEAK_REF section as read; ot_snapshot_parse resolves it against the live set into peaks[]. */
+struct ot_peak_ref {
+    struct ot_peak peak; /* recs/count: the retained records only */
+    uint64_t count;      /* the whole peak set, as the writer counted it */
+    uint64_t hdr_off;
 };
 
 /* One ring chunk, still compressed: events are decoded on demand (events.h). */
@@ -162,6 +170,8 @@ struct ot_snapshot {
 
     size_t npeaks;
     struct ot_peak *peaks;
+    size_t npeak_refs; /* while parsing only */
+    struct ot_peak_ref *peak_refs;
 
     size_t nchunks;
     struct ot_chunk *chunks;
