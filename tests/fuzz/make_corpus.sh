@@ -28,6 +28,8 @@ g valid-hostile $small --no-compress --hostile-strings
 g valid-tiny --events 0 --live 0 --stacks 1 --markers-every 0 --no-compress
 g valid-onechunk --events 1 --live 1 --chunk 1 --stacks 1 --no-compress
 g valid-devices16 --events 40 --live 20 --stacks 4 --devices 16 --chunk 20 --no-compress
+g valid-seqorder $small --no-compress --seq-order --devices 2
+g valid-seqorder-zstd $small --seq-order
 
 # Every way snapgen can damage a file (the list is snapgen's own, from its --help).
 for mode in $("$SNAPGEN" --help | sed -n 's/^ *\(truncated,.*\)$/\1/p' | tr -d ','); do

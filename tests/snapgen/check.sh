@@ -58,6 +58,8 @@ check_valid flush --trigger flush --incomplete
 check_valid nocompress --no-compress --events 5000
 check_valid dropped --events 100000 --chunk 2000 --drop-chunks 10
 check_valid future --future
+check_valid seqorder --seq-order --devices 2 --live 300
+check_valid seqorder-plain --seq-order --no-compress --trigger exit
 check_valid hostile --hostile-strings
 check_valid tiny --events 0 --live 0 --stacks 1 --markers-every 0
 check_valid nomarkers --events 3000 --markers-every 0

@@ -139,6 +139,10 @@ enum corrupt {
     C_SECTION_FLAGS,
     C_RAW_MISMATCH,
     C_HEADER_CUT,
+    C_PEAK_REF_COUNT,
+    C_LIVE_SEQ_SHORT,
+    C_BOTH_LIVE,
+    C_PEAK_REF_NO_LIVE,
 };
 
 static const char *const corrupt_names[] = {
@@ -164,13 +168,17 @@ static const char *const corrupt_names[] = {
     [C_SECTION_FLAGS] = "section-flags",
     [C_RAW_MISMATCH] = "raw-mismatch",
     [C_HEADER_CUT] = "header-cut",
+    [C_PEAK_REF_COUNT] = "peak-ref-count",
+    [C_LIVE_SEQ_SHORT] = "live-seq-short",
+    [C_BOTH_LIVE] = "both-live",
+    [C_PEAK_REF_NO_LIVE] = "peak-ref-no-live",
 };
 #define NCORRUPT (sizeof(corrupt_names) / sizeof(corrupt_names[0]))
 
 static struct cfg {
     uint64_t seed, events, live, stacks, devices, chunk, drop_chunks, markers_every;
     int trigger;
-    bool incomplete, compress, real_stacks, future, hostile;
+    bool incomplete, compress, real_stacks, future, hostile, seq_order;
     enum corrupt corrupt;
     const char *out;
 } cfg = {
@@ -1070,8 +1078,80 @@ static void put_record(struct buf *b, const struct rec *r)
     put_uv(b, r->seq);
 }
 
+static int cmp_rec_seq(const void *a, const void *b)
+{
+    uint64_t x = ((const struct rec *)a)->seq, y = ((const struct rec *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
+/* The tracer's form since 1.1 (docs/FORMAT.md): LIVE_SEQ, column by column in seq order, and PEAK_REF,
+ * which writes only the peak records no longer live. */
+static void write_live_seq_peak_refs(void)
+{
+    struct buf b = {0};
+    struct rec *r = malloc((sim.npersist ? sim.npersist : 1) * sizeof *r);
+    if (!r) {
+        fprintf(stderr, "snapgen: out of memory\n");
+        exit(1);
+    }
+    memcpy(r, sim.persist, sim.npersist * sizeof *r);
+    qsort(r, sim.npersist, sizeof *r, cmp_rec_seq);
+    size_t n = sim.npersist;
+    if (cfg.corrupt == C_BOTH_LIVE) {
+        put_uv(&b, n);
+        for (size_t i = 0; i < n; i++)
+            put_record(&b, &r[i]);
+        section(OT_SEC_LIVE, &b, cfg.compress);
+    }
+    put_uv(&b, cfg.corrupt == C_LIVE_SEQ_SHORT ? n + 1 : n);
+    for (int c = 0; c < 10; c++) {
+        struct rec prev = {0};
+        for (size_t i = 0; i < n; i++) {
+            switch (c) {
+            case 0: put_sv(&b, (int64_t)(r[i].addr - prev.addr)); break;
+            case 1: put_uv(&b, r[i].size); break;
+            case 2: put_sv(&b, r[i].dev); break;
+            case 3: put_uv(&b, r[i].cat); break;
+            case 4: put_uv(&b, r[i].api); break;
+            case 5: put_uv(&b, r[i].flags); break;
+            case 6: put_uv(&b, r[i].stack); break;
+            case 7: put_uv(&b, r[i].tid); break;
+            case 8: put_sv(&b, (int64_t)(r[i].t - prev.t)); break;
+            default: put_uv(&b, r[i].seq - prev.seq);
+            }
+            prev = r[i];
+        }
+    }
+    if (cfg.corrupt == C_PEAK_REF_NO_LIVE)
+        b.n = 0;
+    else
+        section(OT_SEC_LIVE_SEQ, &b, cfg.compress);
+
+    for (uint64_t d = 0; d < cfg.devices; d++) {
+        struct dev_state *ds = &sim.dev[d];
+        uint64_t shared = 0;
+        for (size_t i = 0; i < n; i++)
+            shared += r[i].dev == (int64_t)d && ot_category_is_device(r[i].cat) && r[i].seq <= ds->peak_seq;
+        put_sv(&b, (int64_t)d);
+        put_uv(&b, ds->peak);
+        put_uv(&b, ds->peak_t);
+        put_uv(&b, ds->peak_seq);
+        put_uv(&b, shared + ds->peak_ntemps + (cfg.corrupt == C_PEAK_REF_COUNT));
+        put_uv(&b, 0); /* lost */
+        put_uv(&b, ds->peak_ntemps);
+        for (size_t i = 0; i < ds->peak_ntemps; i++)
+            put_record(&b, &ds->peak_temps[i]);
+        section(OT_SEC_PEAK_REF, &b, cfg.compress);
+    }
+    free(r);
+}
+
 static void write_live_peaks(void)
 {
+    if (cfg.seq_order) {
+        write_live_seq_peak_refs();
+        return;
+    }
     struct buf b = {0};
     put_uv(&b, cfg.corrupt == C_HUGE_COUNT ? (1ULL << 60) : sim.npersist);
     for (size_t i = 0; i < sim.npersist; i++)
@@ -1276,11 +1356,13 @@ static const char usage[] =
     "  --real-stacks       this program's own backtraces, modules and dladdr symbols (for libdw tests)\n"
     "  --future            a later minor version: an unknown section and appended fields\n"
     "  --hostile-strings   control characters, quotes and invalid UTF-8 in strings\n"
+    "  --seq-order         the live set as LIVE_SEQ and peaks as PEAK_REF, as the tracer writes them since\n"
+    "                      format 1.1 (the corrupt modes from peak-ref-count on imply it)\n"
     "  --corrupt MODE      damage the file; MODE is one of:\n"
     "                      ";
 
 enum { O_SEED = 256, O_TRIGGER, O_EVENTS, O_LIVE, O_STACKS, O_DEVICES, O_CHUNK, O_DROP, O_MARKERS,
-       O_INCOMPLETE, O_NOCOMPRESS, O_REAL, O_FUTURE, O_HOSTILE, O_CORRUPT, O_HELP };
+       O_INCOMPLETE, O_NOCOMPRESS, O_REAL, O_FUTURE, O_HOSTILE, O_CORRUPT, O_SEQ_ORDER, O_HELP };
 
 static uint64_t num(const char *opt, const char *s)
 {
@@ -1301,7 +1383,7 @@ int main(int argc, char **argv)
         {"chunk", 1, 0, O_CHUNK},        {"drop-chunks", 1, 0, O_DROP},    {"markers-every", 1, 0, O_MARKERS},
         {"incomplete", 0, 0, O_INCOMPLETE}, {"no-compress", 0, 0, O_NOCOMPRESS}, {"real-stacks", 0, 0, O_REAL},
         {"future", 0, 0, O_FUTURE},      {"hostile-strings", 0, 0, O_HOSTILE}, {"corrupt", 1, 0, O_CORRUPT},
-        {"help", 0, 0, O_HELP},          {0, 0, 0, 0},
+        {"seq-order", 0, 0, O_SEQ_ORDER}, {"help", 0, 0, O_HELP},          {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
@@ -1319,6 +1401,7 @@ int main(int argc, char **argv)
         case O_REAL: cfg.real_stacks = true; break;
         case O_FUTURE: cfg.future = true; break;
         case O_HOSTILE: cfg.hostile = true; break;
+        case O_SEQ_ORDER: cfg.seq_order = true; break;
         case O_TRIGGER: {
             static const char *const t[] = {NULL, "oom", "exit", "signal", "api", "flush"};
             cfg.trigger = 0;
@@ -1340,6 +1423,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             cfg.corrupt = (enum corrupt)i;
+            cfg.seq_order |= cfg.corrupt >= C_PEAK_REF_COUNT;
             break;
         }
         case 'o': cfg.out = optarg; break;
