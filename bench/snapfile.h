@@ -55,7 +55,7 @@ static inline uint64_t sf_le(const uint8_t *p, int n)
 }
 
 /* Reads the file and splits it into sections, and fills raw for: META only (decompress 0), META,
- * STACKS and LIVE (1), every section (2). */
+ * STACKS and LIVE or LIVE_SEQ (1), every section (2). */
 static inline int sf_load(struct sf_file *f, const char *path, int decompress)
 {
     memset(f, 0, sizeof *f);
@@ -87,7 +87,7 @@ static inline int sf_load(struct sf_file *f, const char *path, int decompress)
             return -1;
         if (s->type != 1 && decompress == 0)
             continue;
-        if (s->type != 1 && s->type != 7 && s->type != 8 && decompress == 1)
+        if (s->type != 1 && s->type != 7 && s->type != 8 && s->type != 16 && decompress == 1)
             continue;
         s->raw = malloc(s->raw_len + 1);
         if (!s->raw)

@@ -87,7 +87,8 @@ int main(int argc, char **argv)
            f.len, (unsigned long long)m.events_recorded, (unsigned long long)m.events_kept,
            (unsigned long long)m.ring_used, (unsigned long long)(es ? es->stored_len : 0),
            (unsigned long long)ev.frame_bytes, (unsigned long long)ev.raw_bytes, (unsigned long long)ev.nchunks,
-           (unsigned long long)ev.nevents, (unsigned long long)sf_count(&f, 7), (unsigned long long)sf_count(&f, 8));
+           (unsigned long long)ev.nevents, (unsigned long long)sf_count(&f, 7),
+           (unsigned long long)(sf_find(&f, 16) ? sf_count(&f, 16) : sf_count(&f, 8))); /* LIVE_SEQ or LIVE */
     sf_free(&f);
     return 0;
 }
