@@ -323,27 +323,6 @@ void ot_pool_seen(uint64_t pool, int device)
     pthread_mutex_unlock(&ot_lock);
 }
 
-uint64_t ot_peak_foreach(int device, void (*fn)(const struct ot_rec *, void *), void *ctx)
-{
-    const struct ot_device *d = ot_devslot(device);
-    const struct ot_liveset *l = &S.live;
-    uint64_t n = 0;
-    for (uint64_t i = 0; l->slots && i <= l->mask; i++) {
-        const struct ot_rec *r = &l->slots[i];
-        if (r->size && r->device == device && ot_category_is_device(r->cat) && r->seq <= d->peak_seq) {
-            if (fn)
-                fn(r, ctx);
-            n++;
-        }
-    }
-    for (uint64_t i = 0; i < d->nretained; i++) {
-        if (fn)
-            fn(&d->retained[i], ctx);
-        n++;
-    }
-    return n;
-}
-
 int ot_current_device(void)
 {
     CUdevice d = 0;

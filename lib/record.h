@@ -51,9 +51,6 @@ struct ot_state {
 };
 extern struct ot_state ot_state;
 
-/* Calls fn for each record of the live set at the device's peak; returns how many. Caller holds ot_lock. */
-uint64_t ot_peak_foreach(int device, void (*fn)(const struct ot_rec *, void *), void *ctx);
-
 static inline struct ot_device *ot_devslot(int d)
 {
     return d >= 0 && d < OT_MAX_DEVICES ? &ot_state.dev[d] : &ot_state.host;
