@@ -362,8 +362,8 @@ static int sort_slots_by_seq(uint32_t *order, const uint64_t *seqs, uint64_t n, 
 
 /* The live set, and how many of its records each device's peak set shares (PEAK_REF counts them).
  * LIVE_SEQ in seq order with delta-coded times and addresses is about half the bytes of LIVE and
- * compresses several times better; without memory for the ordering, LIVE in table order. Returns the
- * section type written. Caller holds ot_lock. */
+ * compresses several times better; without memory for the ordering or the columns, LIVE in table
+ * order. Returns the section type written. Caller holds ot_lock. */
 static uint32_t put_live(struct ot_buf *b, uint64_t peak_shared[OT_MAX_DEVICES])
 {
     const struct ot_liveset *l = &S.live;
@@ -389,25 +389,20 @@ static uint32_t put_live(struct ot_buf *b, uint64_t peak_shared[OT_MAX_DEVICES])
     int ordered = seqs && k == n && sort_slots_by_seq(order, seqs, n, min_seq, max_seq) == 0;
     if (seqs)
         munmap(seqs, n * sizeof *seqs);
+    /* Column by column (docs/FORMAT.md): a column that barely changes (device, category, api, tid)
+     * compresses to almost nothing and at memory speed, where the same bytes interleaved record by
+     * record cost zstd a match search each. */
+    enum { AHEAD = 16, NCOL = 10 }; /* seq order is a random walk over the table: keep misses in flight */
+    size_t cap = (size_t)n * 10; /* a varint takes at most 10 bytes; only touched pages cost memory */
+    uint8_t *cols = ordered ? scratch(NCOL * cap) : NULL, *end[NCOL];
     ot_buf_uv(b, n);
-    if (!ordered) {
+    if (!cols) {
         if (order)
             munmap(order, n * sizeof *order);
         for (uint64_t i = 0; l->slots && i <= l->mask; i++)
             if (l->slots[i].size)
                 put_rec(b, &l->slots[i]);
         return OT_SEC_LIVE;
-    }
-    /* Column by column (docs/FORMAT.md): a column that barely changes (device, category, api, tid)
-     * compresses to almost nothing and at memory speed, where the same bytes interleaved record by
-     * record cost zstd a match search each. */
-    enum { AHEAD = 16, NCOL = 10 }; /* seq order is a random walk over the table: keep misses in flight */
-    size_t cap = (size_t)n * 10; /* a varint takes at most 10 bytes; only touched pages cost memory */
-    uint8_t *cols = scratch(NCOL * cap), *end[NCOL];
-    if (!cols) {
-        b->oom = 1;
-        munmap(order, n * sizeof *order);
-        return OT_SEC_LIVE_SEQ;
     }
     for (int c = 0; c < NCOL; c++)
         end[c] = cols + c * cap;
