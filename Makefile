@@ -7,10 +7,12 @@ CPPFLAGS += -Iinclude -I$(CUDA_HOME)/include -D_GNU_SOURCE
 B := build
 PREFIX ?= /usr/local
 
-LIB_SRC := $(wildcard lib/*.c)
-LIB_ASM := $(wildcard lib/*.S)
+LIB_SRC := $(wildcard lib/*/*.c)
+LIB_ASM := $(wildcard lib/*/*.S)
+LIB_HDR := $(wildcard lib/*.h lib/*/*.h lib/*/*.def)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(LIB_ASM:%.S=$(B)/%.o)
-READ_SRC := tools/oomtrace-read.c $(wildcard tools/read/*.c)
+READ_SRC := tools/oomtrace-read.c $(wildcard tools/read/*/*.c)
+READ_HDR := $(wildcard tools/read/*/*.h)
 READ_OBJ := $(READ_SRC:%.c=$(B)/%.o)
 FAKE_SRC := $(wildcard tests/fakecuda/*.c)
 
@@ -30,20 +32,20 @@ check-deps:
 deps:
 	@tools/deps.sh --install
 
-$(B)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/oomtrace_format.h include/oomtrace.h
+$(B)/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
+	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
 
 $(B)/lib/%.o: lib/%.S
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -fPIC -c $< -o $@
+	$(CC) $(CPPFLAGS) -Ilib -fPIC -c $< -o $@
 
 $(B)/liboomtrace.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
 
-$(B)/tools/%.o: tools/%.c $(wildcard tools/read/*.h) include/oomtrace_format.h
+$(B)/tools/%.o: tools/%.c $(READ_HDR) include/oomtrace_format.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(READ_CPPFLAGS) $(CFLAGS) $(WARN) -c $< -o $@
+	$(CC) $(CPPFLAGS) -Itools/read $(READ_CPPFLAGS) $(CFLAGS) $(WARN) -c $< -o $@
 
 $(B)/oomtrace-read: $(READ_OBJ)
 	$(CC) -o $@ $^ -lzstd $(READ_LIBS) -lm

@@ -57,7 +57,7 @@ void ot_after_first_alloc(void);
 /* ---- route.c: where a pointer from the driver becomes our wrapper ---- */
 struct ot_real {
 #define OT_REAL_FIELD(name) void *name;
-#include "hooks.def"
+#include "intercept/hooks.def"
 #undef OT_REAL_FIELD
     /* Driver functions called but not wrapped. */
     void *cuCtxGetDevice;

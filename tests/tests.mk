@@ -1,6 +1,6 @@
 # Tests: `make test` builds everything, then runs tests/run.sh.
 TEST_BIN := $(B)/tests
-LIB_CORE_OBJ := $(filter-out $(B)/lib/dlsym.o,$(LIB_OBJ))
+LIB_CORE_OBJ := $(filter-out $(B)/lib/intercept/dlsym.o,$(LIB_OBJ))
 DOORS := linked dlsym procaddr
 
 $(TEST_BIN)/test_recorder: tests/unit/test_recorder.c $(LIB_CORE_OBJ)

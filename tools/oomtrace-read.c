@@ -12,12 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "read/analysis.h"
-#include "read/report.h"
-#include "read/resolve.h"
-#include "read/snapshot.h"
-#include "read/symbolize.h"
-#include "read/run.h"
+#include "analyze/analysis.h"
+#include "render/report.h"
+#include "symbols/resolve.h"
+#include "model/snapshot.h"
+#include "symbols/symbolize.h"
+#include "modes/run.h"
 
 #define OT_READ_VERSION "0.1.0"
 #define OT_EXIT_OK 0

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "../../tools/read/events.h"
+#include "model/events.h"
 
 extern char **environ;
 

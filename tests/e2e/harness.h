@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../../tools/read/resolve.h"
-#include "../../tools/read/sites.h"
-#include "../../tools/read/snapshot.h"
+#include "symbols/resolve.h"
+#include "analyze/sites.h"
+#include "model/snapshot.h"
 
 #define MiB (1024ull * 1024)
 

@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "gate.h"
-#include "sites.h"
-#include "stackview.h"
+#include "modes/gate.h"
+#include "analyze/sites.h"
+#include "analyze/stackview.h"
 
 #define MiB (1024ull * 1024)
 

@@ -27,11 +27,11 @@
 #include <sanitizer/common_interface_defs.h>
 #include <zstd.h>
 
-#include "analysis.h"
-#include "events.h"
-#include "report.h"
-#include "resolve.h"
-#include "snapshot.h"
+#include "analyze/analysis.h"
+#include "model/events.h"
+#include "render/report.h"
+#include "symbols/resolve.h"
+#include "model/snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "liveset.h"
-#include "record.h"
-#include "ring.h"
+#include "record/liveset.h"
+#include "record/record.h"
+#include "record/ring.h"
 
 /* A deterministic generator, so a failure reproduces. */
 static uint64_t rng = 88172645463325252ull;

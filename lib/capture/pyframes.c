@@ -1,0 +1,665 @@
+/* Python frames, read from C without the GIL.
+ *
+ * At a driver call the calling thread is inside native code, so its own Python frame chain cannot change
+ * under us, whether or not it holds the GIL; taking the GIL here could deadlock (a GIL holder may wait for
+ * this thread). So the chain is read directly: the thread's state comes from PyGILState_GetThisThreadState
+ * (a thread-local lookup), and the frames from the interpreter's own structures, whose layout is fixed per
+ * CPython minor version (3.9 to 3.13, each checked against its own headers; other versions are declined with
+ * one line on stderr). 3.9 and 3.10 keep a chain of frame objects; 3.11 and later, interpreter frames.
+ *
+ * Each distinct (code object, instruction) is interned once: its file, qualified name and line (from the
+ * code object's location table) are copied out at first sight, so a later snapshot never touches a code
+ * object that may have died. A per-thread cache makes repeated call sites cost a few loads each.
+ *
+ * The layout is checked before it is trusted: until one walk has validated every code object's type,
+ * reads go through process_vm_readv, which fails instead of faulting. */
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "internal.h"
+
+struct layout {
+    unsigned ts_cframe, cframe_current;                  /* thread state -> _PyCFrame -> current frame */
+    int ts_direct;                                       /* 3.13: ts_cframe is the current frame itself */
+    unsigned fr_code, fr_previous, fr_instr, fr_owner;   /* _PyInterpreterFrame */
+    int fr_is_entry;                                     /* 3.11: offset of is_entry; -1 otherwise */
+    int owner_cstack;                                    /* 3.12: owner value of C-stack shim frames */
+    unsigned co_firstlineno, co_filename, co_qualname, co_linetable, co_code;
+    unsigned uni_state, uni_length, ascii_data, compact_utf8, compact_data;
+    unsigned var_size, bytes_data;
+    /* 3.9 and 3.10: a chain of frame objects, one eval-loop run each, with f_lasti an int (3.9: a byte
+     * offset, 3.10: code units) and an older line table. co_qualname is then co_name. */
+    int frame_objects;
+    int lasti_bytes;    /* f_lasti counts bytes (3.9) */
+    int table;          /* TABLE_LOCATIONS (3.11+), TABLE_LINES (3.10), TABLE_LNOTAB (3.9) */
+};
+
+enum { TABLE_LOCATIONS = 0, TABLE_LINES = 1, TABLE_LNOTAB = 2 };
+
+static const struct layout py311 = {
+    .ts_cframe = 56, .cframe_current = 8,
+    .fr_code = 32, .fr_previous = 48, .fr_instr = 56, .fr_owner = 69, .fr_is_entry = 68, .owner_cstack = -1,
+    .co_firstlineno = 72, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 184,
+    .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
+    .var_size = 16, .bytes_data = 32,
+};
+
+static const struct layout py312 = {
+    .ts_cframe = 56, .cframe_current = 0,
+    .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = -1, .owner_cstack = 3,
+    .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 192,
+    .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
+    .var_size = 16, .bytes_data = 32,
+};
+
+/* 3.9 and 3.10 (offsets checked against each version's headers): ts->frame, f_back, f_code, f_lasti. */
+static const struct layout py39 = {
+    .ts_cframe = 24, .ts_direct = 1, .fr_code = 32, .fr_previous = 24, .fr_instr = 104, .fr_is_entry = -1,
+    .owner_cstack = -1, .co_firstlineno = 40, .co_filename = 104, .co_qualname = 112, .co_linetable = 120,
+    .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
+    .var_size = 16, .bytes_data = 32, .frame_objects = 1, .lasti_bytes = 1, .table = TABLE_LNOTAB,
+};
+
+static const struct layout py310 = {
+    .ts_cframe = 24, .ts_direct = 1, .fr_code = 32, .fr_previous = 24, .fr_instr = 96, .fr_is_entry = -1,
+    .owner_cstack = -1, .co_firstlineno = 40, .co_filename = 104, .co_qualname = 112, .co_linetable = 120,
+    .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
+    .var_size = 16, .bytes_data = 32, .frame_objects = 1, .lasti_bytes = 0, .table = TABLE_LINES,
+};
+
+/* 3.13: the thread state holds the current frame; f_executable (at f_code's place) holds the code object,
+ * instr_ptr (at prev_instr's place) the instruction being executed. */
+static const struct layout py313 = {
+    .ts_cframe = 72, .ts_direct = 1,
+    .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = -1, .owner_cstack = 3,
+    .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 200,
+    .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
+    .var_size = 16, .bytes_data = 32,
+};
+
+enum { PY_UNPROBED, PY_ABSENT, PY_ON, PY_OFF };
+static int py_state;
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static const struct layout *L;
+static void *(*get_tstate)(void);
+static int (*is_initialized)(void);
+static const void *code_type, *unicode_type, *bytes_type;
+static uintptr_t eval_lo, eval_hi;
+static char version[32];
+static int validated; /* one walk has confirmed the layout: plain loads from now on */
+
+static void *sym(const char *name)
+{
+    void *(*real)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
+    return real ? real(RTLD_DEFAULT, name) : NULL;
+}
+
+/* Sets everything walk() reads, then publishes the state with a release store: a thread that reads
+ * PY_ON (acquire) sees the layout and symbols complete. */
+static void publish(int state)
+{
+    __atomic_store_n(&py_state, state, __ATOMIC_RELEASE);
+}
+
+static void probe(void)
+{
+    get_tstate = (void *(*)(void))sym("PyGILState_GetThisThreadState");
+    if (!get_tstate || !ot_opt.python) {
+        publish(PY_ABSENT);
+        return;
+    }
+    const unsigned long *hex = sym("Py_Version");
+    const char *(*getver)(void) = (const char *(*)(void))sym("Py_GetVersion");
+    unsigned major = 0, minor = 0, micro = 0;
+    if (hex) {
+        major = (unsigned)(*hex >> 24) & 0xff;
+        minor = (unsigned)(*hex >> 16) & 0xff;
+        micro = (unsigned)(*hex >> 8) & 0xff;
+    } else if (getver) {
+        sscanf(getver(), "%u.%u.%u", &major, &minor, &micro);
+    }
+    snprintf(version, sizeof version, "%u.%u.%u", major, minor, micro);
+    if (major == 3 && minor == 9)
+        L = &py39;
+    else if (major == 3 && minor == 10)
+        L = &py310;
+    else if (major == 3 && minor == 11)
+        L = &py311;
+    else if (major == 3 && minor == 12)
+        L = &py312;
+    else if (major == 3 && minor == 13)
+        L = &py313;
+    is_initialized = (int (*)(void))sym("Py_IsInitialized");
+    code_type = sym("PyCode_Type");
+    unicode_type = sym("PyUnicode_Type");
+    bytes_type = sym("PyBytes_Type");
+    if (!L || !is_initialized || !code_type || !unicode_type || !bytes_type) {
+        ot_log("Python %s: frame layout not supported (3.9 to 3.13 are); stacks stay native", version);
+        publish(PY_OFF);
+        return;
+    }
+    void *eval = sym("_PyEval_EvalFrameDefault");
+    Dl_info info;
+    const ElfW(Sym) *es = NULL;
+    if (eval && dladdr1(eval, &info, (void **)&es, RTLD_DL_SYMENT) && es && es->st_size) {
+        eval_lo = (uintptr_t)eval;
+        eval_hi = eval_lo + es->st_size;
+    }
+    publish(PY_ON);
+}
+
+/* ---- memory reads ---- */
+
+/* Until the layout is validated, reads go through process_vm_readv, which fails instead of faulting; after
+ * that they are plain loads (the hot path: a handful per frame). */
+static int slow_read(const void *addr, void *out, size_t n)
+{
+    if ((uintptr_t)addr < 4096)
+        return -1;
+    struct iovec local = {out, n}, remote = {(void *)addr, n};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static inline int rd_u8(const void *base, unsigned off, char *out)
+{
+    if (OT_LIKELY(__atomic_load_n(&validated, __ATOMIC_RELAXED))) {
+        *out = *((const char *)base + off);
+        return 0;
+    }
+    return slow_read((const char *)base + off, out, 1);
+}
+
+/* Always checked: used on objects seen for the first time (interning), never on the hot path. */
+static int checked_read(const void *addr, void *out, size_t n)
+{
+    if ((uintptr_t)addr < 4096)
+        return -1;
+    struct iovec local = {out, n}, remote = {(void *)addr, n};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static inline void *rd_ptr(const void *base, unsigned off)
+{
+    if (OT_LIKELY(__atomic_load_n(&validated, __ATOMIC_RELAXED)))
+        return *(void *const *)((const char *)base + off);
+    void *p = NULL;
+    return slow_read((const char *)base + off, &p, sizeof p) == 0 ? p : NULL;
+}
+
+static int is_type(const void *obj, const void *type)
+{
+    void *t = NULL;
+    return checked_read((const char *)obj + 8, &t, sizeof t) == 0 && t == type;
+}
+
+/* Copies a str object as UTF-8 (at most cap-1 bytes). */
+static void read_str(const void *obj, char *out, size_t cap)
+{
+    out[0] = 0;
+    if (!obj || !is_type(obj, unicode_type))
+        return;
+    uint32_t state = 0;
+    int64_t len = 0;
+    if (checked_read((const char *)obj + L->uni_state, &state, 4) || checked_read((const char *)obj + L->uni_length, &len, 8))
+        return;
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || len < 0)
+        return;
+    if (ascii) {
+        size_t n = (size_t)len < cap - 1 ? (size_t)len : cap - 1;
+        if (checked_read((const char *)obj + L->ascii_data, out, n) == 0)
+            out[n] = 0;
+        return;
+    }
+    const char *utf8 = NULL;
+    if (checked_read((const char *)obj + L->compact_utf8, &utf8, sizeof utf8) == 0 && utf8) {
+        size_t n = 0;
+        while (n < cap - 1 && checked_read(utf8 + n, &out[n], 1) == 0 && out[n])
+            n++;
+        out[n] = 0;
+        return;
+    }
+    /* No cached UTF-8: encode from the 1-, 2- or 4-byte code units. */
+    size_t o = 0;
+    const char *data = (const char *)obj + L->compact_data;
+    for (int64_t i = 0; i < len && o + 4 < cap; i++) {
+        uint32_t cp = 0;
+        if (kind == 1 || kind == 2 || kind == 4) {
+            if (checked_read(data + i * kind, &cp, kind))
+                break;
+        } else {
+            break;
+        }
+        if (cp < 0x80) {
+            out[o++] = (char)cp;
+        } else if (cp < 0x800) {
+            out[o++] = (char)(0xc0 | cp >> 6);
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        } else if (cp < 0x10000) {
+            out[o++] = (char)(0xe0 | cp >> 12);
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        } else {
+            out[o++] = (char)(0xf0 | cp >> 18);
+            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3f));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        }
+    }
+    out[o] = 0;
+}
+
+/* The line of instruction index lasti, from a 3.11+ location table (CPython's Objects/locations.md:
+ * entries of a start byte 1CCCCLLL (code, length-1) and 6-bit varints). -1 when it has none. */
+static int line_for(const uint8_t *t, size_t n, int firstline, uint64_t lasti)
+{
+    int line = firstline;
+    uint64_t addr = 0;
+    size_t i = 0;
+#define VARINT(out)                                                                                    \
+    do {                                                                                               \
+        unsigned shift_ = 0;                                                                           \
+        uint64_t v_ = 0;                                                                               \
+        uint8_t b_;                                                                                    \
+        do {                                                                                           \
+            if (i >= n)                                                                                \
+                return -1;                                                                             \
+            b_ = t[i++];                                                                               \
+            v_ |= (uint64_t)(b_ & 63) << shift_;                                                       \
+            shift_ += 6;                                                                               \
+        } while ((b_ & 64) && shift_ < 64);                                                            \
+        out = v_;                                                                                      \
+    } while (0)
+    while (i < n) {
+        uint8_t first = t[i++];
+        if (!(first & 0x80))
+            return -1;
+        unsigned code = (first >> 3) & 15, length = (first & 7) + 1;
+        int this_line = line;
+        uint64_t v;
+        if (code == 15) {
+            this_line = -1;
+        } else if (code == 14) {
+            VARINT(v);
+            line += (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
+            this_line = line;
+            VARINT(v);
+            VARINT(v);
+            VARINT(v);
+        } else if (code == 13) {
+            VARINT(v);
+            line += (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
+            this_line = line;
+        } else if (code >= 10) {
+            line += (int)code - 10;
+            this_line = line;
+            i += 2;
+        } else {
+            this_line = line;
+            i += 1;
+        }
+        if (lasti >= addr && lasti < addr + length)
+            return this_line;
+        addr += length;
+    }
+#undef VARINT
+    return -1;
+}
+
+/* 3.10 (PEP 626): pairs of (byte-offset delta, signed line delta); -128 means no line. */
+static int line_for_310(const uint8_t *t, size_t n, int firstline, uint64_t lasti)
+{
+    uint64_t byte = lasti * 2, end = 0;
+    int line = firstline;
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        uint64_t start = end;
+        end += t[i];
+        int delta = (int8_t)t[i + 1];
+        int cur = delta == -128 ? -1 : (line += delta);
+        if (byte >= start && byte < end)
+            return cur;
+    }
+    return -1;
+}
+
+/* 3.9 co_lnotab: pairs of (byte-offset increment, signed line increment). */
+static int line_for_39(const uint8_t *t, size_t n, int firstline, uint64_t lasti)
+{
+    uint64_t byte = lasti * 2, addr = 0;
+    int line = firstline;
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        addr += t[i];
+        if (addr > byte)
+            break;
+        line += (int8_t)t[i + 1];
+    }
+    return line;
+}
+
+/* ---- the interned frames ---- */
+
+/* Keyed by the code object's address, the instruction and the qualified-name object: a code object that
+ * died and whose memory now holds another function's code differs in its name object. */
+struct pyframe {
+    uint64_t code, lasti, name;
+    char *function, *file;
+    int line;
+};
+
+static pthread_mutex_t pylock = PTHREAD_MUTEX_INITIALIZER;
+static struct pyframe *table; /* index = id - 1 */
+static uint32_t ntable, captable;
+static uint32_t *pyindex;
+static uint32_t pyindex_mask;
+
+static uint64_t key_hash(uint64_t code, uint64_t lasti)
+{
+    return (code ^ (lasti * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull;
+}
+
+static int index_grow(void)
+{
+    uint32_t cap = pyindex ? (pyindex_mask + 1) * 2 : 1024;
+    uint32_t *n = calloc(cap, sizeof *n);
+    if (!n)
+        return -1;
+    for (uint32_t id = 1; id <= ntable; id++) {
+        uint32_t i = (uint32_t)(key_hash(table[id - 1].code, table[id - 1].lasti) >> 20) & (cap - 1);
+        while (n[i])
+            i = (i + 1) & (cap - 1);
+        n[i] = id;
+    }
+    free(pyindex);
+    pyindex = n;
+    pyindex_mask = cap - 1;
+    return 0;
+}
+
+/* Returns the id for (code, lasti), resolving it on first sight; 0 when the code object fails its checks. */
+static uint32_t intern(const void *code, uint64_t lasti, const void *name)
+{
+    pthread_mutex_lock(&pylock);
+    uint32_t id = 0;
+    if (!pyindex && index_grow() != 0)
+        goto out;
+    uint32_t i = (uint32_t)(key_hash((uint64_t)(uintptr_t)code, lasti) >> 20) & pyindex_mask;
+    for (; pyindex[i]; i = (i + 1) & pyindex_mask) {
+        struct pyframe *f = &table[pyindex[i] - 1];
+        if (f->code == (uint64_t)(uintptr_t)code && f->lasti == lasti && f->name == (uint64_t)(uintptr_t)name) {
+            id = pyindex[i];
+            goto out;
+        }
+    }
+    if (!is_type(code, code_type))
+        goto out;
+    char file[1024], func[256];
+    void *fo = NULL, *qo = NULL, *lt = NULL;
+    int first = 0;
+    checked_read((const char *)code + L->co_filename, &fo, sizeof fo);
+    checked_read((const char *)code + L->co_qualname, &qo, sizeof qo);
+    checked_read((const char *)code + L->co_linetable, &lt, sizeof lt);
+    checked_read((const char *)code + L->co_firstlineno, &first, sizeof first);
+    read_str(fo, file, sizeof file);
+    read_str(qo, func, sizeof func);
+    int line = -1;
+    int64_t ltlen = 0;
+    if (lt && is_type(lt, bytes_type) && checked_read((const char *)lt + L->var_size, &ltlen, 8) == 0 && ltlen > 0 &&
+        ltlen < (1 << 24)) {
+        uint8_t *buf = malloc((size_t)ltlen);
+        if (buf && checked_read((const char *)lt + L->bytes_data, buf, (size_t)ltlen) == 0)
+            line = L->table == TABLE_LINES   ? line_for_310(buf, (size_t)ltlen, first, lasti)
+                   : L->table == TABLE_LNOTAB ? line_for_39(buf, (size_t)ltlen, first, lasti)
+                                              : line_for(buf, (size_t)ltlen, first, lasti);
+        free(buf);
+    }
+    if (ntable == captable) {
+        uint32_t nc = captable ? captable * 2 : 1024;
+        struct pyframe *t = realloc(table, nc * sizeof *t);
+        if (!t)
+            goto out;
+        table = t;
+        captable = nc;
+    }
+    struct pyframe *f = &table[ntable];
+    f->code = (uint64_t)(uintptr_t)code;
+    f->lasti = lasti;
+    f->name = (uint64_t)(uintptr_t)name;
+    f->function = strdup(func);
+    f->file = strdup(file);
+    f->line = line;
+    id = ++ntable;
+    pyindex[i] = id;
+    if (ntable * 2 > pyindex_mask + 1)
+        index_grow();
+out:
+    pthread_mutex_unlock(&pylock);
+    return id;
+}
+
+/* A per-thread cache of recent (code, lasti) -> id: the common case takes no lock. */
+#define CACHE 256
+struct cache_entry {
+    uint64_t code, lasti, name;
+    uint32_t id;
+};
+static __thread struct cache_entry cache[CACHE] __attribute__((tls_model("initial-exec")));
+
+static uint32_t frame_id(const void *code, uint64_t lasti, const void *name)
+{
+    struct cache_entry *c = &cache[(key_hash((uint64_t)(uintptr_t)code, lasti) >> 24) & (CACHE - 1)];
+    if (c->id && c->code == (uint64_t)(uintptr_t)code && c->lasti == lasti && c->name == (uint64_t)(uintptr_t)name)
+        return c->id;
+    uint32_t id = intern(code, lasti, name);
+    if (id) {
+        c->code = (uint64_t)(uintptr_t)code;
+        c->lasti = lasti;
+        c->name = (uint64_t)(uintptr_t)name;
+        c->id = id;
+    }
+    return id;
+}
+
+/* ---- the walk and the merge ---- */
+
+#define MAXPY 128
+
+/* One walk: the chain innermost first as (code, instruction) pairs, whether each frame is the outermost
+ * of one run of the eval loop, and (after interning) its PYFRAMES id. */
+struct chain {
+    int n;
+    const void *code[MAXPY];
+    const char *instr[MAXPY];
+    uint8_t entry[MAXPY];
+    uint32_t id[MAXPY];
+};
+
+/* The thread's previous walk: in a loop the same call sites come back, and a chain equal to the last one
+ * in every (code, instruction) pair has the same ids, found with three memcmp and no lookup. The code
+ * objects are alive (the frames hold them), so equal pointers mean the same code. */
+static __thread struct chain last __attribute__((tls_model("initial-exec")));
+
+/* The chain as plain loads; called once the layout is validated. */
+static int gather_fast(void *frame, struct chain *c)
+{
+    const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
+    const int o_entry = L->fr_is_entry, cstack = L->owner_cstack;
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        const char *f = frame;
+        frame = *(void *const *)(f + o_prev);
+        if (f[o_owner] == cstack) {
+            if (n)
+                c->entry[n - 1] = 1;
+            continue;
+        }
+        const void *code = *(void *const *)(f + o_code);
+        if (!code)
+            return -1;
+        c->code[n] = code;
+        c->instr[n] = *(const char *const *)(f + o_instr);
+        c->entry[n] = o_entry >= 0 && f[o_entry] != 0;
+        n++;
+    }
+    return n;
+}
+
+/* The same through checked reads, until one walk has validated the layout. */
+static int gather_checked(void *frame, struct chain *c)
+{
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        char owner = 0, e = 0;
+        if (rd_u8(frame, L->fr_owner, &owner))
+            return -1;
+        void *prev = rd_ptr(frame, L->fr_previous);
+        if (L->owner_cstack >= 0 && owner == L->owner_cstack) {
+            if (n)
+                c->entry[n - 1] = 1;
+            frame = prev;
+            continue;
+        }
+        c->code[n] = rd_ptr(frame, L->fr_code);
+        c->instr[n] = rd_ptr(frame, L->fr_instr);
+        if (!c->code[n])
+            return -1;
+        if (L->fr_is_entry >= 0)
+            rd_u8(frame, (unsigned)L->fr_is_entry, &e);
+        c->entry[n] = e != 0;
+        n++;
+        frame = prev;
+    }
+    return n;
+}
+
+/* 3.9 and 3.10: frame objects, each its own run of the eval loop. instr holds f_lasti as a number. */
+static int gather_objects(void *frame, struct chain *c, int fast)
+{
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        const void *code = rd_ptr(frame, L->fr_code);
+        void *prev = rd_ptr(frame, L->fr_previous);
+        int lasti = 0;
+        if (fast)
+            lasti = *(const int *)((const char *)frame + L->fr_instr);
+        else if (slow_read((const char *)frame + L->fr_instr, &lasti, sizeof lasti))
+            return -1;
+        if (!code)
+            return -1;
+        c->code[n] = code;
+        c->instr[n] = (const char *)(uintptr_t)(lasti < 0 ? 0 : lasti);
+        c->entry[n] = 1;
+        n++;
+        frame = prev;
+    }
+    return n;
+}
+
+static int walk(struct chain *c)
+{
+    if (!is_initialized())
+        return 0;
+    void *ts = get_tstate();
+    if (!ts)
+        return 0;
+    void *cf = rd_ptr(ts, L->ts_cframe);
+    void *frame = L->ts_direct ? cf : cf ? rd_ptr(cf, L->cframe_current) : NULL;
+    int fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE);
+    int n = L->frame_objects ? gather_objects(frame, c, fast) : fast ? gather_fast(frame, c) : gather_checked(frame, c);
+    int bad = n < 0;
+    if (n > 0)
+        c->entry[n - 1] = 1;
+    c->n = n < 0 ? 0 : n;
+    if (!bad && fast && n == last.n && memcmp(c->code, last.code, (size_t)n * sizeof c->code[0]) == 0 &&
+        memcmp(c->instr, last.instr, (size_t)n * sizeof c->instr[0]) == 0 &&
+        memcmp(c->entry, last.entry, (size_t)n) == 0) {
+        memcpy(c->id, last.id, (size_t)n * sizeof c->id[0]);
+        return n;
+    }
+    for (int i = 0; i < n && !bad; i++) {
+        uint64_t lasti;
+        if (L->frame_objects) {
+            lasti = (uint64_t)(uintptr_t)c->instr[i] >> (L->lasti_bytes ? 1 : 0);
+        } else {
+            const char *begin = (const char *)c->code[i] + L->co_code;
+            lasti = c->instr[i] >= begin ? (uint64_t)(c->instr[i] - begin) / 2 : 0;
+        }
+        c->id[i] = frame_id(c->code[i], lasti, rd_ptr(c->code[i], L->co_qualname));
+        bad |= c->id[i] == 0;
+    }
+    if (bad) {
+        last.n = 0;
+        if (!fast) {
+            ot_log("Python %s: frame layout check failed; stacks stay native", version);
+            publish(PY_OFF);
+        }
+        return 0;
+    }
+    if (n && !fast)
+        __atomic_store_n(&validated, 1, __ATOMIC_RELEASE);
+    if (n)
+        memcpy(&last, c, sizeof last);
+    return n;
+}
+
+/* Puts the Python frames where the interpreter ran them: each native frame inside the eval loop is
+ * replaced by the Python frames that run of the loop executed. */
+int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
+{
+    int state = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
+    if (OT_UNLIKELY(state == PY_UNPROBED)) {
+        pthread_once(&probe_once, probe);
+        state = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
+    }
+    if (state != PY_ON)
+        return n;
+    struct chain c;
+    int np = walk(&c);
+    if (np == 0) {
+        if (__atomic_load_n(&py_state, __ATOMIC_ACQUIRE) == PY_ON)
+            *flags |= 2; /* a native thread of a Python process */
+        return n;
+    }
+    uint64_t native[OT_MAX_FRAMES];
+    memcpy(native, frames, (size_t)n * sizeof *frames);
+    int out = 0, p = 0;
+    for (int i = 0; i < n && out < max; i++) {
+        uintptr_t a = (uintptr_t)(native[i] >> 1);
+        if (a > eval_lo && a <= eval_hi && p < np) {
+            for (int last_of_run = 0; !last_of_run && p < np && out < max; p++) {
+                frames[out++] = ((uint64_t)c.id[p] << 1) | OT_FRAME_PYTHON;
+                last_of_run = c.entry[p];
+            }
+            continue;
+        }
+        frames[out++] = native[i];
+    }
+    while (p < np && out < max)
+        frames[out++] = ((uint64_t)c.id[p++] << 1) | OT_FRAME_PYTHON;
+    return out;
+}
+
+const char *ot_python_version(void)
+{
+    int state = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
+    return state == PY_ON || state == PY_OFF ? version : "";
+}
+
+void ot_pyframes_serialize(struct ot_buf *b)
+{
+    pthread_mutex_lock(&pylock);
+    ot_buf_uv(b, ntable);
+    for (uint32_t i = 0; i < ntable; i++) {
+        ot_buf_uv(b, i + 1);
+        ot_buf_cstr(b, table[i].function);
+        ot_buf_cstr(b, table[i].file);
+        ot_buf_uv(b, table[i].line < 0 ? 0 : (uint64_t)table[i].line);
+    }
+    pthread_mutex_unlock(&pylock);
+}

@@ -1,0 +1,127 @@
+/* CUDA arrays. The driver does not say how much an array takes; the size is computed from the descriptor
+ * (elements x channels x bytes per channel, every mip level) and marked as estimated. */
+#include "intercept/hooks.h"
+
+static uint64_t format_bytes(CUarray_format f)
+{
+    switch ((int)f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    default:
+        return 4;
+    }
+}
+
+static uint64_t dim(size_t v)
+{
+    return v ? v : 1;
+}
+
+static uint64_t array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
+{
+    uint64_t total = 0, w = dim(d->Width), h = dim(d->Height), depth = dim(d->Depth);
+    int layered = (d->Flags & CUDA_ARRAY3D_LAYERED) != 0;
+    for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+        total += w * h * depth * d->NumChannels * format_bytes(d->Format);
+        w = w > 1 ? w / 2 : 1;
+        h = h > 1 ? h / 2 : 1;
+        if (!layered)
+            depth = depth > 1 ? depth / 2 : 1;
+    }
+    return total ? total : 1;
+}
+
+static void after_array(CUresult r, uint16_t api, int dev, uint64_t handle, uint64_t bytes)
+{
+    struct ot_alloc_req q = {OT_NS_ARRAY, OT_CAT_ARRAY, api, OT_REC_SIZE_ESTIMATED, dev, handle, bytes};
+    ot_after_alloc(r, &q);
+}
+
+OT_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
+{
+    typedef CUresult (*fn)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+    fn real = OT_REAL(cuArrayCreate_v2, fn);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ot_enter())
+        return real(pHandle, pAllocateArray);
+    int err = errno;
+    int dev = ot_pre_alloc();
+    CUresult r = real(pHandle, pAllocateArray);
+    uint64_t bytes = 1;
+    if (pAllocateArray) {
+        const CUDA_ARRAY_DESCRIPTOR *d = pAllocateArray;
+        bytes = dim(d->Width) * dim(d->Height) * d->NumChannels * format_bytes(d->Format);
+    }
+    after_array(r, OT_API_cuArrayCreate_v2, dev, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, bytes);
+    ot_leave(err);
+    return r;
+}
+
+OT_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
+{
+    typedef CUresult (*fn)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+    fn real = OT_REAL(cuArray3DCreate_v2, fn);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ot_enter())
+        return real(pHandle, pAllocateArray);
+    int err = errno;
+    int dev = ot_pre_alloc();
+    CUresult r = real(pHandle, pAllocateArray);
+    uint64_t bytes = pAllocateArray ? array3d_bytes(pAllocateArray, 1) : 1;
+    after_array(r, OT_API_cuArray3DCreate_v2, dev, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, bytes);
+    ot_leave(err);
+    return r;
+}
+
+OT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pDesc,
+                                          unsigned int numMipmapLevels)
+{
+    typedef CUresult (*fn)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
+    fn real = OT_REAL(cuMipmappedArrayCreate, fn);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ot_enter())
+        return real(pHandle, pDesc, numMipmapLevels);
+    int err = errno;
+    int dev = ot_pre_alloc();
+    CUresult r = real(pHandle, pDesc, numMipmapLevels);
+    uint64_t bytes = pDesc ? array3d_bytes(pDesc, numMipmapLevels) : 1;
+    after_array(r, OT_API_cuMipmappedArrayCreate, dev, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
+                bytes);
+    ot_leave(err);
+    return r;
+}
+
+static CUresult destroy(void *realp, uint16_t api, void *h)
+{
+    CUresult (*real)(void *) = (CUresult(*)(void *))realp;
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ot_enter())
+        return real(h);
+    int err = errno;
+    struct ot_rec undo;
+    int closed = h && ot_record_free_undoable(OT_NS_ARRAY, (uint64_t)(uintptr_t)h, api, &undo);
+    ot_leave(err);
+    CUresult r = real(h);
+    if (OT_UNLIKELY(r != CUDA_SUCCESS) && closed)
+        ot_record_unfree(&undo); /* refused: e.g. a mipmapped array given to cuArrayDestroy */
+    return r;
+}
+
+OT_EXPORT CUresult cuArrayDestroy(CUarray hArray)
+{
+    return destroy(OT_REAL(cuArrayDestroy, void *), OT_API_cuArrayDestroy, hArray);
+}
+
+OT_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    return destroy(OT_REAL(cuMipmappedArrayDestroy, void *), OT_API_cuMipmappedArrayDestroy, hMipmappedArray);
+}

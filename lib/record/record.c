@@ -1,0 +1,377 @@
+/* The event path: what a wrapper calls after the real driver call returned. The backtrace is taken
+ * before ot_lock (no lock is ever held while unwinding); everything after it - interning, the live set,
+ * the peak, the ring - is a few hundred nanoseconds under one mutex. */
+#include <errno.h>
+#include <string.h>
+#include "intercept/cuda_api.h"
+
+#include "record/record.h"
+#include "record/ring.h"
+#include "snapshot/snapshot.h"
+
+pthread_mutex_t ot_lock = PTHREAD_MUTEX_INITIALIZER;
+struct ot_state ot_state;
+#define S ot_state
+
+static int capture(uint64_t *frames, unsigned *flags)
+{
+    *flags = 0;
+    int n = ot_backtrace(frames, ot_opt.depth);
+    return ot_python_merge(frames, n, OT_MAX_FRAMES, flags);
+}
+
+static void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t, const char *label)
+{
+    struct ot_event e = {
+        .kind = kind, .cat = r->cat, .api = r->api, .device = r->device, .tid = r->tid,
+        .stack = kind == OT_EV_ALLOC || kind == OT_EV_FAILED ? r->stack : 0,
+        .seq = seq, .time_ns = t, .addr = r->key, .size = r->size, .label = label,
+    };
+    ot_ring_append(&e);
+    S.recorded++;
+}
+
+/* Closes a live record: accounting, the peak's retained set, the FREE event. */
+static void close_rec(struct ot_rec *r, uint16_t api, uint32_t tid)
+{
+    struct ot_rec copy = *r;
+    ot_peak_on_free(ot_devslot(copy.device), &copy);
+    ot_live_del(&S.live, r);
+    uint64_t seq = ++S.seq;
+    copy.api = api;
+    copy.tid = tid;
+    emit(OT_EV_FREE, &copy, seq, ot_now_ns(), NULL);
+}
+
+/* When an allocation set a new peak, keep copies of the markers before it. Copied only when markers came
+ * since the last copy, so a run of new peaks costs nothing more. */
+static void pin_peak_markers(int device, uint64_t seq)
+{
+    if (device < 0 || device >= OT_MAX_DEVICES || S.dev[device].peak_seq != seq ||
+        S.peak_markers_at[device] == S.nmarkers)
+        return;
+    uint64_t n = S.nmarkers < OT_PEAK_MARKERS ? S.nmarkers : OT_PEAK_MARKERS;
+    for (uint64_t i = 0; i < OT_PEAK_MARKERS; i++)
+        S.peak_markers[device][i].seq = 0;
+    for (uint64_t i = 0; i < n; i++)
+        S.peak_markers[device][i] = S.markers[(S.nmarkers - n + i) % OT_MAX_MARKERS];
+    S.peak_markers_at[device] = S.nmarkers;
+}
+
+void ot_record_alloc(const struct ot_alloc_req *a)
+{
+    uint64_t frames[OT_MAX_FRAMES];
+    unsigned sflags;
+    int n = capture(frames, &sflags);
+    uint32_t tid = ot_tid();
+
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec *stale = ot_live_find(&S.live, a->ns, a->key);
+    if (stale) /* the driver reused a key we still hold: its free went through a door we do not see */
+        close_rec(stale, OT_API_NONE, tid);
+    struct ot_rec r = {
+        .key = a->key, .size = a->size, .seq = ++S.seq, .time_ns = ot_now_ns(),
+        .stack = ot_stack_intern(frames, n, sflags), .tid = tid, .device = (int16_t)a->device,
+        .cat = a->cat, .ns = a->ns, .api = a->api, .flags = a->flags,
+        .refs = a->ns == OT_NS_VMM ? 1 : 0,
+    };
+    if (ot_live_put(&S.live, &r)) {
+        ot_devslot(a->device)->seen = 1;
+        ot_peak_on_alloc(ot_devslot(a->device), &r);
+        pin_peak_markers(a->device, r.seq);
+        if (a->cat == OT_CAT_ASYNC && a->device >= 0 && a->device < 64)
+            S.async_devices |= 1ull << a->device;
+    } else {
+        S.untracked++;
+    }
+    emit(OT_EV_ALLOC, &r, r.seq, r.time_ns, NULL);
+    pthread_mutex_unlock(&ot_lock);
+}
+
+/* Frees are recorded before the real call (hooks_device.c says why). The record closed is copied to
+ * *closed (may be NULL), so that a free the driver then refuses can be undone; returns 1 when one was. */
+int ot_record_free_undoable(uint8_t ns, uint64_t key, uint16_t api, struct ot_rec *closed)
+{
+    uint32_t tid = ot_tid();
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec *r = ot_live_find(&S.live, ns, key);
+    if (r) {
+        if (closed)
+            *closed = *r;
+        close_rec(r, api, tid);
+    } else {
+        S.unknown_frees++;
+    }
+    pthread_mutex_unlock(&ot_lock);
+    return r != NULL;
+}
+
+void ot_record_free(uint8_t ns, uint64_t key, uint16_t api)
+{
+    ot_record_free_undoable(ns, key, api, NULL);
+}
+
+/* The driver refused a free recorded before the call: the memory is still allocated, and as the driver
+ * still holds the address, nobody can have been given it since. The record goes back as it was (same
+ * seq: in the peak set exactly when it was before), and its copy leaves the peak's retained set; an
+ * ALLOC event tells the ring. */
+void ot_record_unfree(const struct ot_rec *closed)
+{
+    int err = errno;
+    pthread_mutex_lock(&ot_lock);
+    if (!ot_live_find(&S.live, closed->ns, closed->key)) {
+        struct ot_device *d = ot_devslot(closed->device);
+        for (uint64_t i = d->nretained; i-- > 0;)
+            if (d->retained[i].seq == closed->seq && d->retained[i].key == closed->key) {
+                d->retained[i] = d->retained[--d->nretained];
+                break;
+            }
+        uint64_t seq = ++S.seq, now = ot_now_ns();
+        if (ot_live_put(&S.live, closed)) {
+            /* A new peak, if any, is set now: by this event, over everything live now. */
+            struct ot_rec at = *closed;
+            at.seq = seq;
+            at.time_ns = now;
+            ot_peak_on_alloc(d, &at);
+        } else {
+            S.untracked++;
+        }
+        emit(OT_EV_ALLOC, closed, seq, now, NULL);
+    }
+    pthread_mutex_unlock(&ot_lock);
+    errno = err;
+}
+
+void ot_record_failed(const struct ot_alloc_req *a, int result)
+{
+    uint64_t frames[OT_MAX_FRAMES];
+    unsigned sflags;
+    int n = capture(frames, &sflags);
+    uint32_t tid = ot_tid();
+
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec r = {
+        .key = 0, .size = a->size, .time_ns = ot_now_ns(), .stack = ot_stack_intern(frames, n, sflags),
+        .tid = tid, .device = (int16_t)a->device, .cat = a->cat, .ns = a->ns, .api = a->api,
+    };
+    uint64_t seq = ++S.seq;
+    emit(OT_EV_FAILED, &r, seq, r.time_ns, NULL);
+    S.failure = (struct ot_failure){
+        .valid = 1, .req = *a, .result = result, .time_ns = r.time_ns, .seq = seq, .tid = tid,
+        .stack = r.stack,
+    };
+    S.failures++;
+    pthread_mutex_unlock(&ot_lock);
+
+    if (result == CUDA_ERROR_OUT_OF_MEMORY && ot_opt.dump_oom)
+        ot_snapshot_write(OT_TRIGGER_OOM, ot_api_name(a->api));
+}
+
+void ot_record_marker(const char *label)
+{
+    uint32_t tid = ot_tid();
+    pthread_mutex_lock(&ot_lock);
+    struct ot_marker *m = &S.markers[S.nmarkers % OT_MAX_MARKERS];
+    m->seq = ++S.seq;
+    m->time_ns = ot_now_ns();
+    m->tid = tid;
+    size_t n = strnlen(label, OT_LABEL_MAX - 1);
+    memcpy(m->label, label, n);
+    m->label[n] = 0;
+    S.nmarkers++;
+    struct ot_rec r = {.api = OT_API_oomtrace_mark, .device = -1, .tid = tid};
+    emit(OT_EV_MARKER, &r, m->seq, m->time_ns, m->label);
+    pthread_mutex_unlock(&ot_lock);
+}
+
+/* ---- VMM: physical memory lives while it has a reference or a mapping ---- */
+
+static void vmm_maybe_free(struct ot_rec *r, uint16_t api, uint32_t tid)
+{
+    if (r->refs == 0 && r->maps == 0)
+        close_rec(r, api, tid);
+}
+
+void ot_vmm_retain(uint64_t handle)
+{
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
+    if (r)
+        r->refs++;
+    pthread_mutex_unlock(&ot_lock);
+}
+
+void ot_vmm_release(uint64_t handle)
+{
+    uint32_t tid = ot_tid();
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
+    if (r) {
+        if (r->refs)
+            r->refs--;
+        vmm_maybe_free(r, OT_API_cuMemRelease, tid);
+    } else {
+        S.unknown_frees++;
+    }
+    pthread_mutex_unlock(&ot_lock);
+}
+
+void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle)
+{
+    uint32_t tid = ot_tid();
+    pthread_mutex_lock(&ot_lock);
+    struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
+    if (r) {
+        r->maps++;
+        /* Imported memory's size is first known here, from its mapping. */
+        if (r->cat == OT_CAT_IMPORTED && (r->flags & OT_REC_SIZE_ESTIMATED) && size > r->size) {
+            ot_devslot(r->device)->by_cat[OT_CAT_IMPORTED] += size - r->size;
+            r->size = size;
+        }
+    }
+    struct ot_rec m = {.key = va, .size = size, .seq = handle, .time_ns = offset, .ns = OT_NS_DEVPTR};
+    struct ot_rec *old = ot_live_find(&S.maps, OT_NS_DEVPTR, va);
+    if (old)
+        ot_live_del(&S.maps, old);
+    ot_live_put(&S.maps, &m);
+    struct ot_rec ev = {.key = va, .size = size, .api = OT_API_cuMemMap, .cat = OT_CAT_VMM, .tid = tid,
+                        .device = r ? r->device : -1};
+    emit(OT_EV_MAP, &ev, ++S.seq, ot_now_ns(), NULL);
+    pthread_mutex_unlock(&ot_lock);
+}
+
+static void unmap_one(uint64_t key, uint32_t tid)
+{
+    struct ot_rec *m = ot_live_find(&S.maps, OT_NS_DEVPTR, key);
+    uint64_t handle = m->seq;
+    ot_live_del(&S.maps, m);
+    struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
+    if (r) {
+        if (r->maps)
+            r->maps--;
+        vmm_maybe_free(r, OT_API_cuMemUnmap, tid);
+    }
+}
+
+/* Recorded before the real call, like every free. The driver unmaps whole mappings only: a range that
+ * cuts one, or holds none, is refused and must change nothing, so the range is checked against the
+ * recorded mappings first. One call may cover several mappings. The common case - mappings laid end to
+ * end from va - is walked by lookups; only a range with gaps scans the whole table. */
+void ot_vmm_unmap(uint64_t va, uint64_t size)
+{
+    uint32_t tid = ot_tid();
+    uint64_t end = va + size;
+    if (!size || end < va)
+        return;
+    pthread_mutex_lock(&ot_lock);
+    uint64_t at = va, inside = 0;
+    for (const struct ot_rec *m; at < end && (m = ot_live_find(&S.maps, OT_NS_DEVPTR, at)) != NULL; at += m->size) {
+        if (at + m->size > end)
+            goto refused; /* cuts a mapping */
+        inside++;
+    }
+    const struct ot_liveset *ms = &S.maps;
+    if (at < end) {
+        inside = 0;
+        for (uint64_t i = 0; ms->slots && i <= ms->mask; i++) {
+            const struct ot_rec *m = &ms->slots[i];
+            if (!m->size || m->key >= end || m->key + m->size <= va)
+                continue;
+            if (m->key < va || m->key + m->size > end)
+                goto refused;
+            inside++;
+        }
+    }
+    if (!inside)
+        goto refused;
+    struct ot_rec ev = {.key = va, .size = size, .api = OT_API_cuMemUnmap, .cat = OT_CAT_VMM, .tid = tid,
+                        .device = -1};
+    emit(OT_EV_UNMAP, &ev, ++S.seq, ot_now_ns(), NULL);
+    if (at >= end) {
+        for (at = va; at < end;) {
+            uint64_t msize = ot_live_find(&S.maps, OT_NS_DEVPTR, at)->size;
+            unmap_one(at, tid);
+            at += msize;
+        }
+    } else {
+        /* Removing entries moves others in the table, so they are collected first, a batch at a time. */
+        while (inside) {
+            uint64_t keys[64];
+            unsigned n = 0;
+            for (uint64_t i = 0; i <= ms->mask && n < 64; i++) {
+                const struct ot_rec *m = &ms->slots[i];
+                if (m->size && m->key >= va && m->key < end)
+                    keys[n++] = m->key;
+            }
+            for (unsigned k = 0; k < n; k++)
+                unmap_one(keys[k], tid);
+            inside -= n;
+        }
+    }
+refused:
+    pthread_mutex_unlock(&ot_lock);
+}
+
+void ot_pool_seen(uint64_t pool, int device)
+{
+    pthread_mutex_lock(&ot_lock);
+    int i;
+    for (i = 0; i < S.npools && S.pools[i].handle != pool; i++)
+        ;
+    if (i == S.npools && S.npools < OT_MAX_POOLS)
+        S.pools[S.npools++] = (struct ot_pool){pool, device};
+    pthread_mutex_unlock(&ot_lock);
+}
+
+int ot_current_device(void)
+{
+    CUdevice d = 0;
+    CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))ot_real.cuCtxGetDevice;
+    if (!get || get(&d) != CUDA_SUCCESS)
+        return 0;
+    return d;
+}
+
+/* The device's used memory before this process's first tracked allocation on it: what the context,
+ * modules and other processes already held. Taken once, before the real call. */
+void ot_device_first_use(int device)
+{
+    struct ot_device *d = ot_devslot(device);
+    int expect = 0;
+    if (device < 0 || !__atomic_compare_exchange_n(&d->baseline_state, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                                    __ATOMIC_ACQUIRE))
+        return;
+    size_t free_b = 0, total_b = 0;
+    CUresult (*info)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))ot_real.cuMemGetInfo_v2;
+    if (info && info(&free_b, &total_b) == CUDA_SUCCESS && total_b >= free_b) {
+        d->baseline_used = total_b - free_b;
+        __atomic_store_n(&d->baseline_state, 2, __ATOMIC_RELEASE);
+    } else {
+        __atomic_store_n(&d->baseline_state, 3, __ATOMIC_RELEASE);
+    }
+}
+
+/* Empties the recorder. In a forked child (forked = 1): the parent's allocations are not the child's (a
+ * CUDA context does not survive fork), so the child starts empty and writes its own snapshots; it is the
+ * only thread, and the lock may have been copied held. Stacks stay valid: same code. */
+void ot_record_reset(int forked)
+{
+    if (forked)
+        pthread_mutex_init(&ot_lock, NULL);
+    else
+        pthread_mutex_lock(&ot_lock);
+    ot_live_clear(&S.live);
+    ot_live_clear(&S.maps);
+    for (int i = 0; i < OT_MAX_DEVICES; i++)
+        ot_peak_reset(&S.dev[i]);
+    ot_peak_reset(&S.host);
+    ot_ring_reset(forked);
+    S.seq = S.recorded = S.unknown_frees = S.untracked = S.nmarkers = S.failures = 0;
+    memset(S.peak_markers, 0, sizeof S.peak_markers);
+    memset(S.peak_markers_at, 0, sizeof S.peak_markers_at);
+    S.failure.valid = 0;
+    S.npools = 0;
+    S.async_devices = 0;
+    if (!forked)
+        pthread_mutex_unlock(&ot_lock);
+}

@@ -1,0 +1,274 @@
+/* Start-up, exit, signals and fork. The tracer initialises itself on first use as well as from its
+ * constructor, since another library's constructor may reach the driver before ours runs. */
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "record/record.h"
+#include "snapshot/snapshot.h"
+
+__thread struct ot_thread ot_self __attribute__((tls_model("initial-exec")));
+uint64_t ot_start_ns;
+int ot_dir_warned;
+
+enum { ST_NEW = 0, ST_READY = 1, ST_OFF = 2 };
+static int state;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static sem_t dump_sem;
+static volatile sig_atomic_t dump_pending;
+static int threads_pid; /* the process whose helper threads run; a forked child starts its own */
+
+/* Crash-surviving trace (OOMTRACE_DUMP=crash): a thread flushes the state to one file twice per
+ * OOMTRACE_FLUSH_MS, so that a kill at any moment leaves a flush at most one interval old. */
+static sem_t flush_sem;
+static pthread_mutex_t flush_mu = PTHREAD_MUTEX_INITIALIZER;
+static int flush_finished;
+static volatile sig_atomic_t crash_sig, crash_flushed;
+static struct sigaction crash_old[NSIG];
+/* SIGTERM too: it is how launchers (torchrun, Slurm) stop the other ranks once one has failed. */
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM};
+static int exit_registered, exit_written;
+
+uint32_t ot_tid(void)
+{
+    if (OT_UNLIKELY(!ot_self.tid))
+        ot_self.tid = (uint32_t)syscall(SYS_gettid);
+    return ot_self.tid;
+}
+
+uint64_t ot_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The signal handler only posts a semaphore (async-signal-safe); the dumper thread does the work. */
+static void on_signal(int sig)
+{
+    int saved = errno;
+    dump_pending = sig;
+    sem_post(&dump_sem);
+    errno = saved;
+}
+
+static void *dumper(void *arg)
+{
+    (void)arg;
+    ot_self.busy = 1; /* this thread's own driver calls are never recorded */
+    for (;;) {
+        while (sem_wait(&dump_sem) != 0 && errno == EINTR)
+            ;
+        int sig = dump_pending;
+        dump_pending = 0;
+        ot_snapshot_write(OT_TRIGGER_SIGNAL, sig ? strsignal(sig) : "signal");
+    }
+    return NULL;
+}
+
+static void *flusher(void *arg)
+{
+    (void)arg;
+    ot_self.busy = 1;
+    uint64_t last_seq = ~0ull;
+    struct timespec next;
+    clock_gettime(CLOCK_REALTIME, &next);
+    uint64_t half = (uint64_t)ot_opt.flush_ms * 500000ull; /* ns */
+    for (;;) {
+        next.tv_nsec += (long)(half % 1000000000ull);
+        next.tv_sec += (time_t)(half / 1000000000ull) + next.tv_nsec / 1000000000L;
+        next.tv_nsec %= 1000000000L;
+        int woken = sem_timedwait(&flush_sem, &next) == 0;
+        pthread_mutex_lock(&flush_mu);
+        uint64_t seq = __atomic_load_n(&ot_state.seq, __ATOMIC_RELAXED);
+        if (!flush_finished && (seq != last_seq || woken)) {
+            if (woken && crash_sig)
+                ot_flush_final = 1;
+            ot_snapshot_write(OT_TRIGGER_FLUSH, woken && crash_sig ? strsignal(crash_sig) : "periodic");
+            last_seq = seq;
+        }
+        pthread_mutex_unlock(&flush_mu);
+        if (woken && crash_sig)
+            crash_flushed = 1;
+    }
+    return NULL;
+}
+
+/* A fatal signal: wake the flusher for a last flush and wait for it (at most two seconds), then hand the
+ * signal to whoever had it before. Only async-signal-safe calls here: no malloc, no stdio, no locks. */
+static void on_crash(int sig, siginfo_t *info, void *uctx)
+{
+    int saved = errno;
+    if (!crash_sig) {
+        crash_sig = sig;
+        sem_post(&flush_sem);
+        struct timespec ten_ms = {0, 10 * 1000 * 1000};
+        for (int i = 0; i < 200 && !crash_flushed; i++)
+            nanosleep(&ten_ms, NULL);
+    }
+    struct sigaction *old = &crash_old[sig];
+    sigaction(sig, old, NULL);
+    errno = saved;
+    if (old->sa_flags & SA_SIGINFO) {
+        if (old->sa_sigaction)
+            old->sa_sigaction(sig, info, uctx);
+    } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+        old->sa_handler(sig);
+    } else if (old->sa_handler == SIG_DFL && info && info->si_code <= 0) {
+        raise(sig); /* sent by kill/raise/abort: deliver it again under the default action */
+    }
+    /* A fault (si_code > 0) under SIG_DFL re-executes the faulting instruction on return and dies. */
+}
+
+static void start_thread(void *(*fn)(void *), const char *what)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    /* The thread must never run the program's signal handlers. */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, NULL) == 0)
+        pthread_detach(t);
+    else
+        ot_log("cannot start the %s thread; %s is off", what, what);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void start_threads(void)
+{
+    threads_pid = (int)getpid();
+    if (ot_opt.signal)
+        start_thread(dumper, "OOMTRACE_SIGNAL snapshot");
+    if (ot_opt.dump_crash)
+        start_thread(flusher, "crash-surviving flush");
+}
+
+/* The process finished: its crash-surviving file would only mislead. */
+static void finish_flush(void)
+{
+    if (!ot_opt.dump_crash || threads_pid != (int)getpid())
+        return;
+    pthread_mutex_lock(&flush_mu);
+    flush_finished = 1;
+    ot_flush_file_remove();
+    pthread_mutex_unlock(&flush_mu);
+}
+
+static void exit_dump(void)
+{
+    if (state != ST_READY || !ot_opt.dump_exit || __atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL))
+        return;
+    ot_self.busy = 1;
+    ot_snapshot_write(OT_TRIGGER_EXIT, "exit");
+    ot_self.busy = 0;
+}
+
+/* Registered at the first allocation rather than at start-up, so that it runs before the exit handlers
+ * the CUDA runtime registered when it started (they free memory we want to see live). */
+void ot_after_first_alloc(void)
+{
+    if (OT_LIKELY(__atomic_load_n(&exit_registered, __ATOMIC_RELAXED)) ||
+        __atomic_exchange_n(&exit_registered, 1, __ATOMIC_ACQ_REL))
+        return;
+    if (ot_opt.dump_exit)
+        atexit(exit_dump);
+    /* Said once, by a process that uses the device: most processes under LD_PRELOAD (shells, compilers)
+     * never do, and need not hear about the directory. */
+    struct stat st;
+    if (stat(ot_opt.dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(ot_opt.dir, W_OK | X_OK) != 0) {
+        ot_log("OOMTRACE_DIR=%s is not a writable directory; snapshots will fail (tracing continues)",
+               ot_opt.dir);
+        ot_dir_warned = 1;
+    }
+}
+
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&ot_lock);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&ot_lock);
+}
+
+static void atfork_child(void)
+{
+    ot_self.tid = 0;
+    threads_pid = 0; /* restarted on the child's next tracer call */
+    pthread_mutex_init(&flush_mu, NULL);
+    ot_record_reset(1);
+    exit_written = 0;
+}
+
+static void init_once(void)
+{
+    int was_busy = ot_self.busy;
+    ot_self.busy = 1;
+    ot_start_ns = ot_now_ns();
+    ot_options_load();
+    if (ot_opt.disabled) {
+        state = ST_OFF;
+        ot_self.busy = was_busy;
+        return;
+    }
+    ot_backtrace_init();
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    if (ot_opt.signal) {
+        sem_init(&dump_sem, 0, 0);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(ot_opt.signal, &sa, NULL) != 0) {
+            ot_log("cannot install a handler for OOMTRACE_SIGNAL=%d: %s", ot_opt.signal, strerror(errno));
+            ot_opt.signal = 0;
+        }
+    }
+    if (ot_opt.dump_crash) {
+        sem_init(&flush_sem, 0, 0);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_crash;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
+            sigaction(crash_signals[i], &sa, &crash_old[crash_signals[i]]);
+        atexit(finish_flush);
+    }
+    start_threads();
+    __atomic_store_n(&state, ST_READY, __ATOMIC_RELEASE);
+    ot_self.busy = was_busy;
+}
+
+int ot_ready(void)
+{
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (OT_UNLIKELY(s == ST_NEW)) {
+        pthread_once(&once, init_once);
+        s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    }
+    if (OT_UNLIKELY(s == ST_READY && (ot_opt.signal || ot_opt.dump_crash) && threads_pid == 0))
+        start_threads(); /* a forked child: threads do not survive fork */
+    return s == ST_READY;
+}
+
+__attribute__((constructor)) static void ot_constructor(void)
+{
+    ot_ready();
+}
+
+/* No exit snapshot here: it is registered at the first allocation, so that processes that never use the
+ * device (launchers, shells, compilers under the same LD_PRELOAD) leave no empty files behind. */
+__attribute__((destructor)) static void ot_destructor(void)
+{
+    finish_flush();
+}

@@ -1,0 +1,66 @@
+/* What the reports show, computed once from a parsed snapshot: the peak to lead with, site tables for
+ * each moment, host and imported memory kept apart from device memory, ring statistics, and notes on
+ * inconsistencies. Text and JSON render the same analysis, so they cannot disagree. */
+#ifndef OT_READ_ANALYSIS_H
+#define OT_READ_ANALYSIS_H
+
+#include "model/events.h"
+#include "symbols/resolve.h"
+#include "analyze/sites.h"
+#include "model/snapshot.h"
+#include "symbols/symbolize.h"
+
+/* One device's high-water mark. bytes/time/seq come from its PEAK section when there is one, else
+ * from DEVICES; the site table exists only with a PEAK section. */
+struct ot_peak_view {
+    int64_t device;
+    const struct ot_device *dev;   /* NULL when DEVICES does not list it */
+    const struct ot_peak *section; /* NULL when no PEAK section for it */
+    uint64_t bytes, time_ns, seq;
+    bool has_sites;
+    struct ot_sites sites; /* the device's own records (categories 1-5 on that device) */
+};
+
+struct ot_pool_totals {
+    size_t count;
+    uint64_t reserved_bytes, used_bytes;
+};
+
+struct ot_analysis {
+    const struct ot_snapshot *s;
+    struct ot_resolver *res;
+    struct ot_symbolizer_info sym;
+    struct ot_event_stats ev;
+
+    size_t npeaks;
+    struct ot_peak_view *peaks; /* one per device known from DEVICES or PEAK, in DEVICES order */
+    struct ot_peak_view *peak;  /* the one to lead with, or NULL */
+
+    bool has_at_failure; /* an oom snapshot with a LIVE section */
+    int64_t failure_device;
+    struct ot_sites at_failure; /* LIVE, device memory on the failing device */
+    struct ot_sites live;       /* LIVE, device memory on every device */
+    uint64_t host_pinned_bytes, host_pinned_count;
+    uint64_t imported_bytes, imported_count;
+    uint64_t other_bytes, other_count; /* unknown categories */
+
+    struct ot_notes notes;
+    struct ot_why *why; /* why.h: statements explaining the failure or the peak; NULL when out of memory */
+};
+
+/* Decodes the ring and builds the tables. -1 with errbuf when the ring is malformed (bad input) or
+ * memory runs out. */
+int ot_analyze(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_resolver *res,
+               const struct ot_symbolizer_info *sym, char errbuf[OT_ERRBUF]);
+void ot_analysis_free(struct ot_analysis *a);
+
+/* Markers strictly before seq (sorted by seq): up to max of the latest, as [*first, *first + return). */
+size_t ot_markers_before(const struct ot_snapshot *s, uint64_t seq, size_t max, size_t *first);
+
+/* Pools of one device. */
+struct ot_pool_totals ot_pools_of(const struct ot_snapshot *s, int64_t device);
+
+/* Bytes used by other processes on a device (PROCESSES), and how many. */
+uint64_t ot_other_process_bytes(const struct ot_snapshot *s, int64_t device, size_t *count);
+
+#endif

@@ -1,0 +1,333 @@
+#include "analyze/stackview.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+struct ot_str ot_base_name(struct ot_str p)
+{
+    if (!p.p)
+        return p;
+    size_t start = 0;
+    for (size_t i = 0; i < p.n; i++)
+        if (p.p[i] == '/')
+            start = i + 1;
+    return (struct ot_str){p.p + start, p.n - start};
+}
+
+static bool has_prefix(struct ot_str s, const char *pre)
+{
+    size_t n = strlen(pre);
+    return s.p && s.n >= n && memcmp(s.p, pre, n) == 0;
+}
+
+static bool contains(struct ot_str s, const char *needle)
+{
+    size_t n = strlen(needle);
+    if (!s.p || s.n < n)
+        return false;
+    for (size_t i = 0; i + n <= s.n; i++)
+        if (memcmp(s.p + i, needle, n) == 0)
+            return true;
+    return false;
+}
+
+struct ot_str ot_short_function(struct ot_str name)
+{
+    if (!name.p)
+        return name;
+    int depth = 0;
+    for (size_t i = 0; i < name.n; i++) {
+        char c = name.p[i];
+        if (c == '<' || c == '{' || c == '[') {
+            depth++;
+        } else if (c == '>' || c == '}' || c == ']') {
+            if (depth > 0)
+                depth--;
+        } else if (c == '(' && depth == 0) {
+            static const char anon[] = "(anonymous namespace)";
+            if (name.n - i >= sizeof(anon) - 1 && memcmp(name.p + i, anon, sizeof(anon) - 1) == 0) {
+                i += sizeof(anon) - 2;
+                continue;
+            }
+            if (i >= 8 && memcmp(name.p + i - 8, "operator", 8) == 0 && i + 1 < name.n && name.p[i + 1] == ')') {
+                i++;
+                continue;
+            }
+            if (i == 0)
+                return name;
+            size_t n = i;
+            while (n > 0 && name.p[n - 1] == ' ')
+                n--;
+            return (struct ot_str){name.p, n};
+        }
+    }
+    return name;
+}
+
+bool ot_frame_is_plumbing(const struct ot_frame *f)
+{
+    if (f->kind == OT_FRAME_PY)
+        return false;
+    if (!f->function.p || f->function.n == 0)
+        return true;
+    /* Modules: the CUDA runtime and driver, PyTorch's c10 allocator libraries, the tracer, the
+     * machinery between Python and C (libffi, ctypes, the interpreter) and the C runtime. */
+    static const char *const modules[] = {
+        "libcuda.so", "libcuda-", "libcudart", "libnvidia-", "libc10_cuda", "libc10.so", "liboomtrace",
+        "libffi", "libpython", "python", "_ctypes", "libc.so", "libc-", "ld-linux", "libpthread",
+        "libstdc++", "libgcc_s",
+    };
+    struct ot_str mb = ot_base_name(f->module);
+    for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
+        if (has_prefix(mb, modules[i]))
+            return true;
+    /* CuPy's memory pool and runtime bindings. */
+    if (contains(f->module, "cupy_backends/") || contains(f->module, "cupy/cuda/memory"))
+        return true;
+    /* Functions: allocators and allocation helpers, and the interpreter's C API. */
+    struct ot_str fn = ot_short_function(f->function);
+    static const char *const parts[] = {
+        "Allocator", "allocator", "Malloc", "malloc", "cuMem", "empty_generic", "empty_strided_generic",
+        "_PyEval", "_PyObject", "PyObject_", "_PyFunction", "PyVectorcall", "cfunction_", "method_vectorcall",
+    };
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        if (contains(fn, parts[i]))
+            return true;
+    if (has_prefix(fn, "_Py") || (has_prefix(fn, "Py") && fn.n > 2 && fn.p[2] >= 'A' && fn.p[2] <= 'Z'))
+        return true;
+    return false;
+}
+
+void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id, struct ot_stack_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    const struct ot_stack *st = ot_snapshot_stack(s, stack_id);
+    if (!st)
+        return;
+    out->found = true;
+    out->flags = st->flags;
+    const struct ot_frame *first_native = NULL, *first_named = NULL, *first_meaningful = NULL;
+    const struct ot_frame *via_candidate = NULL;
+    bool seen_py = false;
+    for (size_t i = 0; i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(res, st->frames[i], &fr);
+        for (size_t k = 0; k < n; k++) {
+            const struct ot_frame *x = &fr[k];
+            out->nframes++;
+            if (x->kind == OT_FRAME_PY) {
+                out->npy++;
+                if (!seen_py) {
+                    seen_py = true;
+                    out->head = x;
+                    out->via = via_candidate;
+                } else if (!out->caller) {
+                    out->caller = x;
+                }
+                continue;
+            }
+            out->nnative++;
+            if (!first_native)
+                first_native = x;
+            if (!first_named && x->function.p && x->function.n)
+                first_named = x;
+            if (!ot_frame_is_plumbing(x)) {
+                if (!first_meaningful)
+                    first_meaningful = x;
+                if (!seen_py && !via_candidate)
+                    via_candidate = x;
+            }
+        }
+    }
+    if (!seen_py)
+        out->head = first_meaningful ? first_meaningful : first_named ? first_named : first_native;
+}
+
+static void put_s(FILE *f, struct ot_str s)
+{
+    ot_fput_safe_max(f, s, 512);
+}
+
+void ot_put_short_frame(FILE *f, const struct ot_frame *fr)
+{
+    if (fr->kind == OT_FRAME_PY) {
+        if (!fr->function.p && !fr->file.p) {
+            fprintf(f, "<Python frame %" PRIu64 " not in PYFRAMES>", fr->pyframe_id);
+            return;
+        }
+        put_s(f, fr->file.p ? ot_base_name(fr->file) : ot_cstr("?"));
+        if (fr->has_line)
+            fprintf(f, ":%" PRIu64, fr->line);
+        fputs(" in ", f);
+        put_s(f, fr->function.p ? fr->function : ot_cstr("?"));
+        return;
+    }
+    struct ot_str mb = ot_base_name(fr->module);
+    if (fr->function.p && fr->function.n) {
+        put_s(f, ot_short_function(fr->function));
+        if (fr->symbolized && fr->file.p) {
+            fputs(" (", f);
+            put_s(f, ot_base_name(fr->file));
+            if (fr->has_line)
+                fprintf(f, ":%" PRIu64, fr->line);
+            fputc(')', f);
+        } else if (mb.p) {
+            fputs(" (", f);
+            put_s(f, mb);
+            fputc(')', f);
+        }
+        return;
+    }
+    fprintf(f, "0x%" PRIx64, fr->address);
+    if (mb.p) {
+        fputs(" (", f);
+        put_s(f, mb);
+        if (fr->has_module_offset)
+            fprintf(f, "+0x%" PRIx64, fr->module_offset);
+        fputc(')', f);
+    }
+}
+
+void ot_put_headline(FILE *f, const struct ot_stack_info *si, bool with_caller)
+{
+    if (!si->head) {
+        fputs(si->found ? "(empty stack)" : "(unknown stack)", f);
+        return;
+    }
+    ot_put_short_frame(f, si->head);
+    if (with_caller && si->caller) {
+        fputs(", called from ", f);
+        ot_put_short_frame(f, si->caller);
+    }
+}
+
+char *ot_headline_str(const struct ot_stack_info *si, bool with_caller)
+{
+    char *p = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&p, &n);
+    if (!m)
+        return NULL;
+    ot_put_headline(m, si, with_caller);
+    if (fclose(m) != 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void ot_put_frame(FILE *o, const struct ot_frame *f)
+{
+    if (f->kind == OT_FRAME_PY) {
+        if (!f->function.p && !f->file.p) {
+            fprintf(o, "<Python frame %" PRIu64 " not in PYFRAMES>", f->pyframe_id);
+            return;
+        }
+        put_s(o, f->file.p ? f->file : ot_cstr("?"));
+        if (f->has_line)
+            fprintf(o, ":%" PRIu64, f->line);
+        fputs(" in ", o);
+        put_s(o, f->function.p ? f->function : ot_cstr("?"));
+        return;
+    }
+    if (f->symbolized && f->file.p) {
+        put_s(o, f->function.p ? f->function : ot_cstr("??"));
+        fputs(" (", o);
+        put_s(o, f->file);
+        if (f->has_line)
+            fprintf(o, ":%" PRIu64, f->line);
+        fputs(")", o);
+        if (f->inlined)
+            fputs(" [inlined]", o);
+        return;
+    }
+    struct ot_str mb = ot_base_name(f->module);
+    if (f->function.p) {
+        put_s(o, f->function);
+        if (f->has_offset)
+            fprintf(o, "+0x%" PRIx64, f->offset);
+        if (mb.p) {
+            fputs(" (", o);
+            put_s(o, mb);
+            fputs(")", o);
+        }
+    } else {
+        fprintf(o, "0x%" PRIx64, f->address);
+        if (mb.p) {
+            fputs(" (", o);
+            put_s(o, mb);
+            fprintf(o, "+0x%" PRIx64 ")", f->module_offset);
+        } else {
+            fputs(" (no module)", o);
+        }
+    }
+    if (f->inlined)
+        fputs(" [inlined]", o);
+}
+
+bool ot_put_stack_python_first(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,
+                               const char *indent, size_t max_frames)
+{
+    struct ot_stack_info si;
+    ot_stack_info(res, s, stack_id, &si);
+    if (!si.found || si.npy == 0)
+        return false;
+    const struct ot_stack *st = ot_snapshot_stack(s, stack_id);
+    if (si.via) {
+        fprintf(f, "%svia ", indent);
+        ot_put_short_frame(f, si.via);
+        fputc('\n', f);
+    }
+    size_t shown = 0;
+    for (size_t i = 0; i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(res, st->frames[i], &fr);
+        for (size_t k = 0; k < n && shown < max_frames; k++) {
+            if (fr[k].kind != OT_FRAME_PY)
+                continue;
+            fprintf(f, "%s#%-2zu ", indent, shown);
+            ot_put_frame(f, &fr[k]);
+            fputc('\n', f);
+            shown++;
+        }
+    }
+    if (si.npy > shown)
+        fprintf(f, "%s... %zu more Python frame%s (--frames)\n", indent, si.npy - shown, si.npy - shown == 1 ? "" : "s");
+    size_t hidden = si.nnative - (si.via ? 1 : 0);
+    if (hidden)
+        fprintf(f, "%s(%zu native frame%s hidden; --native shows every frame)\n", indent, hidden, hidden == 1 ? "" : "s");
+    if (st->flags & OT_STACK_TRUNCATED)
+        fprintf(f, "%s(the tracer cut this stack at its maximum depth)\n", indent);
+    return true;
+}
+
+void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,
+                         const char *indent, size_t max_frames)
+{
+    const struct ot_stack *st = ot_snapshot_stack(s, stack_id);
+    if (!st) {
+        fprintf(f, "%s(stack %" PRIu64 " is not in STACKS)\n", indent, stack_id);
+        return;
+    }
+    if (st->nframes == 0)
+        fprintf(f, "%s(empty stack)\n", indent);
+    size_t shown = 0, total = 0;
+    for (size_t i = 0; i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(res, st->frames[i], &fr);
+        for (size_t k = 0; k < n; k++, total++) {
+            if (shown >= max_frames)
+                continue;
+            fprintf(f, "%s#%-2zu ", indent, shown);
+            ot_put_frame(f, &fr[k]);
+            fputc('\n', f);
+            shown++;
+        }
+    }
+    if (total > shown)
+        fprintf(f, "%s... %zu more frame%s (--frames)\n", indent, total - shown, total - shown == 1 ? "" : "s");
+    if (st->flags & OT_STACK_TRUNCATED)
+        fprintf(f, "%s(the tracer cut this stack at its maximum depth)\n", indent);
+    if (st->flags & OT_STACK_NO_PYTHON)
+        fprintf(f, "%s(no Python frames: a native thread of a Python process)\n", indent);
+}

@@ -1,0 +1,62 @@
+/* Stacks as people read them. For a Python program the answer is "train.py:42 in forward", not eight
+ * frames of libffi, cudart and c10: a stack with Python frames is shown as one "via" line (the innermost
+ * native frame that is not the CUDA runtime, the driver, an allocator or interpreter plumbing), then its
+ * Python frames innermost first, then how many native frames were hidden. A site's headline names its
+ * innermost Python frame, or, without one, its innermost meaningful native frame.
+ *
+ * Everything here writes untrusted strings through ot_fput_safe, so callers may print the results raw. */
+#ifndef OT_READ_STACKVIEW_H
+#define OT_READ_STACKVIEW_H
+
+#include <stdio.h>
+
+#include "symbols/resolve.h"
+#include "model/snapshot.h"
+
+/* True for a native frame a reader does not need: no function name, or inside the CUDA runtime or
+ * driver, an allocator (caching allocators, cudaMalloc wrappers, empty_generic), libffi/ctypes, the
+ * Python interpreter, libc or the tracer. Python frames are never plumbing. */
+bool ot_frame_is_plumbing(const struct ot_frame *f);
+
+struct ot_stack_info {
+    bool found;                    /* the id is in STACKS */
+    size_t nframes;                /* frames after expansion of inlined calls */
+    size_t npy, nnative;
+    const struct ot_frame *head;   /* what the headline names; NULL when the stack is unknown or empty */
+    const struct ot_frame *caller; /* the Python frame that called head (Python heads only), or NULL */
+    const struct ot_frame *via;    /* Python stacks: the innermost meaningful native frame inside the
+                                    * innermost Python frame, or NULL */
+    uint64_t flags;                /* OT_STACK_* */
+};
+
+void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id, struct ot_stack_info *out);
+
+/* "train.py:42 in forward" (the file's base name) for Python, "load_weights (scenario.h:23)" for a
+ * native frame with debug info, "at::native::empty_cuda (libtorch_cuda.so)" from dump-time names (C++
+ * parameter lists dropped), "0x7f.. (libfoo.so+0x12)" without a name. */
+void ot_put_short_frame(FILE *f, const struct ot_frame *fr);
+/* The headline; with_caller adds ", called from <caller>" for Python heads. "(unknown stack)" when none. */
+void ot_put_headline(FILE *f, const struct ot_stack_info *si, bool with_caller);
+/* The same as a malloc'd NUL-terminated string (NULL when out of memory). */
+char *ot_headline_str(const struct ot_stack_info *si, bool with_caller);
+
+/* One frame in full, as the text report prints it (Python: path:line in function; native:
+ * function (file:line), function+0xOFF (module) or 0xADDR (module+0xOFF)). */
+void ot_put_frame(FILE *f, const struct ot_frame *fr);
+
+/* The Python-first rendering of a stack: returns false (and writes nothing) when the stack has no
+ * Python frame, so the caller shows the native frames instead. max_frames limits the Python frames. */
+bool ot_put_stack_python_first(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,
+                               const char *indent, size_t max_frames);
+
+/* Every frame in full (the --native view), up to max_frames. */
+void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,
+                         const char *indent, size_t max_frames);
+
+/* A name without its C++ parameter list: "ns::f(int) const" -> "ns::f"; other names unchanged. */
+struct ot_str ot_short_function(struct ot_str name);
+
+/* Base name of a path. */
+struct ot_str ot_base_name(struct ot_str path);
+
+#endif

@@ -1,0 +1,250 @@
+/* The in-memory model of one snapshot file (docs/FORMAT.md), and the parser that builds it.
+ *
+ * ot_snapshot_parse() is the only entry point that sees raw bytes, and it trusts none of them: every
+ * count is checked against the bytes left before anything is allocated, every field read goes through
+ * the bounded cursor of oomtrace_format.h, and any inconsistency ends the parse with one line of text
+ * in errbuf. It has no other side effects (no output, no exit), so a fuzzer can call it directly.
+ *
+ * Strings in the model point into the caller's buffer (uncompressed sections) or into decompressed
+ * payloads owned by the snapshot: the buffer passed to ot_snapshot_parse must outlive the snapshot. */
+#ifndef OT_READ_SNAPSHOT_H
+#define OT_READ_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "oomtrace_format.h"
+#include "model/util.h"
+
+#define OT_ERRBUF 512 /* size of the errbuf every fallible reader function takes */
+
+struct ot_meta {
+    struct ot_str tracer_version;
+    uint64_t trigger; /* enum ot_trigger; other values are kept and shown as unknown */
+    struct ot_str reason;
+    uint64_t pid, ppid;
+    struct ot_str host;
+    size_t argc;
+    struct ot_str *argv;
+    struct ot_str exe;
+    uint64_t wall_ns, mono_ns, start_mono_ns;
+    int64_t rank, local_rank, world_size; /* -1 unknown */
+    struct ot_str rank_source;
+    uint64_t events_recorded, events_kept, events_dropped, chunks_dropped;
+    uint64_t ring_budget_bytes, ring_used_bytes;
+    uint64_t snapshot_seq;
+    struct ot_str python_version, cuda_visible_devices;
+};
+
+#define OT_DEV_MEMINFO_KNOWN 0x1u
+#define OT_DEV_BASELINE_KNOWN 0x2u
+
+struct ot_device {
+    int64_t ordinal;
+    struct ot_str name, uuid;
+    uint64_t flags;
+    uint64_t total_bytes, free_bytes, baseline_used_bytes;
+    uint64_t tracked_bytes, peak_bytes, peak_time_ns, peak_seq;
+    size_t ncat;
+    uint64_t *by_category; /* index = category id */
+};
+
+struct ot_failure {
+    uint64_t api, category;
+    int64_t device;
+    uint64_t requested_bytes, result_code, time_ns, tid, stack_id, seq;
+};
+
+struct ot_module {
+    struct ot_str path;
+    uint64_t start, end; /* [start, end) */
+    uint64_t load_bias;
+    struct ot_str build_id;
+};
+
+struct ot_symbol {
+    uint64_t address;
+    struct ot_str name;
+    uint64_t offset;
+};
+
+struct ot_pyframe {
+    uint64_t id;
+    struct ot_str function, file;
+    uint64_t line;
+};
+
+#define OT_STACK_TRUNCATED 0x1u
+#define OT_STACK_NO_PYTHON 0x2u
+
+struct ot_stack {
+    uint64_t id, flags;
+    size_t nframes;
+    const uint64_t *frames; /* raw frame words, innermost first (see OT_FRAME_PYTHON) */
+};
+
+struct ot_record {
+    uint64_t address, size;
+    int64_t device;
+    uint64_t category, api, flags, stack_id, tid, time_ns, seq;
+};
+
+struct ot_peak {
+    int64_t device;
+    uint64_t peak_bytes, peak_time_ns, peak_seq;
+    size_t count;
+    struct ot_record *recs;
+    uint64_t lost; /* records of the peak set the tracer had no memory to keep (PEAK_REF); 0 from PEAK */
+};
+
+/* A PEAK_REF section as read; ot_snapshot_parse resolves it against the live set into peaks[]. */
+struct ot_peak_ref {
+    struct ot_peak peak; /* recs/count: the retained records only */
+    uint64_t count;      /* the whole peak set, as the writer counted it */
+    uint64_t hdr_off;
+};
+
+/* One ring chunk, still compressed: events are decoded on demand (events.h). */
+struct ot_chunk {
+    uint64_t first_seq, nevents, t0_ns, raw_len;
+    const uint8_t *frame;
+    size_t frame_len;
+};
+
+struct ot_marker {
+    uint64_t seq, time_ns, tid;
+    struct ot_str label;
+};
+
+#define OT_POOL_DEFAULT 0x1u
+#define OT_POOL_UNREADABLE 0x2u
+
+struct ot_pool {
+    uint64_t handle;
+    int64_t device;
+    uint64_t flags, reserved_bytes, used_bytes;
+};
+
+struct ot_mapping {
+    uint64_t address, size, handle, offset;
+};
+
+struct ot_process {
+    int64_t device;
+    uint64_t pid, used_bytes;
+    struct ot_str name;
+};
+
+struct ot_thread {
+    uint64_t tid;
+    struct ot_str name;
+};
+
+struct ot_snapshot {
+    uint16_t version_major, version_minor;
+    uint32_t file_flags;
+    uint32_t seen; /* bit t set when a section of type t (< 32) was present */
+    size_t nsections, nunknown_sections;
+
+    struct ot_meta meta;
+
+    size_t ndevices;
+    struct ot_device *devices;
+
+    bool has_failure;
+    struct ot_failure failure;
+
+    size_t nmodules;
+    struct ot_module *modules; /* sorted by start */
+    size_t nsymbols;
+    struct ot_symbol *symbols;
+    size_t npyframes;
+    struct ot_pyframe *pyframes;
+    size_t nstacks;
+    struct ot_stack *stacks;
+
+    bool has_live;
+    size_t nlive;
+    struct ot_record *live;
+
+    size_t npeaks;
+    struct ot_peak *peaks;
+    size_t npeak_refs; /* while parsing only */
+    struct ot_peak_ref *peak_refs;
+
+    size_t nchunks;
+    struct ot_chunk *chunks;
+    uint64_t events_offset; /* file offset of the EVENTS section header, for messages */
+    uint64_t chunk_events;  /* sum of nevents over the chunks */
+    uint64_t max_chunk_raw; /* largest chunk raw_len */
+
+    size_t nmarkers;
+    struct ot_marker *markers; /* sorted by seq */
+    size_t npools;
+    struct ot_pool *pools;
+    size_t nmappings;
+    struct ot_mapping *mappings;
+
+    bool has_processes;
+    uint64_t processes_source;
+    struct ot_str processes_note;
+    size_t nprocesses;
+    struct ot_process *processes;
+
+    size_t nthreads;
+    struct ot_thread *threads;
+
+    /* Lookup indexes, built by the parser (ids must be unique). */
+    struct ot_u64map stack_index, pyframe_index, symbol_index;
+
+    struct ot_arena arena;
+};
+
+/* Parses buf[0..len) into *snap. Returns 0, or -1 with one line (no trailing newline) in errbuf, in
+ * which case *snap holds nothing that needs freeing (ot_snapshot_free is still safe to call). */
+int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, char errbuf[OT_ERRBUF]);
+void ot_snapshot_free(struct ot_snapshot *snap);
+
+/* Lookups; NULL when absent. */
+const struct ot_stack *ot_snapshot_stack(const struct ot_snapshot *s, uint64_t id);
+const struct ot_pyframe *ot_snapshot_pyframe(const struct ot_snapshot *s, uint64_t id);
+const struct ot_symbol *ot_snapshot_symbol(const struct ot_snapshot *s, uint64_t address);
+const struct ot_module *ot_snapshot_module(const struct ot_snapshot *s, uint64_t address);
+const struct ot_device *ot_snapshot_device(const struct ot_snapshot *s, int64_t ordinal);
+const struct ot_peak *ot_snapshot_peak(const struct ot_snapshot *s, int64_t device);
+
+const char *ot_section_name(uint32_t type); /* "STACKS", or "unknown" */
+
+/* The format header's name tables take unsigned; ids from a file are 64-bit and must not wrap into a
+ * known id. */
+static inline const char *ot_api_name64(uint64_t id)
+{
+    return id < OT_API_COUNT ? ot_api_name((unsigned)id) : "unknown";
+}
+
+static inline const char *ot_category_name64(uint64_t c)
+{
+    return c < OT_CAT_COUNT ? ot_category_name((unsigned)c) : "unknown";
+}
+
+static inline bool ot_category_is_device64(uint64_t c)
+{
+    return c < OT_CAT_COUNT && ot_category_is_device((unsigned)c);
+}
+const char *ot_trigger_name(uint64_t trigger); /* "oom", ..., or NULL when unknown */
+
+/* Decompresses one zstd frame into exactly raw_len bytes, into z->p. When raw_len is implausibly large
+ * for the compressed size, the buffer grows with the bytes actually produced, so a frame that claims a
+ * huge raw_len but holds little costs little memory. z->p
+ * is malloc'd and reused across calls (ot_zbuf_free releases it). On error, returns -1 with the reason
+ * in why. Used for sections and for ring chunks. */
+struct ot_zbuf {
+    uint8_t *p;
+    size_t cap;
+    void *dctx; /* ZSTD_DCtx, reused across calls */
+};
+int ot_zstd_decode(struct ot_zbuf *z, const uint8_t *src, size_t n, uint64_t raw_len, char *why, size_t whylen);
+void ot_zbuf_free(struct ot_zbuf *z);
+
+#endif

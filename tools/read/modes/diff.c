@@ -1,0 +1,478 @@
+#include "modes/diff.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "render/json_writer.h"
+#include "analyze/stackview.h"
+
+struct dentry {
+    char *key, *loose; /* loose: the same without Python line numbers */
+    size_t keylen, looselen;
+    int side; /* 0 base, 1 new */
+    uint64_t bytes, count, stack_id;
+};
+
+struct drow {
+    const char *key, *loose;
+    size_t keylen, looselen;
+    bool loose_match; /* matched only when Python line numbers were ignored */
+    bool gone;        /* merged into another row */
+    bool in[2];
+    uint64_t bytes[2], count[2], stack[2], top_bytes[2]; /* stack: the largest merged site's id */
+    int64_t change;
+};
+
+struct dside {
+    struct ot_loaded *l;
+    struct ot_resolver *dump; /* dump-time names only: the same on every machine */
+    const struct ot_peak_view *p;
+};
+
+/* The name a native frame is matched by: the dump-time (dladdr) name, else the outermost function name
+ * debug info gives for the same address. */
+static struct ot_str native_name(struct dside *d, uint64_t raw, const struct ot_frame *dumpf)
+{
+    if (dumpf->function.p && dumpf->function.n)
+        return dumpf->function;
+    const struct ot_frame *fr;
+    size_t n = ot_resolve(d->l->res, raw, &fr);
+    if (n && fr[n - 1].function.p && fr[n - 1].function.n)
+        return fr[n - 1].function;
+    return ot_cstr("?");
+}
+
+static void key_put(FILE *m, struct ot_str s)
+{
+    if (s.p && s.n)
+        fwrite(s.p, 1, s.n, m);
+}
+
+static char *make_key(struct dside *d, uint64_t stack_id, bool lines, size_t *len)
+{
+    char *p = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&p, &n);
+    if (!m)
+        return NULL;
+    const struct ot_stack *st = ot_snapshot_stack(&d->l->snap, stack_id);
+    if (!st) {
+        fprintf(m, "missing\x1f%" PRIu64, stack_id);
+    } else {
+        for (size_t i = 0; i < st->nframes; i++) {
+            uint64_t raw = st->frames[i];
+            const struct ot_frame *fr;
+            ot_resolve(d->dump, raw, &fr); /* one frame: no debug info, no inlining */
+            if (fr->kind == OT_FRAME_PY) {
+                fputs("P\x1f", m);
+                key_put(m, fr->function);
+                fputc('\x1f', m);
+                key_put(m, fr->file);
+                fprintf(m, "\x1f%" PRIu64, lines && fr->has_line ? fr->line : 0);
+            } else {
+                fputs("N\x1f", m);
+                key_put(m, native_name(d, raw, fr));
+                fputc('\x1f', m);
+                key_put(m, ot_base_name(fr->module));
+            }
+            fputc('\x1e', m);
+        }
+    }
+    if (fclose(m) != 0) {
+        free(p);
+        return NULL;
+    }
+    *len = n;
+    return p;
+}
+
+static int cmp_entry(const void *x, const void *y)
+{
+    const struct dentry *a = x, *b = y;
+    size_t n = a->keylen < b->keylen ? a->keylen : b->keylen;
+    int c = memcmp(a->key, b->key, n);
+    if (c)
+        return c;
+    if (a->keylen != b->keylen)
+        return a->keylen < b->keylen ? -1 : 1;
+    if (a->side != b->side)
+        return a->side - b->side;
+    if (a->bytes != b->bytes)
+        return a->bytes > b->bytes ? -1 : 1;
+    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+}
+
+static uint64_t mag(int64_t v)
+{
+    return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
+static int cmp_row(const void *x, const void *y)
+{
+    const struct drow *a = x, *b = y;
+    if (mag(a->change) != mag(b->change))
+        return mag(a->change) > mag(b->change) ? -1 : 1;
+    if (a->bytes[1] != b->bytes[1])
+        return a->bytes[1] > b->bytes[1] ? -1 : 1;
+    size_t n = a->keylen < b->keylen ? a->keylen : b->keylen;
+    int c = memcmp(a->key, b->key, n);
+    if (c)
+        return c;
+    return a->keylen < b->keylen ? -1 : a->keylen > b->keylen;
+}
+
+static int64_t sdiff(uint64_t b, uint64_t a)
+{
+    if (b >= a)
+        return b - a > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(b - a);
+    return a - b > (uint64_t)INT64_MAX ? -INT64_MAX : -(int64_t)(a - b);
+}
+
+struct diff {
+    struct dside side[2];
+    struct dentry *e;
+    size_t ne;
+    struct drow *rows;
+    size_t nrows;
+};
+
+static int cmp_loose(const void *x, const void *y)
+{
+    const struct drow *a = *(const struct drow *const *)x, *b = *(const struct drow *const *)y;
+    size_t n = a->looselen < b->looselen ? a->looselen : b->looselen;
+    int c = memcmp(a->loose, b->loose, n);
+    if (c)
+        return c;
+    if (a->looselen != b->looselen)
+        return a->looselen < b->looselen ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+/* Sites present on one side only are matched again with Python line numbers ignored: an edit that moves
+ * the lines of a script's outer frames should not make every site look new. A group is merged only when
+ * it holds sites of both sides. */
+static void loose_pass(struct diff *d)
+{
+    struct drow **one = malloc((d->nrows ? d->nrows : 1) * sizeof(*one));
+    if (!one)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < d->nrows; i++)
+        if (d->rows[i].in[0] != d->rows[i].in[1])
+            one[n++] = &d->rows[i];
+    if (n > 1)
+        qsort(one, n, sizeof(*one), cmp_loose);
+    for (size_t i = 0; i < n;) {
+        size_t k = i + 1;
+        while (k < n && one[k]->looselen == one[i]->looselen && memcmp(one[k]->loose, one[i]->loose, one[i]->looselen) == 0)
+            k++;
+        bool sides[2] = {false, false};
+        for (size_t m = i; m < k; m++)
+            sides[one[m]->in[1]] = true;
+        if (sides[0] && sides[1]) {
+            struct drow *into = one[i];
+            into->loose_match = true;
+            for (size_t m = i + 1; m < k; m++) {
+                struct drow *r = one[m];
+                for (int s = 0; s < 2; s++) {
+                    if (!r->in[s])
+                        continue;
+                    if (!into->in[s] || r->top_bytes[s] > into->top_bytes[s]) {
+                        into->stack[s] = r->stack[s];
+                        into->top_bytes[s] = r->top_bytes[s];
+                    }
+                    into->in[s] = true;
+                    into->bytes[s] = ot_sat_add(into->bytes[s], r->bytes[s]);
+                    into->count[s] += r->count[s];
+                }
+                r->gone = true;
+            }
+        }
+        i = k;
+    }
+    free(one);
+    size_t w = 0;
+    for (size_t i = 0; i < d->nrows; i++)
+        if (!d->rows[i].gone)
+            d->rows[w++] = d->rows[i];
+    d->nrows = w;
+}
+
+static int diff_build(struct diff *d, struct ot_loaded *base, struct ot_loaded *cur)
+{
+    memset(d, 0, sizeof(*d));
+    struct ot_loaded *ls[2] = {base, cur};
+    size_t total = 0;
+    for (int s = 0; s < 2; s++) {
+        d->side[s].l = ls[s];
+        d->side[s].p = ls[s]->an.peak;
+        d->side[s].dump = ot_resolver_new(&ls[s]->snap, NULL);
+        if (!d->side[s].dump)
+            return -1;
+        if (d->side[s].p && d->side[s].p->has_sites)
+            total += d->side[s].p->sites.n;
+    }
+    d->e = calloc(total ? total : 1, sizeof(*d->e));
+    d->rows = calloc(total ? total : 1, sizeof(*d->rows));
+    if (!d->e || !d->rows)
+        return -1;
+    for (int s = 0; s < 2; s++) {
+        const struct ot_peak_view *p = d->side[s].p;
+        if (!p || !p->has_sites)
+            continue;
+        for (size_t i = 0; i < p->sites.n; i++) {
+            struct dentry *x = &d->e[d->ne];
+            x->key = make_key(&d->side[s], p->sites.v[i].stack_id, true, &x->keylen);
+            x->loose = make_key(&d->side[s], p->sites.v[i].stack_id, false, &x->looselen);
+            if (!x->key || !x->loose)
+                return -1;
+            x->side = s;
+            x->bytes = p->sites.v[i].bytes;
+            x->count = p->sites.v[i].count;
+            x->stack_id = p->sites.v[i].stack_id;
+            d->ne++;
+        }
+    }
+    if (d->ne > 1)
+        qsort(d->e, d->ne, sizeof(*d->e), cmp_entry);
+    for (size_t i = 0; i < d->ne; i++) {
+        struct dentry *x = &d->e[i];
+        struct drow *r = d->nrows ? &d->rows[d->nrows - 1] : NULL;
+        if (!r || r->keylen != x->keylen || memcmp(r->key, x->key, x->keylen) != 0) {
+            r = &d->rows[d->nrows++];
+            r->key = x->key;
+            r->keylen = x->keylen;
+            r->loose = x->loose;
+            r->looselen = x->looselen;
+        }
+        int s = x->side;
+        if (!r->in[s] || x->bytes > r->top_bytes[s]) {
+            r->stack[s] = x->stack_id;
+            r->top_bytes[s] = x->bytes;
+        }
+        r->in[s] = true;
+        r->bytes[s] = ot_sat_add(r->bytes[s], x->bytes);
+        r->count[s] += x->count;
+    }
+    loose_pass(d);
+    for (size_t i = 0; i < d->nrows; i++)
+        d->rows[i].change = sdiff(d->rows[i].bytes[1], d->rows[i].bytes[0]);
+    if (d->nrows > 1)
+        qsort(d->rows, d->nrows, sizeof(*d->rows), cmp_row);
+    return 0;
+}
+
+static void diff_free(struct diff *d)
+{
+    for (size_t i = 0; i < d->ne; i++) {
+        free(d->e[i].key);
+        free(d->e[i].loose);
+    }
+    free(d->e);
+    free(d->rows);
+    for (int s = 0; s < 2; s++)
+        ot_resolver_free(d->side[s].dump);
+    memset(d, 0, sizeof(*d));
+}
+
+/* The side whose stack a row shows: the new snapshot when it has the site. */
+static int show_side(const struct drow *r)
+{
+    return r->in[1] ? 1 : 0;
+}
+
+static void put_signed_bytes(FILE *f, int64_t v)
+{
+    char b[32];
+    fprintf(f, "%c%s", v < 0 ? '-' : '+', ot_fmt_bytes(b, mag(v)));
+}
+
+static const char *trig(const struct ot_snapshot *s)
+{
+    const char *t = ot_trigger_name(s->meta.trigger);
+    return t ? t : "unknown";
+}
+
+static void text_side(FILE *f, const char *label, const struct dside *d)
+{
+    char b1[32];
+    const struct ot_snapshot *s = &d->l->snap;
+    fprintf(f, "  %s ", label);
+    ot_fput_safe_max(f, ot_cstr(d->l->path), 512);
+    if (d->p)
+        fprintf(f, ": peak %s on device %" PRId64 " (seq %" PRIu64 ")", ot_fmt_bytes(b1, d->p->bytes), d->p->device, d->p->seq);
+    else
+        fputs(": peak unknown", f);
+    fprintf(f, "; %s snapshot of pid %" PRIu64, trig(s), s->meta.pid);
+    if (s->meta.rank >= 0)
+        fprintf(f, ", rank %" PRId64, s->meta.rank);
+    fputc('\n', f);
+    if (d->p && !d->p->has_sites)
+        fprintf(f, "    (no PEAK section for device %" PRId64 ": its peak has no site table)\n", d->p->device);
+}
+
+int ot_diff_text(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const struct ot_report_opts *o)
+{
+    struct diff d;
+    if (diff_build(&d, base, cur) < 0) {
+        diff_free(&d);
+        return -1;
+    }
+    char b1[32], b2[32], b3[32], b4[32];
+    fputs("oomtrace-read --diff: peak bytes by call site, base -> new\n", f);
+    text_side(f, "base:", &d.side[0]);
+    text_side(f, "new: ", &d.side[1]);
+    if (d.side[0].p && d.side[1].p) {
+        uint64_t pb = d.side[0].p->bytes, pn = d.side[1].p->bytes;
+        fputs("  peak change: ", f);
+        put_signed_bytes(f, sdiff(pn, pb));
+        if (pb)
+            fprintf(f, " (%+.1f%%)", 100.0 * ((double)pn - (double)pb) / (double)pb);
+        fprintf(f, ", from %s to %s\n", ot_fmt_bytes(b1, pb), ot_fmt_bytes(b2, pn));
+    }
+    size_t changed = 0;
+    for (size_t i = 0; i < d.nrows; i++)
+        changed += d.rows[i].change != 0;
+    fprintf(f, "\nCall sites by change in peak bytes, largest first (%zu site%s, %zu changed; matched by function names,\n"
+               "Python file:line and module names, not addresses; sites found on one side only, again without Python\n"
+               "line numbers):\n",
+            d.nrows, d.nrows == 1 ? "" : "s", changed);
+    size_t shown = 0;
+    for (size_t i = 0; i < d.nrows && shown < o->top; i++) {
+        const struct drow *r = &d.rows[i];
+        if (!r->change)
+            continue;
+        shown++;
+        fprintf(f, "  %2zu. ", shown);
+        put_signed_bytes(f, r->change);
+        fputs(": ", f);
+        if (r->in[0])
+            fprintf(f, "%s in %s", ot_fmt_bytes(b1, r->bytes[0]), ot_fmt_count(b2, r->count[0]));
+        else
+            fputs("absent", f);
+        fputs(" -> ", f);
+        if (r->in[1])
+            fprintf(f, "%s in %s", ot_fmt_bytes(b3, r->bytes[1]), ot_fmt_count(b4, r->count[1]));
+        else
+            fputs("absent", f);
+        fputs(": ", f);
+        int s = show_side(r);
+        struct ot_stack_info si;
+        ot_stack_info(d.side[s].l->res, &d.side[s].l->snap, r->stack[s], &si);
+        ot_put_headline(f, &si, true);
+        fprintf(f, " (%s stack %" PRIu64 "%s)\n", s ? "new" : "base", r->stack[s],
+                r->loose_match ? "; matched with Python line numbers ignored" : "");
+        if (o->native || !ot_put_stack_python_first(f, d.side[s].l->res, &d.side[s].l->snap, r->stack[s], "        ", o->frames))
+            ot_put_stack_native(f, d.side[s].l->res, &d.side[s].l->snap, r->stack[s], "        ", o->frames);
+    }
+    if (changed > shown)
+        fprintf(f, "  ... %zu more changed site%s (--top)\n", changed - shown, changed - shown == 1 ? "" : "s");
+    if (!changed)
+        fputs("  (no call site changed)\n", f);
+    if (d.nrows > changed)
+        fprintf(f, "  %zu site%s unchanged\n", d.nrows - changed, d.nrows - changed == 1 ? "" : "s");
+    diff_free(&d);
+    return ferror(f) ? -1 : 0;
+}
+
+static void json_side(struct ot_json *j, const char *key, const struct dside *d)
+{
+    const struct ot_snapshot *s = &d->l->snap;
+    ot_json_obj(j, key);
+    ot_json_cstr(j, "file", d->l->path);
+    ot_json_cstr(j, "trigger", ot_trigger_name(s->meta.trigger));
+    ot_json_u64(j, "pid", s->meta.pid);
+    ot_json_str(j, "host", s->meta.host);
+    ot_json_i64_or_null(j, "rank", s->meta.rank >= 0, s->meta.rank);
+    ot_json_i64_or_null(j, "peak_device", d->p != NULL, d->p ? d->p->device : 0);
+    ot_json_u64_or_null(j, "peak_bytes", d->p != NULL, d->p ? d->p->bytes : 0);
+    ot_json_u64_or_null(j, "peak_seq", d->p != NULL, d->p ? d->p->seq : 0);
+    ot_json_bool(j, "has_sites", d->p && d->p->has_sites);
+    ot_json_obj_end(j);
+}
+
+static void json_key_frames(struct ot_json *j, struct dside *d, uint64_t stack_id)
+{
+    const struct ot_stack *st = ot_snapshot_stack(&d->l->snap, stack_id);
+    if (!st) {
+        ot_json_null(j, "frames");
+        return;
+    }
+    ot_json_arr(j, "frames");
+    for (size_t i = 0; i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        ot_resolve(d->dump, st->frames[i], &fr);
+        ot_json_obj(j, NULL);
+        if (fr->kind == OT_FRAME_PY) {
+            ot_json_cstr(j, "kind", "python");
+            ot_json_str(j, "function", fr->function);
+            ot_json_str(j, "file", fr->file);
+            ot_json_u64_or_null(j, "line", fr->has_line, fr->line);
+            ot_json_null(j, "module");
+        } else {
+            ot_json_cstr(j, "kind", "native");
+            ot_json_str(j, "function", native_name(d, st->frames[i], fr));
+            ot_json_null(j, "file");
+            ot_json_null(j, "line");
+            ot_json_str(j, "module", ot_base_name(fr->module));
+        }
+        ot_json_obj_end(j);
+    }
+    ot_json_arr_end(j);
+}
+
+int ot_diff_json(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const struct ot_report_opts *o)
+{
+    struct diff d;
+    if (diff_build(&d, base, cur) < 0) {
+        diff_free(&d);
+        return -1;
+    }
+    struct ot_json j;
+    ot_json_init(&j, f);
+    ot_json_obj(&j, NULL);
+    ot_json_cstr(&j, "schema", "oomtrace-diff/1");
+    json_side(&j, "base", &d.side[0]);
+    json_side(&j, "new", &d.side[1]);
+    bool both = d.side[0].p && d.side[1].p;
+    uint64_t pb = both ? d.side[0].p->bytes : 0, pn = both ? d.side[1].p->bytes : 0;
+    ot_json_i64_or_null(&j, "peak_change_bytes", both, sdiff(pn, pb));
+    if (both && pb)
+        ot_json_f64(&j, "peak_change_percent", 100.0 * ((double)pn - (double)pb) / (double)pb);
+    else
+        ot_json_null(&j, "peak_change_percent");
+    size_t changed = 0;
+    for (size_t i = 0; i < d.nrows; i++)
+        changed += d.rows[i].change != 0;
+    ot_json_u64(&j, "sites_total", d.nrows);
+    ot_json_u64(&j, "sites_changed", changed);
+    size_t n = d.nrows;
+    if (o->top_given && o->top < n)
+        n = o->top;
+    ot_json_arr(&j, "sites");
+    for (size_t i = 0; i < n; i++) {
+        const struct drow *r = &d.rows[i];
+        int s = show_side(r);
+        ot_json_obj(&j, NULL);
+        ot_json_i64(&j, "change_bytes", r->change);
+        ot_json_u64_or_null(&j, "base_bytes", r->in[0], r->bytes[0]);
+        ot_json_u64_or_null(&j, "base_count", r->in[0], r->count[0]);
+        ot_json_u64_or_null(&j, "new_bytes", r->in[1], r->bytes[1]);
+        ot_json_u64_or_null(&j, "new_count", r->in[1], r->count[1]);
+        ot_json_u64_or_null(&j, "base_stack_id", r->in[0], r->stack[0]);
+        ot_json_u64_or_null(&j, "new_stack_id", r->in[1], r->stack[1]);
+        ot_json_cstr(&j, "matched_by", r->loose_match ? "names_without_python_lines" : "names");
+        struct ot_stack_info si;
+        ot_stack_info(d.side[s].l->res, &d.side[s].l->snap, r->stack[s], &si);
+        char *hl = ot_headline_str(&si, true);
+        ot_json_cstr(&j, "headline", hl);
+        free(hl);
+        json_key_frames(&j, &d.side[s], r->stack[s]);
+        ot_json_obj_end(&j);
+    }
+    ot_json_arr_end(&j);
+    ot_json_obj_end(&j);
+    ot_json_end(&j);
+    diff_free(&d);
+    return ferror(f) ? -1 : 0;
+}

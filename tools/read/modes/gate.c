@@ -1,0 +1,190 @@
+#include "modes/gate.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+int ot_parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
+        return -1;
+    /* Whole numbers exactly; a fraction through double. */
+    char *end;
+    errno = 0;
+    unsigned long long whole = strtoull(s, &end, 10);
+    if (end == s || errno)
+        return -1;
+    double frac = 0;
+    bool has_frac = false;
+    if (*end == '.') {
+        char *fe;
+        errno = 0;
+        double f = strtod(end, &fe);
+        if (fe == end || errno || !isfinite(f))
+            return -1;
+        frac = f;
+        has_frac = true;
+        end = fe;
+    }
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    case 'T':
+        shift = 40;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (shift && (*end == 'i' || *end == 'I'))
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end)
+        return -1;
+    if (whole > (UINT64_C(1) << 63) >> shift)
+        return -1;
+    uint64_t v = (uint64_t)whole << shift;
+    if (has_frac) {
+        double extra = floor(frac * (double)(UINT64_C(1) << shift));
+        if (extra < 0 || (double)v + extra > 9.2e18)
+            return -1;
+        v += (uint64_t)extra;
+    }
+    *out = v;
+    return 0;
+}
+
+int ot_parse_percent(const char *s, double *out)
+{
+    if (!s || !*s || isspace((unsigned char)*s))
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v < 0 || v > 1e9)
+        return -1;
+    if (*end == '%')
+        end++;
+    if (*end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+bool ot_gate_active(const struct ot_gate *g)
+{
+    return g->max_peak_set || g->growth_set;
+}
+
+void ot_gate_peak_of_analysis(const struct ot_analysis *a, const char *path, struct ot_gate_peak *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->bytes = ot_max_peak(a, &p->device);
+    p->known = a->npeaks > 0;
+    snprintf(p->path, sizeof(p->path), "%s", path);
+}
+
+int ot_gate_peak_of_path(const char *path, const struct ot_load_opts *o, struct ot_gate_peak *p, char errbuf[OT_ERRBUF])
+{
+    memset(p, 0, sizeof(*p));
+    struct ot_load_opts plain = *o;
+    plain.symbolize = false; /* numbers only */
+    if (!ot_is_dir(path)) {
+        struct ot_loaded l;
+        if (ot_load(&l, path, &plain, errbuf) < 0)
+            return -1;
+        ot_gate_peak_of_analysis(&l.an, path, p);
+        ot_loaded_free(&l);
+        return 0;
+    }
+    char **files;
+    size_t n;
+    if (ot_list_snapshots(path, &files, &n, errbuf) < 0)
+        return -1;
+    size_t ok = 0;
+    char first_err[OT_ERRBUF] = "";
+    for (size_t i = 0; i < n; i++) {
+        struct ot_loaded l;
+        char err[OT_ERRBUF];
+        if (ot_load(&l, files[i], &plain, err) < 0) {
+            if (!first_err[0])
+                snprintf(first_err, sizeof(first_err), "%.200s: %.280s", files[i], err);
+            continue;
+        }
+        struct ot_gate_peak q;
+        ot_gate_peak_of_analysis(&l.an, files[i], &q);
+        ot_loaded_free(&l);
+        ok++;
+        if (q.known && (!p->known || q.bytes > p->bytes))
+            *p = q;
+    }
+    ot_free_list(files, n);
+    if (!ok) {
+        if (first_err[0])
+            snprintf(errbuf, OT_ERRBUF, "no readable snapshot (%s)", first_err);
+        else
+            snprintf(errbuf, OT_ERRBUF, "no *.oomt snapshot in the directory");
+        return -1;
+    }
+    return 0;
+}
+
+static void add_msg(struct ot_gate_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_msg(struct ot_gate_result *r, const char *fmt, ...)
+{
+    r->rc = 1;
+    if (r->nmsg >= 2)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->msg[r->nmsg++], OT_GATE_MSG, fmt, ap);
+    va_end(ap);
+}
+
+void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, const struct ot_gate_peak *base,
+                  struct ot_gate_result *r)
+{
+    memset(r, 0, sizeof(*r));
+    char b1[32], b2[32];
+    if (g->max_peak_set && peak->bytes > g->max_peak)
+        add_msg(r, "gate --max-peak failed: peak %s (%" PRIu64 " bytes) on device %" PRId64 " in %.300s exceeds %s (%" PRIu64 " bytes)",
+                ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->device, peak->path, ot_fmt_bytes(b2, g->max_peak),
+                g->max_peak);
+    if (g->growth_set && base) {
+        if (base->bytes == 0) {
+            if (peak->bytes > 0)
+                add_msg(r, "gate --max-growth failed: peak %s (%" PRIu64 " bytes) in %.250s, the baseline's peak is 0 B in %.250s"
+                        " (any growth is more than %g%%)",
+                        ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->path, base->path, g->max_growth);
+        } else {
+            double growth = 100.0 * ((double)peak->bytes - (double)base->bytes) / (double)base->bytes;
+            if (growth > g->max_growth)
+                add_msg(r, "gate --max-growth failed: peak %s (%" PRIu64 " bytes) in %.250s is %.4f%% above the baseline's %s (%" PRIu64
+                        " bytes) in %.250s, more than %g%%",
+                        ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->path, growth, ot_fmt_bytes(b2, base->bytes),
+                        base->bytes, base->path, g->max_growth);
+        }
+    }
+}
+
+int ot_gate_report(const struct ot_gate_result *r)
+{
+    for (size_t i = 0; i < r->nmsg; i++)
+        fprintf(stderr, "oomtrace-read: %s\n", r->msg[i]);
+    return r->rc;
+}

@@ -1,0 +1,205 @@
+#include "modes/load.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "symbols/resolve.h"
+#include "symbols/symbolize.h"
+
+/* Snapshots are read whole; a file beyond this is refused rather than exhausting memory. */
+#define OT_LOAD_MAX_BYTES (64ull << 30)
+
+int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBUF])
+{
+    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, OT_ERRBUF, "%s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, OT_ERRBUF, "%s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(err, OT_ERRBUF, "is a directory");
+        if (fd != STDIN_FILENO)
+            close(fd);
+        return -1;
+    }
+    if ((unsigned long long)st.st_size > OT_LOAD_MAX_BYTES) {
+        snprintf(err, OT_ERRBUF, "too large (%lld bytes)", (long long)st.st_size);
+        close(fd);
+        return -1;
+    }
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 1 << 20, n = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf) {
+        snprintf(err, OT_ERRBUF, "out of memory for %zu bytes", cap);
+        close(fd);
+        return -1;
+    }
+    for (;;) {
+        if (n == cap) {
+            size_t ncap = cap * 2;
+            uint8_t *nb = ncap > cap && ncap <= OT_LOAD_MAX_BYTES ? realloc(buf, ncap) : NULL;
+            if (!nb) {
+                snprintf(err, OT_ERRBUF, "out of memory reading the file");
+                free(buf);
+                close(fd);
+                return -1;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            snprintf(err, OT_ERRBUF, "%s", strerror(errno));
+            free(buf);
+            close(fd);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (fd != STDIN_FILENO)
+        close(fd);
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+int ot_load(struct ot_loaded *l, const char *path, const struct ot_load_opts *o, char errbuf[OT_ERRBUF])
+{
+    memset(l, 0, sizeof(*l));
+    l->path = path;
+    if (ot_read_file(path, &l->buf, &l->len, errbuf) < 0)
+        return -1;
+    if (ot_snapshot_parse(l->buf, l->len, &l->snap, errbuf) < 0) {
+        ot_loaded_free(l);
+        return -1;
+    }
+    l->parsed = true;
+    l->sym = o->symbolize ? ot_symbolizer_new(&l->snap, o->debug_dirs, o->ndebug) : NULL;
+    struct ot_symbolizer_info info;
+    ot_symbolizer_info(l->sym, &info);
+    l->res = ot_resolver_new(&l->snap, l->sym);
+    if (!l->res) {
+        snprintf(errbuf, OT_ERRBUF, "out of memory");
+        ot_loaded_free(l);
+        return -1;
+    }
+    if (ot_analyze(&l->an, &l->snap, l->res, &info, errbuf) < 0) {
+        ot_loaded_free(l);
+        return -1;
+    }
+    l->analyzed = true;
+    return 0;
+}
+
+void ot_loaded_free(struct ot_loaded *l)
+{
+    if (l->analyzed)
+        ot_analysis_free(&l->an);
+    if (l->res)
+        ot_resolver_free(l->res);
+    if (l->sym)
+        ot_symbolizer_free(l->sym);
+    if (l->parsed)
+        ot_snapshot_free(&l->snap);
+    free(l->buf);
+    memset(l, 0, sizeof(*l));
+}
+
+uint64_t ot_max_peak(const struct ot_analysis *a, int64_t *device)
+{
+    uint64_t best = 0;
+    int64_t dev = -1;
+    bool found = false;
+    for (size_t i = 0; i < a->npeaks; i++)
+        if (!found || a->peaks[i].bytes > best) {
+            found = true;
+            best = a->peaks[i].bytes;
+            dev = a->peaks[i].device;
+        }
+    if (device)
+        *device = dev;
+    return best;
+}
+
+bool ot_is_dir(const char *path)
+{
+    struct stat st;
+    return strcmp(path, "-") != 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void ot_free_list(char **paths, size_t n)
+{
+    if (!paths)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+int ot_list_snapshots(const char *dir, char ***paths, size_t *n, char errbuf[OT_ERRBUF])
+{
+    *paths = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(errbuf, OT_ERRBUF, "%s", strerror(errno));
+        return -1;
+    }
+    char **v = NULL;
+    size_t cnt = 0, cap = 0;
+    struct dirent *e;
+    size_t dl = strlen(dir);
+    while ((e = readdir(d)) != NULL) {
+        size_t nl = strlen(e->d_name);
+        if (nl < 6 || strcmp(e->d_name + nl - 5, ".oomt") != 0 || e->d_name[0] == '.')
+            continue;
+        if (cnt == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            char **nv = realloc(v, ncap * sizeof(char *));
+            if (!nv)
+                goto oom;
+            v = nv;
+            cap = ncap;
+        }
+        char *p = malloc(dl + nl + 2);
+        if (!p)
+            goto oom;
+        memcpy(p, dir, dl);
+        size_t o = dl;
+        if (o == 0 || p[o - 1] != '/')
+            p[o++] = '/';
+        memcpy(p + o, e->d_name, nl + 1);
+        v[cnt++] = p;
+    }
+    closedir(d);
+    if (cnt > 1)
+        qsort(v, cnt, sizeof(char *), cmp_str);
+    *paths = v;
+    *n = cnt;
+    return 0;
+oom:
+    closedir(d);
+    ot_free_list(v, cnt);
+    snprintf(errbuf, OT_ERRBUF, "out of memory listing the directory");
+    return -1;
+}

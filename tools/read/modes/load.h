@@ -1,0 +1,45 @@
+/* One snapshot, read, parsed, symbolized and analysed, for the modes that read more than one file
+ * (--diff, a directory, --baseline). Errors come back as one line of text, never as an exit. */
+#ifndef OT_READ_LOAD_H
+#define OT_READ_LOAD_H
+
+#include "analyze/analysis.h"
+#include "render/report.h"
+
+struct ot_load_opts {
+    bool symbolize;
+    const char *const *debug_dirs;
+    size_t ndebug;
+};
+
+struct ot_loaded {
+    const char *path;
+    uint8_t *buf;
+    size_t len;
+    struct ot_snapshot snap;
+    struct ot_symbolizer *sym;
+    struct ot_resolver *res;
+    struct ot_analysis an;
+    bool parsed, analyzed;
+};
+
+/* 0, or -1 with one line in errbuf (the file's name is not in it). On -1, *l needs no freeing but
+ * ot_loaded_free is still safe. */
+/* Reads a whole file, or standard input for "-", into a malloc'd buffer. Returns 0, or -1 with the reason
+ * (without the path) in err. Files over 64 GiB are refused. */
+int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBUF]);
+int ot_load(struct ot_loaded *l, const char *path, const struct ot_load_opts *o, char errbuf[OT_ERRBUF]);
+void ot_loaded_free(struct ot_loaded *l);
+
+/* The largest peak over the analysis's devices (0 with *device = -1 when none is known). */
+uint64_t ot_max_peak(const struct ot_analysis *a, int64_t *device);
+
+/* True when path names a directory. */
+bool ot_is_dir(const char *path);
+
+/* The *.oomt files of a directory, sorted by name, as malloc'd full paths (free with ot_free_list).
+ * -1 with errbuf when the directory cannot be read. */
+int ot_list_snapshots(const char *dir, char ***paths, size_t *n, char errbuf[OT_ERRBUF]);
+void ot_free_list(char **paths, size_t n);
+
+#endif

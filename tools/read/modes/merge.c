@@ -1,0 +1,534 @@
+/* A directory of snapshots: one job's processes (torchrun, Slurm, MPI), each with one or more files
+ * named oomtrace-HOST-PID[-rankR]-N-TRIGGER.oomt, and -flush.oomt files left by processes that did not
+ * finish. Processes are told apart by META host and pid, not by file name. Per process the most
+ * informative snapshot is kept: its first out-of-memory one (by the failure's time), else its latest.
+ * The view: a table per rank, which rank failed first by wall time, the imbalance of peaks between
+ * ranks, and the report of the first failing process. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "render/json_writer.h"
+#include "modes/run.h"
+
+struct snapinfo {
+    const char *path;
+    bool ok;
+    char host[256];
+    uint64_t pid;
+    int64_t rank, local_rank, world_size;
+    uint64_t trigger;
+    bool complete;
+    uint64_t mono_ns, wall_ns, snapshot_seq;
+    bool failed;
+    uint64_t fail_time_ns, fail_wall_ns;
+    bool fail_wall_known;
+    uint64_t requested, fail_api;
+    int64_t fail_device;
+    bool has_at_failure;
+    uint64_t at_failure_bytes;
+    bool peak_known;
+    int64_t peak_device;
+    uint64_t peak_bytes;
+    uint64_t max_peak;
+    int64_t max_peak_device;
+    char uuid[80];
+};
+
+struct proc {
+    size_t first, n; /* members in the sorted index */
+    size_t kept;     /* index into infos */
+    bool has_exit, has_incomplete;
+};
+
+static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
+{
+    const struct ot_snapshot *s = &l->snap;
+    const struct ot_meta *m = &s->meta;
+    const struct ot_analysis *a = &l->an;
+    x->ok = true;
+    size_t hn = m->host.n < sizeof(x->host) - 1 ? m->host.n : sizeof(x->host) - 1;
+    if (m->host.p)
+        memcpy(x->host, m->host.p, hn);
+    x->host[hn] = 0;
+    x->pid = m->pid;
+    x->rank = m->rank;
+    x->local_rank = m->local_rank;
+    x->world_size = m->world_size;
+    x->trigger = m->trigger;
+    x->complete = s->file_flags & OT_FILE_COMPLETE;
+    x->mono_ns = m->mono_ns;
+    x->wall_ns = m->wall_ns;
+    x->snapshot_seq = m->snapshot_seq;
+    x->failed = s->has_failure;
+    if (s->has_failure) {
+        x->fail_time_ns = s->failure.time_ns;
+        x->requested = s->failure.requested_bytes;
+        x->fail_api = s->failure.api;
+        x->fail_device = s->failure.device;
+        /* The failure's wall time: the snapshot's wall clock, less the monotonic time since the failure. */
+        if (m->wall_ns && m->mono_ns >= s->failure.time_ns && m->wall_ns >= m->mono_ns - s->failure.time_ns) {
+            x->fail_wall_ns = m->wall_ns - (m->mono_ns - s->failure.time_ns);
+            x->fail_wall_known = true;
+        }
+    }
+    x->has_at_failure = a->has_at_failure;
+    x->at_failure_bytes = a->at_failure.bytes;
+    x->peak_known = a->peak != NULL;
+    if (a->peak) {
+        x->peak_device = a->peak->device;
+        x->peak_bytes = a->peak->bytes;
+        const struct ot_device *d = ot_snapshot_device(s, a->peak->device);
+        char ub[80];
+        const char *u = d ? ot_fmt_uuid(ub, d->uuid) : NULL;
+        snprintf(x->uuid, sizeof(x->uuid), "%s", u ? u : "");
+    }
+    x->max_peak = ot_max_peak(a, &x->max_peak_device);
+}
+
+static const struct snapinfo *g_infos; /* qsort context */
+
+static int cmp_proc_key(const void *p, const void *q)
+{
+    const struct snapinfo *a = &g_infos[*(const size_t *)p], *b = &g_infos[*(const size_t *)q];
+    int c = strcmp(a->host, b->host);
+    if (c)
+        return c;
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    return *(const size_t *)p < *(const size_t *)q ? -1 : 1;
+}
+
+static int cmp_rank(const void *p, const void *q)
+{
+    const struct proc *pa = p, *pb = q;
+    const struct snapinfo *a = &g_infos[pa->kept], *b = &g_infos[pb->kept];
+    bool ua = a->rank < 0, ub = b->rank < 0;
+    if (ua != ub)
+        return ua ? 1 : -1;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    int c = strcmp(a->host, b->host);
+    if (c)
+        return c;
+    return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+/* Is x a better snapshot to keep than y? The first failure, else the latest. */
+static bool better(const struct snapinfo *x, const struct snapinfo *y)
+{
+    if (x->failed != y->failed)
+        return x->failed;
+    if (x->failed) {
+        if (x->fail_time_ns != y->fail_time_ns)
+            return x->fail_time_ns < y->fail_time_ns;
+        return x->snapshot_seq < y->snapshot_seq;
+    }
+    if (x->mono_ns != y->mono_ns)
+        return x->mono_ns > y->mono_ns;
+    return x->snapshot_seq > y->snapshot_seq;
+}
+
+static const char *base_of(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
+static const char *fmt_wall(char *buf, size_t len, uint64_t ns)
+{
+    time_t secs = (time_t)(ns / 1000000000u);
+    struct tm tm;
+    char d[48];
+    if (!gmtime_r(&secs, &tm) || !strftime(d, sizeof(d), "%Y-%m-%d %H:%M:%S", &tm)) {
+        snprintf(buf, len, "?");
+        return buf;
+    }
+    snprintf(buf, len, "%s.%03u UTC", d, (unsigned)(ns % 1000000000u / 1000000u));
+    return buf;
+}
+
+static void put_rank(FILE *f, const struct snapinfo *x)
+{
+    if (x->rank >= 0)
+        fprintf(f, "rank %" PRId64, x->rank);
+    else
+        fputs("process (rank unknown)", f);
+}
+
+struct run {
+    const struct ot_run_opts *r;
+    const char *dir;
+    char **files;
+    size_t nfiles;
+    struct snapinfo *infos;
+    size_t *order;
+    struct proc *procs;
+    size_t nprocs, readable;
+    const struct proc *first_fail; /* NULL when no process failed */
+    size_t nfailed;
+    const struct proc *pmax, *pmin;
+    const struct proc *report; /* whose report follows: the first failure, else the largest peak */
+};
+
+static const char *finished_word(const struct proc *p)
+{
+    return p->has_exit ? "yes" : p->has_incomplete ? "no" : "?";
+}
+
+static void text_table(FILE *f, struct run *u)
+{
+    char b1[32], b2[32];
+    fprintf(f, "oomtrace-read: run in ");
+    ot_fput_safe_max(f, ot_cstr(u->dir), 512);
+    fprintf(f, ": %zu snapshot file%s, %zu readable, %zu process%s\n", u->nfiles, u->nfiles == 1 ? "" : "s", u->readable,
+            u->nprocs, u->nprocs == 1 ? "" : "es");
+    fputs("  (peak: the high-water mark of tracked device memory on the device shown, the failing one for a failed\n"
+          "   process; at failure: live on it when the allocation failed; finished: yes with an exit snapshot, no when\n"
+          "   a crash-surviving flush remains, ? otherwise)\n",
+          f);
+    fprintf(f, "  %-6s %-16s %-8s %-24s %-10s %-11s %-6s %-8s %s\n", "rank", "host", "pid", "device", "peak", "at failure",
+            "failed", "finished", "snapshot (files)");
+    for (size_t i = 0; i < u->nprocs; i++) {
+        const struct proc *p = &u->procs[i];
+        const struct snapinfo *x = &u->infos[p->kept];
+        char rank[24], dev[64], uuid[16];
+        if (x->rank >= 0)
+            snprintf(rank, sizeof(rank), "%" PRId64, x->rank);
+        else
+            snprintf(rank, sizeof(rank), "?");
+        /* "GPU-" and the first 8 hex digits: enough to tell the devices of a node apart. */
+        snprintf(uuid, sizeof(uuid), "%.12s", x->uuid);
+        if (x->peak_known)
+            snprintf(dev, sizeof(dev), "%" PRId64 "%s%s", x->peak_device, uuid[0] ? " " : "", uuid);
+        else
+            snprintf(dev, sizeof(dev), "?");
+        fprintf(f, "  %-6s ", rank);
+        ot_fput_safe_max(f, ot_cstr(x->host), 64);
+        size_t hl = strlen(x->host);
+        fprintf(f, "%*s %-8" PRIu64 " %-24s %-10s %-11s %-6s %-8s ", hl < 16 ? (int)(16 - hl) : 0, "", x->pid, dev,
+                x->peak_known ? ot_fmt_bytes(b1, x->peak_bytes) : "?",
+                x->has_at_failure ? ot_fmt_bytes(b2, x->at_failure_bytes) : "-", x->failed ? "yes" : "no", finished_word(p));
+        ot_fput_safe_max(f, ot_cstr(base_of(x->path)), 256);
+        fprintf(f, " (%zu)\n", p->n);
+    }
+}
+
+static void text_summary(FILE *f, struct run *u)
+{
+    char b1[32], b2[32], wb[64];
+    if (u->first_fail) {
+        const struct snapinfo *x = &u->infos[u->first_fail->kept];
+        fputs("\nFirst failure: ", f);
+        put_rank(f, x);
+        fprintf(f, " (pid %" PRIu64 " on ", x->pid);
+        ot_fput_safe_max(f, ot_cstr(x->host), 64);
+        fputs(")", f);
+        if (x->fail_wall_known)
+            fprintf(f, " at %s", fmt_wall(wb, sizeof(wb), x->fail_wall_ns));
+        fprintf(f, ": %s by %s on device %" PRId64 "; %zu of %zu process%s failed\n", ot_fmt_bytes(b1, x->requested),
+                ot_api_name64(x->fail_api), x->fail_device, u->nfailed, u->nprocs, u->nprocs == 1 ? "" : "es");
+        /* The others, by how long after the first they failed. */
+        for (size_t i = 0; i < u->nprocs; i++) {
+            const struct proc *p = &u->procs[i];
+            const struct snapinfo *y = &u->infos[p->kept];
+            if (p == u->first_fail || !y->failed)
+                continue;
+            fputs("  then ", f);
+            put_rank(f, y);
+            fprintf(f, " (pid %" PRIu64 ")", y->pid);
+            if (y->fail_wall_known && x->fail_wall_known && y->fail_wall_ns >= x->fail_wall_ns)
+                fprintf(f, " %.3f s later", (double)(y->fail_wall_ns - x->fail_wall_ns) / 1e9);
+            fprintf(f, ": %s on device %" PRId64 "\n", ot_fmt_bytes(b1, y->requested), y->fail_device);
+        }
+    } else {
+        fprintf(f, "\nNo process failed (%zu process%s).\n", u->nprocs, u->nprocs == 1 ? "" : "es");
+    }
+    if (u->pmax && u->pmin) {
+        const struct snapinfo *mx = &u->infos[u->pmax->kept], *mn = &u->infos[u->pmin->kept];
+        fprintf(f, "Imbalance between ranks: peaks from %s (", ot_fmt_bytes(b1, mn->peak_bytes));
+        put_rank(f, mn);
+        fprintf(f, ", pid %" PRIu64 ") to %s (", mn->pid, ot_fmt_bytes(b2, mx->peak_bytes));
+        put_rank(f, mx);
+        fprintf(f, ", pid %" PRIu64 "): difference %s", mx->pid, ot_fmt_bytes(b1, mx->peak_bytes - mn->peak_bytes));
+        if (mn->peak_bytes)
+            fprintf(f, ", max/min %.2f", (double)mx->peak_bytes / (double)mn->peak_bytes);
+        fputc('\n', f);
+    }
+}
+
+static void json_rank(struct ot_json *j, const struct run *u, const struct proc *p)
+{
+    const struct snapinfo *x = &u->infos[p->kept];
+    ot_json_obj(j, NULL);
+    ot_json_i64_or_null(j, "rank", x->rank >= 0, x->rank);
+    ot_json_i64_or_null(j, "local_rank", x->local_rank >= 0, x->local_rank);
+    ot_json_i64_or_null(j, "world_size", x->world_size >= 0, x->world_size);
+    ot_json_cstr(j, "host", x->host);
+    ot_json_u64(j, "pid", x->pid);
+    ot_json_i64_or_null(j, "device", x->peak_known, x->peak_device);
+    ot_json_cstr(j, "device_uuid", x->uuid[0] ? x->uuid : NULL);
+    ot_json_u64_or_null(j, "peak_bytes", x->peak_known, x->peak_bytes);
+    ot_json_u64(j, "max_peak_bytes", x->max_peak);
+    ot_json_u64_or_null(j, "at_failure_bytes", x->has_at_failure, x->at_failure_bytes);
+    ot_json_bool(j, "failed", x->failed);
+    if (p->has_exit || p->has_incomplete)
+        ot_json_bool(j, "finished", p->has_exit);
+    else
+        ot_json_null(j, "finished");
+    ot_json_cstr(j, "snapshot", x->path);
+    ot_json_cstr(j, "trigger", ot_trigger_name(x->trigger));
+    ot_json_u64(j, "snapshots", p->n);
+    if (x->failed) {
+        ot_json_obj(j, "failure");
+        ot_json_u64(j, "requested_bytes", x->requested);
+        ot_json_cstr(j, "api", ot_api_name64(x->fail_api));
+        ot_json_i64(j, "device", x->fail_device);
+        ot_json_u64(j, "time_ns", x->fail_time_ns);
+        ot_json_u64_or_null(j, "wall_ns", x->fail_wall_known, x->fail_wall_ns);
+        ot_json_obj_end(j);
+    } else {
+        ot_json_null(j, "failure");
+    }
+    ot_json_obj_end(j);
+}
+
+/* A member whose value another writer produces (the embedded per-snapshot report). */
+static void json_raw_member(struct ot_json *j, const char *key)
+{
+    if (!j->first[j->depth])
+        fputc(',', j->f);
+    j->first[j->depth] = false;
+    fputc('\n', j->f);
+    for (int i = 0; i < j->depth; i++)
+        fputs("  ", j->f);
+    fprintf(j->f, "\"%s\": ", key);
+}
+
+static int embed_report(struct ot_json *j, const struct run *u, const char *key, const struct proc *p)
+{
+    if (!p) {
+        ot_json_null(j, key);
+        return 0;
+    }
+    const struct snapinfo *x = &u->infos[p->kept];
+    struct ot_loaded l;
+    char err[OT_ERRBUF];
+    if (ot_load(&l, x->path, &u->r->lo, err) < 0) {
+        fprintf(stderr, "oomtrace-read: %s: %s\n", x->path, err);
+        ot_json_null(j, key);
+        return -1;
+    }
+    struct ot_report_opts ro = u->r->ro;
+    ro.path = x->path;
+    json_raw_member(j, key);
+    int rc = ot_report_json(j->f, &l.an, &ro);
+    ot_loaded_free(&l);
+    return rc;
+}
+
+static int write_json(FILE *f, struct run *u)
+{
+    struct ot_json j;
+    ot_json_init(&j, f);
+    ot_json_obj(&j, NULL);
+    ot_json_cstr(&j, "schema", OT_RUN_SCHEMA);
+    ot_json_cstr(&j, "directory", u->dir);
+    ot_json_u64(&j, "files", u->nfiles);
+    ot_json_u64(&j, "readable", u->readable);
+    ot_json_u64(&j, "processes", u->nprocs);
+    ot_json_arr(&j, "ranks");
+    for (size_t i = 0; i < u->nprocs; i++)
+        json_rank(&j, u, &u->procs[i]);
+    ot_json_arr_end(&j);
+    if (u->first_fail) {
+        const struct snapinfo *x = &u->infos[u->first_fail->kept];
+        ot_json_obj(&j, "first_failure");
+        ot_json_i64_or_null(&j, "rank", x->rank >= 0, x->rank);
+        ot_json_cstr(&j, "host", x->host);
+        ot_json_u64(&j, "pid", x->pid);
+        ot_json_u64_or_null(&j, "wall_ns", x->fail_wall_known, x->fail_wall_ns);
+        ot_json_u64(&j, "requested_bytes", x->requested);
+        ot_json_cstr(&j, "api", ot_api_name64(x->fail_api));
+        ot_json_i64(&j, "device", x->fail_device);
+        ot_json_cstr(&j, "snapshot", x->path);
+        ot_json_u64(&j, "failed_processes", u->nfailed);
+        ot_json_obj_end(&j);
+    } else {
+        ot_json_null(&j, "first_failure");
+    }
+    if (u->pmax && u->pmin) {
+        const struct snapinfo *mx = &u->infos[u->pmax->kept], *mn = &u->infos[u->pmin->kept];
+        ot_json_obj(&j, "imbalance");
+        ot_json_u64(&j, "max_peak_bytes", mx->peak_bytes);
+        ot_json_i64_or_null(&j, "max_rank", mx->rank >= 0, mx->rank);
+        ot_json_u64(&j, "max_pid", mx->pid);
+        ot_json_u64(&j, "min_peak_bytes", mn->peak_bytes);
+        ot_json_i64_or_null(&j, "min_rank", mn->rank >= 0, mn->rank);
+        ot_json_u64(&j, "min_pid", mn->pid);
+        ot_json_u64(&j, "difference_bytes", mx->peak_bytes - mn->peak_bytes);
+        if (mn->peak_bytes)
+            ot_json_f64(&j, "ratio", (double)mx->peak_bytes / (double)mn->peak_bytes);
+        else
+            ot_json_null(&j, "ratio");
+        ot_json_obj_end(&j);
+    } else {
+        ot_json_null(&j, "imbalance");
+    }
+    int rc = embed_report(&j, u, "failing_rank_report", u->first_fail);
+    if (rc == 0)
+        rc = embed_report(&j, u, "largest_peak_report", u->first_fail ? NULL : u->report);
+    ot_json_obj_end(&j);
+    ot_json_end(&j);
+    return rc;
+}
+
+static int write_text(FILE *f, struct run *u)
+{
+    text_table(f, u);
+    text_summary(f, u);
+    if (!u->report)
+        return 0;
+    const struct snapinfo *x = &u->infos[u->report->kept];
+    fputs("\n", f);
+    fputs(u->first_fail ? "Report of the first process to fail, " : "Report of the process with the largest peak, ", f);
+    put_rank(f, x);
+    fputs(" (", f);
+    ot_fput_safe_max(f, ot_cstr(base_of(x->path)), 256);
+    fputs("):\n\n", f);
+    struct ot_loaded l;
+    char err[OT_ERRBUF];
+    if (ot_load(&l, x->path, &u->r->lo, err) < 0) {
+        fprintf(stderr, "oomtrace-read: %s: %s\n", x->path, err);
+        return -1;
+    }
+    struct ot_report_opts ro = u->r->ro;
+    ro.path = x->path;
+    int rc = ot_report_text(f, &l.an, &ro);
+    ot_loaded_free(&l);
+    return rc;
+}
+
+static void run_free(struct run *u)
+{
+    ot_free_list(u->files, u->nfiles);
+    free(u->infos);
+    free(u->order);
+    free(u->procs);
+}
+
+int ot_run_dir(const char *dir, const struct ot_run_opts *r)
+{
+    struct run u = {.r = r, .dir = dir};
+    char err[OT_ERRBUF];
+    if (ot_list_snapshots(dir, &u.files, &u.nfiles, err) < 0) {
+        fprintf(stderr, "oomtrace-read: %s: %s\n", dir, err);
+        return 2;
+    }
+    if (!u.nfiles) {
+        fprintf(stderr, "oomtrace-read: %s: no *.oomt snapshot in the directory\n", dir);
+        run_free(&u);
+        return 2;
+    }
+    u.infos = calloc(u.nfiles, sizeof(*u.infos));
+    u.order = calloc(u.nfiles, sizeof(size_t));
+    u.procs = calloc(u.nfiles, sizeof(*u.procs));
+    if (!u.infos || !u.order || !u.procs) {
+        fprintf(stderr, "oomtrace-read: out of memory\n");
+        run_free(&u);
+        return 2;
+    }
+    /* Numbers only: symbols are read again for the one report shown. */
+    struct ot_load_opts plain = r->lo;
+    plain.symbolize = false;
+    struct ot_gate_peak worst = {0};
+    for (size_t i = 0; i < u.nfiles; i++) {
+        struct ot_loaded l;
+        u.infos[i].path = u.files[i];
+        if (ot_load(&l, u.files[i], &plain, err) < 0) {
+            fprintf(stderr, "oomtrace-read: %s: %s\n", u.files[i], err);
+            continue;
+        }
+        fill_info(&u.infos[i], &l);
+        struct ot_gate_peak q;
+        ot_gate_peak_of_analysis(&l.an, u.files[i], &q);
+        if (q.known && (!worst.known || q.bytes > worst.bytes))
+            worst = q;
+        ot_loaded_free(&l);
+        u.order[u.readable++] = i;
+    }
+    if (!u.readable) {
+        fprintf(stderr, "oomtrace-read: %s: none of the %zu snapshot files could be read\n", dir, u.nfiles);
+        run_free(&u);
+        return 2;
+    }
+    /* Group by process. */
+    g_infos = u.infos;
+    qsort(u.order, u.readable, sizeof(size_t), cmp_proc_key);
+    for (size_t i = 0; i < u.readable; i++) {
+        const struct snapinfo *x = &u.infos[u.order[i]];
+        struct proc *p = u.nprocs ? &u.procs[u.nprocs - 1] : NULL;
+        if (!p || strcmp(u.infos[p->kept].host, x->host) != 0 || u.infos[p->kept].pid != x->pid) {
+            p = &u.procs[u.nprocs++];
+            p->first = i;
+            p->kept = u.order[i];
+        }
+        p->n++;
+        if (better(x, &u.infos[p->kept]))
+            p->kept = u.order[i];
+        if (x->trigger == OT_TRIGGER_EXIT && x->complete)
+            p->has_exit = true;
+        if (!x->complete)
+            p->has_incomplete = true;
+    }
+    qsort(u.procs, u.nprocs, sizeof(*u.procs), cmp_rank);
+    for (size_t i = 0; i < u.nprocs; i++) {
+        const struct proc *p = &u.procs[i];
+        const struct snapinfo *x = &u.infos[p->kept];
+        if (x->failed) {
+            u.nfailed++;
+            const struct snapinfo *f = u.first_fail ? &u.infos[u.first_fail->kept] : NULL;
+            /* By wall time when both are known (processes on different hosts share no monotonic clock). */
+            if (!f || (x->fail_wall_known && (!f->fail_wall_known || x->fail_wall_ns < f->fail_wall_ns)))
+                u.first_fail = p;
+        }
+        if (x->peak_known) {
+            if (!u.pmax || x->peak_bytes > u.infos[u.pmax->kept].peak_bytes)
+                u.pmax = p;
+            if (!u.pmin || x->peak_bytes < u.infos[u.pmin->kept].peak_bytes)
+                u.pmin = p;
+        }
+    }
+    u.report = u.first_fail ? u.first_fail : u.pmax;
+
+    struct ot_gate_result gr = {0};
+    if (ot_gate_active(&r->gate)) {
+        struct ot_gate_peak base;
+        if (r->gate.growth_set && ot_gate_peak_of_path(r->gate.baseline, &r->lo, &base, err) < 0) {
+            fprintf(stderr, "oomtrace-read: %s: %s\n", r->gate.baseline, err);
+            run_free(&u);
+            return 2;
+        }
+        ot_gate_eval(&r->gate, &worst, r->gate.growth_set ? &base : NULL, &gr);
+    }
+
+    FILE *out = stdout;
+    if (r->out_path && !(out = fopen(r->out_path, "w"))) {
+        fprintf(stderr, "oomtrace-read: %s: %s\n", r->out_path, strerror(errno));
+        run_free(&u);
+        return 2;
+    }
+    int rc = r->json ? write_json(out, &u) : write_text(out, &u);
+    bool bad = fflush(out) != 0 || ferror(out);
+    if (out != stdout && fclose(out) != 0)
+        bad = true;
+    run_free(&u);
+    if (bad) {
+        fprintf(stderr, "oomtrace-read: %s: write failed\n", r->out_path ? r->out_path : "standard output");
+        return 2;
+    }
+    if (rc < 0)
+        return 2;
+    return ot_gate_report(&gr);
+}

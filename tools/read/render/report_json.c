@@ -1,0 +1,393 @@
+/* The JSON report, schema "oomtrace-report/1", specified field by field in docs/JSON.md. Unknown
+ * values are null, never omitted and never 0, so a consumer can tell "zero" from "not recorded". */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "render/json_writer.h"
+#include "render/report.h"
+#include "analyze/stackview.h"
+#include "analyze/why.h"
+
+#define OT_JSON_MARKERS_BEFORE 5
+
+struct jx {
+    struct ot_json j;
+    const struct ot_analysis *a;
+    const struct ot_snapshot *s;
+    const struct ot_report_opts *o;
+};
+
+static void frame(struct jx *x, const struct ot_frame *f)
+{
+    struct ot_json *j = &x->j;
+    bool native = f->kind == OT_FRAME_NATIVE;
+    ot_json_obj(j, NULL);
+    ot_json_cstr(j, "kind", native ? "native" : "python");
+    ot_json_str(j, "function", f->function);
+    ot_json_str(j, "file", f->file);
+    ot_json_u64_or_null(j, "line", f->has_line, f->line);
+    ot_json_str(j, "module", native ? f->module : (struct ot_str){NULL, 0});
+    ot_json_u64_or_null(j, "address", native, f->address);
+    ot_json_u64_or_null(j, "offset", native && f->has_offset, f->offset);
+    ot_json_u64_or_null(j, "module_offset", native && f->has_module_offset, f->module_offset);
+    ot_json_bool(j, "inlined", f->inlined);
+    ot_json_bool(j, "symbolized", f->symbolized);
+    ot_json_obj_end(j);
+}
+
+/* "stack": [frames] or null when the id is not in STACKS, plus its flags. */
+static void stack(struct jx *x, uint64_t id)
+{
+    struct ot_json *j = &x->j;
+    const struct ot_stack *st = ot_snapshot_stack(x->s, id);
+    ot_json_u64(j, "stack_id", id);
+    if (!st) {
+        ot_json_null(j, "stack_truncated");
+        ot_json_null(j, "stack");
+        return;
+    }
+    ot_json_bool(j, "stack_truncated", st->flags & OT_STACK_TRUNCATED);
+    ot_json_arr(j, "stack");
+    for (size_t i = 0; i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(x->a->res, st->frames[i], &fr);
+        for (size_t k = 0; k < n; k++)
+            frame(x, &fr[k]);
+    }
+    ot_json_arr_end(j);
+}
+
+static void sites(struct jx *x, const char *key, const struct ot_sites *t, uint64_t whole)
+{
+    struct ot_json *j = &x->j;
+    size_t n = t->n;
+    if (x->o->top_given && x->o->top < n)
+        n = x->o->top;
+    ot_json_arr(j, key);
+    for (size_t i = 0; i < n; i++) {
+        const struct ot_site *v = &t->v[i];
+        ot_json_obj(j, NULL);
+        ot_json_u64(j, "bytes", v->bytes);
+        ot_json_u64(j, "count", v->count);
+        if (whole)
+            ot_json_f64(j, "share", (double)v->bytes / (double)whole);
+        else
+            ot_json_null(j, "share");
+        struct ot_stack_info si;
+        ot_stack_info(x->a->res, x->s, v->stack_id, &si);
+        char *hl = si.found ? ot_headline_str(&si, false) : NULL;
+        ot_json_cstr(j, "headline", hl);
+        free(hl);
+        stack(x, v->stack_id);
+        ot_json_obj_end(j);
+    }
+    ot_json_arr_end(j);
+    ot_json_u64(j, "sites_total", t->n);
+}
+
+static void marker(struct jx *x, const struct ot_marker *m)
+{
+    struct ot_json *j = &x->j;
+    ot_json_obj(j, NULL);
+    ot_json_u64(j, "seq", m->seq);
+    ot_json_u64(j, "time_ns", m->time_ns);
+    ot_json_u64(j, "tid", m->tid);
+    ot_json_str(j, "label", m->label);
+    ot_json_obj_end(j);
+}
+
+static void markers_before(struct jx *x, uint64_t seq)
+{
+    size_t first, n = ot_markers_before(x->s, seq, OT_JSON_MARKERS_BEFORE, &first);
+    ot_json_arr(&x->j, "markers_before");
+    for (size_t i = first; i < first + n; i++)
+        marker(x, &x->s->markers[i]);
+    ot_json_arr_end(&x->j);
+}
+
+static void process(struct jx *x)
+{
+    struct ot_json *j = &x->j;
+    const struct ot_meta *m = &x->s->meta;
+    ot_json_obj(j, "process");
+    ot_json_u64(j, "pid", m->pid);
+    ot_json_u64(j, "ppid", m->ppid);
+    ot_json_str(j, "host", m->host);
+    ot_json_arr(j, "cmdline");
+    for (size_t i = 0; i < m->argc; i++)
+        ot_json_str(j, NULL, m->argv[i]);
+    ot_json_arr_end(j);
+    ot_json_str(j, "exe", m->exe);
+    ot_json_i64_or_null(j, "rank", m->rank >= 0, m->rank);
+    ot_json_i64_or_null(j, "local_rank", m->local_rank >= 0, m->local_rank);
+    ot_json_i64_or_null(j, "world_size", m->world_size >= 0, m->world_size);
+    ot_json_str(j, "rank_source", m->rank_source.n ? m->rank_source : (struct ot_str){NULL, 0});
+    ot_json_bool(j, "finished", x->s->file_flags & OT_FILE_COMPLETE);
+    ot_json_str(j, "python_version", m->python_version.n ? m->python_version : (struct ot_str){NULL, 0});
+    ot_json_str(j, "cuda_visible_devices", m->cuda_visible_devices.n ? m->cuda_visible_devices : (struct ot_str){NULL, 0});
+    ot_json_obj_end(j);
+}
+
+static void device(struct jx *x, const struct ot_device *d)
+{
+    struct ot_json *j = &x->j;
+    const struct ot_snapshot *s = x->s;
+    char ub[80];
+    bool mi = d->flags & OT_DEV_MEMINFO_KNOWN, bl = d->flags & OT_DEV_BASELINE_KNOWN;
+    ot_json_obj(j, NULL);
+    ot_json_i64(j, "ordinal", d->ordinal);
+    ot_json_str(j, "name", d->name.n ? d->name : (struct ot_str){NULL, 0});
+    ot_json_cstr(j, "uuid", ot_fmt_uuid(ub, d->uuid));
+    ot_json_u64_or_null(j, "total_bytes", mi, d->total_bytes);
+    ot_json_u64_or_null(j, "free_bytes", mi, d->free_bytes);
+    ot_json_u64_or_null(j, "used_bytes", mi && d->total_bytes >= d->free_bytes, d->total_bytes - d->free_bytes);
+    ot_json_u64_or_null(j, "baseline_used_bytes", bl, d->baseline_used_bytes);
+    ot_json_u64(j, "tracked_bytes", d->tracked_bytes);
+    ot_json_u64(j, "peak_bytes", d->peak_bytes);
+    ot_json_u64(j, "peak_time_ns", d->peak_time_ns);
+    ot_json_u64(j, "peak_seq", d->peak_seq);
+    ot_json_obj(j, "by_category");
+    for (size_t c = 1; c < d->ncat; c++) {
+        char key[32];
+        if (c < OT_CAT_COUNT)
+            snprintf(key, sizeof(key), "%s", ot_category_name((unsigned)c));
+        else
+            snprintf(key, sizeof(key), "category_%zu", c);
+        ot_json_u64(j, key, d->by_category[c]);
+    }
+    ot_json_obj_end(j);
+    struct ot_pool_totals pt = ot_pools_of(s, d->ordinal);
+    ot_json_obj(j, "pools");
+    ot_json_u64(j, "count", pt.count);
+    ot_json_u64(j, "reserved_bytes", pt.reserved_bytes);
+    ot_json_u64(j, "used_bytes", pt.used_bytes);
+    ot_json_obj_end(j);
+    size_t nother = 0;
+    uint64_t other = ot_other_process_bytes(s, d->ordinal, &nother);
+    ot_json_u64_or_null(j, "other_processes_bytes", s->has_processes && s->processes_source != 0, other);
+    ot_json_obj_end(j);
+}
+
+static void peak_view(struct jx *x, const char *key, const struct ot_peak_view *p)
+{
+    struct ot_json *j = &x->j;
+    if (!p) {
+        ot_json_null(j, key);
+        return;
+    }
+    ot_json_obj(j, key);
+    ot_json_i64(j, "device", p->device);
+    ot_json_u64(j, "bytes", p->bytes);
+    ot_json_u64(j, "time_ns", p->time_ns);
+    ot_json_u64(j, "seq", p->seq);
+    ot_json_cstr(j, "source", p->section ? "PEAK" : "DEVICES");
+    if (p->has_sites) {
+        ot_json_u64(j, "count", p->sites.count);
+        sites(x, "sites", &p->sites, p->bytes);
+    } else {
+        ot_json_null(j, "count");
+        ot_json_null(j, "sites");
+        ot_json_null(j, "sites_total");
+    }
+    markers_before(x, p->seq);
+    ot_json_obj_end(j);
+}
+
+static void failure(struct jx *x)
+{
+    struct ot_json *j = &x->j;
+    const struct ot_snapshot *s = x->s;
+    if (!s->has_failure) {
+        ot_json_null(j, "failure");
+        return;
+    }
+    const struct ot_failure *f = &s->failure;
+    ot_json_obj(j, "failure");
+    ot_json_cstr(j, "api", ot_api_name64(f->api));
+    ot_json_u64(j, "api_id", f->api);
+    ot_json_cstr(j, "category", ot_category_name64(f->category));
+    ot_json_u64(j, "requested_bytes", f->requested_bytes);
+    ot_json_i64(j, "device", f->device);
+    ot_json_u64(j, "result_code", f->result_code);
+    ot_json_cstr(j, "result_name", ot_result_name(f->result_code));
+    ot_json_u64(j, "time_ns", f->time_ns);
+    ot_json_u64(j, "tid", f->tid);
+    ot_json_u64(j, "seq", f->seq);
+    stack(x, f->stack_id);
+    markers_before(x, f->seq);
+    ot_json_obj_end(j);
+}
+
+static void events(struct jx *x)
+{
+    struct ot_json *j = &x->j;
+    const struct ot_meta *m = &x->s->meta;
+    const struct ot_event_stats *e = &x->a->ev;
+    bool ring = x->s->seen & (1u << OT_SEC_EVENTS);
+    ot_json_obj(j, "events");
+    ot_json_u64(j, "recorded", m->events_recorded);
+    ot_json_u64(j, "kept", m->events_kept);
+    ot_json_u64(j, "dropped", m->events_dropped);
+    ot_json_u64(j, "chunks_dropped", m->chunks_dropped);
+    ot_json_u64(j, "ring_budget_bytes", m->ring_budget_bytes);
+    ot_json_u64(j, "ring_used_bytes", m->ring_used_bytes);
+    ot_json_u64_or_null(j, "chunks", ring, x->s->nchunks);
+    ot_json_u64_or_null(j, "decoded", ring, e->decoded);
+    if (ring) {
+        static const char *const kinds[] = {"other", "alloc", "free", "failed", "marker", "map", "unmap"};
+        ot_json_obj(j, "by_kind");
+        for (int k = 1; k <= OT_EV_KIND_MAX; k++)
+            ot_json_u64(j, kinds[k], e->by_kind[k]);
+        ot_json_u64(j, "unknown", e->by_kind[0]);
+        ot_json_obj_end(j);
+    } else {
+        ot_json_null(j, "by_kind");
+    }
+    ot_json_u64_or_null(j, "first_seq", e->decoded, e->first_seq);
+    ot_json_u64_or_null(j, "last_seq", e->decoded, e->last_seq);
+    ot_json_u64_or_null(j, "first_time_ns", e->decoded, e->first_time_ns);
+    ot_json_u64_or_null(j, "last_time_ns", e->decoded, e->last_time_ns);
+    ot_json_obj_end(j);
+}
+
+static void symbolization(struct jx *x)
+{
+    struct ot_json *j = &x->j;
+    const struct ot_symbolizer_info *y = &x->a->sym;
+    ot_json_obj(j, "symbolization");
+    ot_json_bool(j, "libdw", y->available);
+    ot_json_bool(j, "demangler", y->demangler);
+    ot_json_u64(j, "modules", y->modules);
+    ot_json_u64(j, "verified", y->verified);
+    ot_json_u64(j, "missing", y->missing);
+    ot_json_u64(j, "mismatched", y->mismatched);
+    ot_json_u64(j, "unverifiable", y->unverifiable);
+    ot_json_u64(j, "unreadable", y->unreadable);
+    ot_json_obj_end(j);
+}
+
+int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o)
+{
+    struct jx x = {.a = a, .s = a->s, .o = o};
+    struct ot_json *j = &x.j;
+    const struct ot_snapshot *s = a->s;
+    const struct ot_meta *m = &s->meta;
+    char vb[32];
+    ot_json_init(j, f);
+    ot_json_obj(j, NULL);
+    ot_json_cstr(j, "schema", "oomtrace-report/1");
+    ot_json_cstr(j, "file", o->path);
+    snprintf(vb, sizeof(vb), "%u.%u", s->version_major, s->version_minor);
+    ot_json_cstr(j, "format_version", vb);
+    ot_json_str(j, "tracer_version", m->tracer_version);
+    ot_json_cstr(j, "trigger", ot_trigger_name(m->trigger));
+    ot_json_u64(j, "trigger_id", m->trigger);
+    ot_json_str(j, "reason", m->reason.n ? m->reason : (struct ot_str){NULL, 0});
+    ot_json_u64(j, "snapshot_seq", m->snapshot_seq);
+    ot_json_u64_or_null(j, "wall_ns", m->wall_ns != 0, m->wall_ns);
+    ot_json_u64(j, "mono_ns", m->mono_ns);
+    ot_json_u64(j, "start_mono_ns", m->start_mono_ns);
+    process(&x);
+
+    ot_json_arr(j, "devices");
+    for (size_t i = 0; i < s->ndevices; i++)
+        device(&x, &s->devices[i]);
+    ot_json_arr_end(j);
+
+    failure(&x);
+    ot_why_json(j, a->why);
+    peak_view(&x, "peak", a->peak);
+    ot_json_arr(j, "peaks");
+    for (size_t i = 0; i < a->npeaks; i++)
+        peak_view(&x, NULL, &a->peaks[i]);
+    ot_json_arr_end(j);
+
+    if (a->has_at_failure) {
+        ot_json_obj(j, "at_failure");
+        ot_json_i64(j, "device", a->failure_device);
+        ot_json_u64(j, "bytes", a->at_failure.bytes);
+        ot_json_u64(j, "count", a->at_failure.count);
+        sites(&x, "sites", &a->at_failure, a->at_failure.bytes);
+        ot_json_obj_end(j);
+    } else {
+        ot_json_null(j, "at_failure");
+    }
+
+    if (s->has_live) {
+        ot_json_obj(j, "live");
+        ot_json_u64(j, "bytes", a->live.bytes);
+        ot_json_u64(j, "count", a->live.count);
+        sites(&x, "sites", &a->live, a->live.bytes);
+        ot_json_obj_end(j);
+        ot_json_obj(j, "host_pinned");
+        ot_json_u64(j, "bytes", a->host_pinned_bytes);
+        ot_json_u64(j, "count", a->host_pinned_count);
+        ot_json_obj_end(j);
+        ot_json_obj(j, "imported");
+        ot_json_u64(j, "bytes", a->imported_bytes);
+        ot_json_u64(j, "count", a->imported_count);
+        ot_json_obj_end(j);
+    } else {
+        ot_json_null(j, "live");
+        ot_json_null(j, "host_pinned");
+        ot_json_null(j, "imported");
+    }
+
+    ot_json_arr(j, "pools");
+    for (size_t i = 0; i < s->npools; i++) {
+        const struct ot_pool *p = &s->pools[i];
+        bool ok = !(p->flags & OT_POOL_UNREADABLE);
+        ot_json_obj(j, NULL);
+        ot_json_u64(j, "handle", p->handle);
+        ot_json_i64(j, "device", p->device);
+        ot_json_bool(j, "default", p->flags & OT_POOL_DEFAULT);
+        ot_json_u64_or_null(j, "reserved_bytes", ok, p->reserved_bytes);
+        ot_json_u64_or_null(j, "used_bytes", ok, p->used_bytes);
+        ot_json_obj_end(j);
+    }
+    ot_json_arr_end(j);
+
+    if (s->has_processes) {
+        ot_json_obj(j, "other_processes");
+        ot_json_cstr(j, "source", s->processes_source == 1 ? "nvml" : s->processes_source == 0 ? "none" : "unknown");
+        ot_json_str(j, "note", s->processes_note.n ? s->processes_note : (struct ot_str){NULL, 0});
+        ot_json_arr(j, "list");
+        for (size_t i = 0; i < s->nprocesses; i++) {
+            const struct ot_process *p = &s->processes[i];
+            ot_json_obj(j, NULL);
+            ot_json_i64(j, "device", p->device);
+            ot_json_u64(j, "pid", p->pid);
+            ot_json_u64(j, "used_bytes", p->used_bytes);
+            ot_json_str(j, "name", p->name);
+            ot_json_obj_end(j);
+        }
+        ot_json_arr_end(j);
+        ot_json_obj_end(j);
+    } else {
+        ot_json_null(j, "other_processes");
+    }
+
+    ot_json_arr(j, "markers");
+    for (size_t i = 0; i < s->nmarkers; i++)
+        marker(&x, &s->markers[i]);
+    ot_json_arr_end(j);
+
+    ot_json_arr(j, "threads");
+    for (size_t i = 0; i < s->nthreads; i++) {
+        ot_json_obj(j, NULL);
+        ot_json_u64(j, "tid", s->threads[i].tid);
+        ot_json_str(j, "name", s->threads[i].name);
+        ot_json_obj_end(j);
+    }
+    ot_json_arr_end(j);
+
+    events(&x);
+    symbolization(&x);
+    ot_json_arr(j, "notes");
+    for (size_t i = 0; i < a->notes.n; i++)
+        ot_json_cstr(j, NULL, a->notes.v[i]);
+    ot_json_arr_end(j);
+    ot_json_obj_end(j);
+    ot_json_end(j);
+    return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,481 @@
+/* The text report. Order is the reading order of someone whose job just died: what failed, on which
+ * device and with how much free, then who held the memory at the peak and at the failure, then
+ * context (events, markers), then caveats. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "render/report.h"
+#include "analyze/stackview.h"
+#include "analyze/why.h"
+
+#define OT_MARKERS_SHOWN 5
+
+const char *ot_result_name(uint64_t r)
+{
+    switch (r) {
+    case 0:
+        return "CUDA_SUCCESS";
+    case 1:
+        return "CUDA_ERROR_INVALID_VALUE";
+    case 2:
+        return "CUDA_ERROR_OUT_OF_MEMORY";
+    case 3:
+        return "CUDA_ERROR_NOT_INITIALIZED";
+    case 101:
+        return "CUDA_ERROR_INVALID_DEVICE";
+    case 201:
+        return "CUDA_ERROR_INVALID_CONTEXT";
+    case 801:
+        return "CUDA_ERROR_NOT_SUPPORTED";
+    default:
+        return NULL;
+    }
+}
+
+const char *ot_fmt_uuid(char *buf, struct ot_str u)
+{
+    if (!u.p || u.n == 0)
+        return NULL;
+    const unsigned char *b = (const unsigned char *)u.p;
+    if (u.n == 16) {
+        snprintf(buf, 80,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        return buf;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < u.n && o + 3 < 80; i++)
+        o += (size_t)snprintf(buf + o, 80 - o, "%02x", b[i]);
+    buf[o] = 0;
+    return buf;
+}
+
+struct tx {
+    FILE *f;
+    const struct ot_analysis *a;
+    const struct ot_snapshot *s;
+    const struct ot_report_opts *o;
+};
+
+static void put(struct tx *t, struct ot_str s)
+{
+    ot_fput_safe_max(t->f, s, 512);
+}
+
+
+static const char *dev_name(char *buf, int64_t d)
+{
+    if (d == -1)
+        snprintf(buf, 32, "host");
+    else
+        snprintf(buf, 32, "device %" PRId64, d);
+    return buf;
+}
+
+static const char *reltime(char *buf, const struct ot_snapshot *s, uint64_t t)
+{
+    return ot_fmt_reltime(buf, t, s->meta.start_mono_ns);
+}
+
+
+static void put_stack(struct tx *t, uint64_t stack_id, const char *indent)
+{
+    if (!t->o->native && ot_put_stack_python_first(t->f, t->a->res, t->s, stack_id, indent, t->o->frames))
+        return;
+    const struct ot_stack *st = ot_snapshot_stack(t->s, stack_id);
+    if (!st) {
+        fprintf(t->f, "%s(stack %" PRIu64 " is not in STACKS)\n", indent, stack_id);
+        return;
+    }
+    if (st->nframes == 0)
+        fprintf(t->f, "%s(empty stack)\n", indent);
+    size_t shown = 0, total = 0;
+    for (size_t i = 0; i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(t->a->res, st->frames[i], &fr);
+        for (size_t k = 0; k < n; k++, total++) {
+            if (shown >= t->o->frames)
+                continue;
+            fprintf(t->f, "%s#%-2zu ", indent, shown);
+            ot_put_frame(t->f, &fr[k]);
+            fputc('\n', t->f);
+            shown++;
+        }
+    }
+    if (total > shown)
+        fprintf(t->f, "%s... %zu more frame%s (--frames)\n", indent, total - shown, total - shown == 1 ? "" : "s");
+    if (st->flags & OT_STACK_TRUNCATED)
+        fprintf(t->f, "%s(the tracer cut this stack at its maximum depth)\n", indent);
+    if (st->flags & OT_STACK_NO_PYTHON)
+        fprintf(t->f, "%s(no Python frames: a native thread of a Python process)\n", indent);
+}
+
+static void header(struct tx *t)
+{
+    const struct ot_snapshot *s = t->s;
+    const struct ot_meta *m = &s->meta;
+    FILE *o = t->f;
+    static const char *const what[] = {
+        [OT_TRIGGER_OOM] = "CUDA OUT OF MEMORY",
+        [OT_TRIGGER_EXIT] = "snapshot at process exit",
+        [OT_TRIGGER_SIGNAL] = "snapshot on a signal",
+        [OT_TRIGGER_API] = "snapshot requested by oomtrace_dump()",
+        [OT_TRIGGER_FLUSH] = "periodic flush",
+    };
+    if (m->trigger >= 1 && m->trigger <= OT_TRIGGER_FLUSH)
+        fprintf(o, "oomtrace: %s", what[m->trigger]);
+    else
+        fprintf(o, "oomtrace: snapshot with unknown trigger %" PRIu64, m->trigger);
+    fprintf(o, " in pid %" PRIu64 " on ", m->pid);
+    put(t, m->host.n ? m->host : ot_cstr("unknown host"));
+    if (m->rank >= 0) {
+        fprintf(o, ", rank %" PRId64, m->rank);
+        if (m->world_size > 0)
+            fprintf(o, " of %" PRId64, m->world_size);
+        if (m->rank_source.n) {
+            fputs(" (", o);
+            put(t, m->rank_source);
+            fputs(")", o);
+        }
+    }
+    /* A crash-surviving flush is the only record of a process that died: say so where it is seen. */
+    if (!(s->file_flags & OT_FILE_COMPLETE))
+        fputs("; process did not finish (the snapshot lacks its COMPLETE flag)", o);
+    fputc('\n', o);
+    if (m->reason.n) {
+        fputs("  reason: ", o);
+        put(t, m->reason);
+        fputc('\n', o);
+    }
+    fputs("  cmdline:", o);
+    for (size_t i = 0; i < m->argc && i < 64; i++) {
+        fputc(' ', o);
+        ot_fput_safe_max(o, m->argv[i], 256);
+    }
+    if (m->argc > 64)
+        fprintf(o, " ... (%zu more arguments)", m->argc - 64);
+    fputc('\n', o);
+    char tb[48], buf[64];
+    if (ot_fmt_wall(buf, m->wall_ns))
+        fprintf(o, "  taken %s, %s after the tracer started", buf, reltime(tb, s, m->mono_ns));
+    else
+        fprintf(o, "  taken %s after the tracer started", reltime(tb, s, m->mono_ns));
+    fprintf(o, "; snapshot #%" PRIu64 ", tracer ", m->snapshot_seq);
+    put(t, m->tracer_version.n ? m->tracer_version : ot_cstr("?"));
+    if (m->python_version.n) {
+        fputs(", Python ", o);
+        put(t, m->python_version);
+    }
+    fputc('\n', o);
+    if (m->cuda_visible_devices.n) {
+        fputs("  CUDA_VISIBLE_DEVICES=", o);
+        put(t, m->cuda_visible_devices);
+        fputc('\n', o);
+    }
+}
+
+static void failure(struct tx *t)
+{
+    const struct ot_snapshot *s = t->s;
+    FILE *o = t->f;
+    if (!s->has_failure)
+        return;
+    const struct ot_failure *f = &s->failure;
+    char b1[32], b2[32], b3[48], dn[32];
+    const char *rn = ot_result_name(f->result_code);
+    fprintf(o, "\nFailed request: %s (%s bytes) by %s on %s, category %s, returned ",
+            ot_fmt_bytes(b1, f->requested_bytes), ot_fmt_count(b2, f->requested_bytes), ot_api_name64(f->api),
+            dev_name(dn, f->device), ot_category_name64(f->category));
+    if (rn)
+        fprintf(o, "%s (%" PRIu64 ")", rn, f->result_code);
+    else
+        fprintf(o, "CUresult %" PRIu64, f->result_code);
+    fprintf(o, "\n  at %s, seq %" PRIu64 ", thread %" PRIu64 "\n", reltime(b3, s, f->time_ns), f->seq, f->tid);
+    const struct ot_device *d = ot_snapshot_device(s, f->device);
+    if (d && (d->flags & OT_DEV_MEMINFO_KNOWN)) {
+        fprintf(o, "  %s had %s free of %s total (cuMemGetInfo at the snapshot)", dev_name(dn, f->device),
+                ot_fmt_bytes(b1, d->free_bytes), ot_fmt_bytes(b2, d->total_bytes));
+        if (f->requested_bytes > d->free_bytes)
+            fprintf(o, ": %s short", ot_fmt_bytes(b1, f->requested_bytes - d->free_bytes));
+        fputc('\n', o);
+    }
+    fputs("  stack (innermost first):\n", o);
+    put_stack(t, f->stack_id, "    ");
+}
+
+static void device_block(struct tx *t, const struct ot_device *d)
+{
+    const struct ot_snapshot *s = t->s;
+    FILE *o = t->f;
+    char b1[32], b2[32], b3[32], tb[48], dn[32], ub[80];
+    fprintf(o, "  %s: ", dev_name(dn, d->ordinal));
+    put(t, d->name.n ? d->name : ot_cstr("(no name)"));
+    const char *uuid = ot_fmt_uuid(ub, d->uuid);
+    if (uuid)
+        fprintf(o, " %s", uuid);
+    fputc('\n', o);
+    bool meminfo = d->flags & OT_DEV_MEMINFO_KNOWN;
+    if (meminfo) {
+        uint64_t used = d->total_bytes >= d->free_bytes ? d->total_bytes - d->free_bytes : 0;
+        fprintf(o, "    total %s, free %s, used %s (cuMemGetInfo at the snapshot)\n", ot_fmt_bytes(b1, d->total_bytes),
+                ot_fmt_bytes(b2, d->free_bytes), ot_fmt_bytes(b3, used));
+    } else {
+        fputs("    total and free unknown (cuMemGetInfo was not available)\n", o);
+    }
+    fprintf(o, "    tracked live %s", ot_fmt_bytes(b1, d->tracked_bytes));
+    const char *sep = ": ";
+    for (size_t c = 1; c < d->ncat; c++) {
+        if (!d->by_category[c])
+            continue;
+        fprintf(o, "%s%s %s", sep, ot_category_name64(c), ot_fmt_bytes(b1, d->by_category[c]));
+        sep = ", ";
+    }
+    fputc('\n', o);
+    fprintf(o, "    peak %s at %s (seq %" PRIu64 ")\n", ot_fmt_bytes(b1, d->peak_bytes), reltime(tb, s, d->peak_time_ns),
+            d->peak_seq);
+    bool baseline = d->flags & OT_DEV_BASELINE_KNOWN;
+    if (baseline)
+        fprintf(o, "    baseline %s in use before this process's first allocation\n",
+                ot_fmt_bytes(b1, d->baseline_used_bytes));
+    size_t nother = 0;
+    uint64_t other = ot_other_process_bytes(s, d->ordinal, &nother);
+    if (nother)
+        fprintf(o, "    other processes: %s in %zu process%s (NVML)\n", ot_fmt_bytes(b1, other), nother,
+                nother == 1 ? "" : "es");
+    if (meminfo && d->total_bytes >= d->free_bytes) {
+        uint64_t used = d->total_bytes - d->free_bytes;
+        uint64_t known = ot_sat_add(ot_sat_add(d->tracked_bytes, baseline ? d->baseline_used_bytes : 0), other);
+        if (used > known)
+            fprintf(o, "    unaccounted %s: used minus tracked%s%s (CUDA context growth, allocations oomtrace cannot see)\n",
+                    ot_fmt_bytes(b1, used - known), baseline ? ", baseline" : "", nother ? ", other processes" : "");
+    }
+    struct ot_pool_totals pt = ot_pools_of(s, d->ordinal);
+    if (pt.count)
+        fprintf(o, "    pools: %zu, reserved %s, used %s (cuMemPoolGetAttribute; pool memory is shown apart from live allocations)\n",
+                pt.count, ot_fmt_bytes(b1, pt.reserved_bytes), ot_fmt_bytes(b2, pt.used_bytes));
+}
+
+static void devices(struct tx *t)
+{
+    const struct ot_snapshot *s = t->s;
+    const struct ot_analysis *a = t->a;
+    FILE *o = t->f;
+    char b1[32], b2[32];
+    fputs("\nDevices (tracked = this process's live device allocations counted by oomtrace):\n", o);
+    if (!s->ndevices)
+        fputs("  (no DEVICES section)\n", o);
+    for (size_t i = 0; i < s->ndevices; i++)
+        device_block(t, &s->devices[i]);
+    /* Pools of devices not listed in DEVICES still hold memory; say so rather than drop them. */
+    for (size_t i = 0; i < s->npools; i++)
+        if (!ot_snapshot_device(s, s->pools[i].device)) {
+            fprintf(o, "  pool 0x%" PRIx64 " on device %" PRId64 " (not in DEVICES): reserved %s, used %s\n",
+                    s->pools[i].handle, s->pools[i].device, ot_fmt_bytes(b1, s->pools[i].reserved_bytes),
+                    ot_fmt_bytes(b2, s->pools[i].used_bytes));
+        }
+    fprintf(o, "Host pinned memory (page-locked host RAM, never in device totals): %s in %s allocation%s\n",
+            ot_fmt_bytes(b1, a->host_pinned_bytes), ot_fmt_count(b2, a->host_pinned_count),
+            a->host_pinned_count == 1 ? "" : "s");
+    if (a->imported_count)
+        fprintf(o, "Imported memory (another process's allocations mapped here, not counted): %s in %s allocation%s\n",
+                ot_fmt_bytes(b1, a->imported_bytes), ot_fmt_count(b2, a->imported_count),
+                a->imported_count == 1 ? "" : "s");
+    if (s->has_processes && !s->nprocesses && s->processes_note.n) {
+        fputs("  other processes: unknown (", o);
+        put(t, s->processes_note);
+        fputs(")\n", o);
+    }
+}
+
+static void site_table(struct tx *t, const struct ot_sites *st, uint64_t whole, const char *share_of)
+{
+    FILE *o = t->f;
+    char b1[32], b2[32];
+    size_t n = st->n < t->o->top ? st->n : t->o->top;
+    if (!st->n) {
+        fputs("  (no allocations)\n", o);
+        return;
+    }
+    uint64_t shown_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct ot_site *x = &st->v[i];
+        shown_bytes = ot_sat_add(shown_bytes, x->bytes);
+        fprintf(o, "  %2zu. %s in %s allocation%s", i + 1, ot_fmt_bytes(b1, x->bytes), ot_fmt_count(b2, x->count),
+                x->count == 1 ? "" : "s");
+        if (whole)
+            fprintf(o, ", %.1f%% of %s", 100.0 * (double)x->bytes / (double)whole, share_of);
+        struct ot_stack_info si;
+        ot_stack_info(t->a->res, t->s, x->stack_id, &si);
+        fputs(": ", o);
+        ot_put_headline(o, &si, false);
+        fprintf(o, " (stack %" PRIu64 ")\n", x->stack_id);
+        put_stack(t, x->stack_id, "        ");
+    }
+    if (st->n > n) {
+        uint64_t rest = st->bytes >= shown_bytes ? st->bytes - shown_bytes : 0;
+        fprintf(o, "  ... %zu more site%s: %s", st->n - n, st->n - n == 1 ? "" : "s", ot_fmt_bytes(b1, rest));
+        if (whole)
+            fprintf(o, ", %.1f%%", 100.0 * (double)rest / (double)whole);
+        fputs(" (--top)\n", o);
+    }
+}
+
+static void markers_before(struct tx *t, uint64_t seq, const char *what)
+{
+    const struct ot_snapshot *s = t->s;
+    FILE *o = t->f;
+    char tb[48];
+    size_t first, n = ot_markers_before(s, seq, OT_MARKERS_SHOWN, &first);
+    if (!n)
+        return;
+    fprintf(o, "  last marker%s before %s (seq %" PRIu64 "):\n", n == 1 ? "" : "s", what, seq);
+    for (size_t i = first; i < first + n; i++) {
+        const struct ot_marker *m = &s->markers[i];
+        fprintf(o, "    seq %-10" PRIu64 " %-12s ", m->seq, reltime(tb, s, m->time_ns));
+        put(t, m->label);
+        fputc('\n', o);
+    }
+}
+
+static void peak_section(struct tx *t)
+{
+    const struct ot_analysis *a = t->a;
+    FILE *o = t->f;
+    char b1[32], b2[32], tb[48], dn[32];
+    const struct ot_peak_view *p = a->peak;
+    if (!p) {
+        fputs("\nPeak: unknown (no DEVICES or PEAK section)\n", o);
+        return;
+    }
+    fprintf(o, "\nTop call sites at the peak of %s: %s at %s (seq %" PRIu64 ")", dev_name(dn, p->device),
+            ot_fmt_bytes(b1, p->bytes), reltime(tb, t->s, p->time_ns), p->seq);
+    if (p->has_sites)
+        fprintf(o, ", %s allocations\n", ot_fmt_count(b2, p->sites.count));
+    else
+        fputs("\n", o);
+    if (!p->has_sites) {
+        fputs("  (no PEAK section for this device: the live set at its peak was not recorded)\n", o);
+    } else {
+        site_table(t, &p->sites, p->bytes, "peak");
+    }
+    markers_before(t, p->seq, "the peak");
+    for (size_t i = 0; i < a->npeaks; i++) {
+        const struct ot_peak_view *q = &a->peaks[i];
+        if (q == p)
+            continue;
+        fprintf(o, "  (%s peaked at %s at %s", dev_name(dn, q->device), ot_fmt_bytes(b1, q->bytes),
+                reltime(tb, t->s, q->time_ns));
+        fputs(q->has_sites ? "; --format json lists its sites)\n" : ")\n", o);
+    }
+}
+
+static void failure_section(struct tx *t)
+{
+    const struct ot_analysis *a = t->a;
+    FILE *o = t->f;
+    char b1[32], b2[32], dn[32];
+    fprintf(o, "\nTop call sites at the failure on %s (live when the allocation failed): %s in %s allocations\n",
+            dev_name(dn, a->failure_device), ot_fmt_bytes(b1, a->at_failure.bytes), ot_fmt_count(b2, a->at_failure.count));
+    site_table(t, &a->at_failure, a->at_failure.bytes, "live");
+    markers_before(t, t->s->failure.seq, "the failure");
+}
+
+static void live_section(struct tx *t)
+{
+    const struct ot_analysis *a = t->a;
+    FILE *o = t->f;
+    char b1[32], b2[32];
+    if (!t->s->has_live) {
+        fputs("\nLive at snapshot: unknown (no LIVE section)\n", o);
+        return;
+    }
+    fprintf(o, "\nTop call sites live at the snapshot (device memory, all devices): %s in %s allocations\n",
+            ot_fmt_bytes(b1, a->live.bytes), ot_fmt_count(b2, a->live.count));
+    site_table(t, &a->live, a->live.bytes, "live");
+}
+
+static void events(struct tx *t)
+{
+    const struct ot_snapshot *s = t->s;
+    const struct ot_meta *m = &s->meta;
+    const struct ot_event_stats *e = &t->a->ev;
+    FILE *o = t->f;
+    char b1[32], b2[32], b3[32], b4[32], t1[48], t2[48];
+    fprintf(o, "\nEvents: %s recorded, %s kept in the ring, %s dropped (%s chunk%s)", ot_fmt_count(b1, m->events_recorded),
+            ot_fmt_count(b2, m->events_kept), ot_fmt_count(b3, m->events_dropped), ot_fmt_count(b4, m->chunks_dropped),
+            m->chunks_dropped == 1 ? "" : "s");
+    if (m->ring_budget_bytes)
+        fprintf(o, "; ring %s of %s", ot_fmt_bytes(b1, m->ring_used_bytes), ot_fmt_bytes(b2, m->ring_budget_bytes));
+    fputc('\n', o);
+    if (e->decoded) {
+        fprintf(o, "  ring: seq %" PRIu64 "..%" PRIu64 ", %s..%s: ", e->first_seq, e->last_seq,
+                reltime(t1, s, e->first_time_ns), reltime(t2, s, e->last_time_ns));
+        static const char *const kinds[] = {"other", "alloc", "free", "failed", "marker", "map", "unmap"};
+        const char *sep = "";
+        for (int k = 1; k <= OT_EV_KIND_MAX; k++) {
+            fprintf(o, "%s%s %s", sep, kinds[k], ot_fmt_count(b1, e->by_kind[k]));
+            sep = ", ";
+        }
+        if (e->by_kind[0])
+            fprintf(o, ", unknown kinds %s", ot_fmt_count(b1, e->by_kind[0]));
+        fputc('\n', o);
+    }
+    if (s->nmarkers)
+        fprintf(o, "  %zu marker%s kept (MARKERS)\n", s->nmarkers, s->nmarkers == 1 ? "" : "s");
+}
+
+static void trailer(struct tx *t)
+{
+    const struct ot_analysis *a = t->a;
+    FILE *o = t->f;
+    const struct ot_symbolizer_info *y = &a->sym;
+    if (y->available)
+        fprintf(o, "\nSymbols: %zu of %zu module%s verified by build-id and read here", y->verified, y->modules,
+                y->modules == 1 ? "" : "s");
+    else
+        fputs("\nSymbols: from the snapshot (dump-time dladdr names)", o);
+    if (y->available && y->verified < y->modules) {
+        fputs(" (", o);
+        const char *sep = "";
+        if (y->missing)
+            fprintf(o, "%s%zu not found", sep, y->missing), sep = ", ";
+        if (y->mismatched)
+            fprintf(o, "%s%zu with a different build-id", sep, y->mismatched), sep = ", ";
+        if (y->unverifiable)
+            fprintf(o, "%s%zu without a recorded build-id", sep, y->unverifiable), sep = ", ";
+        if (y->unreadable)
+            fprintf(o, "%s%zu unreadable", sep, y->unreadable), sep = ", ";
+        fputs("; dump-time names for those)", o);
+    }
+    fputs(y->demangler ? "; C++ names demangled\n" : "; C++ names left mangled (no __cxa_demangle found)\n", o);
+    if (a->notes.n) {
+        fputs("Notes:\n", o);
+        for (size_t i = 0; i < a->notes.n; i++)
+            fprintf(o, "  - %s\n", a->notes.v[i]);
+    }
+}
+
+int ot_report_text(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o)
+{
+    struct tx t = {f, a, a->s, o};
+    header(&t);
+    failure(&t);
+    ot_why_text(f, a->why);
+    devices(&t);
+    bool peak = o->at == OT_AT_DEFAULT || o->at == OT_AT_PEAK;
+    bool fail = (o->at == OT_AT_DEFAULT || o->at == OT_AT_FAILURE) && a->has_at_failure;
+    bool live = (o->at == OT_AT_DEFAULT && !a->has_at_failure) || o->at == OT_AT_LIVE ||
+                (o->at == OT_AT_FAILURE && !a->has_at_failure);
+    if (peak)
+        peak_section(&t);
+    if (fail)
+        failure_section(&t);
+    if (o->at == OT_AT_FAILURE && !a->has_at_failure)
+        fputs("\n(--at failure: this snapshot records no failure; showing the live set instead)\n", f);
+    if (live)
+        live_section(&t);
+    events(&t);
+    trailer(&t);
+    return ferror(f) ? -1 : 0;
+}

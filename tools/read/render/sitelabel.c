@@ -1,0 +1,377 @@
+#include "render/sitelabel.h"
+
+#include "analyze/stackview.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+void ot_sb_put(struct ot_sb *b, const char *p, size_t n)
+{
+    if (b->oom || n == 0)
+        return;
+    if (b->cap - b->n <= n) {
+        size_t ncap = b->cap ? b->cap : 64;
+        while (ncap - b->n <= n && ncap < SIZE_MAX / 2)
+            ncap *= 2;
+        char *np = ncap - b->n > n ? realloc(b->p, ncap) : NULL;
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = ncap;
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void ot_sb_str(struct ot_sb *b, struct ot_str s)
+{
+    if (s.p)
+        ot_sb_put(b, s.p, s.n);
+}
+
+void ot_sb_cstr(struct ot_sb *b, const char *s)
+{
+    ot_sb_put(b, s, strlen(s));
+}
+
+void ot_sb_printf(struct ot_sb *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        ot_sb_put(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+void ot_sb_reset(struct ot_sb *b)
+{
+    b->n = 0;
+    if (b->p)
+        b->p[0] = 0;
+}
+
+void ot_sb_free(struct ot_sb *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof(*b));
+}
+
+struct ot_str ot_sb_view(const struct ot_sb *b)
+{
+    return (struct ot_str){b->p ? b->p : "", b->n};
+}
+
+static const char *find_sub(struct ot_str s, const char *needle, size_t from)
+{
+    size_t k = strlen(needle);
+    for (size_t i = from; i + k <= s.n; i++)
+        if (memcmp(s.p + i, needle, k) == 0)
+            return s.p + i;
+    return NULL;
+}
+
+struct ot_str ot_lbl_short_file(struct ot_str path)
+{
+    if (!path.p)
+        return path;
+    static const char *const roots[] = {"site-packages/", "dist-packages/"};
+    struct ot_str best = path;
+    for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); r++) {
+        size_t k = strlen(roots[r]);
+        /* The last occurrence: a virtualenv inside site-packages is still read from its own root. */
+        const char *hit = NULL, *h;
+        size_t from = 0;
+        while ((h = find_sub(path, roots[r], from)) != NULL) {
+            hit = h;
+            from = (size_t)(h - path.p) + 1;
+        }
+        if (hit && (size_t)(hit + k - path.p) < path.n) {
+            struct ot_str cut = {hit + k, path.n - (size_t)(hit + k - path.p)};
+            if (cut.n < best.n)
+                best = cut;
+        }
+    }
+    return best;
+}
+
+struct ot_str ot_lbl_basename(struct ot_str p)
+{
+    if (!p.p)
+        return p;
+    struct ot_str b = p;
+    for (size_t i = 0; i < p.n; i++)
+        if (p.p[i] == '/') {
+            b.p = p.p + i + 1;
+            b.n = p.n - i - 1;
+        }
+    return b;
+}
+
+static void frame_name(struct ot_sb *b, const struct ot_frame *f, bool base_file)
+{
+    if (f->kind == OT_FRAME_PY) {
+        if (!f->function.p && !f->file.p) {
+            ot_sb_printf(b, "<python frame %" PRIu64 ">", f->pyframe_id);
+            return;
+        }
+        ot_sb_str(b, f->function.p && f->function.n ? f->function : ot_cstr("?"));
+        ot_sb_cstr(b, " (");
+        struct ot_str file = f->file.p ? ot_lbl_short_file(f->file) : ot_cstr("?");
+        /* In a label, a path outside site-packages is shortened to its base name, as the text report does. */
+        if (base_file && f->file.p && file.n == f->file.n)
+            file = ot_lbl_basename(file);
+        ot_sb_str(b, file);
+        if (f->has_line)
+            ot_sb_printf(b, ":%" PRIu64, f->line);
+        ot_sb_cstr(b, ")");
+        return;
+    }
+    if (f->function.p && f->function.n) {
+        ot_sb_str(b, f->function);
+        return;
+    }
+    if (f->module.p && f->has_module_offset) {
+        ot_sb_str(b, ot_lbl_basename(f->module));
+        ot_sb_printf(b, "+0x%" PRIx64, f->module_offset);
+        return;
+    }
+    ot_sb_printf(b, "0x%" PRIx64, f->address);
+}
+
+void ot_lbl_frame(struct ot_sb *b, const struct ot_frame *f)
+{
+    frame_name(b, f, false);
+}
+
+bool ot_lbl_is_plumbing(const struct ot_frame *f)
+{
+    return ot_frame_is_plumbing(f); /* the text report's rule (stackview.c), so the reports agree */
+}
+
+/* The frames a label is built from, innermost first: every Python frame when the stack has one, else
+ * every native frame that is not plumbing, else every frame. */
+#define OT_LBL_FRAMES 48
+
+static size_t meaningful(const struct ot_analysis *a, const struct ot_stack *st, const struct ot_frame **out, size_t max)
+{
+    size_t n = 0;
+    for (int pass = 0; pass < 3 && n == 0; pass++) {
+        for (size_t i = 0; i < st->nframes && n < max; i++) {
+            const struct ot_frame *fr;
+            size_t k = ot_resolve(a->res, st->frames[i], &fr);
+            for (size_t j = 0; j < k && n < max; j++) {
+                const struct ot_frame *f = &fr[j];
+                bool ok = pass == 0 ? f->kind == OT_FRAME_PY : pass == 1 ? f->kind == OT_FRAME_NATIVE && !ot_lbl_is_plumbing(f) : true;
+                if (ok)
+                    out[n++] = f;
+            }
+        }
+    }
+    return n;
+}
+
+static char *capped_frame(const struct ot_frame *f, size_t max_bytes)
+{
+    struct ot_sb one = {0};
+    if (f->kind == OT_FRAME_NATIVE && f->function.p && f->function.n) {
+        struct ot_frame g = *f;
+        g.function = ot_short_function(f->function); /* a label has no room for C++ parameter lists */
+        frame_name(&one, &g, true);
+    } else {
+        frame_name(&one, f, true);
+    }
+    if (max_bytes && one.n > max_bytes) {
+        size_t cut = max_bytes;
+        /* Do not cut a UTF-8 sequence in half. */
+        while (cut > 0 && ((unsigned char)one.p[cut] & 0xc0) == 0x80)
+            cut--;
+        one.n = cut;
+        one.p[cut] = 0;
+        ot_sb_cstr(&one, "...");
+    }
+    if (one.oom || !one.p) {
+        ot_sb_free(&one);
+        return NULL;
+    }
+    return one.p;
+}
+
+/* A site's frame names for labels: innermost first, a run of equal names (C++ overloads calling each
+ * other, recursion) kept once. */
+struct names {
+    char *v[OT_LBL_FRAMES];
+    size_t n;
+};
+
+static int site_names(const struct ot_analysis *a, uint64_t stack_id, size_t max_bytes, struct names *out)
+{
+    memset(out, 0, sizeof(*out));
+    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
+    struct ot_sb b = {0};
+    if (!st) {
+        ot_sb_printf(&b, "(stack %" PRIu64 " not in STACKS)", stack_id);
+    } else {
+        const struct ot_frame *fr[OT_LBL_FRAMES];
+        size_t n = meaningful(a, st, fr, OT_LBL_FRAMES);
+        for (size_t i = 0; i < n; i++) {
+            char *name = capped_frame(fr[i], max_bytes);
+            if (!name)
+                return -1;
+            if (out->n && strcmp(out->v[out->n - 1], name) == 0) {
+                free(name);
+                continue;
+            }
+            out->v[out->n++] = name;
+        }
+        if (out->n)
+            return 0;
+        ot_sb_cstr(&b, "(empty stack)");
+    }
+    if (b.oom || !b.p) {
+        ot_sb_free(&b);
+        return -1;
+    }
+    out->v[out->n++] = b.p;
+    return 0;
+}
+
+static void names_free(struct names *x)
+{
+    for (size_t i = 0; i < x->n; i++)
+        free(x->v[i]);
+    x->n = 0;
+}
+
+static const char *name_at(const struct names *x, size_t i)
+{
+    return i < x->n ? x->v[i] : "";
+}
+
+#define ARROW " \xe2\x86\x90 "      /* " <- " */
+#define ELLIPSIS "\xe2\x80\xa6" /* "..." in one character */
+
+char **ot_lbl_sites(const struct ot_analysis *a, const struct ot_site *v, size_t n, size_t max_bytes)
+{
+    char **out = calloc(n ? n : 1, sizeof(char *));
+    struct names *nm = calloc(n ? n : 1, sizeof(*nm));
+    if (!out || !nm)
+        goto oom;
+    for (size_t i = 0; i < n; i++)
+        if (site_names(a, v[i].stack_id, max_bytes, &nm[i]) < 0)
+            goto oom;
+    /* A label is the innermost meaningful frame. Where several sites share it, each adds the first
+     * outer frame that tells it from all of them ("f <- g", or "f <- ... <- g" past equal frames).
+     * Quadratic in n, and n is a --top. */
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0; /* the outer frame to add; 0: none needed */
+        for (size_t j = 0; j < n; j++) {
+            if (j == i || strcmp(name_at(&nm[i], 0), name_at(&nm[j], 0)) != 0)
+                continue;
+            size_t d = 1;
+            while (d < OT_LBL_FRAMES && (d < nm[i].n || d < nm[j].n) && strcmp(name_at(&nm[i], d), name_at(&nm[j], d)) == 0)
+                d++;
+            if (d > k)
+                k = d;
+        }
+        struct ot_sb b = {0};
+        ot_sb_cstr(&b, name_at(&nm[i], 0));
+        if (k && k < nm[i].n) {
+            ot_sb_cstr(&b, k == 1 ? ARROW : ARROW ELLIPSIS ARROW);
+            ot_sb_cstr(&b, nm[i].v[k]);
+        } else if (k) {
+            ot_sb_printf(&b, " (stack %" PRIu64 ")", v[i].stack_id);
+        }
+        if (b.oom || !b.p) {
+            ot_sb_free(&b);
+            goto oom;
+        }
+        out[i] = b.p;
+    }
+    /* Two sites can still read alike (stacks that differ only in frames a label leaves out): the
+     * stack id tells them apart. */
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < n && !dup; j++)
+            dup = j != i && strcmp(out[i], out[j]) == 0;
+        if (!dup)
+            continue;
+        struct ot_sb b = {0};
+        ot_sb_cstr(&b, out[i]);
+        ot_sb_printf(&b, " (stack %" PRIu64 ")", v[i].stack_id);
+        if (b.oom || !b.p) {
+            ot_sb_free(&b);
+            goto oom;
+        }
+        free(out[i]);
+        out[i] = b.p;
+    }
+    for (size_t i = 0; i < n; i++)
+        names_free(&nm[i]);
+    free(nm);
+    return out;
+oom:
+    if (nm)
+        for (size_t i = 0; i < n; i++)
+            names_free(&nm[i]);
+    free(nm);
+    ot_lbl_free(out, n);
+    return NULL;
+}
+
+void ot_lbl_free(char **labels, size_t n)
+{
+    if (!labels)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(labels[i]);
+    free(labels);
+}
+
+const char *ot_lbl_at_name(enum ot_at at)
+{
+    switch (at) {
+    case OT_AT_FAILURE:
+        return "failure";
+    case OT_AT_LIVE:
+        return "live";
+    default:
+        return "peak";
+    }
+}
+
+void ot_lbl_moment(const struct ot_analysis *a, enum ot_at at, enum ot_at dflt, struct ot_moment *m)
+{
+    memset(m, 0, sizeof(*m));
+    if (at == OT_AT_DEFAULT)
+        at = dflt == OT_AT_DEFAULT ? OT_AT_PEAK : dflt;
+    if (at == OT_AT_PEAK && a->peak && a->peak->has_sites) {
+        m->at = OT_AT_PEAK;
+        m->sites = &a->peak->sites;
+        m->whole = a->peak->bytes;
+        m->device = a->peak->device;
+        m->time_ns = a->peak->time_ns;
+        m->seq = a->peak->seq;
+        return;
+    }
+    if (at == OT_AT_FAILURE && a->has_at_failure) {
+        m->at = OT_AT_FAILURE;
+        m->sites = &a->at_failure;
+        m->whole = a->at_failure.bytes;
+        m->device = a->failure_device;
+        m->time_ns = a->s->failure.time_ns;
+        m->seq = a->s->failure.seq;
+        return;
+    }
+    m->fell_back = at != OT_AT_LIVE;
+    m->at = OT_AT_LIVE;
+    m->any_device = true;
+    m->sites = a->s->has_live ? &a->live : NULL;
+    m->whole = a->live.bytes;
+    m->time_ns = a->s->meta.mono_ns;
+}

@@ -1,0 +1,64 @@
+/* Short names for frames and call sites, shared by the folded, markdown, HTML and memviz reports, plus
+ * the choice of which moment (--at) a report's site list describes, and a small growable string.
+ *
+ * Names are raw snapshot bytes (possibly invalid UTF-8, control characters, ';' or '|'): each report
+ * escapes them for its own syntax when it writes them. */
+#ifndef OT_READ_SITELABEL_H
+#define OT_READ_SITELABEL_H
+
+#include "analyze/analysis.h"
+#include "render/report.h"
+
+/* A growable byte string. On out of memory it keeps what fits and sets oom; never fails loudly. */
+struct ot_sb {
+    char *p;
+    size_t n, cap;
+    bool oom;
+};
+void ot_sb_put(struct ot_sb *b, const char *p, size_t n);
+void ot_sb_str(struct ot_sb *b, struct ot_str s); /* unknown (p == NULL) writes nothing */
+void ot_sb_cstr(struct ot_sb *b, const char *s);
+void ot_sb_printf(struct ot_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ot_sb_reset(struct ot_sb *b);
+void ot_sb_free(struct ot_sb *b);
+struct ot_str ot_sb_view(const struct ot_sb *b);
+
+/* "torch/nn/modules/module.py" for ".../site-packages/torch/nn/modules/module.py"; other paths whole. */
+struct ot_str ot_lbl_short_file(struct ot_str path);
+/* The last path component. */
+struct ot_str ot_lbl_basename(struct ot_str path);
+
+/* One frame as a flame graph names it: Python "function (file:line)" (file shortened as above),
+ * native "function" when known, else "module+0xOFF" (module's base name), else "0xADDR". */
+void ot_lbl_frame(struct ot_sb *b, const struct ot_frame *f);
+
+/* True for a native frame that says nothing about who allocated: the CUDA runtime, the driver, an
+ * allocator, the interpreter (stackview.h's ot_frame_is_plumbing, the text report's rule). */
+bool ot_lbl_is_plumbing(const struct ot_frame *f);
+
+/* Labels for sites v[0..n): the innermost meaningful frame of each (the innermost Python frame, else
+ * the innermost native frame that is not plumbing; C++ parameter lists dropped, Python files outside
+ * site-packages shortened to their base name). Where sites share that frame, each adds the first outer
+ * frame that tells it from the others: "f (a.py:1) ← g (b.py:2)", or "f ← … ← g" past frames
+ * they share (arrows and ellipsis in UTF-8); "(stack N)" when nothing does. Returns n malloc'd strings
+ * (free with ot_lbl_free), or NULL when out of memory. max_bytes caps one frame's name ("..." past it). */
+char **ot_lbl_sites(const struct ot_analysis *a, const struct ot_site *v, size_t n, size_t max_bytes);
+void ot_lbl_free(char **labels, size_t n);
+
+/* The site list a report describes for --at. at == OT_AT_DEFAULT takes dflt. peak without a PEAK
+ * section, or failure without a FAILURE and LIVE section, falls back to the live set at the snapshot;
+ * fell_back says so. sites is NULL when even that is unknown (no LIVE section). */
+struct ot_moment {
+    enum ot_at at;                /* what is described, after any fallback */
+    bool fell_back;
+    const struct ot_sites *sites; /* NULL: unknown */
+    uint64_t whole;               /* bytes the shares are of */
+    bool any_device;              /* live: all devices */
+    int64_t device;               /* peak, failure: the device */
+    uint64_t time_ns, seq;        /* peak, failure: when (0 when unknown) */
+};
+void ot_lbl_moment(const struct ot_analysis *a, enum ot_at at, enum ot_at dflt, struct ot_moment *m);
+/* "peak", "failure" or "live": for messages. */
+const char *ot_lbl_at_name(enum ot_at at);
+
+#endif

@@ -1,0 +1,32 @@
+/* Symbolization on this machine with elfutils (libdwfl): file:line, inlined calls and demangled names
+ * for native frames, from the binaries and debug files found here. A module is used only when its
+ * build-id matches the one the snapshot recorded, so a rebuilt library never yields wrong lines.
+ * Without libdw (OT_HAVE_LIBDW unset) every call here is a stub and names come from the dump. */
+#ifndef OT_READ_SYMBOLIZE_H
+#define OT_READ_SYMBOLIZE_H
+
+#include "symbols/resolve.h"
+
+struct ot_symbolizer_info {
+    bool available;        /* built with libdw */
+    bool demangler;        /* __cxa_demangle found */
+    size_t modules;        /* modules in the snapshot */
+    size_t verified;       /* used: file found and build-id matches */
+    size_t missing;        /* no such regular file here */
+    size_t mismatched;     /* file found, build-id differs */
+    size_t unverifiable;   /* the snapshot has no build-id for it */
+    size_t unreadable;     /* libdw could not load it */
+};
+
+/* debug_dirs: extra directories searched for debug files (by build-id and by name). Returns NULL when
+ * symbolization is unavailable (no libdw) or out of memory; the report then uses dump-time names. */
+struct ot_symbolizer *ot_symbolizer_new(const struct ot_snapshot *s, const char *const *debug_dirs, size_t ndirs);
+void ot_symbolizer_info(const struct ot_symbolizer *y, struct ot_symbolizer_info *info);
+void ot_symbolizer_free(struct ot_symbolizer *y);
+
+/* The frames at a native return address, innermost (most deeply inlined) first, strings copied into a.
+ * Returns how many were written (at most cap), 0 when debug info knows nothing about the address. */
+size_t ot_symbolizer_lookup(struct ot_symbolizer *y, uint64_t address, struct ot_arena *a, struct ot_frame *out,
+                            size_t cap);
+
+#endif
