@@ -3,23 +3,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "analyze/why.h"
-
-size_t ot_markers_before(const struct ot_snapshot *s, uint64_t seq, size_t max, size_t *first)
-{
-    size_t lo = 0, hi = s->nmarkers;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->markers[mid].seq < seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    size_t n = lo < max ? lo : max;
-    *first = lo - n;
-    return n;
-}
-
 struct ot_pool_totals ot_pools_of(const struct ot_snapshot *s, int64_t device)
 {
     struct ot_pool_totals t = {0};
@@ -188,8 +171,8 @@ static void prime_sites(struct prime *p, const struct ot_sites *t)
         prime_stack(p, t->v[i].stack_id);
 }
 
-int ot_analyze(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_resolver *res,
-               const struct ot_symbolizer_info *sym, char errbuf[OT_ERRBUF])
+int ot_analysis_build(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_resolver *res,
+                       const struct ot_symbolizer_info *sym, char errbuf[OT_ERRBUF])
 {
     memset(a, 0, sizeof(*a));
     a->s = s;
@@ -234,11 +217,10 @@ int ot_analyze(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_res
     ot_resolver_stats(res, &rs);
     if (rs.missing_pyframes)
         ot_note(&a->notes, "%zu Python frame ids used by stacks are not in PYFRAMES", rs.missing_pyframes);
-    a->why = ot_why_new(a);
     return 0;
 }
 
-void ot_analysis_free(struct ot_analysis *a)
+void ot_analysis_release(struct ot_analysis *a)
 {
     for (size_t i = 0; i < a->npeaks; i++)
         ot_sites_free(&a->peaks[i].sites);
@@ -246,6 +228,5 @@ void ot_analysis_free(struct ot_analysis *a)
     ot_sites_free(&a->at_failure);
     ot_sites_free(&a->live);
     ot_notes_free(&a->notes);
-    ot_why_free(a->why);
     memset(a, 0, sizeof(*a));
 }

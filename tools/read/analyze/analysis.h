@@ -54,8 +54,11 @@ int ot_analyze(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_res
                const struct ot_symbolizer_info *sym, char errbuf[OT_ERRBUF]);
 void ot_analysis_free(struct ot_analysis *a);
 
-/* Markers strictly before seq (sorted by seq): up to max of the latest, as [*first, *first + return). */
-size_t ot_markers_before(const struct ot_snapshot *s, uint64_t seq, size_t max, size_t *first);
+/* ot_analyze's first half (analysis.c: everything but the statements, which are built from it) and what
+ * frees it. */
+int ot_analysis_build(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_resolver *res,
+                      const struct ot_symbolizer_info *sym, char errbuf[OT_ERRBUF]);
+void ot_analysis_release(struct ot_analysis *a);
 
 /* Pools of one device. */
 struct ot_pool_totals ot_pools_of(const struct ot_snapshot *s, int64_t device);

@@ -148,7 +148,7 @@ int ot_timeline_build(struct ot_timeline *tl, const struct ot_analysis *a, int64
     for (size_t i = 0; pk && i < pk->count; i++) {
         const struct ot_record *r = &pk->recs[i];
         if (r->device == device && ot_category_is_device64(r->category) && r->seq < first_seq)
-            ot_addrmap_set(&pre, r->address, r->stack_id);
+            ot_addrmap_set(&pre, r->address, (struct ot_addrval){r->stack_id, r->size});
     }
 
     struct state st = {0};
@@ -170,17 +170,17 @@ int ot_timeline_build(struct ot_timeline *tl, const struct ot_analysis *a, int64
                 record(&b, &st); /* the level before the first kept event */
             }
             size_t k;
-            uint64_t v;
+            struct ot_addrval v;
             if (e->kind == OT_EV_ALLOC) {
                 k = series_of(tl, e->stack_id);
-                ot_addrmap_set(&live, e->addr, k);
+                ot_addrmap_set(&live, e->addr, (struct ot_addrval){k, e->size});
                 st.net[k] += e->size;
                 st.total += e->size;
             } else {
                 if (ot_addrmap_take(&live, e->addr, &v)) {
-                    k = (size_t)v;
+                    k = (size_t)v.id;
                 } else if (ot_addrmap_take(&pre, e->addr, &v)) {
-                    k = series_of(tl, v);
+                    k = series_of(tl, v.id);
                 } else {
                     k = tl->nseries - 1;
                     tl->unmatched_frees++;

@@ -15,10 +15,7 @@
 #ifndef OT_READ_WHY_H
 #define OT_READ_WHY_H
 
-#include <stdio.h>
-
 #include "analyze/analysis.h"
-#include "render/json_writer.h"
 
 #define OT_WHY_MAX_ITEMS 16
 #define OT_WHY_MAX_NUMBERS 14
@@ -47,13 +44,8 @@ struct ot_why {
     bool has_device;
 };
 
-/* Builds the statements for an analysis (called by ot_analyze). Returns NULL only when out of memory. */
+/* Builds the statements for an analysis (called by ot_analyze, once the rest of it is built). Returns NULL only when out of memory. */
 struct ot_why *ot_why_new(const struct ot_analysis *a);
 void ot_why_free(struct ot_why *w);
-
-/* Renderings: a "Why" block in text (nothing when w is NULL or empty) and the "why" array in JSON
- * (an empty array when w has no statement, null when w is NULL). */
-void ot_why_text(FILE *f, const struct ot_why *w);
-void ot_why_json(struct ot_json *j, const struct ot_why *w);
 
 #endif

@@ -13,7 +13,7 @@ static size_t slot_of(uint64_t x, size_t mask)
     return (size_t)x & mask;
 }
 
-static void put(struct ot_addrmap *m, uint64_t key, uint64_t val)
+static void put(struct ot_addrmap *m, uint64_t key, struct ot_addrval val)
 {
     size_t mask = m->cap - 1;
     for (size_t i = slot_of(key, mask);; i = (i + 1) & mask) {
@@ -56,7 +56,7 @@ static bool grow(struct ot_addrmap *m)
     return true;
 }
 
-void ot_addrmap_set(struct ot_addrmap *m, uint64_t key, uint64_t val)
+void ot_addrmap_set(struct ot_addrmap *m, uint64_t key, struct ot_addrval val)
 {
     if ((m->count + 1) * 4 > m->cap * 3 && !grow(m)) {
         m->oom = true;
@@ -78,7 +78,7 @@ static size_t find(const struct ot_addrmap *m, uint64_t key)
     }
 }
 
-bool ot_addrmap_get(const struct ot_addrmap *m, uint64_t key, uint64_t *val)
+bool ot_addrmap_get(const struct ot_addrmap *m, uint64_t key, struct ot_addrval *val)
 {
     size_t i = find(m, key);
     if (i == SIZE_MAX)
@@ -87,7 +87,7 @@ bool ot_addrmap_get(const struct ot_addrmap *m, uint64_t key, uint64_t *val)
     return true;
 }
 
-bool ot_addrmap_take(struct ot_addrmap *m, uint64_t key, uint64_t *val)
+bool ot_addrmap_take(struct ot_addrmap *m, uint64_t key, struct ot_addrval *val)
 {
     size_t i = find(m, key);
     if (i == SIZE_MAX)

@@ -5,6 +5,7 @@
 #define OT_READ_EVENTS_H
 
 #include "model/snapshot.h"
+#include "model/zstd.h"
 
 struct ot_event {
     uint64_t seq, time_ns;

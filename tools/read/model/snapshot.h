@@ -213,6 +213,12 @@ const struct ot_symbol *ot_snapshot_symbol(const struct ot_snapshot *s, uint64_t
 const struct ot_module *ot_snapshot_module(const struct ot_snapshot *s, uint64_t address);
 const struct ot_device *ot_snapshot_device(const struct ot_snapshot *s, int64_t ordinal);
 const struct ot_peak *ot_snapshot_peak(const struct ot_snapshot *s, int64_t device);
+/* Markers are sorted by seq: the index of the first with seq >= seq (nmarkers when none); the one with
+ * exactly this seq (the ring can hold markers MARKERS no longer keeps); and those strictly before seq,
+ * up to max of the latest, as [*first, *first + return). */
+size_t ot_snapshot_marker_from(const struct ot_snapshot *s, uint64_t seq);
+const struct ot_marker *ot_snapshot_marker(const struct ot_snapshot *s, uint64_t seq);
+size_t ot_markers_before(const struct ot_snapshot *s, uint64_t seq, size_t max, size_t *first);
 
 const char *ot_section_name(uint32_t type); /* "STACKS", or "unknown" */
 
@@ -233,18 +239,5 @@ static inline bool ot_category_is_device64(uint64_t c)
     return c < OT_CAT_COUNT && ot_category_is_device((unsigned)c);
 }
 const char *ot_trigger_name(uint64_t trigger); /* "oom", ..., or NULL when unknown */
-
-/* Decompresses one zstd frame into exactly raw_len bytes, into z->p. When raw_len is implausibly large
- * for the compressed size, the buffer grows with the bytes actually produced, so a frame that claims a
- * huge raw_len but holds little costs little memory. z->p
- * is malloc'd and reused across calls (ot_zbuf_free releases it). On error, returns -1 with the reason
- * in why. Used for sections and for ring chunks. */
-struct ot_zbuf {
-    uint8_t *p;
-    size_t cap;
-    void *dctx; /* ZSTD_DCtx, reused across calls */
-};
-int ot_zstd_decode(struct ot_zbuf *z, const uint8_t *src, size_t n, uint64_t raw_len, char *why, size_t whylen);
-void ot_zbuf_free(struct ot_zbuf *z);
 
 #endif

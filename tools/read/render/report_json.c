@@ -250,6 +250,35 @@ static void events(struct jx *x)
     ot_json_obj_end(j);
 }
 
+/* The "why" array: empty without statements, null when they could not be built. */
+static void why(struct ot_json *j, const struct ot_why *w)
+{
+    if (!w) {
+        ot_json_null(j, "why");
+        return;
+    }
+    ot_json_arr(j, "why");
+    for (size_t i = 0; i < w->n; i++) {
+        const struct ot_why_item *it = &w->v[i];
+        ot_json_obj(j, NULL);
+        ot_json_cstr(j, "kind", it->kind);
+        ot_json_cstr(j, "text", it->text);
+        ot_json_obj(j, "numbers");
+        for (size_t k = 0; k < it->nnum; k++) {
+            const struct ot_why_number *n = &it->num[k];
+            if (n->kind == OT_WHY_U64)
+                ot_json_u64(j, n->key, n->u);
+            else if (n->kind == OT_WHY_I64)
+                ot_json_i64(j, n->key, n->i);
+            else
+                ot_json_f64(j, n->key, n->f);
+        }
+        ot_json_obj_end(j);
+        ot_json_obj_end(j);
+    }
+    ot_json_arr_end(j);
+}
+
 static void symbolization(struct jx *x)
 {
     struct ot_json *j = &x->j;
@@ -295,7 +324,7 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
     ot_json_arr_end(j);
 
     failure(&x);
-    ot_why_json(j, a->why);
+    why(j, a->why);
     peak_view(&x, "peak", a->peak);
     ot_json_arr(j, "peaks");
     for (size_t i = 0; i < a->npeaks; i++)

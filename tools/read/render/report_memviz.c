@@ -254,7 +254,7 @@ int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_repor
         for (size_t i = 0; i < s->peaks[k].count; i++) {
             const struct ot_record *r = &s->peaks[k].recs[i];
             if (r->seq < first_seq)
-                ot_addrmap_set(&owner, r->address, r->stack_id);
+                ot_addrmap_set(&owner, r->address, (struct ot_addrval){r->stack_id, r->size});
         }
     uint64_t net[OT_MV_MAX_DEVICES] = {0};
     size_t head = 0, count = 0;
@@ -276,12 +276,12 @@ int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_repor
                 !ot_category_is_device64(e->category) || !wanted_device(e->device, only, only_dev))
                 continue;
             struct mv_event me = {e->kind, e->addr, e->size, e->stack_id, e->time_ns, e->seq, e->device, 0};
-            uint64_t v;
+            struct ot_addrval v;
             if (e->kind == OT_EV_ALLOC) {
-                ot_addrmap_set(&owner, e->addr, e->stack_id);
+                ot_addrmap_set(&owner, e->addr, (struct ot_addrval){e->stack_id, e->size});
                 net[e->device] += e->size;
             } else if (e->kind == OT_EV_FREE) {
-                me.stack_id = ot_addrmap_take(&owner, e->addr, &v) ? v : 0;
+                me.stack_id = ot_addrmap_take(&owner, e->addr, &v) ? v.id : 0;
                 net[e->device] -= e->size;
             } else {
                 me.level = net[e->device];

@@ -425,6 +425,16 @@ static void events(struct tx *t)
         fprintf(o, "  %zu marker%s kept (MARKERS)\n", s->nmarkers, s->nmarkers == 1 ? "" : "s");
 }
 
+/* The "Why" block: nothing when there is no statement. */
+static void why(FILE *f, const struct ot_why *w)
+{
+    if (!w || !w->n)
+        return;
+    fputs("\nWhy (each statement from numbers in this snapshot):\n", f);
+    for (size_t i = 0; i < w->n; i++)
+        fprintf(f, "  - %s\n", w->v[i].text);
+}
+
 static void trailer(struct tx *t)
 {
     const struct ot_analysis *a = t->a;
@@ -461,7 +471,7 @@ int ot_report_text(FILE *f, const struct ot_analysis *a, const struct ot_report_
     struct tx t = {f, a, a->s, o};
     header(&t);
     failure(&t);
-    ot_why_text(f, a->why);
+    why(f, a->why);
     devices(&t);
     bool peak = o->at == OT_AT_DEFAULT || o->at == OT_AT_PEAK;
     bool fail = (o->at == OT_AT_DEFAULT || o->at == OT_AT_FAILURE) && a->has_at_failure;

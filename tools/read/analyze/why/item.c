@@ -1,0 +1,89 @@
+/* Building one statement: its sentence, written as it goes, and its numbers. */
+#include "analyze/why/item.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/stackview.h"
+
+bool why_item_begin(struct why_item_b *b, struct ot_why *w, const char *kind)
+{
+    memset(b, 0, sizeof(*b));
+    if (w->n >= OT_WHY_MAX_ITEMS)
+        return false;
+    b->w = w;
+    b->it = &w->v[w->n];
+    memset(b->it, 0, sizeof(*b->it));
+    b->it->kind = kind;
+    b->f = open_memstream(&b->buf, &b->len);
+    return b->f != NULL;
+}
+
+void why_item_end(struct why_item_b *b)
+{
+    if (!b->f)
+        return;
+    if (fclose(b->f) != 0 || !b->buf) {
+        free(b->buf);
+        return;
+    }
+    b->it->text = b->buf;
+    b->w->n++;
+}
+
+static struct ot_why_number *num(struct why_item_b *b, const char *key)
+{
+    if (b->it->nnum >= OT_WHY_MAX_NUMBERS)
+        return NULL;
+    struct ot_why_number *n = &b->it->num[b->it->nnum++];
+    n->key = key;
+    return n;
+}
+
+void why_num_u(struct why_item_b *b, const char *key, uint64_t v)
+{
+    struct ot_why_number *n = num(b, key);
+    if (n) {
+        n->kind = OT_WHY_U64;
+        n->u = v;
+    }
+}
+
+void why_num_i(struct why_item_b *b, const char *key, int64_t v)
+{
+    struct ot_why_number *n = num(b, key);
+    if (n) {
+        n->kind = OT_WHY_I64;
+        n->i = v;
+    }
+}
+
+void why_num_f(struct why_item_b *b, const char *key, double v)
+{
+    struct ot_why_number *n = num(b, key);
+    if (n) {
+        n->kind = OT_WHY_F64;
+        n->f = v;
+    }
+}
+
+void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id)
+{
+    struct ot_stack_info si;
+    ot_stack_info(a->res, a->s, stack_id, &si);
+    ot_put_headline(f, &si, true);
+    fprintf(f, " (stack %" PRIu64 ")", stack_id);
+}
+
+void why_put_marker(FILE *f, const struct ot_snapshot *s, uint64_t seq)
+{
+    const struct ot_marker *m = ot_snapshot_marker(s, seq);
+    if (m) {
+        fputs("marker \"", f);
+        ot_fput_safe_max(f, m->label, 120);
+        fprintf(f, "\" (seq %" PRIu64 ")", seq);
+    } else {
+        fprintf(f, "the marker at seq %" PRIu64, seq);
+    }
+}

@@ -1,0 +1,48 @@
+/* Inside analyze/why/: the detectors, one file each, and how each builds its statement (a sentence
+ * written as it goes, and the numbers it rests on). Not for use outside analyze/why/. */
+#ifndef OT_READ_WHY_ITEM_H
+#define OT_READ_WHY_ITEM_H
+
+#include <stdio.h>
+
+#include "analyze/why.h"
+
+struct why_item_b {
+    struct ot_why *w;
+    struct ot_why_item *it;
+    FILE *f; /* the sentence */
+    char *buf;
+    size_t len;
+};
+
+/* false when the list is full or out of memory: the detector then says nothing. */
+bool why_item_begin(struct why_item_b *b, struct ot_why *w, const char *kind);
+void why_item_end(struct why_item_b *b);
+void why_num_u(struct why_item_b *b, const char *key, uint64_t v);
+void why_num_i(struct why_item_b *b, const char *key, int64_t v);
+void why_num_f(struct why_item_b *b, const char *key, double v);
+
+/* A call site's one-line name and its stack id; a marker by its label, or by its seq when MARKERS no
+ * longer keeps it. */
+void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id);
+void why_put_marker(FILE *f, const struct ot_snapshot *s, uint64_t seq);
+
+static inline const char *why_bytes(char *buf, uint64_t v)
+{
+    return ot_fmt_bytes(buf, v);
+}
+
+static inline double why_share(uint64_t part, uint64_t whole)
+{
+    return whole ? (double)part / (double)whole : 0.0;
+}
+
+/* The detectors, in the order their statements are listed. */
+void why_request(struct ot_why *w, const struct ot_analysis *a);
+void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
+void why_pools(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
+void why_peak_site(struct ot_why *w, const struct ot_analysis *a);
+void why_peak_phase(struct ot_why *w, const struct ot_analysis *a);
+void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
+
+#endif

@@ -1,0 +1,97 @@
+/* other_processes: memory other processes held on the device (NVML), and what this process left
+ * untracked. */
+#include "analyze/why/item.h"
+
+#include <inttypes.h>
+
+
+#define OT_WHY_PIDS_SHOWN 4
+
+void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
+{
+    const struct ot_snapshot *s = a->s;
+    if (!s->has_processes)
+        return;
+    size_t nother = 0;
+    uint64_t other = ot_other_process_bytes(s, dev, &nother);
+    if (!nother || !other)
+        return;
+    char b1[32], b2[32], b3[32], b4[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "other_processes"))
+        return;
+    fprintf(b.f, "Memory was held by other processes: %s in %zu other process%s on device %" PRId64 " (", why_bytes(b1, other),
+            nother, nother == 1 ? "" : "es", dev);
+    size_t shown = 0;
+    uint64_t top_pid = 0, top_bytes = 0;
+    for (size_t i = 0; i < s->nprocesses; i++) {
+        const struct ot_process *p = &s->processes[i];
+        if (p->device != dev || p->pid == s->meta.pid)
+            continue;
+        if (p->used_bytes > top_bytes || !top_pid) {
+            top_bytes = p->used_bytes;
+            top_pid = p->pid;
+        }
+        if (shown < OT_WHY_PIDS_SHOWN) {
+            fprintf(b.f, "%spid %" PRIu64 ": %s", shown ? ", " : "", p->pid, why_bytes(b1, p->used_bytes));
+            shown++;
+        }
+    }
+    if (nother > shown)
+        fprintf(b.f, ", %zu more", nother - shown);
+    fputs("; NVML at the snapshot)", b.f);
+    const struct ot_device *d = ot_snapshot_device(s, dev);
+    uint64_t tracked = d ? d->tracked_bytes : 0;
+    if (d)
+        fprintf(b.f, "; this process tracked %s", why_bytes(b1, tracked));
+    bool mi = d && (d->flags & OT_DEV_MEMINFO_KNOWN) && d->total_bytes >= d->free_bytes;
+    bool bl = d && (d->flags & OT_DEV_BASELINE_KNOWN);
+    /* NVML's own line for this process is the direct measure: everything the process holds on the
+     * device, context and modules included. Untracked is what of it no allocation call explains. */
+    uint64_t self_used = 0;
+    for (size_t i = 0; i < s->nprocesses; i++)
+        if (s->processes[i].device == dev && s->processes[i].pid == s->meta.pid)
+            self_used = s->processes[i].used_bytes;
+    if (mi && self_used) {
+        uint64_t used = d->total_bytes - d->free_bytes;
+        fprintf(b.f, "; the device used %s; NVML counts %s for this process, so untracked in this process "
+                "(context, modules, memory no allocation call explains) = %s%s", why_bytes(b1, used), why_bytes(b2, self_used),
+                self_used >= tracked ? "" : "-", why_bytes(b3, self_used >= tracked ? self_used - tracked : tracked - self_used));
+        why_num_u(&b, "used_bytes", used);
+        why_num_u(&b, "self_nvml_bytes", self_used);
+        why_num_i(&b, "untracked_bytes", self_used >= tracked ? (int64_t)(self_used - tracked) : -(int64_t)(tracked - self_used));
+    } else if (mi) {
+        uint64_t used = d->total_bytes - d->free_bytes;
+        uint64_t base = bl ? d->baseline_used_bytes : 0;
+        uint64_t known = ot_sat_add(ot_sat_add(base, tracked), other);
+        fprintf(b.f, "; the device used %s", why_bytes(b1, used));
+        if (bl)
+            fprintf(b.f, ", %s of it before this process's first allocation (baseline)", why_bytes(b2, base));
+        if (used >= known)
+            fprintf(b.f, "; untracked in this process = used - %stracked - others = %s", bl ? "baseline - " : "",
+                    why_bytes(b3, used - known));
+        else
+        {
+            uint64_t wo = ot_sat_add(tracked, other);
+            fprintf(b.f, "; untracked in this process = used - %stracked - others = -%s, below zero: the baseline, measured"
+                    " before this process's first allocation, overlaps the other processes' usage or was partly released"
+                    " since; used - tracked - others = %s%s",
+                    bl ? "baseline - " : "", why_bytes(b4, known - used), used >= wo ? "" : "-",
+                    why_bytes(b3, used >= wo ? used - wo : wo - used));
+            why_num_i(&b, "used_minus_tracked_minus_others_bytes", used >= wo ? (int64_t)(used - wo) : -(int64_t)(wo - used));
+        }
+        why_num_u(&b, "used_bytes", used);
+        if (bl)
+            why_num_u(&b, "baseline_bytes", base);
+        why_num_i(&b, "untracked_bytes", used >= known ? (int64_t)(used - known) : -(int64_t)(known - used));
+    }
+    fputc('.', b.f);
+    why_num_i(&b, "device", dev);
+    why_num_u(&b, "other_bytes", other);
+    why_num_u(&b, "other_processes", nother);
+    why_num_u(&b, "largest_other_pid", top_pid);
+    why_num_u(&b, "largest_other_bytes", top_bytes);
+    if (d)
+        why_num_u(&b, "tracked_bytes", tracked);
+    why_item_end(&b);
+}

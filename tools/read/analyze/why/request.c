@@ -1,0 +1,49 @@
+/* request_exceeds_total, request_exceeds_free, request_within_free: the failed request against the
+ * device's total and free memory. */
+#include "analyze/why/item.h"
+
+#include <inttypes.h>
+
+void why_request(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_snapshot *s = a->s;
+    if (!s->has_failure)
+        return;
+    const struct ot_failure *fl = &s->failure;
+    const struct ot_device *d = ot_snapshot_device(s, fl->device);
+    if (!d || !(d->flags & OT_DEV_MEMINFO_KNOWN))
+        return;
+    char b1[32], b2[32], b3[32];
+    struct why_item_b b;
+    uint64_t req = fl->requested_bytes;
+    if (req > d->total_bytes) {
+        if (!why_item_begin(&b, w, "request_exceeds_total"))
+            return;
+        fprintf(b.f, "The failed request alone is larger than the whole device: requested %s > total %s of device %" PRId64 ".",
+                why_bytes(b1, req), why_bytes(b2, d->total_bytes), fl->device);
+    } else if (req > d->free_bytes) {
+        if (!why_item_begin(&b, w, "request_exceeds_free"))
+            return;
+        fprintf(b.f, "The failed request alone exceeded the device's free memory: requested %s > free %s on device %" PRId64
+                " (cuMemGetInfo at the snapshot), %s short",
+                why_bytes(b1, req), why_bytes(b2, d->free_bytes), fl->device, why_bytes(b3, req - d->free_bytes));
+        if (a->has_at_failure)
+            fprintf(b.f, "; this process held %s live on the device at the failure", why_bytes(b1, a->at_failure.bytes));
+        fputc('.', b.f);
+    } else {
+        if (!why_item_begin(&b, w, "request_within_free"))
+            return;
+        fprintf(b.f, "The failed request (%s) was not larger than the free memory measured at the snapshot (%s on device %" PRId64
+                ", cuMemGetInfo).",
+                why_bytes(b1, req), why_bytes(b2, d->free_bytes), fl->device);
+    }
+    why_num_i(&b, "device", fl->device);
+    why_num_u(&b, "requested_bytes", req);
+    why_num_u(&b, "free_bytes", d->free_bytes);
+    why_num_u(&b, "total_bytes", d->total_bytes);
+    if (req > d->free_bytes)
+        why_num_u(&b, "short_bytes", req - d->free_bytes);
+    if (a->has_at_failure)
+        why_num_u(&b, "live_at_failure_bytes", a->at_failure.bytes);
+    why_item_end(&b);
+}

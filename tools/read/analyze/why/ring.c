@@ -1,0 +1,425 @@
+/* growing_site, largest_rise, largest_allocation: what a replay of the event ring up to the failure
+ * (or the peak) shows. */
+#include "analyze/why/item.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/addrmap.h"
+
+/* Bounds on the ring replay's memory: past these, per-site growth is not computed (the other
+ * statements are unaffected). */
+#define OT_WHY_MAX_LIVE (16u << 20)
+#define OT_WHY_MAX_SITES (1u << 20)
+
+#define NO_MARK SIZE_MAX
+
+struct site_state {
+    uint64_t stack_id;
+    uint64_t cur_count, cur_bytes;   /* live now (from allocations seen in the ring) */
+    uint64_t mark_count, mark_bytes; /* at the last marker it was sampled at */
+    size_t mark_idx;                 /* that marker, or NO_MARK */
+    size_t run, run_start;           /* growth intervals in a row ending at mark_idx, and where they began */
+    uint64_t run_from_count, run_from_bytes;
+    size_t best_run, best_start, best_end;
+    uint64_t best_from_count, best_from_bytes, best_to_count, best_to_bytes;
+    bool dirty;
+};
+
+struct replay {
+    const struct ot_analysis *a;
+    int64_t dev;
+    uint64_t target;
+    /* markers in the ring before the target */
+    uint64_t *mseq;
+    size_t nm, mcap;
+    /* sites */
+    struct ot_u64map site_idx;
+    struct ot_addrmap live; /* address -> site index and size */
+    struct site_state *sites;
+    size_t nsites, scap;
+    uint32_t *dirty;
+    size_t ndirty, dcap;
+    bool sites_off; /* a bound or out of memory: no growth statement */
+    /* windows */
+    int64_t delta;
+    uint64_t w_allocs, w_frees;
+    bool have_best;
+    int64_t best_delta;
+    size_t best_from, best_to; /* marker indexes; NO_MARK: ring start / the target */
+    uint64_t best_allocs, best_frees;
+    uint64_t ring_first_seq, last_seq;
+    bool any_event;
+    /* the largest allocation */
+    uint64_t big_size, big_seq, big_stack;
+    uint64_t frees_on_dev;
+};
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t ncap = *cap ? *cap * 2 : 256;
+    while (ncap < need)
+        ncap *= 2;
+    void *np = realloc(*p, ncap * elem);
+    if (!np)
+        return false;
+    *p = np;
+    *cap = ncap;
+    return true;
+}
+
+static void sample(struct site_state *x, size_t k)
+{
+    if (k == 0 || x->mark_idx == NO_MARK) {
+        /* The first marker, or a site born in the interval that ends here (it was 0 at marker k-1). */
+        if (k > 0 && (x->cur_bytes > 0 || x->cur_count > 0)) {
+            x->run = 1;
+            x->run_start = k - 1;
+            x->run_from_count = 0;
+            x->run_from_bytes = 0;
+        } else {
+            x->run = 0;
+        }
+    } else {
+        if (x->mark_idx != k - 1)
+            x->run = 0; /* an interval without change broke the run */
+        bool up = x->cur_bytes > x->mark_bytes || (x->cur_count > x->mark_count && x->cur_bytes >= x->mark_bytes);
+        if (up) {
+            if (x->run == 0) {
+                x->run_start = k - 1;
+                x->run_from_count = x->mark_count;
+                x->run_from_bytes = x->mark_bytes;
+            }
+            x->run++;
+        } else {
+            x->run = 0;
+        }
+    }
+    if (x->run > 0) {
+        uint64_t gain = x->cur_bytes - x->run_from_bytes, best_gain = x->best_to_bytes - x->best_from_bytes;
+        if (x->run > x->best_run || (x->run == x->best_run && gain > best_gain)) {
+            x->best_run = x->run;
+            x->best_start = x->run_start;
+            x->best_end = k;
+            x->best_from_count = x->run_from_count;
+            x->best_from_bytes = x->run_from_bytes;
+            x->best_to_count = x->cur_count;
+            x->best_to_bytes = x->cur_bytes;
+        }
+    }
+    x->mark_count = x->cur_count;
+    x->mark_bytes = x->cur_bytes;
+    x->mark_idx = k;
+}
+
+static void close_window(struct replay *r, size_t from, size_t to)
+{
+    if (!r->have_best || r->delta > r->best_delta) {
+        r->have_best = true;
+        r->best_delta = r->delta;
+        r->best_from = from;
+        r->best_to = to;
+        r->best_allocs = r->w_allocs;
+        r->best_frees = r->w_frees;
+    }
+    r->delta = 0;
+    r->w_allocs = r->w_frees = 0;
+}
+
+static void on_marker(struct replay *r, uint64_t seq)
+{
+    if (!grow((void **)&r->mseq, &r->mcap, r->nm + 1, sizeof(uint64_t))) {
+        r->sites_off = true;
+        return;
+    }
+    size_t k = r->nm;
+    r->mseq[r->nm++] = seq;
+    close_window(r, k == 0 ? NO_MARK : k - 1, k);
+    if (r->sites_off)
+        return;
+    for (size_t i = 0; i < r->ndirty; i++) {
+        struct site_state *x = &r->sites[r->dirty[i]];
+        sample(x, k);
+        x->dirty = false;
+    }
+    r->ndirty = 0;
+}
+
+static struct site_state *site_for(struct replay *r, uint64_t stack_id, uint32_t *idx)
+{
+    if (r->nsites >= OT_WHY_MAX_SITES)
+        return NULL;
+    uint32_t k = ot_u64map_put(&r->site_idx, stack_id, (uint32_t)r->nsites);
+    if (k == OT_U64MAP_NONE)
+        return NULL;
+    if (k == r->nsites) {
+        if (!grow((void **)&r->sites, &r->scap, r->nsites + 1, sizeof(*r->sites)) ||
+            !grow((void **)&r->dirty, &r->dcap, r->scap, sizeof(uint32_t))) {
+            return NULL;
+        }
+        struct site_state *x = &r->sites[r->nsites++];
+        memset(x, 0, sizeof(*x));
+        x->stack_id = stack_id;
+        x->mark_idx = NO_MARK;
+    }
+    *idx = k;
+    return &r->sites[k];
+}
+
+static void touch(struct replay *r, uint32_t idx)
+{
+    struct site_state *x = &r->sites[idx];
+    if (!x->dirty) {
+        x->dirty = true;
+        r->dirty[r->ndirty++] = idx;
+    }
+}
+
+/* delta + sign * size, saturating: sizes come from the file. */
+static int64_t sat_step(int64_t delta, uint64_t size, int sign)
+{
+    int64_t v = size > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)size;
+    if (sign > 0)
+        return delta > INT64_MAX - v ? INT64_MAX : delta + v;
+    return delta < INT64_MIN + v ? INT64_MIN : delta - v;
+}
+
+static void on_alloc(struct replay *r, const struct ot_event *e)
+{
+    r->delta = sat_step(r->delta, e->size, 1);
+    r->w_allocs++;
+    if (e->size > r->big_size) {
+        r->big_size = e->size;
+        r->big_seq = e->seq;
+        r->big_stack = e->stack_id;
+    }
+    if (r->sites_off)
+        return;
+    uint32_t si;
+    struct site_state *x = site_for(r, e->stack_id, &si);
+    if (!x || r->live.count >= OT_WHY_MAX_LIVE) {
+        r->sites_off = true;
+        return;
+    }
+    struct ot_addrval old;
+    if (ot_addrmap_get(&r->live, e->addr, &old)) {
+        /* The address was taken again without a free the ring saw: the old allocation is gone. */
+        struct site_state *o = &r->sites[old.id];
+        o->cur_count -= o->cur_count ? 1 : 0;
+        o->cur_bytes -= old.size <= o->cur_bytes ? old.size : o->cur_bytes;
+        touch(r, (uint32_t)old.id);
+    }
+    ot_addrmap_set(&r->live, e->addr, (struct ot_addrval){si, e->size});
+    if (r->live.oom) {
+        r->sites_off = true;
+        return;
+    }
+    x->cur_count++;
+    x->cur_bytes = ot_sat_add(x->cur_bytes, e->size);
+    touch(r, si);
+}
+
+static void on_free(struct replay *r, const struct ot_event *e)
+{
+    r->delta = sat_step(r->delta, e->size, -1);
+    r->w_frees++;
+    r->frees_on_dev++;
+    if (r->sites_off)
+        return;
+    struct ot_addrval v;
+    if (!ot_addrmap_take(&r->live, e->addr, &v))
+        return; /* allocated before the ring's first event */
+    uint32_t si = (uint32_t)v.id;
+    uint64_t size = v.size;
+    struct site_state *x = &r->sites[si];
+    x->cur_count -= x->cur_count ? 1 : 0;
+    x->cur_bytes -= size <= x->cur_bytes ? size : x->cur_bytes;
+    touch(r, si);
+}
+
+static int replay_ring(struct replay *r)
+{
+    const struct ot_snapshot *s = r->a->s;
+    struct ot_event_reader rd;
+    ot_event_reader_init(&rd, s);
+    const struct ot_event *ev;
+    size_t n;
+    char err[OT_ERRBUF];
+    int rc;
+    bool done = false;
+    while (!done && (rc = ot_event_reader_next(&rd, &ev, &n, err)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            const struct ot_event *e = &ev[i];
+            if (e->seq > r->target) {
+                done = true;
+                break;
+            }
+            if (!r->any_event) {
+                r->any_event = true;
+                r->ring_first_seq = e->seq;
+            }
+            r->last_seq = e->seq;
+            if (e->kind == OT_EV_MARKER) {
+                on_marker(r, e->seq);
+                continue;
+            }
+            if (e->device != r->dev || e->device < 0 || !ot_category_is_device64(e->category))
+                continue;
+            if (e->kind == OT_EV_ALLOC)
+                on_alloc(r, e);
+            else if (e->kind == OT_EV_FREE)
+                on_free(r, e);
+        }
+    }
+    ot_event_reader_free(&rd);
+    if (!done && rc < 0)
+        return -1;
+    if (r->nm > 0)
+        close_window(r, r->nm - 1, NO_MARK);
+    return 0;
+}
+
+static void why_growth(struct ot_why *w, struct replay *r)
+{
+    const struct ot_analysis *a = r->a;
+    const struct ot_snapshot *s = a->s;
+    if (r->sites_off || r->nm < 4)
+        return;
+    /* Sites dirty since the last marker have their runs up to date already: only complete intervals count. */
+    const struct site_state *best = NULL;
+    size_t qualifying = 0;
+    for (size_t i = 0; i < r->nsites; i++) {
+        const struct site_state *x = &r->sites[i];
+        if (x->best_run < 3)
+            continue;
+        qualifying++;
+        if (!best || x->best_run > best->best_run ||
+            (x->best_run == best->best_run &&
+             x->best_to_bytes - x->best_from_bytes > best->best_to_bytes - best->best_from_bytes) ||
+            (x->best_run == best->best_run &&
+             x->best_to_bytes - x->best_from_bytes == best->best_to_bytes - best->best_from_bytes &&
+             x->stack_id < best->stack_id))
+            best = x;
+    }
+    if (!best)
+        return;
+    char b1[32], b2[32], b3[32], b4[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "growing_site"))
+        return;
+    fprintf(b.f, "One call site grew across marker intervals%s: its live allocations on device %" PRId64
+            " rose in each of %zu consecutive intervals, from %s allocation%s (%s) at ",
+            r->frees_on_dev ? " (a suspected leak)" : "", r->dev, best->best_run, ot_fmt_count(b1, best->best_from_count),
+            best->best_from_count == 1 ? "" : "s", why_bytes(b2, best->best_from_bytes));
+    why_put_marker(b.f, s, r->mseq[best->best_start]);
+    fprintf(b.f, " to %s allocation%s (%s) at ", ot_fmt_count(b3, best->best_to_count), best->best_to_count == 1 ? "" : "s",
+            why_bytes(b4, best->best_to_bytes));
+    why_put_marker(b.f, s, r->mseq[best->best_end]);
+    fputs(": ", b.f);
+    why_put_headline(b.f, a, best->stack_id);
+    if (qualifying > 1)
+        fprintf(b.f, "; %zu other site%s grew for 3 or more intervals too", qualifying - 1, qualifying == 2 ? "" : "s");
+    if (r->frees_on_dev == 0)
+        fputs(" (the ring holds no free on this device at all: a caching allocator keeps what it takes, so this may be its"
+              " cache growing rather than a leak)", b.f);
+    fputc('.', b.f);
+    why_num_i(&b, "device", r->dev);
+    why_num_u(&b, "stack_id", best->stack_id);
+    why_num_u(&b, "intervals", best->best_run);
+    why_num_u(&b, "from_count", best->best_from_count);
+    why_num_u(&b, "from_bytes", best->best_from_bytes);
+    why_num_u(&b, "to_count", best->best_to_count);
+    why_num_u(&b, "to_bytes", best->best_to_bytes);
+    why_num_u(&b, "from_marker_seq", r->mseq[best->best_start]);
+    why_num_u(&b, "to_marker_seq", r->mseq[best->best_end]);
+    why_num_u(&b, "sites", qualifying);
+    why_num_u(&b, "frees_in_ring", r->frees_on_dev);
+    why_item_end(&b);
+}
+
+static void why_rise(struct ot_why *w, struct replay *r, const char *what)
+{
+    const struct ot_analysis *a = r->a;
+    const struct ot_snapshot *s = a->s;
+    char b1[32], b2[32], b3[32];
+    struct why_item_b b;
+    if (r->nm == 0) {
+        if (!r->big_size || !why_item_begin(&b, w, "largest_allocation"))
+            return;
+        fprintf(b.f, "The largest single allocation in the event ring before %s on device %" PRId64 ": %s at seq %" PRIu64 ", at ",
+                what, r->dev, why_bytes(b1, r->big_size), r->big_seq);
+        why_put_headline(b.f, a, r->big_stack);
+        fputs(" (the ring has no marker to divide it into phases).", b.f);
+        why_num_i(&b, "device", r->dev);
+        why_num_u(&b, "bytes", r->big_size);
+        why_num_u(&b, "seq", r->big_seq);
+        why_num_u(&b, "stack_id", r->big_stack);
+        why_item_end(&b);
+        return;
+    }
+    if (!r->have_best || r->best_delta <= 0)
+        return;
+    if (!why_item_begin(&b, w, "largest_rise"))
+        return;
+    fprintf(b.f, "The largest rise in live bytes on device %" PRId64 " between markers before %s: +%s (%s allocation%s, %s free%s) from ",
+            r->dev, what, why_bytes(b1, (uint64_t)r->best_delta), ot_fmt_count(b2, r->best_allocs), r->best_allocs == 1 ? "" : "s",
+            ot_fmt_count(b3, r->best_frees), r->best_frees == 1 ? "" : "s");
+    uint64_t from_seq, to_seq;
+    if (r->best_from == NO_MARK) {
+        from_seq = r->ring_first_seq;
+        fprintf(b.f, "the start of the event ring (seq %" PRIu64 ")", from_seq);
+    } else {
+        from_seq = r->mseq[r->best_from];
+        why_put_marker(b.f, s, from_seq);
+    }
+    fputs(" to ", b.f);
+    if (r->best_to == NO_MARK) {
+        to_seq = r->target == UINT64_MAX ? r->last_seq : r->target;
+        fprintf(b.f, "%s (seq %" PRIu64 ")", what, to_seq);
+    } else {
+        to_seq = r->mseq[r->best_to];
+        why_put_marker(b.f, s, to_seq);
+    }
+    if (r->big_size)
+        fprintf(b.f, "; the largest single allocation in the ring was %s at seq %" PRIu64, why_bytes(b1, r->big_size), r->big_seq);
+    fputc('.', b.f);
+    why_num_i(&b, "device", r->dev);
+    why_num_i(&b, "rise_bytes", r->best_delta);
+    why_num_u(&b, "from_seq", from_seq);
+    why_num_u(&b, "to_seq", to_seq);
+    why_num_u(&b, "allocations", r->best_allocs);
+    why_num_u(&b, "frees", r->best_frees);
+    if (r->big_size) {
+        why_num_u(&b, "largest_allocation_bytes", r->big_size);
+        why_num_u(&b, "largest_allocation_seq", r->big_seq);
+    }
+    why_item_end(&b);
+}
+
+void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
+{
+    const struct ot_snapshot *s = a->s;
+    if (!(s->seen & (1u << OT_SEC_EVENTS)) || !a->ev.decoded)
+        return;
+    struct replay r = {.a = a, .dev = dev, .target = UINT64_MAX};
+    const char *what = "the snapshot";
+    if (s->has_failure) {
+        r.target = s->failure.seq;
+        what = "the failure";
+    } else if (a->peak && a->peak->device == dev) {
+        r.target = a->peak->seq;
+        what = "the peak";
+    }
+    if (replay_ring(&r) == 0) {
+        why_growth(w, &r);
+        why_rise(w, &r, what);
+    }
+    free(r.mseq);
+    free(r.sites);
+    free(r.dirty);
+    ot_addrmap_free(&r.live);
+    ot_u64map_free(&r.site_idx);
+}

@@ -1,0 +1,38 @@
+/* The statements, detector by detector, for one analysis. */
+#include "analyze/why/item.h"
+
+#include <stdlib.h>
+
+struct ot_why *ot_why_new(const struct ot_analysis *a)
+{
+    struct ot_why *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    const struct ot_snapshot *s = a->s;
+    if (s->has_failure) {
+        w->device = s->failure.device;
+        w->has_device = true;
+    } else if (a->peak) {
+        w->device = a->peak->device;
+        w->has_device = true;
+    }
+    why_request(w, a);
+    if (w->has_device && w->device >= 0) {
+        why_others(w, a, w->device);
+        why_pools(w, a, w->device);
+    }
+    why_peak_site(w, a);
+    why_peak_phase(w, a);
+    if (w->has_device && w->device >= 0)
+        why_ring(w, a, w->device);
+    return w;
+}
+
+void ot_why_free(struct ot_why *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->n; i++)
+        free(w->v[i].text);
+    free(w);
+}

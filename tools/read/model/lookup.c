@@ -1,0 +1,109 @@
+/* Lookups in a parsed snapshot, and names for the format's numbers. */
+#include "model/snapshot.h"
+
+const char *ot_section_name(uint32_t type)
+{
+    static const char *const names[] = {
+        "unknown", "META", "DEVICES", "FAILURE", "MODULES", "SYMBOLS", "PYFRAMES", "STACKS",
+        "LIVE", "PEAK", "EVENTS", "MARKERS", "POOLS", "MAPPINGS", "PROCESSES", "THREADS", "LIVE_SEQ",
+        "PEAK_REF",
+    };
+    return type < sizeof(names) / sizeof(names[0]) ? names[type] : "unknown";
+}
+
+const char *ot_trigger_name(uint64_t trigger)
+{
+    switch (trigger) {
+    case OT_TRIGGER_OOM:
+        return "oom";
+    case OT_TRIGGER_EXIT:
+        return "exit";
+    case OT_TRIGGER_SIGNAL:
+        return "signal";
+    case OT_TRIGGER_API:
+        return "api";
+    case OT_TRIGGER_FLUSH:
+        return "flush";
+    default:
+        return NULL;
+    }
+}
+
+const struct ot_stack *ot_snapshot_stack(const struct ot_snapshot *s, uint64_t id)
+{
+    uint32_t i = ot_u64map_get(&s->stack_index, id);
+    return i == OT_U64MAP_NONE ? NULL : &s->stacks[i];
+}
+
+const struct ot_pyframe *ot_snapshot_pyframe(const struct ot_snapshot *s, uint64_t id)
+{
+    uint32_t i = ot_u64map_get(&s->pyframe_index, id);
+    return i == OT_U64MAP_NONE ? NULL : &s->pyframes[i];
+}
+
+const struct ot_symbol *ot_snapshot_symbol(const struct ot_snapshot *s, uint64_t address)
+{
+    uint32_t i = ot_u64map_get(&s->symbol_index, address);
+    return i == OT_U64MAP_NONE ? NULL : &s->symbols[i];
+}
+
+const struct ot_module *ot_snapshot_module(const struct ot_snapshot *s, uint64_t address)
+{
+    /* Last module starting at or below the address; modules may overlap in a hostile file, in which
+     * case the answer is one of them, which is all a reader can do. */
+    size_t lo = 0, hi = s->nmodules;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->modules[mid].start <= address)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    const struct ot_module *m = &s->modules[lo - 1];
+    return address < m->end ? m : NULL;
+}
+
+const struct ot_device *ot_snapshot_device(const struct ot_snapshot *s, int64_t ordinal)
+{
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].ordinal == ordinal)
+            return &s->devices[i];
+    return NULL;
+}
+
+const struct ot_peak *ot_snapshot_peak(const struct ot_snapshot *s, int64_t device)
+{
+    for (size_t i = 0; i < s->npeaks; i++)
+        if (s->peaks[i].device == device)
+            return &s->peaks[i];
+    return NULL;
+}
+
+size_t ot_snapshot_marker_from(const struct ot_snapshot *s, uint64_t seq)
+{
+    size_t lo = 0, hi = s->nmarkers;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->markers[mid].seq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+const struct ot_marker *ot_snapshot_marker(const struct ot_snapshot *s, uint64_t seq)
+{
+    size_t i = ot_snapshot_marker_from(s, seq);
+    return i < s->nmarkers && s->markers[i].seq == seq ? &s->markers[i] : NULL;
+}
+
+size_t ot_markers_before(const struct ot_snapshot *s, uint64_t seq, size_t max, size_t *first)
+{
+    size_t lo = ot_snapshot_marker_from(s, seq);
+    size_t n = lo < max ? lo : max;
+    *first = lo - n;
+    return n;
+}

@@ -1,0 +1,164 @@
+/* Snapshot parser: file bytes -> struct ot_snapshot. See snapshot.h for the contract and
+ * docs/FORMAT.md for the bytes. */
+#include "model/snapshot.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+#define OT_FILE_HEADER_SIZE 32u
+#define OT_SECTION_HEADER_SIZE 24u
+
+_Static_assert(sizeof(struct ot_file_header) == OT_FILE_HEADER_SIZE, "file header is 32 bytes");
+_Static_assert(sizeof(struct ot_section_header) == OT_SECTION_HEADER_SIZE, "section header is 24 bytes");
+
+#include "model/section.h"
+#include "model/zstd.h"
+
+typedef int (*ot_section_parser)(struct sec_ctx *);
+
+static const ot_section_parser section_parsers[] = {
+    [OT_SEC_META] = parse_meta,         [OT_SEC_DEVICES] = parse_devices,   [OT_SEC_FAILURE] = parse_failure,
+    [OT_SEC_MODULES] = parse_modules,   [OT_SEC_SYMBOLS] = parse_symbols,   [OT_SEC_PYFRAMES] = parse_pyframes,
+    [OT_SEC_STACKS] = parse_stacks,     [OT_SEC_LIVE] = parse_live,         [OT_SEC_PEAK] = parse_peak,
+    [OT_SEC_EVENTS] = parse_events,     [OT_SEC_MARKERS] = parse_markers,   [OT_SEC_POOLS] = parse_pools,
+    [OT_SEC_MAPPINGS] = parse_mappings, [OT_SEC_PROCESSES] = parse_processes, [OT_SEC_THREADS] = parse_threads,
+    [OT_SEC_LIVE_SEQ] = parse_live_seq, [OT_SEC_PEAK_REF] = parse_peak_ref,
+};
+#define OT_NPARSERS (sizeof(section_parsers) / sizeof(section_parsers[0]))
+
+/* ---- file ---- */
+
+static uint16_t le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+static int parse_section(struct ot_snapshot *s, const uint8_t *hdr, const uint8_t *payload, uint64_t off,
+                         struct ot_zbuf *z, char *errbuf)
+{
+    struct sec_ctx x = {.snap = s, .type = le32(hdr), .hdr_off = off, .err = errbuf};
+    uint32_t flags = le32(hdr + 4);
+    uint64_t stored_len = le64(hdr + 8), raw_len = le64(hdr + 16);
+
+    if (flags & ~OT_SECTION_ZSTD)
+        return sec_err(&x, "unknown section flags 0x%x", flags);
+    if (x.type != OT_SEC_PEAK && x.type != OT_SEC_PEAK_REF && x.type < 32 && (s->seen & (1u << x.type)))
+        return sec_err(&x, "appears twice; the format allows one");
+    size_t plen;
+    if (flags & OT_SECTION_ZSTD) {
+        char why[160];
+        if (ot_zstd_decode(z, payload, (size_t)stored_len, raw_len, why, sizeof(why)) < 0)
+            return sec_err(&x, "%s", why);
+        /* The decompressed payload becomes part of the model: strings point into it. */
+        uint8_t *owned = z->p;
+        if (ot_arena_adopt(&s->arena, owned) < 0)
+            return sec_err(&x, "out of memory");
+        z->p = NULL;
+        z->cap = 0;
+        payload = owned;
+        plen = (size_t)raw_len;
+        x.compressed = true;
+    } else {
+        if (raw_len != stored_len)
+            return sec_err(&x, "raw_len %" PRIu64 " differs from stored_len %" PRIu64 " in an uncompressed section",
+                        raw_len, stored_len);
+        plen = (size_t)stored_len;
+    }
+    x.payload = payload;
+    x.c = (struct ot_cursor){payload, payload + plen, 0};
+    s->seen |= 1u << x.type;
+    /* Bytes after the fields this reader knows are a later minor version's additions: ignored. */
+    return section_parsers[x.type](&x);
+}
+
+int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, char errbuf[OT_ERRBUF])
+{
+    memset(snap, 0, sizeof(*snap));
+    errbuf[0] = 0;
+    if (len < OT_FILE_HEADER_SIZE) {
+        snprintf(errbuf, OT_ERRBUF, "truncated file header: %zu bytes, a snapshot starts with 32", len);
+        return -1;
+    }
+    if (memcmp(buf, OT_MAGIC, 8) != 0) {
+        snprintf(errbuf, OT_ERRBUF, "not an oomtrace snapshot (bad magic)");
+        return -1;
+    }
+    snap->version_major = le16(buf + 8);
+    snap->version_minor = le16(buf + 10);
+    snap->file_flags = le32(buf + 12);
+    if (snap->version_major != OT_VERSION_MAJOR) {
+        snprintf(errbuf, OT_ERRBUF, "unsupported format version %u.%u (this reader reads %u.x)",
+                 snap->version_major, snap->version_minor, OT_VERSION_MAJOR);
+        return -1;
+    }
+
+    struct ot_zbuf z = {0};
+    uint64_t off = OT_FILE_HEADER_SIZE;
+    int rc = 0;
+    while (off < len) {
+        if (len - off < OT_SECTION_HEADER_SIZE) {
+            snprintf(errbuf, OT_ERRBUF,
+                     "truncated section header at offset %" PRIu64 ": %" PRIu64 " bytes left, a header takes 24",
+                     off, (uint64_t)len - off);
+            rc = -1;
+            break;
+        }
+        const uint8_t *hdr = buf + off;
+        uint32_t type = le32(hdr);
+        uint64_t stored_len = le64(hdr + 8), raw_len = le64(hdr + 16);
+        uint64_t payload_off = off + OT_SECTION_HEADER_SIZE;
+        if (stored_len > len - payload_off) {
+            snprintf(errbuf, OT_ERRBUF,
+                     "section %u (%s) at offset %" PRIu64 " runs past end of file: payload of %" PRIu64
+                     " bytes, %" PRIu64 " left",
+                     type, ot_section_name(type), off, stored_len, (uint64_t)len - payload_off);
+            rc = -1;
+            break;
+        }
+        if (raw_len > OT_MAX_SECTION_RAW) {
+            snprintf(errbuf, OT_ERRBUF, "section %u (%s) at offset %" PRIu64 ": raw_len %" PRIu64
+                     " is over the 4 GiB limit", type, ot_section_name(type), off, raw_len);
+            rc = -1;
+            break;
+        }
+        snap->nsections++;
+        if (type >= OT_NPARSERS || !section_parsers[type]) {
+            snap->nunknown_sections++;
+        } else if (parse_section(snap, hdr, buf + payload_off, off, &z, errbuf) < 0) {
+            rc = -1;
+            break;
+        }
+        off = payload_off + stored_len;
+    }
+    ot_zbuf_free(&z);
+    if (rc == 0 && sec_resolve_peak_refs(snap, errbuf) < 0)
+        rc = -1;
+    if (rc == 0 && !(snap->seen & (1u << OT_SEC_META))) {
+        snprintf(errbuf, OT_ERRBUF, "no META section (%zu sections read)", snap->nsections);
+        rc = -1;
+    }
+    if (rc < 0) {
+        ot_snapshot_free(snap);
+        return -1;
+    }
+    return 0;
+}
+
+void ot_snapshot_free(struct ot_snapshot *snap)
+{
+    ot_u64map_free(&snap->stack_index);
+    ot_u64map_free(&snap->pyframe_index);
+    ot_u64map_free(&snap->symbol_index);
+    ot_arena_free(&snap->arena);
+    memset(snap, 0, sizeof(*snap));
+}

@@ -1,0 +1,193 @@
+/* The sections made of allocation records: LIVE, LIVE_SEQ, PEAK, and PEAK_REF, whose peak set is
+ * rebuilt from the live set once every section is read. */
+#include "model/section.h"
+
+#include <inttypes.h>
+
+#define OT_RECORD_MIN_BYTES 10u
+
+static int parse_records(struct sec_ctx *x, size_t *nout, struct ot_record **out)
+{
+    uint64_t count = U();
+    if (sec_check_count(x, count, OT_RECORD_MIN_BYTES, "record") < 0)
+        return -1;
+    struct ot_record *r = sec_alloc(x, (size_t)count, sizeof(*r));
+    if (!r)
+        return -1;
+    for (size_t i = 0; i < count; i++) {
+        r[i].address = U();
+        r[i].size = U();
+        r[i].device = S();
+        r[i].category = U();
+        r[i].api = U();
+        r[i].flags = U();
+        r[i].stack_id = U();
+        r[i].tid = U();
+        r[i].time_ns = U();
+        r[i].seq = U();
+        if (x->c.err)
+            return sec_item_err(x, "record", i);
+    }
+    *nout = (size_t)count;
+    *out = r;
+    return 0;
+}
+
+int parse_live(struct sec_ctx *x)
+{
+    if (x->snap->has_live)
+        return sec_err(x, "a second live set (the file has both LIVE and LIVE_SEQ)");
+    if (parse_records(x, &x->snap->nlive, &x->snap->live) < 0)
+        return -1;
+    x->snap->has_live = true;
+    return 0;
+}
+
+/* LIVE_SEQ: the records of LIVE in seq order, stored column by column: all addresses, then all sizes,
+ * and so on in record order. address and time_ns are signed deltas and seq an unsigned delta from the
+ * record before (the first from zero). */
+int parse_live_seq(struct sec_ctx *x)
+{
+    struct ot_snapshot *s = x->snap;
+    if (s->has_live)
+        return sec_err(x, "a second live set (the file has both LIVE and LIVE_SEQ)");
+    uint64_t count = U();
+    if (sec_check_count(x, count, OT_RECORD_MIN_BYTES, "record") < 0)
+        return -1;
+    struct ot_record *r = sec_alloc(x, (size_t)count, sizeof(*r));
+    if (!r)
+        return -1;
+    static const char *const column[] = {"address", "size", "device", "category", "api",
+                                         "flags", "stack_id", "tid", "time_ns", "seq"};
+    for (int c = 0; c < 10; c++) {
+        uint64_t acc = 0;
+        for (size_t i = 0; i < count; i++) {
+            switch (c) {
+            case 0: r[i].address = acc += (uint64_t)S(); break;
+            case 1: r[i].size = U(); break;
+            case 2: r[i].device = S(); break;
+            case 3: r[i].category = U(); break;
+            case 4: r[i].api = U(); break;
+            case 5: r[i].flags = U(); break;
+            case 6: r[i].stack_id = U(); break;
+            case 7: r[i].tid = U(); break;
+            case 8: r[i].time_ns = acc += (uint64_t)S(); break;
+            default: {
+                uint64_t d = U();
+                if (!x->c.err && acc + d < acc)
+                    return sec_err(x, "record %zu: seq overflows 64 bits", i);
+                r[i].seq = acc += d;
+            }
+            }
+            if (x->c.err)
+                return sec_err(x, "the %s column ends at record %zu of %" PRIu64 " (byte %zu of the payload)",
+                            column[c], i, count, sec_pos(x));
+        }
+    }
+    s->nlive = (size_t)count;
+    s->live = r;
+    s->has_live = true;
+    return 0;
+}
+
+static int add_peak(struct sec_ctx *x, const struct ot_peak *p)
+{
+    struct ot_snapshot *s = x->snap;
+    for (size_t i = 0; i < s->npeaks; i++)
+        if (s->peaks[i].device == p->device)
+            return sec_err(x, "a second peak for device %" PRId64, p->device);
+    /* Peaks are few (one per device); a fresh array per section keeps the arena simple. */
+    struct ot_peak *np = sec_alloc(x, s->npeaks + 1, sizeof(*np));
+    if (!np)
+        return -1;
+    if (s->npeaks)
+        memcpy(np, s->peaks, s->npeaks * sizeof(*np));
+    np[s->npeaks++] = *p;
+    s->peaks = np;
+    return 0;
+}
+
+static int parse_peak_head(struct sec_ctx *x, struct ot_peak *p)
+{
+    p->device = S();
+    p->peak_bytes = U();
+    p->peak_time_ns = U();
+    p->peak_seq = U();
+    if (x->c.err)
+        return sec_item_err(x, "PEAK field", SIZE_MAX);
+    return 0;
+}
+
+int parse_peak(struct sec_ctx *x)
+{
+    struct ot_peak p = {0};
+    if (parse_peak_head(x, &p) < 0 || parse_records(x, &p.count, &p.recs) < 0)
+        return -1;
+    return add_peak(x, &p);
+}
+
+/* PEAK_REF: resolved once the live set is known (ot_snapshot_parse, resolve_peak_refs). */
+int parse_peak_ref(struct sec_ctx *x)
+{
+    struct ot_snapshot *s = x->snap;
+    struct ot_peak_ref r = {.hdr_off = x->hdr_off};
+    if (parse_peak_head(x, &r.peak) < 0)
+        return -1;
+    r.count = U();
+    r.peak.lost = U();
+    if (x->c.err)
+        return sec_item_err(x, "PEAK_REF field", SIZE_MAX);
+    if (parse_records(x, &r.peak.count, &r.peak.recs) < 0)
+        return -1;
+    if (r.peak.count > r.count)
+        return sec_err(x, "%zu records freed since the peak, more than the %" PRIu64 " of the peak set",
+                    r.peak.count, r.count);
+    struct ot_peak_ref *n = sec_alloc(x, s->npeak_refs + 1, sizeof(*n));
+    if (!n)
+        return -1;
+    if (s->npeak_refs)
+        memcpy(n, s->peak_refs, s->npeak_refs * sizeof(*n));
+    n[s->npeak_refs++] = r;
+    s->peak_refs = n;
+    return 0;
+}
+
+static bool shared_with_peak(const struct ot_record *l, const struct ot_peak *p)
+{
+    return l->device == p->device && l->category >= OT_CAT_DEVICE && l->category <= OT_CAT_ARRAY &&
+           l->seq <= p->peak_seq;
+}
+
+/* The peak set of a PEAK_REF: the live records on its device, in device categories, made at or before
+ * the peak (seq <= peak_seq), then the retained ones. Their number must be the one the writer counted. */
+int sec_resolve_peak_refs(struct ot_snapshot *s, char *errbuf)
+{
+    for (size_t k = 0; k < s->npeak_refs; k++) {
+        struct ot_peak_ref *r = &s->peak_refs[k];
+        struct sec_ctx x = {.snap = s, .type = OT_SEC_PEAK_REF, .hdr_off = r->hdr_off, .err = errbuf};
+        if (!s->has_live)
+            return sec_err(&x, "refers to the live set, but the file has no LIVE or LIVE_SEQ section");
+        uint64_t shared = 0;
+        for (size_t i = 0; i < s->nlive; i++)
+            shared += shared_with_peak(&s->live[i], &r->peak);
+        if (shared + r->peak.count != r->count)
+            return sec_err(&x, "device %" PRId64 ": the live set gives %" PRIu64 " records at the peak and %zu were"
+                        " freed since, but the section counts %" PRIu64, r->peak.device, shared, r->peak.count,
+                        r->count);
+        struct ot_peak p = r->peak;
+        p.count = (size_t)r->count;
+        p.recs = sec_alloc(&x, p.count, sizeof(*p.recs));
+        if (!p.recs)
+            return -1;
+        size_t j = 0;
+        for (size_t i = 0; i < s->nlive; i++)
+            if (shared_with_peak(&s->live[i], &r->peak))
+                p.recs[j++] = s->live[i];
+        memcpy(p.recs + j, r->peak.recs, r->peak.count * sizeof(*p.recs));
+        if (add_peak(&x, &p) < 0)
+            return -1;
+    }
+    s->npeak_refs = 0;
+    s->peak_refs = NULL;
+    return 0;
+}

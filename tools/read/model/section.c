@@ -1,0 +1,73 @@
+/* One section's parse context: the bounded cursor over its payload, and errors that name the section
+ * and its file offset. See section.h. */
+#include "model/section.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+int sec_err(struct sec_ctx *x, const char *fmt, ...)
+{
+    int n = snprintf(x->err, OT_ERRBUF, "section %u (%s) at offset %" PRIu64 ": ", x->type,
+                     ot_section_name(x->type), x->hdr_off);
+    if (n < 0 || n >= OT_ERRBUF)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->err + n, OT_ERRBUF - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+size_t sec_pos(const struct sec_ctx *x)
+{
+    return (size_t)(x->c.p - x->payload);
+}
+
+size_t sec_left(const struct sec_ctx *x)
+{
+    return (size_t)(x->c.end - x->c.p);
+}
+
+/* The cursor failed inside item `index` of kind `what` (index SIZE_MAX: a field outside any list). */
+int sec_item_err(struct sec_ctx *x, const char *what, size_t index)
+{
+    char where[64];
+    size_t total = (size_t)(x->c.end - x->payload);
+    if (x->compressed)
+        snprintf(where, sizeof(where), "byte %zu of %zu of the decompressed payload", sec_pos(x), total);
+    else
+        snprintf(where, sizeof(where), "byte %zu of %zu of the payload", sec_pos(x), total);
+    const char *how = x->c.p >= x->c.end ? "runs past the end of the payload"
+                                         : "has a varint over 10 bytes or a string longer than the payload";
+    if (index == SIZE_MAX)
+        return sec_err(x, "%s %s, at %s", what, how, where);
+    return sec_err(x, "%s %zu %s, at %s", what, index, how, where);
+}
+
+/* Refuses a count that cannot possibly fit in what is left, before anything is allocated for it. */
+int sec_check_count(struct sec_ctx *x, uint64_t count, size_t min_item_bytes, const char *what)
+{
+    if (x->c.err) /* a field before the count failed */
+        return sec_item_err(x, "a field", SIZE_MAX);
+    if (count > sec_left(x) / min_item_bytes)
+        return sec_err(x, "%s count %" PRIu64 " cannot fit in the %zu bytes left (each takes at least %zu)", what,
+                    count, sec_left(x), min_item_bytes);
+    return 0;
+}
+
+void *sec_alloc(struct sec_ctx *x, size_t count, size_t size)
+{
+    void *p = ot_arena_array(&x->snap->arena, count ? count : 1, size);
+    if (!p)
+        sec_err(x, "out of memory for %zu items", count);
+    return p;
+}
+
+
+struct ot_str sec_str(struct sec_ctx *x)
+{
+    size_t n;
+    const char *p = ot_get_str(&x->c, &n);
+    return (struct ot_str){p, n};
+}
