@@ -360,7 +360,7 @@ size_t count_events(const struct ot_snapshot *s, uint64_t kind, uint64_t api, ui
 {
     struct ot_event_reader rd;
     ot_event_reader_init(&rd, s);
-    const struct ot_event *ev;
+    const struct snap_event *ev;
     size_t n, c = 0;
     uint64_t b = 0;
     char err[OT_ERRBUF];

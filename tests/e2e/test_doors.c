@@ -24,7 +24,7 @@ static void check_scenario(struct loaded *l)
     assert_true(stack_has_function(l, s->failure.stack_id, "request_too_big"));
 
     /* What the device had: cuMemGetInfo at the failure. */
-    const struct ot_device *d = ot_snapshot_device(s, 0);
+    const struct snap_device *d = ot_snapshot_device(s, 0);
     assert_non_null(d);
     assert_true(d->flags & OT_DEV_MEMINFO_KNOWN);
     assert_int_equal(d->total_bytes, 1024 * MiB);

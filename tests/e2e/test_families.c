@@ -36,9 +36,9 @@ static int teardown(void **st)
     return 0;
 }
 
-static const struct ot_device *dev0(const struct loaded *l)
+static const struct snap_device *dev0(const struct loaded *l)
 {
-    const struct ot_device *d = ot_snapshot_device(&l->s, 0);
+    const struct snap_device *d = ot_snapshot_device(&l->s, 0);
     assert_non_null(d);
     return d;
 }
@@ -47,7 +47,7 @@ static const struct ot_device *dev0(const struct loaded *l)
  * pinned and imported bytes are listed there but never enter tracked_bytes. */
 static void expect_device(const struct loaded *l, const uint64_t want[OT_CAT_COUNT], uint64_t peak)
 {
-    const struct ot_device *d = dev0(l);
+    const struct snap_device *d = dev0(l);
     assert_int_equal(d->ncat, OT_CAT_COUNT);
     uint64_t own = 0;
     for (unsigned c = 0; c < OT_CAT_COUNT; c++) {
@@ -68,7 +68,7 @@ static void expect_device(const struct loaded *l, const uint64_t want[OT_CAT_COU
 /* cuMemGetInfo at the snapshot: the driver's view of this process's use of device 0. */
 static void expect_driver_used(const struct loaded *l, uint64_t used)
 {
-    const struct ot_device *d = dev0(l);
+    const struct snap_device *d = dev0(l);
     assert_true(d->flags & OT_DEV_MEMINFO_KNOWN);
     assert_int_equal(d->total_bytes, 1 * GiB);
     assert_int_equal(d->free_bytes, 1 * GiB - used);
@@ -93,7 +93,7 @@ static void expect_live(const struct loaded *l, struct rec_match m)
                  (unsigned long long)m.address, (long long)m.device, (unsigned long long)m.flags);
 }
 
-static const struct ot_pool *pool_by_handle(const struct loaded *l, uint64_t handle)
+static const struct snap_pool *pool_by_handle(const struct loaded *l, uint64_t handle)
 {
     for (size_t i = 0; i < l->s.npools; i++)
         if (l->s.pools[i].handle == handle)
@@ -102,9 +102,9 @@ static const struct ot_pool *pool_by_handle(const struct loaded *l, uint64_t han
     return NULL;
 }
 
-static const struct ot_pool *default_pool(const struct loaded *l)
+static const struct snap_pool *default_pool(const struct loaded *l)
 {
-    const struct ot_pool *found = NULL;
+    const struct snap_pool *found = NULL;
     for (size_t i = 0; i < l->s.npools; i++)
         if (l->s.pools[i].flags & OT_POOL_DEFAULT) {
             assert_null(found);
@@ -114,7 +114,7 @@ static const struct ot_pool *default_pool(const struct loaded *l)
     return found;
 }
 
-static void expect_pool(const struct ot_pool *p, uint64_t reserved, uint64_t used)
+static void expect_pool(const struct snap_pool *p, uint64_t reserved, uint64_t used)
 {
     assert_int_equal(p->device, 0);
     assert_false(p->flags & OT_POOL_UNREADABLE);

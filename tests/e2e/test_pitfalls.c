@@ -231,7 +231,7 @@ static void test_threads_exact(void **st)
     assert_int_equal(run_u64(&traced, "fake.live"), count);
 
     struct loaded *l = by_reason(&snaps, "threads");
-    const struct ot_device *d = ot_snapshot_device(&l->s, 0);
+    const struct snap_device *d = ot_snapshot_device(&l->s, 0);
     assert_non_null(d);
     assert_int_equal(d->tracked_bytes, live);
     assert_int_equal(d->by_category[OT_CAT_DEVICE], live);
@@ -277,7 +277,7 @@ static void test_refused_frees_change_nothing(void **st)
     const uint64_t buf = run_u64(&traced, "buf");
 
     struct loaded *l = by_reason(&snaps, "refused");
-    const struct ot_device *d = ot_snapshot_device(&l->s, 0);
+    const struct snap_device *d = ot_snapshot_device(&l->s, 0);
     assert_non_null(d);
     assert_int_equal(d->by_category[OT_CAT_ASYNC], 4 * MiB);
     assert_int_equal(d->by_category[OT_CAT_VMM], 4 * MiB);

@@ -75,7 +75,7 @@ static void test_sixteen_threads(void **st)
     struct loaded mid;
     load_snapshot(&mid, r.paths[0]);
     assert_int_equal(mid.s.meta.trigger, OT_TRIGGER_SIGNAL);
-    const struct ot_device *d = ot_snapshot_device(&mid.s, 0);
+    const struct snap_device *d = ot_snapshot_device(&mid.s, 0);
     assert_int_equal(sum_bytes(mid.s.live, mid.s.nlive, true), d->tracked_bytes);
     const struct ot_peak *mp = ot_snapshot_peak(&mid.s, 0);
     assert_int_equal(mp->peak_bytes, peak_bytes); /* the signal came after the big block */

@@ -373,7 +373,7 @@ static void decode_ring(const struct ot_snapshot *s)
 {
     struct ot_event_reader rd;
     ot_event_reader_init(&rd, s);
-    const struct ot_event *ev;
+    const struct snap_event *ev;
     size_t n;
     char err[OT_ERRBUF];
     int rc;

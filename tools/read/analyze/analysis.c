@@ -7,7 +7,7 @@ struct ot_pool_totals ot_pools_of(const struct ot_snapshot *s, int64_t device)
 {
     struct ot_pool_totals t = {0};
     for (size_t i = 0; i < s->npools; i++) {
-        const struct ot_pool *p = &s->pools[i];
+        const struct snap_pool *p = &s->pools[i];
         if (p->device != device)
             continue;
         t.count++;
@@ -129,7 +129,7 @@ static int add_live(struct ot_analysis *a)
     /* tracked_bytes and the LIVE records describe the same set; a difference points at the writer. */
     if (s->has_live) {
         for (size_t i = 0; i < s->ndevices; i++) {
-            const struct ot_device *d = &s->devices[i];
+            const struct snap_device *d = &s->devices[i];
             uint64_t sum = 0;
             for (size_t k = 0; k < s->nlive; k++) {
                 const struct ot_record *r = &s->live[k];

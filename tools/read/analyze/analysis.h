@@ -14,7 +14,7 @@
  * from DEVICES; the site table exists only with a PEAK section. */
 struct ot_peak_view {
     int64_t device;
-    const struct ot_device *dev;   /* NULL when DEVICES does not list it */
+    const struct snap_device *dev;   /* NULL when DEVICES does not list it */
     const struct ot_peak *section; /* NULL when no PEAK section for it */
     uint64_t bytes, time_ns, seq;
     bool has_sites;

@@ -103,7 +103,7 @@ static void set_end(struct ot_timeline *tl, const struct ot_analysis *a, const u
     }
     /* No LIVE: the total is DEVICES' tracked bytes; the top sites are assumed to have started the ring
      * with nothing, and "other" holds the rest. */
-    const struct ot_device *d = ot_snapshot_device(s, tl->device);
+    const struct snap_device *d = ot_snapshot_device(s, tl->device);
     uint64_t total = d ? d->tracked_bytes : 0, sum = 0;
     for (size_t k = 0; k < other; k++) {
         int64_t v = (int64_t)netfinal[k];
@@ -154,13 +154,13 @@ int ot_timeline_build(struct ot_timeline *tl, const struct ot_analysis *a, int64
     struct state st = {0};
     struct ot_event_reader rd;
     ot_event_reader_init(&rd, s);
-    const struct ot_event *ev;
+    const struct snap_event *ev;
     size_t n;
     int rc;
     uint64_t ord = 0;
     while ((rc = ot_event_reader_next(&rd, &ev, &n, errbuf)) > 0) {
         for (size_t i = 0; i < n; i++) {
-            const struct ot_event *e = &ev[i];
+            const struct snap_event *e = &ev[i];
             if ((e->kind != OT_EV_ALLOC && e->kind != OT_EV_FREE) || e->device != device ||
                 !ot_category_is_device64(e->category))
                 continue;

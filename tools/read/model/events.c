@@ -236,7 +236,7 @@ static size_t next_chunk_index(struct ot_event_reader *r)
     return r->next_chunk++;
 }
 
-int ot_event_reader_next(struct ot_event_reader *r, const struct ot_event **evs, size_t *nout, char errbuf[OT_ERRBUF])
+int ot_event_reader_next(struct ot_event_reader *r, const struct snap_event **evs, size_t *nout, char errbuf[OT_ERRBUF])
 {
     const struct ot_snapshot *s = r->snap;
     if (r->failed) {
@@ -273,7 +273,7 @@ int ot_event_reader_next(struct ot_event_reader *r, const struct ot_event **evs,
     struct ot_cursor c = r->c;
     uint64_t t = r->t, addr = r->addr, seq = ch->first_seq + r->index;
     size_t n = r->left < OT_EVENT_BATCH ? (size_t)r->left : OT_EVENT_BATCH;
-    struct ot_event *e = r->ev;
+    struct snap_event *e = r->ev;
     for (size_t i = 0; i < n; i++, e++) {
         e->kind = ev_uv(&c);
         e->api = ev_uv(&c);
@@ -324,13 +324,13 @@ struct scan_part {
 static void scan_with(struct ot_event_reader *r, struct scan_part *p)
 {
     struct ot_event_stats *st = &p->st;
-    const struct ot_event *ev;
+    const struct snap_event *ev;
     size_t n;
     p->first_chunk = SIZE_MAX;
     p->last_chunk = 0;
     while ((p->rc = ot_event_reader_next(r, &ev, &n, p->err)) > 0) {
         for (size_t i = 0; i < n; i++) {
-            const struct ot_event *e = &ev[i];
+            const struct snap_event *e = &ev[i];
             uint64_t k = e->kind <= OT_EV_KIND_MAX ? e->kind : 0;
             st->by_kind[k]++;
             if (k == OT_EV_ALLOC)

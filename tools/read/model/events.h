@@ -7,7 +7,7 @@
 #include "model/snapshot.h"
 #include "model/zstd.h"
 
-struct ot_event {
+struct snap_event {
     uint64_t seq, time_ns;
     uint64_t kind, api, category;
     int64_t device;
@@ -29,7 +29,7 @@ struct ot_event_reader {
     struct ot_zbuf z;             /* decompression in line */
     struct ot_prefetch *prefetch; /* or by a second thread, one chunk ahead */
     struct ot_scan_shared *shared; /* set by ot_events_scan: chunks come from a counter shared by threads */
-    struct ot_event *ev;          /* OT_EVENT_BATCH entries */
+    struct snap_event *ev;          /* OT_EVENT_BATCH entries */
     /* Position in the current chunk. */
     size_t chunk;
     const uint8_t *raw;
@@ -40,7 +40,7 @@ struct ot_event_reader {
 void ot_event_reader_init(struct ot_event_reader *r, const struct ot_snapshot *s);
 /* Decodes the next batch: 1 with events in *evs[0..*n) (consecutive, all from one chunk, valid until
  * the next call), 0 after the last chunk, -1 with one line in errbuf when a chunk is malformed. */
-int ot_event_reader_next(struct ot_event_reader *r, const struct ot_event **evs, size_t *n, char errbuf[OT_ERRBUF]);
+int ot_event_reader_next(struct ot_event_reader *r, const struct snap_event **evs, size_t *n, char errbuf[OT_ERRBUF]);
 void ot_event_reader_free(struct ot_event_reader *r);
 
 /* What a full pass over the ring tells the report. */

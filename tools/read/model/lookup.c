@@ -65,7 +65,7 @@ const struct ot_module *ot_snapshot_module(const struct ot_snapshot *s, uint64_t
     return address < m->end ? m : NULL;
 }
 
-const struct ot_device *ot_snapshot_device(const struct ot_snapshot *s, int64_t ordinal)
+const struct snap_device *ot_snapshot_device(const struct ot_snapshot *s, int64_t ordinal)
 {
     for (size_t i = 0; i < s->ndevices; i++)
         if (s->devices[i].ordinal == ordinal)
@@ -94,7 +94,7 @@ size_t ot_snapshot_marker_from(const struct ot_snapshot *s, uint64_t seq)
     return lo;
 }
 
-const struct ot_marker *ot_snapshot_marker(const struct ot_snapshot *s, uint64_t seq)
+const struct snap_marker *ot_snapshot_marker(const struct ot_snapshot *s, uint64_t seq)
 {
     size_t i = ot_snapshot_marker_from(s, seq);
     return i < s->nmarkers && s->markers[i].seq == seq ? &s->markers[i] : NULL;

@@ -53,7 +53,7 @@ int parse_devices(struct sec_ctx *x)
     if (!(s->devices = sec_alloc(x, (size_t)count, sizeof(*s->devices))))
         return -1;
     for (size_t i = 0; i < count; i++) {
-        struct ot_device *d = &s->devices[i];
+        struct snap_device *d = &s->devices[i];
         d->ordinal = S();
         d->name = STR();
         d->uuid = STR();
@@ -87,7 +87,7 @@ int parse_devices(struct sec_ctx *x)
 
 int parse_failure(struct sec_ctx *x)
 {
-    struct ot_failure *f = &x->snap->failure;
+    struct snap_failure *f = &x->snap->failure;
     f->api = U();
     f->category = U();
     f->device = S();
@@ -268,7 +268,7 @@ int parse_events(struct sec_ctx *x)
 
 static int cmp_marker(const void *a, const void *b)
 {
-    const struct ot_marker *x = a, *y = b;
+    const struct snap_marker *x = a, *y = b;
     if (x->seq != y->seq)
         return x->seq < y->seq ? -1 : 1;
     return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
@@ -283,7 +283,7 @@ int parse_markers(struct sec_ctx *x)
     if (!(s->markers = sec_alloc(x, (size_t)count, sizeof(*s->markers))))
         return -1;
     for (size_t i = 0; i < count; i++) {
-        struct ot_marker *m = &s->markers[i];
+        struct snap_marker *m = &s->markers[i];
         m->seq = U();
         m->time_ns = U();
         m->tid = U();
@@ -307,7 +307,7 @@ int parse_pools(struct sec_ctx *x)
     if (!(s->pools = sec_alloc(x, (size_t)count, sizeof(*s->pools))))
         return -1;
     for (size_t i = 0; i < count; i++) {
-        struct ot_pool *p = &s->pools[i];
+        struct snap_pool *p = &s->pools[i];
         p->handle = U();
         p->device = S();
         p->flags = U();

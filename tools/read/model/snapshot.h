@@ -40,7 +40,7 @@ struct ot_meta {
 #define OT_DEV_MEMINFO_KNOWN 0x1u
 #define OT_DEV_BASELINE_KNOWN 0x2u
 
-struct ot_device {
+struct snap_device {
     int64_t ordinal;
     struct ot_str name, uuid;
     uint64_t flags;
@@ -50,7 +50,7 @@ struct ot_device {
     uint64_t *by_category; /* index = category id */
 };
 
-struct ot_failure {
+struct snap_failure {
     uint64_t api, category;
     int64_t device;
     uint64_t requested_bytes, result_code, time_ns, tid, stack_id, seq;
@@ -112,7 +112,7 @@ struct ot_chunk {
     size_t frame_len;
 };
 
-struct ot_marker {
+struct snap_marker {
     uint64_t seq, time_ns, tid;
     struct ot_str label;
 };
@@ -120,7 +120,7 @@ struct ot_marker {
 #define OT_POOL_DEFAULT 0x1u
 #define OT_POOL_UNREADABLE 0x2u
 
-struct ot_pool {
+struct snap_pool {
     uint64_t handle;
     int64_t device;
     uint64_t flags, reserved_bytes, used_bytes;
@@ -136,7 +136,7 @@ struct ot_process {
     struct ot_str name;
 };
 
-struct ot_thread {
+struct snap_thread {
     uint64_t tid;
     struct ot_str name;
 };
@@ -150,10 +150,10 @@ struct ot_snapshot {
     struct ot_meta meta;
 
     size_t ndevices;
-    struct ot_device *devices;
+    struct snap_device *devices;
 
     bool has_failure;
-    struct ot_failure failure;
+    struct snap_failure failure;
 
     size_t nmodules;
     struct ot_module *modules; /* sorted by start */
@@ -180,9 +180,9 @@ struct ot_snapshot {
     uint64_t max_chunk_raw; /* largest chunk raw_len */
 
     size_t nmarkers;
-    struct ot_marker *markers; /* sorted by seq */
+    struct snap_marker *markers; /* sorted by seq */
     size_t npools;
-    struct ot_pool *pools;
+    struct snap_pool *pools;
     size_t nmappings;
     struct ot_mapping *mappings;
 
@@ -193,7 +193,7 @@ struct ot_snapshot {
     struct ot_process *processes;
 
     size_t nthreads;
-    struct ot_thread *threads;
+    struct snap_thread *threads;
 
     /* Lookup indexes, built by the parser (ids must be unique). */
     struct ot_u64map stack_index, pyframe_index, symbol_index;
@@ -211,13 +211,13 @@ const struct ot_stack *ot_snapshot_stack(const struct ot_snapshot *s, uint64_t i
 const struct ot_pyframe *ot_snapshot_pyframe(const struct ot_snapshot *s, uint64_t id);
 const struct ot_symbol *ot_snapshot_symbol(const struct ot_snapshot *s, uint64_t address);
 const struct ot_module *ot_snapshot_module(const struct ot_snapshot *s, uint64_t address);
-const struct ot_device *ot_snapshot_device(const struct ot_snapshot *s, int64_t ordinal);
+const struct snap_device *ot_snapshot_device(const struct ot_snapshot *s, int64_t ordinal);
 const struct ot_peak *ot_snapshot_peak(const struct ot_snapshot *s, int64_t device);
 /* Markers are sorted by seq: the index of the first with seq >= seq (nmarkers when none); the one with
  * exactly this seq (the ring can hold markers MARKERS no longer keeps); and those strictly before seq,
  * up to max of the latest, as [*first, *first + return). */
 size_t ot_snapshot_marker_from(const struct ot_snapshot *s, uint64_t seq);
-const struct ot_marker *ot_snapshot_marker(const struct ot_snapshot *s, uint64_t seq);
+const struct snap_marker *ot_snapshot_marker(const struct ot_snapshot *s, uint64_t seq);
 size_t ot_markers_before(const struct ot_snapshot *s, uint64_t seq, size_t max, size_t *first);
 
 const char *ot_section_name(uint32_t type); /* "STACKS", or "unknown" */

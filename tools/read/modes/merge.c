@@ -79,7 +79,7 @@ static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
     if (a->peak) {
         x->peak_device = a->peak->device;
         x->peak_bytes = a->peak->bytes;
-        const struct ot_device *d = ot_snapshot_device(s, a->peak->device);
+        const struct snap_device *d = ot_snapshot_device(s, a->peak->device);
         char ub[80];
         const char *u = d ? ot_fmt_uuid(ub, d->uuid) : NULL;
         snprintf(x->uuid, sizeof(x->uuid), "%s", u ? u : "");

@@ -299,7 +299,7 @@ static int timeline_json(struct hx *h)
     ot_json_init(&j, m);
     ot_json_obj(&j, NULL);
     ot_json_i64(&j, "device", tl->device);
-    const struct ot_device *d = ot_snapshot_device(s, tl->device);
+    const struct snap_device *d = ot_snapshot_device(s, tl->device);
     ot_json_u64_or_null(&j, "capacity", d && (d->flags & OT_DEV_MEMINFO_KNOWN) && d->total_bytes, d ? d->total_bytes : 0);
     ot_json_u64(&j, "maxTotal", tl->max_total);
     ot_json_arr(&j, "palette");
@@ -372,7 +372,7 @@ static int timeline_json(struct hx *h)
     uint64_t lo = tl->npoints ? tl->t_ns[0] : 0, hi = tl->npoints ? tl->t_ns[tl->npoints - 1] : 0;
     size_t shown = 0;
     for (size_t i = 0; i < s->nmarkers && shown < H_MARKERS_TIMELINE; i++) {
-        const struct ot_marker *mk = &s->markers[i];
+        const struct snap_marker *mk = &s->markers[i];
         if (mk->time_ns < lo || mk->time_ns > hi)
             continue;
         ot_json_obj(&j, NULL);
@@ -525,7 +525,7 @@ static void failure(struct hx *h)
     FILE *f = h->f;
     if (!s->has_failure)
         return;
-    const struct ot_failure *x = &s->failure;
+    const struct snap_failure *x = &s->failure;
     char b1[32], b2[32], b3[32], tb[48];
     const char *rn = ot_result_name(x->result_code);
     char dn[32];
@@ -543,7 +543,7 @@ static void failure(struct hx *h)
         fprintf(f, "CUresult %" PRIu64, x->result_code);
     fprintf(f, "</code> at %s (seq %" PRIu64 ", thread %" PRIu64 ").</p>",
             ot_fmt_reltime(tb, x->time_ns, s->meta.start_mono_ns), x->seq, x->tid);
-    const struct ot_device *d = ot_snapshot_device(s, x->device);
+    const struct snap_device *d = ot_snapshot_device(s, x->device);
     if (d && (d->flags & OT_DEV_MEMINFO_KNOWN)) {
         fprintf(f, "<p>The device had %s free of %s total (cuMemGetInfo at the snapshot)", ot_fmt_bytes(b1, d->free_bytes),
                 ot_fmt_bytes(b2, d->total_bytes));
@@ -580,7 +580,7 @@ static void timeline_section(struct hx *h)
     char b1[32], b2[32], tb[48];
     fprintf(f, "<section class=\"card\"><div class=\"controls\"><button id=\"scale\" type=\"button\">Show the device total</button>"
             "</div><h2>Device memory over time<small>device %" PRId64, tl->device);
-    const struct ot_device *d = ot_snapshot_device(s, tl->device);
+    const struct snap_device *d = ot_snapshot_device(s, tl->device);
     if (d && d->name.n) {
         fputs(": ", f);
         h_text(f, d->name, 80);
@@ -698,7 +698,7 @@ static void devices_section(struct hx *h)
           "<th class=\"num\">Tracked</th><th class=\"num\">Peak</th><th class=\"num\">Baseline</th>"
           "<th class=\"num\">Other processes</th><th class=\"num\">Pools reserved</th></tr></thead><tbody>\n", f);
     for (size_t i = 0; i < s->ndevices && i < 256; i++) {
-        const struct ot_device *d = &s->devices[i];
+        const struct snap_device *d = &s->devices[i];
         bool mi = d->flags & OT_DEV_MEMINFO_KNOWN, bl = d->flags & OT_DEV_BASELINE_KNOWN;
         fprintf(f, "<tr><td>%" PRId64 "</td><td>", d->ordinal);
         h_text(f, d->name.n ? d->name : ot_cstr("?"), 80);
@@ -756,7 +756,7 @@ static void events_section(struct hx *h)
                 s->nmarkers <= 12 ? " open" : "", s->nmarkers, s->nmarkers == 1 ? "" : "s",
                 first ? ", the latest shown" : "");
         for (size_t i = first; i < s->nmarkers; i++) {
-            const struct ot_marker *mk = &s->markers[i];
+            const struct snap_marker *mk = &s->markers[i];
             fprintf(f, "<tr><td class=\"num\">%" PRIu64 "</td><td class=\"num\">%s</td><td class=\"num\">%" PRIu64 "</td><td>",
                     mk->seq, ot_fmt_reltime(t1, mk->time_ns, m->start_mono_ns), mk->tid);
             h_text(f, mk->label, 512);

@@ -85,7 +85,7 @@ static void sites(struct jx *x, const char *key, const struct ot_sites *t, uint6
     ot_json_u64(j, "sites_total", t->n);
 }
 
-static void marker(struct jx *x, const struct ot_marker *m)
+static void marker(struct jx *x, const struct snap_marker *m)
 {
     struct ot_json *j = &x->j;
     ot_json_obj(j, NULL);
@@ -128,7 +128,7 @@ static void process(struct jx *x)
     ot_json_obj_end(j);
 }
 
-static void device(struct jx *x, const struct ot_device *d)
+static void device(struct jx *x, const struct snap_device *d)
 {
     struct ot_json *j = &x->j;
     const struct ot_snapshot *s = x->s;
@@ -201,7 +201,7 @@ static void failure(struct jx *x)
         ot_json_null(j, "failure");
         return;
     }
-    const struct ot_failure *f = &s->failure;
+    const struct snap_failure *f = &s->failure;
     ot_json_obj(j, "failure");
     ot_json_cstr(j, "api", ot_api_name64(f->api));
     ot_json_u64(j, "api_id", f->api);
@@ -364,7 +364,7 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
 
     ot_json_arr(j, "pools");
     for (size_t i = 0; i < s->npools; i++) {
-        const struct ot_pool *p = &s->pools[i];
+        const struct snap_pool *p = &s->pools[i];
         bool ok = !(p->flags & OT_POOL_UNREADABLE);
         ot_json_obj(j, NULL);
         ot_json_u64(j, "handle", p->handle);

@@ -131,7 +131,7 @@ static void failure(struct md *m)
     FILE *f = m->f;
     if (!s->has_failure)
         return;
-    const struct ot_failure *x = &s->failure;
+    const struct snap_failure *x = &s->failure;
     char b1[32], b2[32], b3[32];
     const char *rn = ot_result_name(x->result_code);
     char dn[32];
@@ -145,7 +145,7 @@ static void failure(struct md *m)
         fprintf(f, "`%s`", rn);
     else
         fprintf(f, "CUresult %" PRIu64, x->result_code);
-    const struct ot_device *d = ot_snapshot_device(s, x->device);
+    const struct snap_device *d = ot_snapshot_device(s, x->device);
     if (d && (d->flags & OT_DEV_MEMINFO_KNOWN)) {
         fprintf(f, ": %s free of %s", ot_fmt_bytes(b2, d->free_bytes), ot_fmt_bytes(b3, d->total_bytes));
         if (x->requested_bytes > d->free_bytes)
@@ -180,7 +180,7 @@ static void devices(struct md *m)
     fputs("|--:|---|--:|--:|--:|--:|--:|--:|\n", f);
     char b[32];
     for (size_t i = 0; i < s->ndevices && i < MD_DEVICES_MAX; i++) {
-        const struct ot_device *d = &s->devices[i];
+        const struct snap_device *d = &s->devices[i];
         bool mi = d->flags & OT_DEV_MEMINFO_KNOWN, bl = d->flags & OT_DEV_BASELINE_KNOWN;
         fprintf(f, "| %" PRId64 " | ", d->ordinal);
         md_text(f, d->name.n ? d->name : ot_cstr("?"), 64);

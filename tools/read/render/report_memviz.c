@@ -260,14 +260,14 @@ int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_repor
     size_t head = 0, count = 0;
     struct ot_event_reader rd;
     ot_event_reader_init(&rd, s);
-    const struct ot_event *ev;
+    const struct snap_event *ev;
     size_t n;
     char err[OT_ERRBUF];
     int rc = 0;
     bool done = false;
     while (!done && (rc = ot_event_reader_next(&rd, &ev, &n, err)) > 0) {
         for (size_t i = 0; i < n; i++) {
-            const struct ot_event *e = &ev[i];
+            const struct snap_event *e = &ev[i];
             if (e->seq > seq_limit) {
                 done = true;
                 break;
@@ -336,7 +336,7 @@ int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_repor
             } else {
                 /* CUDA's free bytes: measured for the failure that triggered the snapshot; for other
                  * failed calls, total - baseline - this process's bytes then, when those are known. */
-                const struct ot_device *dv = ot_snapshot_device(s, d);
+                const struct snap_device *dv = ot_snapshot_device(s, d);
                 uint64_t device_free = 0;
                 if (dv && (dv->flags & OT_DEV_MEMINFO_KNOWN)) {
                     if (s->has_failure && e->seq == s->failure.seq) {

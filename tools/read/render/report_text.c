@@ -181,7 +181,7 @@ static void failure(struct tx *t)
     FILE *o = t->f;
     if (!s->has_failure)
         return;
-    const struct ot_failure *f = &s->failure;
+    const struct snap_failure *f = &s->failure;
     char b1[32], b2[32], b3[48], dn[32];
     const char *rn = ot_result_name(f->result_code);
     fprintf(o, "\nFailed request: %s (%s bytes) by %s on %s, category %s, returned ",
@@ -192,7 +192,7 @@ static void failure(struct tx *t)
     else
         fprintf(o, "CUresult %" PRIu64, f->result_code);
     fprintf(o, "\n  at %s, seq %" PRIu64 ", thread %" PRIu64 "\n", reltime(b3, s, f->time_ns), f->seq, f->tid);
-    const struct ot_device *d = ot_snapshot_device(s, f->device);
+    const struct snap_device *d = ot_snapshot_device(s, f->device);
     if (d && (d->flags & OT_DEV_MEMINFO_KNOWN)) {
         fprintf(o, "  %s had %s free of %s total (cuMemGetInfo at the snapshot)", dev_name(dn, f->device),
                 ot_fmt_bytes(b1, d->free_bytes), ot_fmt_bytes(b2, d->total_bytes));
@@ -204,7 +204,7 @@ static void failure(struct tx *t)
     put_stack(t, f->stack_id, "    ");
 }
 
-static void device_block(struct tx *t, const struct ot_device *d)
+static void device_block(struct tx *t, const struct snap_device *d)
 {
     const struct ot_snapshot *s = t->s;
     FILE *o = t->f;
@@ -331,7 +331,7 @@ static void markers_before(struct tx *t, uint64_t seq, const char *what)
         return;
     fprintf(o, "  last marker%s before %s (seq %" PRIu64 "):\n", n == 1 ? "" : "s", what, seq);
     for (size_t i = first; i < first + n; i++) {
-        const struct ot_marker *m = &s->markers[i];
+        const struct snap_marker *m = &s->markers[i];
         fprintf(o, "    seq %-10" PRIu64 " %-12s ", m->seq, reltime(tb, s, m->time_ns));
         put(t, m->label);
         fputc('\n', o);

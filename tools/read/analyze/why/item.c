@@ -78,7 +78,7 @@ void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id)
 
 void why_put_marker(FILE *f, const struct ot_snapshot *s, uint64_t seq)
 {
-    const struct ot_marker *m = ot_snapshot_marker(s, seq);
+    const struct snap_marker *m = ot_snapshot_marker(s, seq);
     if (m) {
         fputs("marker \"", f);
         ot_fput_safe_max(f, m->label, 120);

@@ -40,7 +40,7 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     if (nother > shown)
         fprintf(b.f, ", %zu more", nother - shown);
     fputs("; NVML at the snapshot)", b.f);
-    const struct ot_device *d = ot_snapshot_device(s, dev);
+    const struct snap_device *d = ot_snapshot_device(s, dev);
     uint64_t tracked = d ? d->tracked_bytes : 0;
     if (d)
         fprintf(b.f, "; this process tracked %s", why_bytes(b1, tracked));

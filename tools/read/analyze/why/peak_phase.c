@@ -7,14 +7,14 @@
 
 /* A marker's place in the label order: the entry carries its label, so qsort needs no context. */
 struct by_label {
-    const struct ot_marker *m;
+    const struct snap_marker *m;
     size_t i;
 };
 
 static int cmp_marker_label(const void *x, const void *y)
 {
     const struct by_label *p = x, *q = y;
-    const struct ot_marker *a = p->m, *b = q->m;
+    const struct snap_marker *a = p->m, *b = q->m;
     size_t n = a->label.n < b->label.n ? a->label.n : b->label.n;
     int c = n ? memcmp(a->label.p, b->label.p, n) : 0;
     if (c)
@@ -24,7 +24,7 @@ static int cmp_marker_label(const void *x, const void *y)
     return p->i < q->i ? -1 : 1;
 }
 
-static bool same_label(const struct ot_marker *a, const struct ot_marker *b)
+static bool same_label(const struct snap_marker *a, const struct snap_marker *b)
 {
     return a->label.n == b->label.n && (a->label.n == 0 || memcmp(a->label.p, b->label.p, a->label.n) == 0);
 }

@@ -22,7 +22,7 @@ void why_pools(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     why_num_u(&b, "reserved_bytes", pt.reserved_bytes);
     why_num_u(&b, "used_bytes", pt.used_bytes);
     why_num_u(&b, "cached_bytes", cached);
-    const struct ot_device *d = ot_snapshot_device(s, dev);
+    const struct snap_device *d = ot_snapshot_device(s, dev);
     if (s->has_failure && s->failure.device == dev && d && (d->flags & OT_DEV_MEMINFO_KNOWN) &&
         s->failure.requested_bytes > d->free_bytes) {
         uint64_t avail = ot_sat_add(d->free_bytes, cached);

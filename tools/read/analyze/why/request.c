@@ -9,8 +9,8 @@ void why_request(struct ot_why *w, const struct ot_analysis *a)
     const struct ot_snapshot *s = a->s;
     if (!s->has_failure)
         return;
-    const struct ot_failure *fl = &s->failure;
-    const struct ot_device *d = ot_snapshot_device(s, fl->device);
+    const struct snap_failure *fl = &s->failure;
+    const struct snap_device *d = ot_snapshot_device(s, fl->device);
     if (!d || !(d->flags & OT_DEV_MEMINFO_KNOWN))
         return;
     char b1[32], b2[32], b3[32];

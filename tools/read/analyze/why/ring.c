@@ -187,7 +187,7 @@ static int64_t sat_step(int64_t delta, uint64_t size, int sign)
     return delta < INT64_MIN + v ? INT64_MIN : delta - v;
 }
 
-static void on_alloc(struct replay *r, const struct ot_event *e)
+static void on_alloc(struct replay *r, const struct snap_event *e)
 {
     r->delta = sat_step(r->delta, e->size, 1);
     r->w_allocs++;
@@ -222,7 +222,7 @@ static void on_alloc(struct replay *r, const struct ot_event *e)
     touch(r, si);
 }
 
-static void on_free(struct replay *r, const struct ot_event *e)
+static void on_free(struct replay *r, const struct snap_event *e)
 {
     r->delta = sat_step(r->delta, e->size, -1);
     r->w_frees++;
@@ -245,14 +245,14 @@ static int replay_ring(struct replay *r)
     const struct ot_snapshot *s = r->a->s;
     struct ot_event_reader rd;
     ot_event_reader_init(&rd, s);
-    const struct ot_event *ev;
+    const struct snap_event *ev;
     size_t n;
     char err[OT_ERRBUF];
     int rc;
     bool done = false;
     while (!done && (rc = ot_event_reader_next(&rd, &ev, &n, err)) > 0) {
         for (size_t i = 0; i < n; i++) {
-            const struct ot_event *e = &ev[i];
+            const struct snap_event *e = &ev[i];
             if (e->seq > r->target) {
                 done = true;
                 break;
