@@ -103,6 +103,16 @@ TEST_PROGS += $(TEST_BIN)/golden_workload
 # Unit tests of the reader's gates, size parsing, stack views and site filters (the pattern rule above builds it).
 TEST_PROGS += $(TEST_BIN)/test_readmodes
 
+# A CUDA runtime program (static cudart from the toolkit), for tests/sh/fakecuda_runtime.sh: the stand-in
+# driver must refuse it in one line, never crash it. Built only where the toolkit has libcudart_static.a.
+CUDART_STATIC := $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a)
+ifneq ($(CUDART_STATIC),)
+$(TEST_BIN)/cudart_program: tests/doors/cudart_program.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g -o $@ $< $(CUDART_STATIC) -ldl -lpthread -lrt
+TEST_PROGS += $(TEST_BIN)/cudart_program
+endif
+
 .PHONY: golden-update
 golden-update: test-build
 	@tests/golden/update.sh
@@ -114,3 +124,4 @@ test:
 	@tools/deps.sh --test
 	@$(MAKE) --no-print-directory test-build
 	@tests/run.sh
+

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1532,12 +1533,6 @@ static CUresult error_lookup(CUresult code, const char **pstr, int want_name)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Opaque to everyone; tests only check that a tracer hands this exact pointer through. */
-static const struct {
-    size_t size;
-    const char tag[24];
-    const void *slots[6];
-} dummy_export_table = {sizeof dummy_export_table, "fakecuda export table", {0}};
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Exported API: devices, contexts, streams                                                         */
@@ -1776,13 +1771,21 @@ API CUresult cuGetErrorString(CUresult error, const char **pStr)
     return error_lookup(error, pStr, 0);
 }
 
+/* The CUDA runtime (libcudart, dynamic or static) calls into the undocumented tables this returns before its
+ * first cudaMalloc. A stand-in cannot fill them, and a dummy table made cudart jump into nothing (a segfault
+ * even untraced), so every table is refused: cudart then fails cleanly with cudaErrorNotSupported, and the
+ * one line below says why. Only driver-API programs run on this stand-in. */
 API CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
 {
+    static atomic_int said;
     enter();
     if (!ppExportTable || !pExportTableId)
         return CUDA_ERROR_INVALID_VALUE;
-    *ppExportTable = &dummy_export_table;
-    return CUDA_SUCCESS;
+    *ppExportTable = NULL;
+    if (!atomic_exchange(&said, 1))
+        fprintf(stderr, "fakecuda: the CUDA runtime (cudaMalloc, libcudart) is not supported by this stand-in "
+                        "driver; use driver-API calls (cuMemAlloc) or a real GPU\n");
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
