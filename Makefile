@@ -23,7 +23,7 @@ READ_CPPFLAGS := -DOT_HAVE_LIBDW=1
 READ_LIBS := -ldw
 endif
 
-.PHONY: all deps test demo bench install clean check-deps
+.PHONY: all deps test demo bench install wheel clean check-deps
 all: check-deps $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/fake/libcuda.so.1
 
 check-deps:
@@ -64,16 +64,35 @@ $(B)/fake/libcuda.so.1: $(FAKE_SRC) $(wildcard tests/fakecuda/*.h)
 
 include tests/tests.mk
 
-# make install PREFIX=/usr/local: the library, the tools, the header, the Python helper and man pages.
+# make install PREFIX=/usr/local: the library, the tools, the header, man pages, and the Python package where
+# $(PYTHON) looks for PREFIX's packages (PYTHON_SITE: PREFIX's site- or dist-packages on its path, else the
+# posix_prefix scheme's). The package's bin/ links to the installed launcher, library and reader.
+PYTHON ?= python3
+PYTHON_SITE ?= $(shell $(PYTHON) -c 'import sys, sysconfig; p = "$(PREFIX)".rstrip("/"); \
+	c = [d for d in sys.path if d.startswith(p + "/lib/") and d.endswith(("site-packages", "dist-packages"))]; \
+	print(c[0] if c else sysconfig.get_path("purelib", "posix_prefix", vars={"base": p, "platbase": p}))')
+PY_SRC := $(wildcard python/oomtrace/*.py)
 install: $(B)/liboomtrace.so $(B)/oomtrace-read
+	@[ -n "$(PYTHON_SITE)" ] || { echo "make install: $(PYTHON) did not say where its packages go; set PYTHON_SITE=" >&2; exit 2; }
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/oomtrace/python
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PYTHON_SITE)/oomtrace/bin
 	install -m 0755 $(B)/liboomtrace.so $(DESTDIR)$(PREFIX)/lib/liboomtrace.so
 	install -m 0755 $(B)/oomtrace-read $(DESTDIR)$(PREFIX)/bin/oomtrace-read
 	install -m 0755 tools/oomtrace $(DESTDIR)$(PREFIX)/bin/oomtrace
 	install -m 0644 include/oomtrace.h $(DESTDIR)$(PREFIX)/include/oomtrace.h
-	install -m 0644 tools/python/oomtrace.py $(DESTDIR)$(PREFIX)/share/oomtrace/python/oomtrace.py
 	install -m 0644 docs/man/oomtrace.1 docs/man/oomtrace-read.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(PY_SRC) $(DESTDIR)$(PYTHON_SITE)/oomtrace/
+	ln -sf $(PREFIX)/bin/oomtrace $(PREFIX)/bin/oomtrace-read $(PREFIX)/lib/liboomtrace.so \
+		$(DESTDIR)$(PYTHON_SITE)/oomtrace/bin/
+	@$(PYTHON) -c 'import sys; d = "$(PYTHON_SITE)"; \
+		print("Python package: " + d + "/oomtrace" + ("" if d in sys.path else \
+		" (not on $(PYTHON)'"'"'s path: set PYTHONPATH=" + d + ", or pip install the wheel of make wheel)"))'
+
+# make wheel: build/oomtrace-VERSION-py3-none-linux_x86_64.whl, with the package, launcher, library and reader.
+wheel: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(PY_SRC) tools/make_wheel.py
+	@rm -f $(B)/oomtrace-*.whl
+	@$(PYTHON) tools/make_wheel.py --out $(B) --package python/oomtrace \
+		--bin $(B)/oomtrace --bin $(B)/oomtrace-read --bin $(B)/liboomtrace.so
 
 clean:
 	rm -rf $(B)

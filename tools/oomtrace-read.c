@@ -175,7 +175,7 @@ static uint8_t *read_all(const char *path, size_t *len)
 }
 
 enum { OPT_TOP = 256, OPT_AT, OPT_FRAMES, OPT_FORMAT, OPT_DEBUG_DIR, OPT_NO_SYMBOLIZE };
-enum { OPT_NATIVE = 512, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH };
+enum { OPT_NATIVE = 512, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH, OPT_CHECK_GATE };
 
 int main(int argc, char **argv)
 {
@@ -187,6 +187,7 @@ int main(int argc, char **argv)
     size_t ndebug = 0;
     struct ot_gate gate = {0};
     const char *diff_base = NULL;
+    bool check_gate = false;
     static const struct option longopts[] = {
         {"top", required_argument, NULL, OPT_TOP},
         {"at", required_argument, NULL, OPT_AT},
@@ -200,6 +201,7 @@ int main(int argc, char **argv)
         {"max-peak", required_argument, NULL, OPT_MAX_PEAK},
         {"baseline", required_argument, NULL, OPT_BASELINE},
         {"max-growth", required_argument, NULL, OPT_MAX_GROWTH},
+        {"check-gate", no_argument, NULL, OPT_CHECK_GATE},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -272,6 +274,9 @@ int main(int argc, char **argv)
                 die("--max-growth takes a percentage from 0 to 1000000000 (10, 2.5), got '%s'", optarg);
             gate.growth_set = true;
             break;
+        case OPT_CHECK_GATE:
+            check_gate = true;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return OT_EXIT_OK;
@@ -291,16 +296,30 @@ int main(int argc, char **argv)
             die("unknown option '%s' (see --help)", argv[optind - 1]);
         }
     }
+    if (gate.baseline && !gate.growth_set)
+        die("--baseline needs --max-growth (see --help)");
+    if (gate.growth_set && !gate.baseline && !diff_base)
+        die("--max-growth needs --baseline SNAPSHOT (or --diff BASE NEW; see --help)");
+    if (check_gate) {
+        /* The sizes were parsed above; what is left to know before a long run is whether the baseline reads. */
+        if (optind < argc)
+            die("--check-gate takes no snapshot, got '%s'", argv[optind]);
+        if (!ot_gate_active(&gate))
+            die("--check-gate: no gate given (--max-peak, or --baseline with --max-growth)");
+        struct ot_load_opts lo = {.symbolize = false, .debug_dirs = debug_dirs, .ndebug = ndebug};
+        struct ot_gate_peak base;
+        char err[OT_ERRBUF];
+        if (gate.baseline && ot_gate_peak_of_path(gate.baseline, &lo, &base, err) < 0)
+            die("--baseline %s: %s", gate.baseline, err);
+        free(debug_dirs);
+        return OT_EXIT_OK;
+    }
     if (optind >= argc)
         die("no snapshot file given (usage: oomtrace-read [OPTIONS] SNAPSHOT; see --help)");
     if (argc - optind > 1)
         die("one snapshot at a time, got %d files", argc - optind);
     const char *path = argv[optind];
     ro.path = path;
-    if (gate.baseline && !gate.growth_set)
-        die("--baseline needs --max-growth (see --help)");
-    if (gate.growth_set && !gate.baseline && !diff_base)
-        die("--max-growth needs --baseline SNAPSHOT (or --diff BASE NEW; see --help)");
     struct ot_run_opts rx = {.ro = ro, .json = json, .out_path = out_path, .gate = gate,
                              .lo = {.symbolize = symbolize, .debug_dirs = debug_dirs, .ndebug = ndebug}};
     if (diff_base || ot_is_dir(path)) {

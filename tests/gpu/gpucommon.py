@@ -12,9 +12,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tools", "python"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 try:
-    import oomtrace  # noqa: E402  (tools/python/oomtrace.py: no-ops when the tracer is not preloaded)
+    import oomtrace  # noqa: E402  (python/oomtrace: no-ops when the tracer is not preloaded)
 except Exception as e:  # pragma: no cover - only when the helper itself is broken
     oomtrace = None
     print(f"gpucommon: cannot import oomtrace helper: {e!r}", file=sys.stderr, flush=True)

@@ -1,37 +1,104 @@
 #!/bin/sh
-# make install into a scratch prefix, then the installed launcher: it finds the library beside itself, passes
-# the command's exit status through, writes the exit snapshot, and fails (1) only when a gate fails.
+# make install into a scratch prefix (a fresh virtual environment, so that its python is the one whose path
+# the install must reach), then the installed launcher: it finds the library beside itself, passes the
+# command's exit status through, writes the exit snapshot into a fresh directory per run, checks its gate
+# before the command runs, and fails (1) only when a gate fails or cannot be checked.
 set -u
 cd "$(dirname "$0")/../.."
 fail() { echo "launcher: FAIL: $*"; exit 1; }
-prefix=$(mktemp -d /tmp/oomtrace-install.XXXXXX)
-make -s install PREFIX="$prefix" >/dev/null || fail "make install"
+work=$(mktemp -d /tmp/oomtrace-launch.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+python3 -m venv --without-pip "$prefix" || fail "python3 -m venv"
+make -s install PREFIX="$prefix" PYTHON="$prefix/bin/python" >"$work/install.out" 2>&1 ||
+    fail "make install: $(tail -3 "$work/install.out")"
 for f in bin/oomtrace bin/oomtrace-read lib/liboomtrace.so include/oomtrace.h share/man/man1/oomtrace.1 \
-    share/man/man1/oomtrace-read.1 share/oomtrace/python/oomtrace.py; do
+    share/man/man1/oomtrace-read.1; do
     [ -e "$prefix/$f" ] || fail "install is missing $f"
 done
+# import oomtrace works with the prefix's python as it is, and python -m oomtrace reaches the launcher.
+"$prefix/bin/python" -c 'import oomtrace; oomtrace.mark("x"); oomtrace.dump()' 2>"$work/import.err" ||
+    fail "import oomtrace after make install: $(tail -1 "$work/import.err")"
+"$prefix/bin/python" -m oomtrace --help 2>&1 | head -1 | grep -q '^usage: oomtrace run' || fail "python -m oomtrace --help"
+# The installed manual lists every variable of the README's options table.
+for v in $(sed -n 's/^| `\(OOMTRACE_[A-Z_]*\)`.*/\1/p' README.md); do
+    grep -q "^\.B $v\$" "$prefix/share/man/man1/oomtrace.1" || fail "the installed oomtrace(1) does not list $v"
+done
+[ -n "$(sed -n 's/^| `\(OOMTRACE_[A-Z_]*\)`.*/\1/p' README.md)" ] || fail "no variables found in README.md"
+
 export LD_LIBRARY_PATH="$PWD/build/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1
-work=$(mktemp -d /tmp/oomtrace-launch.XXXXXX)
+unset OOMTRACE_DIR OOMTRACE_DUMP
+run() { "$prefix/bin/oomtrace" run "$@"; }
+door=$PWD/build/tests/door_linked
 
 # The command's own status comes back (door_linked exits 0 after its out-of-memory scenario).
-"$prefix/bin/oomtrace" run --dir "$work/a" -- build/tests/door_linked >"$work/a.out" 2>&1
+run --dir "$work/a" -- "$door" >"$work/a.out" 2>&1
 [ $? -eq 0 ] || fail "status of a passing command"
 grep -q "Failed request: 700 MiB" "$work/a.out" || fail "no report printed"
-[ "$(ls "$work/a" | grep -c -- '-exit.oomt')" -eq 1 ] || fail "no exit snapshot"
+grep -q "could not" "$work/a.out" && fail "a good snapshot reported as unreadable: $(grep 'could not' "$work/a.out")"
+[ "$(ls "$work"/a/run-*/ | grep -c -- '-exit.oomt')" -eq 1 ] || fail "no exit snapshot in the run's directory"
+
+# A second run into the same directory reads only its own snapshots, from a fresh directory.
+run --dir "$work/a" -- "$door" >"$work/a2.out" 2>&1
+[ $? -eq 0 ] || fail "status of the second run"
+[ "$(ls -d "$work"/a/run-* | wc -l)" -eq 2 ] || fail "two runs did not make two run directories"
+grep -q "== oomtrace: 2 snapshot(s) from 1 process(es)" "$work/a2.out" ||
+    fail "the second run mixed in the first: $(grep '== oomtrace' "$work/a2.out")"
+[ "$(stat -c %a "$(ls -d "$work"/a/run-* | head -1)")" = 700 ] || fail "the run directory is not 0700"
+
+# OOMTRACE_DIR is where runs go when --dir is not given.
+OOMTRACE_DIR=$work/env run -- "$door" >/dev/null 2>&1
+ls "$work"/env/run-*/oomtrace-*-exit.oomt >/dev/null 2>&1 || fail "OOMTRACE_DIR was ignored"
 
 # A failing command keeps its status.
-"$prefix/bin/oomtrace" run --dir "$work/b" -- sh -c 'exit 3' >/dev/null 2>&1
+run --dir "$work/b" -- sh -c 'exit 3' >/dev/null 2>&1
 [ $? -eq 3 ] || fail "status of a failing command"
 
-# The gate: a peak of 512 MiB passes 1G and fails 256M.
-"$prefix/bin/oomtrace" run --dir "$work/c" --max-peak 1G -- build/tests/door_linked >/dev/null 2>&1
+# The gate: a peak of 512 MiB passes 1G and fails 256M; both forms of an option's value work.
+run --dir "$work/c" --max-peak 1G -- "$door" >/dev/null 2>&1
 [ $? -eq 0 ] || fail "gate that should pass"
-"$prefix/bin/oomtrace" run --dir "$work/d" --max-peak 256M -- build/tests/door_linked >"$work/d.out" 2>&1
+run --dir "$work/d" --max-peak=256M -- "$door" >"$work/d.out" 2>&1
 [ $? -eq 1 ] || fail "gate that should fail"
 grep -q "max-peak" "$work/d.out" || fail "no line naming the failed gate"
+base=$(ls "$work"/c/run-*/*-exit.oomt)
+run --dir "$work/e" --baseline="$base" --max-growth=5 -- "$door" >/dev/null 2>&1
+[ $? -eq 0 ] || fail "a growth gate against the same program's baseline"
 
-# Usage errors.
+# Bad gates: usage error (2), one line, and the command never runs.
+bad_gate() { # bad_gate WHAT ARGS...: the gate ARGS must be refused before the command starts
+    what=$1
+    shift
+    rm -f "$work/ran"
+    run --dir "$work/bad" "$@" -- touch "$work/ran" >"$work/bad.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "$what: exit status $rc, want 2"
+    [ -e "$work/ran" ] && fail "$what: the command ran"
+    [ "$(wc -l <"$work/bad.out")" -eq 1 ] || fail "$what: not one line: $(cat "$work/bad.out")"
+}
+bad_gate "a missing baseline" --baseline /nonexistent.oomt --max-growth 5
+bad_gate "an unreadable baseline" --baseline "$work/a.out" --max-growth 5
+bad_gate "a malformed size" --max-peak lots
+bad_gate "a malformed growth" --baseline "$base" --max-growth much
+bad_gate "growth without a baseline" --max-growth 5
+bad_gate "a baseline without growth" --baseline "$base"
+bad_gate "an empty size" --max-peak=
+bad_gate "an empty growth" --baseline "$base" --max-growth=
+[ -e "$work/bad" ] && fail "a bad gate created the run directory"
+
+# A gate with nothing to check (no snapshot) fails instead of passing.
+run --dir "$work/f" --max-peak 1G -- true >"$work/f.out" 2>&1
+[ $? -eq 1 ] || fail "a gate with no snapshot did not fail"
+
+# Usage: --help prints the usage on stdout (status 0), no arguments print it on stderr (status 2); neither
+# shows the script's own lines.
+"$prefix/bin/oomtrace" --help >"$work/help.out" 2>&1
+[ $? -eq 0 ] || fail "--help status"
+"$prefix/bin/oomtrace" >"$work/none.out" 2>&1
+[ $? -eq 2 ] || fail "no-argument status"
+for f in help none; do
+    head -1 "$work/$f.out" | grep -q '^usage: oomtrace run ' || fail "$f: no usage line: $(head -1 "$work/$f.out")"
+    grep -q 'set -u\|me=\|\$(' "$work/$f.out" && fail "$f: prints the script: $(grep -m1 'set -u\|me=' "$work/$f.out")"
+done
 "$prefix/bin/oomtrace" bogus >/dev/null 2>&1
 [ $? -eq 2 ] || fail "usage error status"
-rm -rf "$prefix" "$work"
 echo "launcher: ok"

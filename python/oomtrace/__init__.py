@@ -7,9 +7,14 @@
 Both calls reach liboomtrace.so through ctypes when it is preloaded (LD_PRELOAD) and do nothing otherwise.
 They return True when the tracer took the call. ctypes releases the GIL around the foreign call, and the
 tracer never takes it, so these are safe from any thread.
+
+The package also carries the tracer itself (installed from the wheel that `make wheel` builds): the `oomtrace`
+command and `python -m oomtrace run -- CMD` run the launcher, with liboomtrace.so and oomtrace-read beside it
+(see __main__.py).
 """
 import ctypes
 
+__version__ = "0.1.0"
 __all__ = ["active", "mark", "dump"]
 
 _mark = _dump = None
