@@ -129,7 +129,7 @@ EOF
 # 2. A marker label that tries to end the data's <script> and inject markup.
 cat >"$T/hostile.py" <<'EOF'
 import ctypes, os, sys
-sys.path.insert(0, os.path.join(os.getcwd(), "tools", "python"))
+sys.path.insert(0, os.path.join(os.getcwd(), "python"))
 import oomtrace
 cuda = ctypes.CDLL("libcuda.so.1")
 cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
