@@ -84,6 +84,13 @@ $(TEST_BIN)/fork_workload: tests/doors/fork_workload.c $(B)/fake/libcuda.so.1
 $(TEST_BIN)/test_procs: $(TEST_BIN)/fork_workload $(TEST_BIN)/door_linked
 TEST_PROGS += $(TEST_BIN)/fork_workload $(TEST_BIN)/test_procs
 
+# Hostile hosts (issue 15): cancellation, fork storms, inherited signal dispositions, small stacks, fd 2.
+$(TEST_BIN)/hostile: tests/doors/hostile.c $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -pthread -o $@ $< -L$(B)/fake -lcuda -ldl
+$(TEST_BIN)/test_hostile: $(TEST_BIN)/hostile
+TEST_PROGS += $(TEST_BIN)/hostile
+
 # Synthetic and damaged snapshots (tests/snapgen): used by tests/sh/malformed.sh and report_formats.sh.
 $(B)/snapgen: tests/snapgen/snapgen.c include/oomtrace_format.h
 	$(CC) -O2 -g -Iinclude $(WARN) -o $@ $< -lzstd

@@ -1,0 +1,307 @@
+/* Hosts that try to break the tracer's promises (issue 15), for tests/e2e/test_hostile.c. Linked with
+ * -lcuda (the stand-in driver, 1 GiB unless FAKECUDA_CAPACITY says otherwise). Each mode prints
+ * "key value" lines and exits 0 when the host saw what it would see untraced. Every mode arms alarm(),
+ * so a hang ends as a death by SIGALRM (exit status 142) instead of stalling the test run.
+ *   hostile cancel ROUNDS       a worker loops on failing allocations and is cancelled, ROUNDS times
+ *   hostile forkdlopen N        N children forked while the tracer's threads run; each dlopens and exits
+ *   hostile forkalloc N         the same, the children allocate
+ *   hostile sigign              SIGTERM inherited as ignored stays ignored (re-executes itself)
+ *   hostile unshare             unshare(CLONE_NEWUSER), which needs a single-threaded process
+ *   hostile stacks              threads with small stacks allocate, and one hits an OOM
+ *   hostile fd2 PATH            stderr closed, fd 2 reopened as the program's data file PATH
+ *   hostile segv                allocates, then dereferences NULL
+ *   hostile exec                allocates, then execs a program that is not traced */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MiB (1024ull * 1024)
+
+static void device_init(void)
+{
+    CUcontext ctx;
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx))
+        exit(2);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- cancel ---- */
+
+static void *fail_forever(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        CUdeviceptr p;
+        cuMemAlloc_v2(&p, 4096 * MiB); /* fails: the device is smaller */
+        pthread_testcancel();
+    }
+    return NULL;
+}
+
+static int mode_cancel(long rounds)
+{
+    device_init();
+    for (long i = 0; i < rounds; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, fail_forever, NULL) != 0)
+            return 3;
+        struct timespec ts = {0, (long)(100000 + (i % 7) * 37000)};
+        nanosleep(&ts, NULL);
+        pthread_cancel(t);
+        pthread_join(t, NULL);
+        CUdeviceptr p;
+        if (cuMemAlloc_v2(&p, MiB) != CUDA_SUCCESS || cuMemFree_v2(p) != CUDA_SUCCESS)
+            return 4;
+    }
+    printf("rounds %ld\n", rounds);
+    return 0;
+}
+
+/* ---- fork while the tracer's threads run ---- */
+
+/* Reaps a batch of children, waiting up to two seconds in all; those that do not end are killed and
+ * counted as hung. */
+static long reap(pid_t *pids, int n)
+{
+    double until = now_s() + 2.0;
+    long hung = 0;
+    int left = n;
+    while (left) {
+        for (int i = 0; i < n; i++) {
+            int st;
+            if (pids[i] && waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+                hung += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+                pids[i] = 0;
+                left--;
+            }
+        }
+        if (left && now_s() > until) {
+            for (int i = 0; i < n; i++)
+                if (pids[i]) {
+                    kill(pids[i], SIGKILL);
+                    waitpid(pids[i], NULL, 0);
+                    hung++;
+                }
+            break;
+        }
+        if (left)
+            sleep_ms(1);
+    }
+    return hung;
+}
+
+static int mode_fork(long n, int allocate)
+{
+    device_init();
+    CUdeviceptr keep;
+    if (cuMemAlloc_v2(&keep, MiB) != CUDA_SUCCESS) /* the first allocation: the tracer's threads start */
+        return 3;
+    long hung = 0, done = 0;
+    double until = now_s() + 4.0;
+    enum { BATCH = 16 };
+    while (done < n && now_s() < until) {
+        pid_t pids[BATCH];
+        int k = 0;
+        for (; k < BATCH && done < n; k++, done++) {
+            pid_t pid = fork();
+            if (pid < 0)
+                return 5;
+            if (pid == 0) {
+                if (allocate) {
+                    CUdeviceptr p;
+                    if (cuMemAlloc_v2(&p, 4096) != CUDA_SUCCESS)
+                        _exit(6);
+                } else {
+                    void *h = dlopen("libm.so.6", RTLD_NOW);
+                    if (h)
+                        dlclose(h);
+                }
+                _exit(0);
+            }
+            pids[k] = pid;
+        }
+        hung += reap(pids, k);
+    }
+    printf("forks %ld\nhung %ld\n", done, hung);
+    return hung != 0;
+}
+
+/* ---- signal dispositions ---- */
+
+static int mode_sigign(int argc, char **argv)
+{
+    if (argc < 3) { /* set SIGTERM ignored, as nohup-like launchers do, and start again with it */
+        signal(SIGTERM, SIG_IGN);
+        execl("/proc/self/exe", argv[0], "sigign", "child", (char *)NULL);
+        return 3;
+    }
+    device_init();
+    CUdeviceptr p;
+    if (cuMemAlloc_v2(&p, MiB) != CUDA_SUCCESS)
+        return 4;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        sleep_ms(50);
+        kill(parent, SIGTERM);
+        _exit(0);
+    }
+    struct timespec ts = {0, 400 * 1000 * 1000};
+    int rc = nanosleep(&ts, NULL);
+    int err = errno;
+    waitpid(pid, NULL, 0);
+    printf("nanosleep %d\n", rc == 0 ? 0 : err);
+    return rc != 0;
+}
+
+/* ---- single-thread-only system calls ---- */
+
+static int mode_unshare(void)
+{
+    int rc = unshare(CLONE_NEWUSER);
+    printf("unshare %d\n", rc == 0 ? 0 : errno);
+    return rc != 0;
+}
+
+/* ---- small thread stacks ---- */
+
+static void *alloc_small(void *arg)
+{
+    size_t bytes = (size_t)(uintptr_t)arg;
+    CUdeviceptr p;
+    CUresult r = cuMemAlloc_v2(&p, bytes);
+    if (r == CUDA_SUCCESS)
+        cuMemFree_v2(p);
+    return (void *)(uintptr_t)r;
+}
+
+static int run_on_stack(size_t stack, size_t bytes)
+{
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    if (pthread_attr_setstacksize(&a, stack) != 0)
+        return -1;
+    pthread_t t;
+    int rc = pthread_create(&t, &a, alloc_small, (void *)(uintptr_t)bytes);
+    pthread_attr_destroy(&a);
+    if (rc != 0)
+        return -rc;
+    void *ret;
+    pthread_join(t, &ret);
+    return (int)(uintptr_t)ret;
+}
+
+static int mode_stacks(void)
+{
+    device_init();
+    /* What each stack size returns: 0 (CUDA_SUCCESS) for the small allocation, 2 (out of memory) for the
+     * one that cannot fit; a negative number is pthread_create's error. A crash ends the program. */
+    const size_t sizes[] = {(size_t)PTHREAD_STACK_MIN, 20 * 1024, 24 * 1024, 32 * 1024, 44 * 1024};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        int small = run_on_stack(sizes[i], MiB);
+        int oom = run_on_stack(sizes[i], 4096 * MiB);
+        printf("stack%zu %d %d\n", sizes[i] / 1024, small, oom);
+        bad |= small != CUDA_SUCCESS || oom != CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return bad;
+}
+
+/* ---- fd 2 reused for the program's data ---- */
+
+static int mode_fd2(const char *path)
+{
+    device_init();
+    close(2);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd != 2)
+        return 3;
+    static const char rec[] = "record 1\n";
+    if (write(fd, rec, sizeof rec - 1) != (ssize_t)(sizeof rec - 1))
+        return 4;
+    CUdeviceptr p;
+    if (cuMemAlloc_v2(&p, 4096 * MiB) == CUDA_SUCCESS) /* an OOM: a snapshot, and its line */
+        return 5;
+    static const char rec2[] = "record 2\n";
+    if (write(fd, rec2, sizeof rec2 - 1) != (ssize_t)(sizeof rec2 - 1))
+        return 6;
+    close(fd);
+    return 0;
+}
+
+/* ---- a real fault ---- */
+
+static int mode_segv(void)
+{
+    device_init();
+    CUdeviceptr p;
+    if (cuMemAlloc_v2(&p, MiB) != CUDA_SUCCESS)
+        return 3;
+    volatile int *null = NULL;
+    return *null;
+}
+
+/* ---- exec ---- */
+
+static int mode_exec(void)
+{
+    device_init();
+    CUdeviceptr p;
+    if (cuMemAlloc_v2(&p, MiB) != CUDA_SUCCESS)
+        return 3;
+    sleep_ms(300); /* a flush or two (the test sets OOMTRACE_FLUSH_MS=20) */
+    execl("/usr/bin/env", "env", "-u", "LD_PRELOAD", "/bin/true", (char *)NULL);
+    return 4;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IONBF, 0);
+    alarm(20);
+    const char *mode = argc > 1 ? argv[1] : "";
+    long n = argc > 2 ? atol(argv[2]) : 0;
+    if (strcmp(mode, "cancel") == 0)
+        return mode_cancel(n ? n : 200);
+    if (strcmp(mode, "forkdlopen") == 0)
+        return mode_fork(n ? n : 1500, 0);
+    if (strcmp(mode, "forkalloc") == 0)
+        return mode_fork(n ? n : 1500, 1);
+    if (strcmp(mode, "sigign") == 0)
+        return mode_sigign(argc, argv);
+    if (strcmp(mode, "unshare") == 0)
+        return mode_unshare();
+    if (strcmp(mode, "stacks") == 0)
+        return mode_stacks();
+    if (strcmp(mode, "fd2") == 0 && argc > 2)
+        return mode_fd2(argv[2]);
+    if (strcmp(mode, "segv") == 0)
+        return mode_segv();
+    if (strcmp(mode, "exec") == 0)
+        return mode_exec();
+    fprintf(stderr, "usage: hostile MODE [N]\n");
+    return 64;
+}
