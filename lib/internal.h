@@ -39,6 +39,7 @@ void ot_options_load(void);
 
 /* ---- log.c: one bounded line on stderr, never allocating ---- */
 void ot_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ot_log_init(void); /* remembers which file fd 2 is at start (log.c) */
 
 /* ---- thread state ---- */
 struct ot_thread {

@@ -20,6 +20,7 @@ void ot_after_alloc(CUresult r, const struct ot_alloc_req *req)
         ot_record_alloc(req);
         ot_after_first_alloc();
     } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        ot_after_first_alloc(); /* a process whose first allocation fails uses the device too */
         ot_record_failed(req, r);
     }
 }

@@ -24,6 +24,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static sem_t dump_sem;
 static volatile sig_atomic_t dump_pending;
 static int threads_pid; /* the process whose helper threads run; a forked child starts its own */
+static int helpers_on;  /* handlers installed and threads started (at the first device allocation) */
 
 /* Crash-surviving trace (OOMTRACE_DUMP=crash): a thread flushes the state to one file twice per
  * OOMTRACE_FLUSH_MS, so that a kill at any moment leaves a flush at most one interval old. */
@@ -150,6 +151,44 @@ static void start_threads(void)
         start_thread(flusher, "crash-surviving flush");
 }
 
+static void finish_flush(void);
+
+/* Handlers and helper threads start at the first device allocation, not at load: most processes under
+ * LD_PRELOAD never use the device, and a thread of ours breaks their single-thread-only system calls
+ * (unshare, setns); Python reads every disposition when it starts, and must see the ones it inherited. */
+static void install_handlers(void)
+{
+    if (ot_opt.signal) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(ot_opt.signal, &sa, NULL) != 0) {
+            ot_log("cannot install a handler for OOMTRACE_SIGNAL=%d: %s", ot_opt.signal, strerror(errno));
+            ot_opt.signal = 0;
+        }
+    }
+    if (ot_opt.dump_crash) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_crash;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++) {
+            int sig = crash_signals[i];
+            /* A signal the process inherited as ignored stays ignored: a handler would interrupt its
+             * system calls (EINTR) where the kernel discarded the signal. */
+            if (sigaction(sig, NULL, &crash_old[sig]) != 0 || crash_old[sig].sa_handler == SIG_IGN)
+                continue;
+            sigaction(sig, &sa, &crash_old[sig]);
+        }
+        atexit(finish_flush);
+    }
+    __atomic_store_n(&helpers_on, 1, __ATOMIC_RELEASE);
+    start_threads();
+}
+
 /* The process finished: its crash-surviving file would only mislead. */
 static void finish_flush(void)
 {
@@ -179,6 +218,8 @@ void ot_after_first_alloc(void)
         return;
     if (ot_opt.dump_exit)
         atexit(exit_dump);
+    if (ot_opt.signal || ot_opt.dump_crash)
+        install_handlers();
     /* Said once, by a process that uses the device: most processes under LD_PRELOAD (shells, compilers)
      * never do, and need not hear about the directory. */
     struct stat st;
@@ -213,6 +254,7 @@ static void init_once(void)
     int was_busy = ot_self.busy;
     ot_self.busy = 1;
     ot_start_ns = ot_now_ns();
+    ot_log_init();
     ot_options_load();
     if (ot_opt.disabled) {
         state = ST_OFF;
@@ -221,30 +263,9 @@ static void init_once(void)
     }
     ot_backtrace_init();
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-    if (ot_opt.signal) {
-        sem_init(&dump_sem, 0, 0);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sa.sa_flags = SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(ot_opt.signal, &sa, NULL) != 0) {
-            ot_log("cannot install a handler for OOMTRACE_SIGNAL=%d: %s", ot_opt.signal, strerror(errno));
-            ot_opt.signal = 0;
-        }
-    }
-    if (ot_opt.dump_crash) {
-        sem_init(&flush_sem, 0, 0);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = on_crash;
-        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-        sigemptyset(&sa.sa_mask);
-        for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
-            sigaction(crash_signals[i], &sa, &crash_old[crash_signals[i]]);
-        atexit(finish_flush);
-    }
-    start_threads();
+    /* Ready before any handler exists: a signal that arrives before the first allocation finds them. */
+    sem_init(&dump_sem, 0, 0);
+    sem_init(&flush_sem, 0, 0);
     __atomic_store_n(&state, ST_READY, __ATOMIC_RELEASE);
     ot_self.busy = was_busy;
 }
@@ -256,7 +277,7 @@ int ot_ready(void)
         pthread_once(&once, init_once);
         s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     }
-    if (OT_UNLIKELY(s == ST_READY && (ot_opt.signal || ot_opt.dump_crash) && threads_pid == 0))
+    if (OT_UNLIKELY(s == ST_READY && threads_pid == 0 && __atomic_load_n(&helpers_on, __ATOMIC_ACQUIRE)))
         start_threads(); /* a forked child: threads do not survive fork */
     return s == ST_READY;
 }

@@ -3,14 +3,46 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+/* The stderr the process had at start. A program may close fd 2 and open its own data file there; our
+ * line would then land inside its records. So a line is written only while fd 2 is that same file, or a
+ * terminal, pipe or socket (where a line of text is what anyone expects); otherwise it is dropped. */
+static dev_t err_dev;
+static ino_t err_ino;
+static int err_known;
+
+void ot_log_init(void)
+{
+    struct stat st;
+    if (fstat(STDERR_FILENO, &st) == 0) {
+        err_dev = st.st_dev;
+        err_ino = st.st_ino;
+        err_known = 1;
+    }
+}
+
+static int stderr_is_ours(void)
+{
+    struct stat st;
+    if (fstat(STDERR_FILENO, &st) != 0)
+        return 0;
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+        return 1;
+    return err_known && st.st_dev == err_dev && st.st_ino == err_ino;
+}
 
 void ot_log(const char *fmt, ...)
 {
     char line[512];
     int saved = errno;
+    if (!stderr_is_ours()) {
+        errno = saved;
+        return;
+    }
     int n = snprintf(line, sizeof line, "oomtrace: ");
     va_list ap;
     va_start(ap, fmt);

@@ -63,6 +63,14 @@ static int parse_size(const char *s, long long *out)
     return 0;
 }
 
+/* The signals a fault raises: a handler that returns from one re-runs the faulting instruction, so a
+ * snapshot handler on it would turn a crash into an endless loop of snapshots. */
+static int fatal_signal(int sig)
+{
+    return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP ||
+           sig == SIGSYS || sig == SIGABRT;
+}
+
 static int parse_signal(const char *s, int *out)
 {
     static const struct { const char *name; int sig; } sigs[] = {
@@ -82,7 +90,7 @@ static int parse_signal(const char *s, int *out)
         }
     char *end;
     long v = strtol(s, &end, 10);
-    if (*s && !*end && v > 0 && v < NSIG && v != SIGKILL && v != SIGSTOP) {
+    if (*s && !*end && v > 0 && v < NSIG && v != SIGKILL && v != SIGSTOP && !fatal_signal((int)v)) {
         *out = (int)v;
         return 0;
     }

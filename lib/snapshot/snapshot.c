@@ -661,6 +661,11 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
     int was_busy = ot_self.busy;
     ot_self.busy = 1;
     int rc = -1;
+    /* The writer opens, reads and writes files (cancellation points), some under ot_lock: a thread
+     * cancelled there would leave the lock owned by a thread that no longer exists, and a file half made.
+     * A cancel requested meanwhile acts at the program's next cancellation point. */
+    int cancel_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 
     int flush = trigger == OT_TRIGGER_FLUSH;
     unsigned seq = flush ? 0 : __atomic_add_fetch(&snapshot_seq, 1, __ATOMIC_RELAXED);
@@ -879,6 +884,7 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
     for (int i = 0; i < nsec; i++)
         ot_buf_free(&secs[i].b);
 out:
+    pthread_setcancelstate(cancel_state, NULL);
     ot_self.busy = was_busy;
     errno = saved_errno;
     return rc;
