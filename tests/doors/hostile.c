@@ -121,7 +121,7 @@ static int mode_fork(long n, int allocate)
     if (cuMemAlloc_v2(&keep, MiB) != CUDA_SUCCESS) /* the first allocation: the tracer's threads start */
         return 3;
     long hung = 0, done = 0;
-    double until = now_s() + 4.0;
+    double until = now_s() + 2.0;
     enum { BATCH = 16 };
     while (done < n && now_s() < until) {
         pid_t pids[BATCH];
