@@ -1,0 +1,283 @@
+"""What each tensor storage is to the program: a parameter, a gradient, optimizer state or a module buffer.
+
+Part of the companion embedded in liboomtrace.so (registered as the module `_oomtrace_roles`). The
+companion calls `collect(torch)` when it takes a snapshot and encodes the result as the ROLES record of the
+FRAMEWORK section (docs/FORMAT.md); it calls `install_step_hook(torch, on_step)` once torch is imported,
+and owns the STEPS record.
+
+Identity, not guesswork: the reader matches these storages to the allocator's blocks by address, so that a
+report can say "gradients 1.2 GiB" instead of guessing from stacks.
+
+Modules and optimizers are found with `gc.get_objects()` at snapshot time, not through a global forward
+hook: a hook would cost every module call of every step, while a scan costs only the snapshot (measured by
+bench/roles_bench.py). Optimizers also register themselves from the step hook, so an optimizer whose first
+`step()` is running (the Adam first-step OOM) is found either way.
+
+Nothing here may raise into the program: every entry point catches everything, prints one line on
+stderr and steps aside.
+"""
+
+import gc
+import sys
+import weakref
+
+PARAMETERS = 1
+GRADIENTS = 2
+OPTIMIZER_STATE = 3
+BUFFERS = 4
+
+# The step hook remembers at most this many characters of the outermost module's input shapes.
+_SHAPES_MAX = 200
+
+_warned = set()
+
+
+def _warn(what, exc):
+    # One line per kind of failure, not one per snapshot.
+    if what in _warned:
+        return
+    _warned.add(what)
+    try:
+        sys.stderr.write("oomtrace: %s failed (%s: %s); the report will lack it\n"
+                         % (what, type(exc).__name__, str(exc)[:200]))
+    except Exception:
+        pass
+
+
+def _storage(t):
+    """(data_ptr, nbytes) of the storage under tensor t, or None (no storage, meta tensor, sparse...)."""
+    try:
+        if hasattr(t, "untyped_storage"):
+            s = t.untyped_storage()
+        else:
+            s = t.storage()
+        ptr = s.data_ptr()
+        n = s.nbytes() if hasattr(s, "nbytes") else s.size() * t.element_size()
+    except Exception:
+        return None
+    if not ptr:
+        return None
+    return ptr, n
+
+
+def _is_cuda(t):
+    try:
+        return t.device.type == "cuda"
+    except Exception:
+        return False
+
+
+class _Found:
+    """Storages seen so far, first role wins: a parameter that is also in an optimizer's state stays a
+    parameter, a storage shared by several tensors appears once."""
+
+    def __init__(self, torch, include_cpu):
+        self.torch = torch
+        self.include_cpu = include_cpu
+        self.seen = set()
+        self.out = []
+
+    def add(self, category, label, t):
+        if not isinstance(t, self.torch.Tensor):
+            return
+        if not self.include_cpu and not _is_cuda(t):
+            return
+        st = _storage(t)
+        if st is None or st[0] in self.seen:
+            return
+        self.seen.add(st[0])
+        self.out.append((category, label, st[0], st[1]))
+
+
+_optimizers = weakref.WeakSet()
+
+
+def _scan(torch):
+    """Every live nn.Module and Optimizer, by one pass over the collector's objects."""
+    Module = torch.nn.Module
+    Optimizer = torch.optim.Optimizer
+    modules, optimizers = [], []
+    for o in gc.get_objects():
+        # type(o), not isinstance(o, ...): isinstance reads o.__class__, and some objects warn or run code
+        # on attribute access (torch.distributed.reduce_op prints a deprecation warning).
+        t = type(o)
+        if issubclass(t, Module):
+            modules.append(o)
+        elif issubclass(t, Optimizer):
+            optimizers.append(o)
+    for o in list(_optimizers):
+        if not any(o is x for x in optimizers):
+            optimizers.append(o)
+    return modules, optimizers
+
+
+def _collect(torch, include_cpu):
+    found = _Found(torch, include_cpu)
+    modules, optimizers = _scan(torch)
+    params = []
+    for m in modules:
+        try:
+            params.extend(m.parameters(recurse=False))
+        except Exception as e:  # a module subclass with a broken override: skip that one
+            _warn("reading a module's parameters", e)
+    good = []
+    for opt in optimizers:
+        try:
+            for g in opt.param_groups:
+                params.extend(g.get("params", ()))
+            good.append(opt)
+        except Exception as e:
+            _warn("reading an optimizer's parameters", e)
+    optimizers = good
+    # Parameters first (a gradient or state tensor never aliases a parameter's storage on purpose, but
+    # if it did the parameter role is the one the user thinks of), then gradients, then state, buffers.
+    for p in params:
+        found.add(PARAMETERS, "parameters", p)
+    for p in params:
+        g = getattr(p, "grad", None)
+        if g is not None:
+            found.add(GRADIENTS, "gradients", g)
+    for opt in optimizers:
+        cls = type(opt).__name__
+        try:
+            for state in list(opt.state.values()):
+                if not isinstance(state, dict):
+                    continue
+                for key, v in list(state.items()):
+                    found.add(OPTIMIZER_STATE, "%s.%s" % (cls, key), v)
+        except Exception as e:
+            _warn("reading an optimizer's state", e)
+    for m in modules:
+        try:
+            for b in m.buffers(recurse=False):
+                found.add(BUFFERS, "buffers", b)
+        except Exception as e:
+            _warn("reading a module's buffers", e)
+    return found.out
+
+
+def collect(torch, include_cpu=False):
+    """[(category, label, data_ptr, nbytes)] for every storage of a parameter, gradient, optimizer state
+    or module buffer, each storage once. CUDA tensors only unless include_cpu (the tests run on CPU)."""
+    try:
+        return _collect(torch, include_cpu)
+    except Exception as e:
+        _warn("finding parameters, gradients and optimizer state", e)
+        return []
+
+
+def _shape_text(args, kwargs, torch):
+    parts = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            parts.append(str(tuple(a.shape)))
+    for k, a in kwargs.items():
+        if isinstance(a, torch.Tensor):
+            parts.append("%s=%s" % (k, tuple(a.shape)))
+    return ", ".join(parts)[:_SHAPES_MAX]
+
+
+class _StepHook:
+    """Counts the steps of the first optimizer that steps (a GAN's second optimizer does not double the
+    count) and remembers the input shapes of the model's outermost module."""
+
+    def __init__(self, torch, on_step):
+        self.torch = torch
+        self.on_step = on_step
+        self.primary = None
+        self.step = 0
+        self.shapes = ""
+        self.watched = False
+        self.handles = []
+        self.broken = False
+
+    def pre_forward(self, module, args, kwargs=None):
+        if self.broken:
+            return None
+        try:
+            self.shapes = _shape_text(args, kwargs or {}, self.torch)
+        except Exception as e:
+            self.broken = True
+            _warn("reading the model's input shapes", e)
+        return None
+
+    def watch_roots(self, opt):
+        """Hooks the outermost modules that own this optimizer's parameters. Done once, at the first step,
+        so the forward of every later step costs one Python call and no module call costs more."""
+        self.watched = True
+        mine = set()
+        for g in opt.param_groups:
+            for p in g.get("params", ()):
+                mine.add(id(p))
+        Module = self.torch.nn.Module
+        modules = [o for o in gc.get_objects() if issubclass(type(o), Module)]
+        children = set()
+        for m in modules:
+            for c in m.children():
+                children.add(id(c))
+        for m in modules:
+            if id(m) in children:
+                continue
+            if not any(id(p) in mine for p in m.parameters()):
+                continue
+            try:
+                h = m.register_forward_pre_hook(self.pre_forward, with_kwargs=True)
+            except TypeError:  # torch < 2.0: no kwargs
+                h = m.register_forward_pre_hook(self.pre_forward)
+            self.handles.append(h)
+
+    def post_step(self, opt, args=None, kwargs=None):
+        if self.broken:
+            return
+        try:
+            _optimizers.add(opt)
+            if self.primary is None:
+                self.primary = weakref.ref(opt)
+            elif self.primary() is not opt:
+                return
+            if not self.watched:
+                self.watch_roots(opt)
+            self.step += 1
+            self.on_step(self.step, self.shapes)
+        except Exception as e:
+            self.broken = True
+            _warn("the optimizer step hook", e)
+
+
+_hook = None
+
+
+def install_step_hook(torch, on_step):
+    """Registers the global optimizer-step post hook; on_step(step, input_shapes) runs after each step of
+    the program's (first) optimizer. Returns True when installed. Torch before 2.0 has no global hook:
+    then there are no automatic step markers and the reader uses time windows."""
+    global _hook
+    try:
+        import torch.optim.optimizer as optmod  # the attribute exists only once imported by name
+        reg = getattr(optmod, "register_optimizer_step_post_hook", None)
+        if reg is None:
+            return False
+        _hook = _StepHook(torch, on_step)
+        _hook.handles.append(reg(_hook.post_step))
+        pre = getattr(optmod, "register_optimizer_step_pre_hook", None)
+        if pre is not None:
+            # Known from its first step on, before its state exists: the first-step OOM case.
+            _hook.handles.append(pre(lambda opt, args, kwargs: _remember(opt)))
+        return True
+    except Exception as e:
+        _warn("installing the optimizer step hook", e)
+        return False
+
+
+def _remember(opt):
+    try:
+        _optimizers.add(opt)
+    except Exception:
+        pass
+    return None
+
+
+def last_input_shapes():
+    """The outermost module's input shapes at its latest forward ("" when unknown): the step that is
+    running when a snapshot is taken has no STEPS entry yet, this says what it was fed."""
+    return _hook.shapes if _hook is not None else ""
