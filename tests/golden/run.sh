@@ -24,7 +24,7 @@ command -v python3 >/dev/null 2>&1 || { echo "golden: skipped, no python3"; exit
 TMP=$(mktemp -d /tmp/oomtrace-golden-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 OUT=$TMP/out
-mkdir -p "$OUT" "$TMP/a" "$TMP/b" "$TMP/py" "$TMP/run" "$TMP/bad"
+mkdir -p "$OUT" "$TMP/a" "$TMP/b" "$TMP/py" "$TMP/run" "$TMP/bad" "$TMP/user"
 HOST=$(hostname 2>/dev/null || uname -n)
 # Without ASLR the runs are as alike as they can be (addresses are normalised anyway).
 NOASLR=""
@@ -42,6 +42,9 @@ traced() {
 traced "$TMP/a" $NOASLR "$WORK" oom || { echo "golden: workload (a) failed"; cat "$TMP/programs.log"; exit 1; }
 traced "$TMP/b" GOLDEN_WEIGHTS_MIB=320 $NOASLR "$WORK" oom || { echo "golden: workload (b) failed"; exit 1; }
 traced "$TMP/py" FAKECUDA_CAPACITY=8G $NOASLR python3 tests/demo/train_sim.py
+# The user's lines first: an eval loop and a restore through a library in a site-packages folder. It
+# catches its own OOM and exits 1.
+traced "$TMP/user" FAKECUDA_CAPACITY=256M $NOASLR python3 tests/py/eval_grad.py
 # A job of three ranks: rank 0 finishes (exit snapshot), rank 1 runs out of memory (oom and exit
 # snapshots), rank 2 dies of SIGSEGV (only its crash-surviving flush remains); plus a file that is not a
 # snapshot.
@@ -54,6 +57,8 @@ printf 'OOMTRACE' >"$TMP/bad/oomtrace-short.oomt"
 A=$(ls "$TMP"/a/*.oomt)
 B=$(ls "$TMP"/b/*.oomt)
 PY=$(ls "$TMP"/py/*.oomt)
+USER_SNAP=$(ls "$TMP"/user/*.oomt)
+[ -f "$USER_SNAP" ] || { echo "golden: the eval_grad snapshot is missing"; cat "$TMP/programs.log"; exit 1; }
 [ -f "$A" ] && [ -f "$B" ] && [ -f "$PY" ] || { echo "golden: a snapshot is missing"; cat "$TMP/programs.log"; exit 1; }
 [ "$(ls "$TMP"/run/*.oomt | wc -l)" -eq 5 ] || { echo "golden: expected 5 files in the run directory"; ls "$TMP/run"; exit 1; }
 
@@ -99,6 +104,8 @@ check workload.txt text "$READER" "$A"
 check workload.json json "$READER" --format json "$A"
 check workload-native.txt text "$READER" --at failure --native --top 2 "$A"
 check python.txt text "$READER" "$PY"
+check userterms.txt text "$READER" "$USER_SNAP"
+check userterms.md text "$READER" --format markdown "$USER_SNAP"
 check diff.txt text "$READER" --diff "$A" "$B"
 check diff.json json "$READER" --format json --diff "$A" "$B"
 check run.txt text "$READER" --top 3 "$TMP/run"

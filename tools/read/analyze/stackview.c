@@ -1,5 +1,7 @@
 #include "analyze/stackview.h"
 
+#include "analyze/userline.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -124,6 +126,10 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
                 } else if (!out->caller) {
                     out->caller = x;
                 }
+                if (!out->user && ot_frame_is_user(x)) {
+                    out->user = x;
+                    out->user_depth = out->npy - 1;
+                }
                 continue;
             }
             out->nnative++;
@@ -192,6 +198,12 @@ void ot_put_headline(FILE *f, const struct ot_stack_info *si, bool with_caller)
 {
     if (!si->head) {
         fputs(si->found ? "(empty stack)" : "(unknown stack)", f);
+        return;
+    }
+    if (si->user && si->user != si->head) {
+        ot_put_short_frame(f, si->user);
+        fputs(" \xe2\x86\x92 ", f); /* " → " */
+        ot_put_short_frame(f, si->head);
         return;
     }
     ot_put_short_frame(f, si->head);
@@ -278,21 +290,33 @@ bool ot_put_stack_python_first(FILE *f, struct ot_resolver *res, const struct ot
         ot_put_short_frame(f, si.via);
         fputc('\n', f);
     }
-    size_t shown = 0;
+    /* Past max_frames, the program's own frames are still shown (the user's line of a failed request
+     * can sit under twenty frames of a library); the library frames between are counted. */
+    size_t shown = 0, idx = 0, cut = 0;
     for (size_t i = 0; i < st->nframes; i++) {
         const struct ot_frame *fr;
         size_t n = ot_resolve(res, st->frames[i], &fr);
-        for (size_t k = 0; k < n && shown < max_frames; k++) {
+        for (size_t k = 0; k < n; k++) {
             if (fr[k].kind != OT_FRAME_PY)
                 continue;
-            fprintf(f, "%s#%-2zu ", indent, shown);
+            bool show = idx < max_frames || (ot_frame_is_user(&fr[k]) && shown < 2 * max_frames);
+            if (!show) {
+                cut++;
+                idx++;
+                continue;
+            }
+            if (cut)
+                fprintf(f, "%s    ... %zu library frame%s\n", indent, cut, cut == 1 ? "" : "s");
+            cut = 0;
+            fprintf(f, "%s#%-2zu ", indent, idx);
             ot_put_frame(f, &fr[k]);
             fputc('\n', f);
             shown++;
+            idx++;
         }
     }
-    if (si.npy > shown)
-        fprintf(f, "%s... %zu more Python frame%s (--frames)\n", indent, si.npy - shown, si.npy - shown == 1 ? "" : "s");
+    if (cut)
+        fprintf(f, "%s... %zu more Python frame%s (--frames)\n", indent, cut, cut == 1 ? "" : "s");
     size_t hidden = si.nnative - (si.via ? 1 : 0);
     if (hidden)
         fprintf(f, "%s(%zu native frame%s hidden; --native shows every frame)\n", indent, hidden, hidden == 1 ? "" : "s");

@@ -26,6 +26,9 @@ struct ot_stack_info {
     const struct ot_frame *caller; /* the Python frame that called head (Python heads only), or NULL */
     const struct ot_frame *via;    /* Python stacks: the innermost meaningful native frame inside the
                                     * innermost Python frame, or NULL */
+    const struct ot_frame *user;   /* the innermost frame of the program's own code (userline.h), or NULL;
+                                    * equal to head when the innermost Python frame is the user's */
+    size_t user_depth;             /* Python frames inside user (0: user is head) */
     uint64_t flags;                /* OT_STACK_* */
 };
 
@@ -35,7 +38,9 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
  * native frame with debug info, "at::native::empty_cuda (libtorch_cuda.so)" from dump-time names (C++
  * parameter lists dropped), "0x7f.. (libfoo.so+0x12)" without a name. */
 void ot_put_short_frame(FILE *f, const struct ot_frame *fr);
-/* The headline; with_caller adds ", called from <caller>" for Python heads. "(unknown stack)" when none. */
+/* The headline: the user's line first, then the library frame it went through ("h8.py:19 in evaluate →
+ * linear.py:134 in Linear.forward"); head alone when it is the user's own frame or no user frame exists.
+ * with_caller adds ", called from <caller>" for such a head. "(unknown stack)" when none. */
 void ot_put_headline(FILE *f, const struct ot_stack_info *si, bool with_caller);
 /* The same as a malloc'd NUL-terminated string (NULL when out of memory). */
 char *ot_headline_str(const struct ot_stack_info *si, bool with_caller);

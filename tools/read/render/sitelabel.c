@@ -1,5 +1,7 @@
 #include "render/sitelabel.h"
 
+#include "analyze/userline.h"
+
 #include "analyze/stackview.h"
 
 #include <inttypes.h>
@@ -219,10 +221,30 @@ static int site_names(const struct ot_analysis *a, uint64_t stack_id, size_t max
     } else {
         const struct ot_frame *fr[OT_LBL_FRAMES];
         size_t n = meaningful(a, st, fr, OT_LBL_FRAMES);
+        /* The user's own line leads when the innermost Python frame is a library's (userline.h). */
+        size_t user = 0;
+        if (n && fr[0]->kind == OT_FRAME_PY && !ot_frame_is_user(fr[0]))
+            for (size_t i = 1; i < n && !user; i++)
+                if (ot_frame_is_user(fr[i]))
+                    user = i;
         for (size_t i = 0; i < n; i++) {
             char *name = capped_frame(fr[i], max_bytes);
             if (!name)
                 return -1;
+            if (i == 0 && user) {
+                char *u = capped_frame(fr[user], max_bytes);
+                struct ot_sb both = {0};
+                ot_sb_cstr(&both, u ? u : "?");
+                ot_sb_cstr(&both, " \xe2\x86\x92 "); /* " → " */
+                ot_sb_cstr(&both, name);
+                free(u);
+                free(name);
+                if (both.oom || !both.p) {
+                    ot_sb_free(&both);
+                    return -1;
+                }
+                name = both.p;
+            }
             if (out->n && strcmp(out->v[out->n - 1], name) == 0) {
                 free(name);
                 continue;

@@ -1,0 +1,86 @@
+#include "analyze/userline.h"
+
+#include <string.h>
+
+static bool contains(struct ot_str s, const char *needle)
+{
+    size_t n = strlen(needle);
+    if (!s.p || s.n < n)
+        return false;
+    for (size_t i = 0; i + n <= s.n; i++)
+        if (memcmp(s.p + i, needle, n) == 0)
+            return true;
+    return false;
+}
+
+static bool starts(struct ot_str s, const char *pre)
+{
+    size_t n = strlen(pre);
+    return s.p && s.n >= n && memcmp(s.p, pre, n) == 0;
+}
+
+/* ".../lib/python3.12/x.py" or ".../lib64/python3.12/x.py" with no site-packages below: the standard
+ * library of some interpreter (system, pyenv, conda, venv base). */
+static bool in_stdlib(struct ot_str file)
+{
+    static const char *const roots[] = {"/lib/python", "/lib64/python"};
+    for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); r++) {
+        size_t n = strlen(roots[r]);
+        for (size_t i = 0; file.p && i + n < file.n; i++) {
+            if (memcmp(file.p + i, roots[r], n) != 0)
+                continue;
+            /* The next component must be a version ("python3.12/"), not a project named pythonic. */
+            size_t k = i + n;
+            if (k < file.n && file.p[k] >= '0' && file.p[k] <= '9')
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Frameworks' own sources, found also where they are not installed as packages (an editable install, a
+ * source checkout on sys.path): their frames are the library side of the line. */
+static bool in_framework(struct ot_str file)
+{
+    static const char *const dirs[] = {"/torch/", "/jax/", "/jaxlib/", "/cupy/", "/flax/", "/optax/"};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+        if (contains(file, dirs[i]))
+            return true;
+    return false;
+}
+
+bool ot_frame_is_library(const struct ot_frame *f)
+{
+    if (f->kind != OT_FRAME_PY)
+        return false;
+    struct ot_str file = f->file;
+    if (!file.p)
+        return false; /* unknown file: nothing says it is a library's */
+    /* "<frozen importlib._bootstrap>", "<string>" from exec and "<stdin>" are the interpreter's. */
+    if (starts(file, "<frozen") || starts(file, "<built-in"))
+        return true;
+    return contains(file, "/site-packages/") || contains(file, "/dist-packages/") || in_stdlib(file) ||
+           in_framework(file);
+}
+
+bool ot_frame_is_user(const struct ot_frame *f)
+{
+    return f->kind == OT_FRAME_PY && (f->file.p || f->function.p) && !ot_frame_is_library(f);
+}
+
+static bool str_eq(struct ot_str a, struct ot_str b)
+{
+    if (!a.p || !b.p)
+        return a.p == b.p;
+    return a.n == b.n && memcmp(a.p, b.p, a.n) == 0;
+}
+
+bool ot_frame_same_line(const struct ot_frame *a, const struct ot_frame *b)
+{
+    if (a == b)
+        return true;
+    if (!a || !b || a->kind != b->kind)
+        return false;
+    return a->line == b->line && a->has_line == b->has_line && str_eq(a->file, b->file) &&
+           str_eq(a->function, b->function);
+}
