@@ -16,23 +16,6 @@ struct ot_str ot_base_name(struct ot_str p)
     return (struct ot_str){p.p + start, p.n - start};
 }
 
-static bool has_prefix(struct ot_str s, const char *pre)
-{
-    size_t n = strlen(pre);
-    return s.p && s.n >= n && memcmp(s.p, pre, n) == 0;
-}
-
-static bool contains(struct ot_str s, const char *needle)
-{
-    size_t n = strlen(needle);
-    if (!s.p || s.n < n)
-        return false;
-    for (size_t i = 0; i + n <= s.n; i++)
-        if (memcmp(s.p + i, needle, n) == 0)
-            return true;
-    return false;
-}
-
 struct ot_str ot_short_function(struct ot_str name)
 {
     if (!name.p)
@@ -81,10 +64,10 @@ bool ot_frame_is_plumbing(const struct ot_frame *f)
     };
     struct ot_str mb = ot_base_name(f->module);
     for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
-        if (has_prefix(mb, modules[i]))
+        if (ot_str_starts(mb, modules[i]))
             return true;
     /* CuPy's memory pool and runtime bindings. */
-    if (contains(f->module, "cupy_backends/") || contains(f->module, "cupy/cuda/memory"))
+    if (ot_str_contains(f->module, "cupy_backends/") || ot_str_contains(f->module, "cupy/cuda/memory"))
         return true;
     /* Functions: allocators and allocation helpers, and the interpreter's C API. */
     struct ot_str fn = ot_short_function(f->function);
@@ -93,9 +76,9 @@ bool ot_frame_is_plumbing(const struct ot_frame *f)
         "_PyEval", "_PyObject", "PyObject_", "_PyFunction", "PyVectorcall", "cfunction_", "method_vectorcall",
     };
     for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
-        if (contains(fn, parts[i]))
+        if (ot_str_contains(fn, parts[i]))
             return true;
-    if (has_prefix(fn, "_Py") || (has_prefix(fn, "Py") && fn.n > 2 && fn.p[2] >= 'A' && fn.p[2] <= 'Z'))
+    if (ot_str_starts(fn, "_Py") || (ot_str_starts(fn, "Py") && fn.n > 2 && fn.p[2] >= 'A' && fn.p[2] <= 'Z'))
         return true;
     return false;
 }

@@ -2,23 +2,6 @@
 
 #include <string.h>
 
-static bool contains(struct ot_str s, const char *needle)
-{
-    size_t n = strlen(needle);
-    if (!s.p || s.n < n)
-        return false;
-    for (size_t i = 0; i + n <= s.n; i++)
-        if (memcmp(s.p + i, needle, n) == 0)
-            return true;
-    return false;
-}
-
-static bool starts(struct ot_str s, const char *pre)
-{
-    size_t n = strlen(pre);
-    return s.p && s.n >= n && memcmp(s.p, pre, n) == 0;
-}
-
 /* ".../lib/python3.12/x.py" or ".../lib64/python3.12/x.py" with no site-packages below: the standard
  * library of some interpreter (system, pyenv, conda, venv base). */
 static bool in_stdlib(struct ot_str file)
@@ -44,7 +27,7 @@ static bool in_framework(struct ot_str file)
 {
     static const char *const dirs[] = {"/torch/", "/jax/", "/jaxlib/", "/cupy/", "/flax/", "/optax/"};
     for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-        if (contains(file, dirs[i]))
+        if (ot_str_contains(file, dirs[i]))
             return true;
     return false;
 }
@@ -57,9 +40,9 @@ bool ot_frame_is_library(const struct ot_frame *f)
     if (!file.p)
         return false; /* unknown file: nothing says it is a library's */
     /* "<frozen importlib._bootstrap>", "<string>" from exec and "<stdin>" are the interpreter's. */
-    if (starts(file, "<frozen") || starts(file, "<built-in"))
+    if (ot_str_starts(file, "<frozen") || ot_str_starts(file, "<built-in"))
         return true;
-    return contains(file, "/site-packages/") || contains(file, "/dist-packages/") || in_stdlib(file) ||
+    return ot_str_contains(file, "/site-packages/") || ot_str_contains(file, "/dist-packages/") || in_stdlib(file) ||
            in_framework(file);
 }
 

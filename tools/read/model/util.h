@@ -26,6 +26,24 @@ static inline bool ot_str_known(struct ot_str s)
     return s.p != NULL;
 }
 
+/* s starts with pre / holds needle somewhere (false for unknown strings). */
+static inline bool ot_str_starts(struct ot_str s, const char *pre)
+{
+    size_t n = strlen(pre);
+    return s.p && s.n >= n && memcmp(s.p, pre, n) == 0;
+}
+
+static inline bool ot_str_contains(struct ot_str s, const char *needle)
+{
+    size_t n = strlen(needle);
+    if (!s.p || s.n < n)
+        return false;
+    for (size_t i = 0; i + n <= s.n; i++)
+        if (memcmp(s.p + i, needle, n) == 0)
+            return true;
+    return false;
+}
+
 static inline bool ot_str_eq(struct ot_str a, const char *b)
 {
     size_t n = strlen(b);
