@@ -10,7 +10,9 @@ PREFIX ?= /usr/local
 LIB_SRC := $(wildcard lib/*/*.c)
 LIB_ASM := $(wildcard lib/*/*.S)
 LIB_HDR := $(wildcard lib/*.h lib/*/*.h lib/*/*.def)
-LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(LIB_ASM:%.S=$(B)/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
+# The Python companion's sources, embedded as NUL-terminated strings ot_py_NAME (lib/runtime/companion.c).
+COMPANION_PY := $(sort $(wildcard lib/companion/*.py))
 READ_SRC := tools/oomtrace-read.c $(wildcard tools/read/*/*.c tools/read/*/*/*.c)
 READ_HDR := $(wildcard tools/read/*/*.h tools/read/*/*/*.h)
 READ_OBJ := $(READ_SRC:%.c=$(B)/%.o)
@@ -39,6 +41,16 @@ $(B)/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h
 $(B)/lib/%.o: lib/%.S
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ilib -fPIC -c $< -o $@
+
+$(B)/lib/runtime/companion_src.S: $(COMPANION_PY) Makefile
+	@mkdir -p $(dir $@)
+	@{ printf '\t.section .rodata\n'; \
+	  for f in $(COMPANION_PY); do n=$$(basename $$f .py); \
+	    printf '\t.globl ot_py_%s\n\t.hidden ot_py_%s\not_py_%s:\n\t.incbin "%s"\n\t.byte 0\n' $$n $$n $$n $$f; \
+	  done; printf '\t.section .note.GNU-stack,"",@progbits\n'; } >$@
+
+$(B)/lib/runtime/companion_src.o: $(B)/lib/runtime/companion_src.S
+	$(CC) -c $< -o $@
 
 $(B)/liboomtrace.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl

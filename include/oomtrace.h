@@ -11,6 +11,8 @@
 #ifndef OOMTRACE_H
 #define OOMTRACE_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,6 +25,20 @@ int oomtrace_mark(const char *label);
 /* Writes a snapshot now, into OOMTRACE_DIR, with trigger "api" and the given reason (may be NULL).
  * Returns 0 when the file was written, -1 otherwise (one line on stderr says why). */
 int oomtrace_dump(const char *reason);
+
+/* The framework layer, called by the Python companion that liboomtrace.so starts in Python processes
+ * (through ctypes); other callers may use it the same way. payload is an OT_SEC_FRAMEWORK payload
+ * (docs/FORMAT.md, FRAMEWORK: allocator segments, blocks, statistics and settings); it is copied (at most
+ * 256 MiB) and written, unparsed, into every later snapshot, replacing the previous one.
+ * Returns 0 when kept. */
+int oomtrace_framework_state(const void *payload, size_t len);
+
+/* A framework refused an allocation of request_bytes on device (PyTorch's OOM observer, JAX/XLA
+ * RESOURCE_EXHAUSTED, CuPy OutOfMemoryError). Keeps payload as above (when len > 0), then writes the
+ * fatal snapshot now: trigger "framework-oom", the request in its failure record, and the driver-level
+ * OOM snapshots written since the previous framework OOM listed as its probes. Returns 0 when written. */
+int oomtrace_framework_oom(const char *framework, unsigned long long request_bytes, int device,
+                           const void *payload, size_t len);
 
 #ifndef OOMTRACE_NO_INLINE
 #include <dlfcn.h>

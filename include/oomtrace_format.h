@@ -13,7 +13,7 @@
 
 #define OT_MAGIC "OOMTRACE"
 #define OT_VERSION_MAJOR 1
-#define OT_VERSION_MINOR 1
+#define OT_VERSION_MINOR 2
 
 /* File header flags. */
 #define OT_FILE_COMPLETE 0x1u /* the writer finished; absent in a crash-surviving trace */
@@ -58,6 +58,10 @@ enum ot_section {
     OT_SEC_THREADS = 15,
     OT_SEC_LIVE_SEQ = 16, /* since 1.1: LIVE in seq order, delta-coded; the writer's choice over LIVE */
     OT_SEC_PEAK_REF = 17, /* since 1.1: PEAK by reference to the live set; the writer's choice over PEAK */
+    OT_SEC_FRAMEWORK = 18, /* since 1.2: the frameworks' own view (pools, blocks, stats), as the Python
+                              companion last reported it; the writer stores its bytes as given */
+    OT_SEC_PROBES = 19,    /* since 1.2: in a framework-OOM snapshot, the driver-level OOM snapshots
+                              written since the previous framework OOM (its retries and probes) */
 };
 
 /* What caused the snapshot. */
@@ -67,6 +71,7 @@ enum ot_trigger {
     OT_TRIGGER_SIGNAL = 3, /* OOMTRACE_SIGNAL was delivered */
     OT_TRIGGER_API = 4,    /* oomtrace_dump() */
     OT_TRIGGER_FLUSH = 5,  /* periodic crash-surviving flush (process may not have finished) */
+    OT_TRIGGER_FRAMEWORK_OOM = 6, /* since 1.2: a framework refused an allocation (the fatal snapshot) */
 };
 
 /* Event kinds, in the ring and in allocation records' provenance. */
@@ -142,7 +147,8 @@ static inline int ot_category_is_device(unsigned c)
     X(28, cuIpcCloseMemHandle)                                                                         \
     X(29, cuMemAddressReserve)                                                                         \
     X(30, cuMemAddressFree)                                                                            \
-    X(31, oomtrace_mark)
+    X(31, oomtrace_mark)                                                                               \
+    X(32, framework_allocator)
 
 enum ot_api {
     OT_API_NONE = 0,
@@ -164,6 +170,22 @@ static inline const char *ot_api_name(unsigned id)
         return "unknown";
     }
 }
+
+/* OT_SEC_FRAMEWORK payload (docs/FORMAT.md): uv layout_version, uv n_records, then n_records x
+ * { uv kind, uv body_len, body }. Readers skip unknown kinds by length. */
+#define OT_FW_LAYOUT_VERSION 1
+enum ot_fw_record {
+    OT_FW_INFO = 1,
+    OT_FW_STATS = 2,
+    OT_FW_SETTINGS = 3,
+    OT_FW_SEGMENTS = 4,
+    OT_FW_BLOCKS = 5,
+    OT_FW_ARRAYS = 6,
+    OT_FW_ERROR = 7,
+    OT_FW_BLOCK_FRAMES = 8,
+    OT_FW_ROLES = 9,
+    OT_FW_STEPS = 10,
+};
 
 /* A frame in a STACKS entry: native addresses are stored shifted left by one; Python frames set the
  * low bit and carry a PYFRAMES id. */

@@ -33,6 +33,7 @@ struct ot_options {
     int python;            /* OOMTRACE_PYTHON: read Python frames */
     unsigned flush_ms;     /* OOMTRACE_FLUSH_MS: crash-surviving flush interval */
     int quiet;             /* OOMTRACE_QUIET: no "snapshot written" lines */
+    int frameworks;        /* OOMTRACE_FRAMEWORKS: start the Python companion in Python processes */
 };
 extern struct ot_options ot_opt;
 void ot_options_load(void);
@@ -127,6 +128,7 @@ void ot_record_free(uint8_t ns, uint64_t key, uint16_t api);
 int ot_record_free_undoable(uint8_t ns, uint64_t key, uint16_t api, struct ot_rec *closed);
 void ot_record_unfree(const struct ot_rec *closed);
 void ot_record_failed(const struct ot_alloc_req *a, int result);
+void ot_record_failure(const struct ot_alloc_req *a, int result); /* the event only, no snapshot */
 void ot_record_marker(const char *label);
 void ot_vmm_retain(uint64_t handle);
 void ot_vmm_release(uint64_t handle);
@@ -136,6 +138,10 @@ void ot_pool_seen(uint64_t pool, int device);
 void ot_record_reset(int forked);
 int ot_current_device(void);
 void ot_device_first_use(int device);
+
+/* ---- companion.c: the Python companion (lib/companion/), started at a pending call ---- */
+enum ot_poke { OT_POKE_ALLOC = 1, OT_POKE_DRIVER_OOM = 2 };
+void ot_companion_poke(enum ot_poke why); /* never from signal context, never with ot_lock held */
 
 /* ---- pyframes.c: Python frames of the calling thread, merged into a native backtrace ---- */
 int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags);

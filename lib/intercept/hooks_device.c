@@ -19,9 +19,11 @@ void ot_after_alloc(CUresult r, const struct ot_alloc_req *req)
     if (r == CUDA_SUCCESS) {
         ot_record_alloc(req);
         ot_after_first_alloc();
+        ot_companion_poke(OT_POKE_ALLOC);
     } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         ot_after_first_alloc(); /* a process whose first allocation fails uses the device too */
         ot_record_failed(req, r);
+        ot_companion_poke(OT_POKE_DRIVER_OOM);
     }
 }
 

@@ -142,7 +142,7 @@ void ot_record_unfree(const struct ot_rec *closed)
     errno = err;
 }
 
-void ot_record_failed(const struct ot_alloc_req *a, int result)
+void ot_record_failure(const struct ot_alloc_req *a, int result)
 {
     uint64_t frames[OT_MAX_FRAMES];
     unsigned sflags;
@@ -162,7 +162,11 @@ void ot_record_failed(const struct ot_alloc_req *a, int result)
     };
     S.failures++;
     pthread_mutex_unlock(&ot_lock);
+}
 
+void ot_record_failed(const struct ot_alloc_req *a, int result)
+{
+    ot_record_failure(a, result);
     if (result == CUDA_ERROR_OUT_OF_MEMORY && ot_opt.dump_oom)
         ot_snapshot_write(OT_TRIGGER_OOM, ot_api_name(a->api));
 }

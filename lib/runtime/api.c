@@ -2,9 +2,13 @@
 #define OOMTRACE_NO_INLINE
 #include "oomtrace.h"
 
+#include <stddef.h>
+
 #include <errno.h>
 
 #include "internal.h"
+#include "intercept/cuda_api.h"
+#include "snapshot/framework.h"
 #include "snapshot/snapshot.h"
 
 OT_EXPORT int oomtrace_mark(const char *label)
@@ -24,4 +28,34 @@ OT_EXPORT int oomtrace_dump(const char *reason)
     if (ot_self.busy || !ot_ready())
         return -1;
     return ot_snapshot_write(OT_TRIGGER_API, reason ? reason : "oomtrace_dump");
+}
+
+OT_EXPORT int oomtrace_framework_state(const void *payload, size_t len)
+{
+    if (ot_self.busy || !ot_ready())
+        return -1;
+    int err = errno;
+    int rc = ot_framework_keep(payload, len);
+    errno = err;
+    return rc;
+}
+
+OT_EXPORT int oomtrace_framework_oom(const char *framework, unsigned long long request_bytes, int device,
+                                     const void *payload, size_t len)
+{
+    if (ot_self.busy || !ot_ready())
+        return -1;
+    int err = errno;
+    if (payload && len)
+        ot_framework_keep(payload, len);
+    /* The framework's refusal is an event like a driver's, so timelines and the FAILURE section show it;
+     * it writes no driver-level OOM snapshot of its own. */
+    struct ot_alloc_req q = {.ns = OT_NS_DEVPTR, .cat = OT_CAT_DEVICE, .api = OT_API_framework_allocator,
+                             .device = device, .size = request_bytes};
+    ot_self.busy = 1;
+    ot_record_failure(&q, CUDA_ERROR_OUT_OF_MEMORY);
+    ot_self.busy = 0;
+    int rc = ot_snapshot_write(OT_TRIGGER_FRAMEWORK_OOM, framework && *framework ? framework : "framework");
+    errno = err;
+    return rc;
 }

@@ -33,6 +33,7 @@ static const struct opt table[] = {
     {"OOMTRACE_PYTHON", OPT_BOOL, "1", 0, 1, &ot_opt.python},    /* read Python frames */
     {"OOMTRACE_FLUSH_MS", OPT_INT, "1000", 10, 3600000, &ot_opt.flush_ms},
     {"OOMTRACE_QUIET", OPT_BOOL, "0", 0, 1, &ot_opt.quiet},      /* no line per snapshot */
+    {"OOMTRACE_FRAMEWORKS", OPT_BOOL, "1", 0, 1, &ot_opt.frameworks}, /* the Python companion */
 };
 
 static int parse_size(const char *s, long long *out)

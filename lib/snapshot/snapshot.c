@@ -17,6 +17,7 @@
 
 #include "common/buf.h"
 #include "capture/modules.h"
+#include "snapshot/framework.h"
 #include "snapshot/nvml.h"
 #include "record/record.h"
 #include "record/ring.h"
@@ -131,7 +132,7 @@ struct section {
     struct ot_buf b;
 };
 
-#define MAX_SECTIONS (16 + OT_MAX_DEVICES)
+#define MAX_SECTIONS (18 + OT_MAX_DEVICES)
 
 static void put_rec(struct ot_buf *b, const struct ot_rec *r)
 {
@@ -588,6 +589,7 @@ static const char *trigger_name(enum ot_trigger t)
     case OT_TRIGGER_SIGNAL: return "signal";
     case OT_TRIGGER_API: return "api";
     case OT_TRIGGER_FLUSH: return "flush";
+    case OT_TRIGGER_FRAMEWORK_OOM: return "framework-oom";
     }
     return "unknown";
 }
@@ -762,9 +764,12 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
         put_device(&secs[nsec].b, &devs[i]);
     nsec++;
 
-    if (trigger == OT_TRIGGER_OOM && S.failure.valid) {
+    /* A framework OOM's FAILURE is the framework's request (api framework_allocator). */
+    struct ot_failure failed = S.failure;
+    int has_failure = (trigger == OT_TRIGGER_OOM || trigger == OT_TRIGGER_FRAMEWORK_OOM) && failed.valid;
+    if (has_failure) {
         secs[nsec].type = OT_SEC_FAILURE;
-        put_failure(&secs[nsec++].b, &S.failure);
+        put_failure(&secs[nsec++].b, &failed);
     }
 
     secs[nsec].type = OT_SEC_STACKS;
@@ -818,6 +823,14 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
             ot_buf_cstr(b, nv->procs[i].name);
         }
         free(nv);
+    }
+
+    secs[nsec].type = OT_SEC_FRAMEWORK;
+    if (ot_framework_serialize(&secs[nsec].b))
+        nsec++;
+    if (trigger == OT_TRIGGER_FRAMEWORK_OOM) {
+        secs[nsec].type = OT_SEC_PROBES;
+        ot_probes_take(&secs[nsec++].b);
     }
 
     secs[nsec].type = OT_SEC_PYFRAMES;
@@ -877,6 +890,9 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
             rc = 0;
         } else {
             rc = 0;
+            /* The framework OOM that may follow lists it as one of its probes. */
+            if (trigger == OT_TRIGGER_OOM && has_failure)
+                ot_probe_note(path, failed.seq, failed.req.size, failed.req.device);
             if (!ot_opt.quiet)
                 ot_log("snapshot written: %s (%s)", path, trigger_name(trigger));
         }

@@ -13,6 +13,7 @@ command and `python -m oomtrace run -- CMD` run the launcher, with liboomtrace.s
 (see __main__.py).
 """
 import ctypes
+import sys
 
 __version__ = "0.1.0"
 __all__ = ["active", "mark", "dump"]
@@ -46,5 +47,11 @@ def mark(label):
 
 
 def dump(reason=None):
-    """Writes a snapshot into OOMTRACE_DIR now; True when the file was written."""
-    return _dump is not None and _dump(_bytes(reason)) == 0
+    """Writes a snapshot into OOMTRACE_DIR now; True when the file was written. When the tracer's
+    framework companion runs in this process, the snapshot carries the frameworks' fresh state."""
+    if _dump is None:
+        return False
+    companion = sys.modules.get("_oomtrace_companion")
+    if companion is not None:
+        companion.refresh("api")  # never raises
+    return _dump(_bytes(reason)) == 0

@@ -1,0 +1,76 @@
+"""The companion's injection path, on the stand-in driver (tests/sh/companion.sh runs it under each
+CPython the machine has, traced and untraced, and compares output and exit status).
+
+    companion_workload.py dump        allocate, then oomtrace.dump(): the dump carries a FRAMEWORK section
+                                      (a stand-in cupy imported before the first allocation)
+    companion_workload.py late-cupy   a stand-in cupy imported after the companion started, then its
+                                      OutOfMemoryError raised and left uncaught (exit status 1)
+    companion_workload.py torch       a stand-in torch: a driver OOM first (a probe), then torch's OOM
+                                      observer fires: the fatal framework-oom snapshot lists the probe
+Prints the same lines whether traced or not; never looks at whether it is traced except through the
+public helper (oomtrace.active), whose answer it does not print."""
+import ctypes
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+import fakefw  # noqa: E402
+import oomtrace  # noqa: E402
+
+MiB = 1 << 20
+cuda = ctypes.CDLL("libcuda.so.1")
+alloc = cuda.cuMemAlloc_v2
+alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+
+
+def allocate(n):
+    p = ctypes.c_uint64()
+    rc = alloc(ctypes.byref(p), n)
+    return rc
+
+
+def settle():
+    """Gives the interpreter safe points, where a pending call runs."""
+    for _ in range(1000):
+        pass
+
+
+def main():
+    mode = sys.argv[1]
+    assert cuda.cuInit(0) == 0
+    if mode == "dump":
+        sys.modules["cupy"] = fakefw.fake_cupy()
+        print("alloc", allocate(16 * MiB))
+        settle()
+        oomtrace.dump("companion test")
+        print("done")
+        return 0
+    if mode == "late-cupy":
+        print("alloc", allocate(16 * MiB))
+        settle()
+        cupy = fakefw.fake_cupy()
+        sys.modules["cupy"] = cupy
+        time.sleep(1.1)  # allocations ask for a new look at sys.modules at most once a second
+        print("alloc", allocate(16 * MiB))
+        settle()
+        raise cupy.cuda.memory.OutOfMemoryError("Out of memory allocating 1,073,741,824 bytes "
+                                                "(allocated so far: 32 MiB)")
+    if mode == "torch":
+        torch = fakefw.fake_torch()
+        sys.modules["torch"] = torch
+        print("alloc", allocate(16 * MiB))
+        settle()
+        print("too big", allocate(4 << 30))
+        settle()
+        for fn in torch.observers:  # what torch's caching allocator does before raising its OOM
+            fn(0, 2 << 30, 3 * MiB, 100 * MiB)
+        print("observers", "called")
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Stand-in framework modules for the companion's tests (no GPU here): objects shaped like the parts of
+torch and cupy that lib/companion/_oomtrace_companion.py reads, with the figures a test then looks for in
+the snapshot. Built from the shapes recorded on the GPU machine (docs: shared notes, framework layer)."""
+import types
+
+MiB = 1 << 20
+
+
+def torch_snapshot(n_segments=2, blocks_per_segment=3, frames=False):
+    """A torch.cuda.memory._snapshot()-shaped dict: segments of 2 MiB-aligned blocks, half of them free."""
+    segs = []
+    addr = 0x7F0000000000
+    for s in range(n_segments):
+        blocks = []
+        total = 0
+        for b in range(blocks_per_segment):
+            size = (b + 1) * 2 * MiB
+            blk = {"address": addr + total, "size": size, "requested_size": size - 512,
+                   "state": "active_allocated" if b % 2 == 0 else "inactive",
+                   "frames": [{"filename": "train.py", "line": 10 + b, "name": "forward"}] if frames else []}
+            blocks.append(blk)
+            total += size
+        allocated = sum(x["size"] for x in blocks if x["state"] == "active_allocated")
+        segs.append({"device": 0, "address": addr, "total_size": total, "allocated_size": allocated,
+                     "active_size": allocated, "requested_size": allocated - 512, "stream": 0,
+                     "segment_type": "large" if s == 0 else "small",
+                     "segment_pool_id": (0, 0) if s == 0 else (1, 2), "is_expandable": False,
+                     "blocks": blocks, "frames": []})
+        addr += 1 << 32
+    return {"segments": segs, "allocator_settings": {
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False", "max_split_size": -1,
+        "expandable_segments": False, "garbage_collection_threshold": 0}}
+
+
+def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True, fraction=0.4):
+    torch = types.ModuleType("torch")
+    torch.__version__ = "0.0-fake"
+    torch.observers = []
+    c = types.SimpleNamespace()
+    if observer:
+        c._cuda_attach_out_of_memory_observer = torch.observers.append
+    c._cuda_memoryStats = lambda d: {"allocated_bytes": {"all": {"current": 3 * MiB}},
+                                     "reserved_bytes": {"all": {"current": 8 * MiB}}}
+    torch._C = c
+    snap = snapshot if snapshot is not None else torch_snapshot()
+
+    def memory_stats(d=None):
+        if stats_raise:
+            raise RuntimeError("memory_stats is broken in this fake")
+        return {"allocated_bytes.all.current": 3 * MiB, "allocated_bytes.all.peak": 5 * MiB,
+                "reserved_bytes.all.current": 8 * MiB, "reserved_bytes.all.peak": 8 * MiB,
+                "active_bytes.all.current": 3 * MiB, "inactive_split_bytes.all.current": 5 * MiB,
+                "num_alloc_retries": 1, "num_ooms": 1, "num_device_alloc": 2, "num_device_free": 0}
+
+    memory = types.SimpleNamespace(_snapshot=lambda: snap, _record_memory_history=lambda **kw: None)
+    props = types.SimpleNamespace(total_memory=1 << 30)
+    torch.cuda = types.SimpleNamespace(
+        is_initialized=lambda: initialized, memory=memory, memory_stats=memory_stats,
+        current_device=lambda: 0, get_device_properties=lambda d: props,
+        get_per_process_memory_fraction=lambda d=None: fraction,
+        get_allocator_backend=lambda: "native")
+    return torch
+
+
+def fake_cupy(used=3 * MiB, total=8 * MiB):
+    cupy = types.ModuleType("cupy")
+    cupy.__version__ = "0.0-fake"
+    pool = types.SimpleNamespace(used_bytes=lambda: used, total_bytes=lambda: total,
+                                 free_bytes=lambda: total - used)
+    pinned = types.SimpleNamespace(n_free_blocks=lambda: 2)
+    cupy.get_default_memory_pool = lambda: pool
+    cupy.get_default_pinned_memory_pool = lambda: pinned
+    err = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})
+    cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0),
+                                      memory=types.SimpleNamespace(OutOfMemoryError=err))
+    return cupy

@@ -1,0 +1,97 @@
+#!/bin/sh
+# The Python framework companion's injection path on the stand-in driver, under every CPython 3.9-3.13 the
+# machine has (/usr/bin/python3.N, pyenv's versions): it starts under plain LD_PRELOAD, a dump carries a
+# FRAMEWORK section, a framework imported later is found, a framework OOM writes the fatal snapshot with its
+# probes, OOMTRACE_FRAMEWORKS=0 stops it, and the program's output and exit status never change (also when
+# the companion fails: OOMTRACE_TEST_COMPANION_FAIL). Versions the machine lacks are said, not failed.
+set -u
+cd "$(dirname "$0")/../.."
+fail() { echo "companion: FAIL: $*"; exit 1; }
+export LD_LIBRARY_PATH="$PWD/build/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKECUDA_CAPACITY=1G
+LIB=$PWD/build/liboomtrace.so
+W=tests/py/companion_workload.py
+T=$(mktemp -d /tmp/oomtrace-companion.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+# What the snapshot says, through the test's own decoder (tests/py/fwdecode.py).
+check() { # py file python-expression-over-d
+    python3 - "$1" "$2" <<'EOF' || return 1
+import json, subprocess, sys
+sys.path.insert(0, "tests/py")
+import fwdecode
+d = fwdecode.decode(sys.argv[1])
+if not eval("(" + sys.argv[2] + ")"):
+    print("  not true: %s\n  in %s" % (sys.argv[2], json.dumps(d)[:1500]))
+    sys.exit(1)
+EOF
+}
+
+# Runs the workload untraced and traced; output (stdout, and stderr less the tracer's own lines) and
+# exit status must be the same.
+same() { # py mode dir [env...]
+    py=$1 mode=$2 dir=$3
+    shift 3
+    mkdir -p "$dir"
+    "$py" $W "$mode" >"$dir/plain.out" 2>"$dir/plain.err"
+    prc=$?
+    env "$@" OOMTRACE_DIR="$dir" LD_PRELOAD="$LIB" "$py" $W "$mode" >"$dir/traced.out" 2>"$dir/traced.err"
+    trc=$?
+    [ "$prc" -eq "$trc" ] || fail "$py $mode: exit status $trc traced, $prc untraced"
+    cmp -s "$dir/plain.out" "$dir/traced.out" || fail "$py $mode: stdout differs when traced"
+    grep -v '^oomtrace: ' "$dir/traced.err" >"$dir/traced.err2"
+    cmp -s "$dir/plain.err" "$dir/traced.err2" || fail "$py $mode: stderr differs when traced: $(cat "$dir/traced.err")"
+}
+
+tested=0
+for v in 9 10 11 12 13; do
+    py=""
+    for c in /usr/bin/python3.$v "$HOME"/.pyenv/versions/3.$v.*/bin/python3.$v; do
+        [ -x "$c" ] && { py=$c; break; }
+    done
+    [ -n "$py" ] || { echo "companion: no CPython 3.$v here; not tested"; continue; }
+    d=$T/3.$v
+    tested=$((tested + 1))
+
+    same "$py" dump "$d/dump"
+    f=$(ls "$d/dump"/*-api.oomt 2>/dev/null) || fail "3.$v: no dump"
+    check "$f" 'd["version"] == [1, 2] and d["framework"]["records"][0]["kind"] == "INFO" and
+        d["framework"]["records"][0]["framework"] == "cupy" and d["framework"]["records"][0]["reason"] == "api" and
+        d["framework"]["records"][1]["stats"]["pool_used_bytes"] == 3 << 20' || fail "3.$v: dump's FRAMEWORK"
+
+    same "$py" torch "$d/torch"
+    f=$(ls "$d/torch"/*-framework-oom.oomt 2>/dev/null) || fail "3.$v: torch's OOM observer wrote no fatal snapshot"
+    probe=$(basename "$(ls "$d/torch"/*-oom.oomt | grep -v framework)")
+    check "$f" 'd["trigger"] == 6 and d["reason"] == "torch" and d["failure"]["api"] == 32 and
+        d["failure"]["requested"] == 2 << 30 and d["failure"]["result"] == 2 and
+        [p["file"] for p in d["probes"]] == ["'"$probe"'"] and d["probes"][0]["requested"] == 4 << 30 and
+        [r["kind"] for r in d["framework"]["records"]] == ["INFO", "SEGMENTS", "BLOCKS", "STATS", "SETTINGS", "ERROR"] and
+        d["framework"]["records"][2]["blocks"]["state"] == [1, 0, 1, 1, 0, 1] and
+        d["framework"]["records"][1]["segments"]["pool_id"] == [0, (1 << 32) ^ 2] and
+        d["framework"]["records"][3]["stats"]["memory_fraction_limit_bytes"] == int(0.4 * (1 << 30)) and
+        d["framework"]["records"][4]["settings"]["backend"] == "native"' || fail "3.$v: torch's fatal snapshot"
+
+    # Before 3.12 only an uncaught exception is seen (sys.excepthook); this one is uncaught everywhere.
+    same "$py" late-cupy "$d/late"
+    f=$(ls "$d/late"/*-framework-oom.oomt 2>/dev/null) || fail "3.$v: cupy imported later: no fatal snapshot"
+    check "$f" 'd["failure"]["requested"] == 1 << 30 and d["probes"] == [] and
+        [r["kind"] for r in d["framework"]["records"]] == ["INFO", "STATS", "ERROR"]' || fail "3.$v: cupy's OOM"
+    [ "$(ls "$d/late" | grep -c framework-oom)" -eq 1 ] || fail "3.$v: one cupy OOM wrote more than one snapshot"
+
+    # Off: no companion, no FRAMEWORK section.
+    same "$py" dump "$d/off" OOMTRACE_FRAMEWORKS=0
+    check "$(ls "$d/off"/*-api.oomt)" '"framework" not in d' || fail "3.$v: OOMTRACE_FRAMEWORKS=0 did not stop it"
+
+    # A companion that fails to load, to start, or to collect: one line, the program unchanged.
+    for how in load start collect; do
+        same "$py" torch "$d/fail-$how" OOMTRACE_TEST_COMPANION_FAIL=$how
+        n=$(grep -c '^oomtrace: ' "$d/fail-$how/traced.err")
+        grep -v 'snapshot written' "$d/fail-$how/traced.err" | grep -q '^oomtrace: ' ||
+            fail "3.$v: a companion failing at $how said nothing"
+        [ "$how" != collect ] || [ "$(grep -v 'snapshot written' "$d/fail-$how/traced.err" | wc -l)" -eq 1 ] ||
+            fail "3.$v: a companion failing at $how said more than one line: $(cat "$d/fail-$how/traced.err")"
+        : "$n"
+    done
+    echo "companion: CPython 3.$v ($py): ok"
+done
+[ "$tested" -gt 0 ] || fail "no CPython 3.9-3.13 on this machine"
+echo "companion: ok ($tested interpreters)"
