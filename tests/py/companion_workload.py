@@ -60,9 +60,13 @@ def main():
                                                 "(allocated so far: 32 MiB)")
     if mode == "torch":
         torch = fakefw.fake_torch()
-        sys.modules["torch"] = torch
+        fakefw.install(torch)
         print("alloc", allocate(16 * MiB))
         settle()
+        opt = torch.optim.Optimizer()
+        for step in range(3):  # what torch.optim does after each optimizer.step()
+            for hook in torch.step_hooks:
+                hook(opt, (), {})
         print("too big", allocate(4 << 30))
         settle()
         for fn in torch.observers:  # what torch's caching allocator does before raising its OOM

@@ -33,9 +33,33 @@ def torch_snapshot(n_segments=2, blocks_per_segment=3, frames=False):
 
 
 def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True, fraction=0.4):
+    """A torch-shaped module; install(torch) puts it and its torch.optim.optimizer into sys.modules."""
     torch = types.ModuleType("torch")
     torch.__version__ = "0.0-fake"
+    torch.__path__ = []  # a package, so that "import torch.optim.optimizer" resolves in sys.modules
     torch.observers = []
+    torch.step_hooks = []
+
+    class Tensor:
+        pass
+
+    class Module:
+        def children(self):
+            return []
+
+        def parameters(self):
+            return []
+
+    class Optimizer:
+        param_groups = []
+
+    torch.Tensor = Tensor
+    torch.nn = types.SimpleNamespace(Module=Module)
+    optimizer = types.ModuleType("torch.optim.optimizer")
+    optimizer.register_optimizer_step_post_hook = torch.step_hooks.append
+    torch.optim = types.ModuleType("torch.optim")
+    torch.optim.Optimizer = Optimizer
+    torch.optim.optimizer = optimizer
     c = types.SimpleNamespace()
     if observer:
         c._cuda_attach_out_of_memory_observer = torch.observers.append
@@ -74,3 +98,10 @@ def fake_cupy(used=3 * MiB, total=8 * MiB):
     cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0),
                                       memory=types.SimpleNamespace(OutOfMemoryError=err))
     return cupy
+
+
+def install(torch):
+    import sys
+    sys.modules["torch"] = torch
+    sys.modules["torch.optim"] = torch.optim
+    sys.modules["torch.optim.optimizer"] = torch.optim.optimizer
