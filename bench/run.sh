@@ -196,6 +196,17 @@ for r in $(seq 1 "$READER_ROUNDS"); do
 done
 $SUM section reader
 
+# ---- 5. framework companion -------------------------------------------------------------------------
+# Its own lines, not in the table: collecting PyTorch's allocator state at 100k blocks (budget 200 ms), and
+# a small CPU-bound PyTorch step with the companion on against OOMTRACE_FRAMEWORKS=0 (Debian python3-torch).
+echo "== 5. framework companion: bench/companion_collect.py =="
+$PY bench/companion_collect.py collect 100000 | tee "$OUT/companion.txt"
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    /usr/bin/python3 bench/companion_collect.py step 5 300 | tee -a "$OUT/companion.txt"
+else
+    echo "   (no torch for /usr/bin/python3: step overhead not measured)" | tee -a "$OUT/companion.txt"
+fi
+
 # ---- the table --------------------------------------------------------------------------------------
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on this machine adds noise to every figure)" >> "$OUT/env.txt"
 echo

@@ -141,15 +141,13 @@ def _pool_id(pid):
 
 
 def torch_segment_records(segments, with_frames=False):
-    """SEGMENTS, BLOCKS (and BLOCK_FRAMES) from torch.cuda.memory._snapshot()'s segments, columns built
-    with array('Q') so that 100k blocks stay well under the 200 ms budget (bench/companion_collect.py)."""
+    """SEGMENTS, BLOCKS (and BLOCK_FRAMES) from torch.cuda.memory._snapshot()'s segments. Columns are
+    built one comprehension each and packed with array('Q'): 100k blocks stay well under the 200 ms
+    budget (bench/companion_collect.py)."""
     seg_cols = [[] for _ in range(10)]
-    b_addr, b_size, b_req, b_state, b_seg = [], [], [], [], []
-    frames = []
-    states = BLOCK_STATES
+    per_seg = [s.get("blocks") or () for s in segments]
     first = 0
-    for i, s in enumerate(segments):
-        blocks = s.get("blocks") or ()
+    for s, blocks in zip(segments, per_seg):
         pool = _pool_id(s.get("segment_pool_id"))
         flags = (1 if s.get("is_expandable") else 0) | (2 if s.get("segment_type") == "large" else 0) | \
             (4 if pool else 0)
@@ -157,25 +155,23 @@ def torch_segment_records(segments, with_frames=False):
                 s.get("requested_size", 0), s.get("stream", 0), pool, flags, first, len(blocks))
         for c, v in zip(seg_cols, vals):
             c.append(_mask(v or 0))
-        for blk in blocks:
-            b_addr.append(blk["address"])
-            b_size.append(blk["size"])
-            b_req.append(blk.get("requested_size", 0))
-            b_state.append(states.get(blk.get("state"), 0))
-            b_seg.append(i)
-            if with_frames:
-                fr = blk.get("frames")
-                if fr:
-                    frames.append((len(b_addr) - 1, fr))
         first += len(blocks)
+    blocks = [b for bl in per_seg for b in bl]
+    b_seg = []
+    for i, bl in enumerate(per_seg):
+        b_seg.extend([i] * len(bl))
+    states = BLOCK_STATES
+    cols = ([b["address"] for b in blocks], [b["size"] for b in blocks],
+            [b.get("requested_size", 0) for b in blocks], [states.get(b.get("state"), 0) for b in blocks], b_seg)
     seg = _body("torch", len(segments))
     for c in seg_cols:
         put_u64(seg, c)
-    blk = _body("torch", len(b_addr))
-    for c in (b_addr, b_size, b_req, b_state, b_seg):
+    blk = _body("torch", len(blocks))
+    for c in cols:
         put_u64(blk, c)
     out = [(SEGMENTS, seg), (BLOCKS, blk)]
     if with_frames:
+        frames = [(i, b["frames"]) for i, b in enumerate(blocks) if b.get("frames")]
         fb = _body("torch", len(frames))
         for index, fr in frames:
             put_uv(fb, index)

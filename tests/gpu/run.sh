@@ -7,7 +7,8 @@
 #
 # Workloads: train_oom (+ its --segments-at-oom variant), train_oom_segments, vmm_nvcc, alloc_expandable,
 # alloc_async, mark_steps, neighbour, cuda_graphs, cupy_alloc, jax_alloc (= jax_prealloc + jax_noprealloc),
-# cudnn_bench, nccl_allreduce and ddp_rank_oom (these two only with 2 GPUs visible).
+# cudnn_bench, nccl_allreduce and ddp_rank_oom (these two only with 2 GPUs visible); the framework layer's
+# fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes (= framework).
 # Env: OUT (default ./gpu-out), GPU_TEST_BUDGET (seconds for the workloads, default 310 with one GPU and 400
 # with two), GPU_TEST_TIMEOUT (per run, default 120), PYTHON (default python3).
 # Needs build/liboomtrace.so and build/oomtrace-read (make) and .carry/lib (libunwind & co. for the preload).
@@ -181,6 +182,32 @@ wl_cudnn_bench() {
     begin cudnn_bench compare=exact
     pair cudnn_bench "$C1" "$PY" $T/cudnn_bench.py
 }
+# The framework layer (issue 11): each OOMs inside a framework (not caught, exit 1) or dumps; the summary's
+# "framework:" line says which snapshot is the fatal one, its request, its probes and the allocator's figures.
+wl_fw_fragmentation() {
+    begin fw_fragmentation compare=exact errline=1 expect_rc=1
+    pair fw_fragmentation "$C1" "$PY" $T/fw_fragmentation.py
+}
+wl_fw_fraction() {
+    begin fw_fraction compare=exact errline=1 expect_rc=1
+    pair fw_fraction "$C1" "$PY" $T/fw_fraction.py
+}
+wl_fw_jax_prealloc() {
+    begin fw_jax_prealloc compare=exact errline=1 expect_rc=1
+    pair fw_jax_prealloc "$C1" "$PY" $T/fw_jax_prealloc.py
+}
+wl_fw_cupy_then_torch() {
+    begin fw_cupy_then_torch compare=exact errline=1 expect_rc=1
+    pair fw_cupy_then_torch "$C1" "$PY" $T/fw_cupy_then_torch.py
+}
+wl_fw_graph_pool() {
+    begin fw_graph_pool compare=exact
+    pair fw_graph_pool "$C1" "$PY" $T/fw_graph_pool.py
+}
+wl_fw_cudnn_probes() {
+    begin fw_cudnn_probes compare=exact errline=1 expect_rc=1
+    pair fw_cudnn_probes "$C1" "$PY" $T/fw_cudnn_probes.py
+}
 two_gpus() {
     if [ "$NGPU" -lt 2 ]; then
         begin "$1" "skipped=needs 2 GPUs, $NGPU visible"
@@ -233,6 +260,8 @@ wl_bench() {
 
 ALL=(train_oom train_oom_segments vmm_nvcc alloc_expandable alloc_async mark_steps neighbour cuda_graphs
     cupy_alloc jax_prealloc jax_noprealloc cudnn_bench nccl_allreduce ddp_rank_oom)
+FRAMEWORK=(fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes)
+ALL+=("${FRAMEWORK[@]}")
 if [ $# -eq 0 ]; then
     SEL=("${ALL[@]}")
 else
@@ -242,6 +271,7 @@ else
         case $a in
         train_oom) SEL+=(train_oom train_oom_segments) ;;
         jax_alloc) SEL+=(jax_prealloc jax_noprealloc) ;;
+        framework) SEL+=("${FRAMEWORK[@]}") ;;
         *) if declare -F "wl_$a" >/dev/null; then SEL+=("$a"); else log "unknown workload: $a"; fi ;;
         esac
     done

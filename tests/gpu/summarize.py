@@ -15,7 +15,7 @@ import sys
 
 MAX_CHARS = 7900
 MAX_SNAP_LINES = 3
-TRIGGERS = {1: "oom", 2: "exit", 3: "signal", 4: "api", 5: "flush"}
+TRIGGERS = {1: "oom", 2: "exit", 3: "signal", 4: "api", 5: "flush", 6: "framework-oom"}
 GiB, MiB = 1 << 30, 1 << 20
 
 # Per workload: (CHECK key from the script, report quantity, which snapshot). Report quantities: tracked (sum of
@@ -261,6 +261,56 @@ def compare(plain, traced, mode):
     return f"DIFF({n})", None
 
 
+FW_STATS = ("allocated_bytes", "reserved_bytes", "inactive_split_bytes", "num_alloc_retries",
+            "memory_fraction_limit_bytes", "bytes_in_use", "bytes_limit", "largest_free_block_bytes",
+            "pool_used_bytes", "pool_free_bytes")
+
+
+def framework_lines(d):
+    """The framework layer, read from the snapshots themselves (tests/py/fwdecode.py, independent of the
+    reader): how many snapshots, the fatal one(s) with the request and probes, the allocator's figures."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
+    import fwdecode
+    files = sorted(glob.glob(os.path.join(d, "snap", "**", "*.oomt"), recursive=True), key=os.path.getmtime)
+    if not files:
+        return []
+    fatal, with_fw = [], 0
+    last_fw = None
+    for f in files:
+        try:
+            j = fwdecode.decode(f)
+        except Exception as e:  # noqa: BLE001 - a summary line, not a verdict
+            return [(1, f"    framework: {os.path.basename(f)}: undecodable ({str(e)[:100]})")]
+        if "framework" in j:
+            with_fw += 1
+            last_fw = (f, j)
+        if j.get("trigger") == 6:
+            fatal.append((f, j))
+    lines = []
+    head = f"    framework: {len(files)} snapshots, {len(fatal)} fatal (framework-oom), {with_fw} with allocator state"
+    lines.append((1, head))
+    for f, j in fatal[:2] or ([last_fw] if last_fw else []):
+        fail = j.get("failure", {})
+        recs = j.get("framework", {}).get("records", [])
+        stats = {}
+        for r in recs:
+            if r["kind"] == "STATS":
+                for k in FW_STATS:
+                    if k in r["stats"]:
+                        stats[f"{r['framework']}.{k}"] = r["stats"][k]
+        segs = [r for r in recs if r["kind"] == "SEGMENTS"]
+        private = sum(1 for r in segs for fl in r["segments"]["flags"] if fl & 4)
+        err = next((r["text"] for r in recs if r["kind"] == "ERROR"), "")
+        desc = (f"    {os.path.basename(f)[-40:]}: reason={j.get('reason')} req={fmt(fail.get('requested', 0))} "
+                f"probes={len(j.get('probes', []))} segments={sum(len(r['segments']['address']) for r in segs)} "
+                f"private_pool_segments={private} " +
+                " ".join(f"{k}={fmt(v) if v > 4096 else v}" for k, v in stats.items()))
+        lines.append((1, desc[:400]))
+        if err:
+            lines.append((2, f"      error: {err[:160]!r}"))
+    return lines
+
+
 def workload(R, wl):
     d = os.path.join(R, wl)
     info = dict(l.split("=", 1) for l in rd(os.path.join(d, "info.txt")).splitlines() if "=" in l)
@@ -390,6 +440,10 @@ def workload(R, wl):
     elif "traced" in res and res["traced"][0] not in ("0",) and info.get("expect_rc", "0") != res["traced"][0]:
         tail = [l for l in terr.splitlines() if l.strip()][-1:]
         detail.append((1, "    traced stderr tail: " + " | ".join(t[:150] for t in tail)))
+    try:
+        detail.extend(framework_lines(d))
+    except Exception as e:  # noqa: BLE001 - one odd snapshot must not cost the summary
+        detail.append((1, f"    framework: summary failed: {type(e).__name__}: {str(e)[:120]}"))
     if info.get("note"):
         detail.append((3, "    note: " + info["note"]))
     return [(0, " ".join(head))] + detail
