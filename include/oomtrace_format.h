@@ -186,6 +186,18 @@ enum ot_fw_record {
     OT_FW_ROLES = 9,
     OT_FW_STEPS = 10,
 };
+/* Values inside the records (docs/FORMAT.md, FRAMEWORK). */
+#define OT_FW_DEVICE_ALL 0xffffffffu /* STATS device: the counters are not one device's */
+#define OT_FW_SEG_EXPANDABLE 0x1u
+#define OT_FW_SEG_LARGE_POOL 0x2u
+#define OT_FW_SEG_PRIVATE_POOL 0x4u /* a CUDA graph's private pool */
+enum ot_fw_block_state { OT_FW_BLOCK_INACTIVE = 0, OT_FW_BLOCK_ALLOCATED = 1, OT_FW_BLOCK_PENDING_FREE = 2 };
+enum ot_fw_role_category {
+    OT_FW_ROLE_PARAMETERS = 1,
+    OT_FW_ROLE_GRADIENTS = 2,
+    OT_FW_ROLE_OPTIMIZER_STATE = 3,
+    OT_FW_ROLE_BUFFERS = 4,
+};
 
 /* A frame in a STACKS entry: native addresses are stored shifted left by one; Python frames set the
  * low bit and carry a PYFRAMES id. */

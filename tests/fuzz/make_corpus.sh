@@ -30,6 +30,10 @@ g valid-onechunk --events 1 --live 1 --chunk 1 --stacks 1 --no-compress
 g valid-devices16 --events 40 --live 20 --stacks 4 --devices 16 --chunk 20 --no-compress
 g valid-seqorder $small --no-compress --seq-order --devices 2
 g valid-seqorder-zstd $small --seq-order
+g valid-fw-torch $small --no-compress --framework torch --trigger framework-oom
+g valid-fw-driver $small --no-compress --framework torch,cupy
+g valid-fw-fraction $small --no-compress --framework torch --fraction 40 --trigger framework-oom
+g valid-fw-jax $small --no-compress --framework jax --trigger framework-oom
 
 # Every way snapgen can damage a file (the list is snapgen's own, from its --help).
 for mode in $("$SNAPGEN" --help | sed -n 's/^ *\(truncated,.*\)$/\1/p' | tr -d ','); do

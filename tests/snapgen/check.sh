@@ -65,6 +65,13 @@ check_valid tiny --events 0 --live 0 --stacks 1 --markers-every 0
 check_valid nomarkers --events 3000 --markers-every 0
 check_valid real --real-stacks --stacks 20
 check_valid onechunk --events 1 --live 1 --chunk 1
+check_valid fw-torch --framework torch --trigger framework-oom
+check_valid fw-torch-driver --framework torch --live 300
+check_valid fw-fraction --framework torch --fraction 40 --trigger framework-oom --no-compress
+check_valid fw-jax --framework jax --trigger framework-oom
+check_valid fw-cupy --framework cupy,torch --trigger exit
+check_valid fw-all --framework torch,jax,cupy --trigger framework-oom --hostile-strings --devices 2
+check_valid fw-tiny --framework torch --events 0 --live 0 --stacks 1 --markers-every 0 --trigger framework-oom --probes 0
 
 # Options of the reader itself.
 f="$TMP/default.oomt"

@@ -6,7 +6,7 @@ const char *ot_section_name(uint32_t type)
     static const char *const names[] = {
         "unknown", "META", "DEVICES", "FAILURE", "MODULES", "SYMBOLS", "PYFRAMES", "STACKS",
         "LIVE", "PEAK", "EVENTS", "MARKERS", "POOLS", "MAPPINGS", "PROCESSES", "THREADS", "LIVE_SEQ",
-        "PEAK_REF",
+        "PEAK_REF", "FRAMEWORK", "PROBES",
     };
     return type < sizeof(names) / sizeof(names[0]) ? names[type] : "unknown";
 }
@@ -24,6 +24,8 @@ const char *ot_trigger_name(uint64_t trigger)
         return "api";
     case OT_TRIGGER_FLUSH:
         return "flush";
+    case OT_TRIGGER_FRAMEWORK_OOM:
+        return "framework-oom";
     default:
         return NULL;
     }

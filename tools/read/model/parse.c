@@ -23,6 +23,7 @@ static const ot_section_parser section_parsers[] = {
     [OT_SEC_EVENTS] = parse_events,     [OT_SEC_MARKERS] = parse_markers,   [OT_SEC_POOLS] = parse_pools,
     [OT_SEC_MAPPINGS] = parse_mappings, [OT_SEC_PROCESSES] = parse_processes, [OT_SEC_THREADS] = parse_threads,
     [OT_SEC_LIVE_SEQ] = parse_live_seq, [OT_SEC_PEAK_REF] = parse_peak_ref,
+    [OT_SEC_FRAMEWORK] = parse_framework, [OT_SEC_PROBES] = parse_probes,
 };
 #define OT_NPARSERS (sizeof(section_parsers) / sizeof(section_parsers[0]))
 

@@ -50,6 +50,8 @@ int parse_pools(struct sec_ctx *x);
 int parse_mappings(struct sec_ctx *x);
 int parse_processes(struct sec_ctx *x);
 int parse_threads(struct sec_ctx *x);
+int parse_framework(struct sec_ctx *x); /* framework.c */
+int parse_probes(struct sec_ctx *x);
 
 /* After the last section: the peak sets of PEAK_REF sections, from the live set. */
 int sec_resolve_peak_refs(struct ot_snapshot *s, char *errbuf);

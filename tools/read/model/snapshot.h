@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "oomtrace_format.h"
+#include "model/framework.h"
 #include "model/util.h"
 
 #define OT_ERRBUF 512 /* size of the errbuf every fallible reader function takes */
@@ -194,6 +195,9 @@ struct ot_snapshot {
 
     size_t nthreads;
     struct snap_thread *threads;
+
+    struct ot_framework fw; /* the frameworks' own view (fw.present), framework.h */
+    struct ot_probes probes; /* a framework OOM's retries and probes (probes.present) */
 
     /* Lookup indexes, built by the parser (ids must be unique). */
     struct ot_u64map stack_index, pyframe_index, symbol_index;
