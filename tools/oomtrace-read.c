@@ -131,7 +131,9 @@ static const char usage_text[] =
     "\n"
     "Directories: oomtrace-read DIR reads every *.oomt file in DIR, one job's snapshots (torchrun, Slurm,\n"
     "MPI: oomtrace-HOST-PID[-rankR]-N-TRIGGER.oomt, and -flush.oomt files left by processes that did not\n"
-    "finish). A file that cannot be read is named on stderr with the reason and skipped. Processes are\n"
+    "finish). Only regular files are opened (a FIFO or device named *.oomt is not). Files that cannot be\n"
+    "read are skipped; after the report, one line on stderr counts them and names the first with its\n"
+    "reason, and the exit status is 2. Processes are\n"
     "told apart by META host and pid; each keeps its first out-of-memory snapshot (by the failure's time),\n"
     "else its latest. Shown: a table per rank (rank, host, pid, device ordinal and UUID prefix, peak, live\n"
     "bytes at the failure, failed, finished: yes with an exit snapshot, no when a flush file remains), the\n"
@@ -140,7 +142,10 @@ static const char usage_text[] =
     "(else of the largest peak), its tables limited by --top. JSON: schema oomtrace-run/1 (docs/JSON.md).\n"
     "\n"
     "Exit status: 0 report written (and every gate passed), 1 a CI gate failed, 2 bad input, usage or I/O\n"
-    "error (one line on stderr; in a directory: only when no snapshot could be read).\n";
+    "error (one line on stderr; in a directory: when any file could not be read, after the report of the\n"
+    "others). A snapshot is read from a regular file, or from standard input as -; anything else (a\n"
+    "FIFO, a device such as /dev/zero) is refused before it is read, as is input whose first 8 bytes\n"
+    "are not the snapshot magic.\n";
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void die(const char *fmt, ...)

@@ -14,36 +14,73 @@
 /* Snapshots are read whole; a file beyond this is refused rather than exhausting memory. */
 #define OT_LOAD_MAX_BYTES (64ull << 30)
 
+/* Reads exactly what is there, up to cap bytes, retrying on EINTR; -1 on a read error. */
+static ssize_t read_some(int fd, uint8_t *p, size_t cap)
+{
+    size_t n = 0;
+    while (n < cap) {
+        ssize_t r = read(fd, p + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    return (ssize_t)n;
+}
+
 int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBUF])
 {
-    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    int is_stdin = strcmp(path, "-") == 0;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read by name. */
+    int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         snprintf(err, OT_ERRBUF, "%s", strerror(errno));
         return -1;
     }
+    uint8_t *buf = NULL;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         snprintf(err, OT_ERRBUF, "%s", strerror(errno));
-        close(fd);
-        return -1;
+        goto fail;
     }
     if (S_ISDIR(st.st_mode)) {
         snprintf(err, OT_ERRBUF, "is a directory");
-        if (fd != STDIN_FILENO)
-            close(fd);
-        return -1;
+        goto fail;
     }
+    if (!is_stdin && !S_ISREG(st.st_mode)) {
+        snprintf(err, OT_ERRBUF, "not a regular file (a snapshot is read from a file, or from standard input as -)");
+        goto fail;
+    }
+    if (!is_stdin)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if ((unsigned long long)st.st_size > OT_LOAD_MAX_BYTES) {
         snprintf(err, OT_ERRBUF, "too large (%lld bytes)", (long long)st.st_size);
-        close(fd);
-        return -1;
+        goto fail;
     }
     size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 1 << 20, n = 0;
-    uint8_t *buf = malloc(cap);
+    if (cap < sizeof(struct ot_file_header))
+        cap = sizeof(struct ot_file_header);
+    buf = malloc(cap);
     if (!buf) {
         snprintf(err, OT_ERRBUF, "out of memory for %zu bytes", cap);
-        close(fd);
-        return -1;
+        goto fail;
+    }
+    /* A stream's magic first: one that is no snapshot (/dev/zero as input) is refused after 8 bytes, not
+     * after gigabytes. A regular file's size is known and bounded; the parser checks its header. */
+    if (!S_ISREG(st.st_mode)) {
+        ssize_t m = read_some(fd, buf, sizeof(OT_MAGIC) - 1);
+        if (m < 0) {
+            snprintf(err, OT_ERRBUF, "%s", strerror(errno));
+            goto fail;
+        }
+        n = (size_t)m;
+        if (n == sizeof(OT_MAGIC) - 1 && memcmp(buf, OT_MAGIC, sizeof(OT_MAGIC) - 1) != 0) {
+            snprintf(err, OT_ERRBUF, "not an oomtrace snapshot (bad magic)");
+            goto fail;
+        }
     }
     for (;;) {
         if (n == cap) {
@@ -51,9 +88,7 @@ int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBU
             uint8_t *nb = ncap > cap && ncap <= OT_LOAD_MAX_BYTES ? realloc(buf, ncap) : NULL;
             if (!nb) {
                 snprintf(err, OT_ERRBUF, "out of memory reading the file");
-                free(buf);
-                close(fd);
-                return -1;
+                goto fail;
             }
             buf = nb;
             cap = ncap;
@@ -63,19 +98,22 @@ int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBU
             if (errno == EINTR)
                 continue;
             snprintf(err, OT_ERRBUF, "%s", strerror(errno));
-            free(buf);
-            close(fd);
-            return -1;
+            goto fail;
         }
         if (r == 0)
             break;
         n += (size_t)r;
     }
-    if (fd != STDIN_FILENO)
+    if (!is_stdin)
         close(fd);
     *out = buf;
     *len = n;
     return 0;
+fail:
+    free(buf);
+    if (!is_stdin)
+        close(fd);
+    return -1;
 }
 
 int ot_load(struct ot_loaded *l, const char *path, const struct ot_load_opts *o, char errbuf[OT_ERRBUF])

@@ -443,11 +443,16 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
     struct ot_load_opts plain = r->lo;
     plain.symbolize = false;
     struct ot_gate_peak worst = {0};
+    /* Bad files are counted and named by the first one, in one line after the report: a directory of a
+     * thousand damaged files must not bury the report under a thousand lines. */
+    size_t nbad = 0;
+    char first_bad[OT_ERRBUF + 256] = "";
     for (size_t i = 0; i < u.nfiles; i++) {
         struct ot_loaded l;
         u.infos[i].path = u.files[i];
         if (ot_load(&l, u.files[i], &plain, err) < 0) {
-            fprintf(stderr, "oomtrace-read: %s: %s\n", u.files[i], err);
+            if (!nbad++)
+                snprintf(first_bad, sizeof first_bad, "%.200s: %.280s", u.files[i], err);
             continue;
         }
         fill_info(&u.infos[i], &l);
@@ -459,7 +464,8 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         u.order[u.readable++] = i;
     }
     if (!u.readable) {
-        fprintf(stderr, "oomtrace-read: %s: none of the %zu snapshot files could be read\n", dir, u.nfiles);
+        fprintf(stderr, "oomtrace-read: %s: none of the %zu snapshot files could be read (first: %s)\n", dir,
+                u.nfiles, first_bad);
         run_free(&u);
         return 2;
     }
@@ -530,5 +536,11 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
     }
     if (rc < 0)
         return 2;
-    return ot_gate_report(&gr);
+    int grc = ot_gate_report(&gr); /* a failed gate is said even when some files were bad */
+    if (nbad) {
+        fprintf(stderr, "oomtrace-read: %s: %zu of %zu snapshot files could not be read (first: %s)\n", dir, nbad,
+                u.nfiles, first_bad);
+        return 2;
+    }
+    return grc;
 }

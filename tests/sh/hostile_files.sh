@@ -1,0 +1,43 @@
+#!/bin/sh
+# Hostile files (issue 15, defects 12 and 13): the reader refuses streams, devices and FIFOs at once with
+# exit 2 and one line; directory mode never opens a FIFO named *.oomt, prints one summary line for the
+# bad files and exits 2 when any is bad. Every reader run is under `timeout`, so a hang fails, not stalls.
+set -u
+cd "$(dirname "$0")/../.."
+R=build/oomtrace-read
+G=build/snapgen
+[ -x "$R" ] && [ -x "$G" ] || { echo "hostile_files: build/oomtrace-read or build/snapgen missing (make test-build)"; exit 1; }
+T=$(mktemp -d /tmp/oomtrace-hostile-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# exit status $1 and exactly one line on stderr, within 5 s, for the reader run with the other arguments
+expect_one_line() {
+    want=$1
+    shift
+    timeout -k 1 5 "$R" "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+    lines=$(wc -l <"$T/err")
+    [ "$rc" -eq "$want" ] || fail "$*: exit $rc, want $want ($(head -c 200 "$T/err"))"
+    [ "$lines" -eq 1 ] || fail "$*: $lines lines on stderr, want 1"
+}
+
+expect_one_line 2 /dev/zero
+expect_one_line 2 - </dev/zero
+mkfifo "$T/pipe.oomt"
+expect_one_line 2 "$T/pipe.oomt"
+
+# A directory: one good snapshot, a FIFO and two damaged files. The report of the good one comes out,
+# then one line for the three others, and exit 2.
+mkdir "$T/d"
+"$G" -o "$T/d/a-good.oomt" >/dev/null 2>&1 || fail "snapgen"
+mkfifo "$T/d/b-fifo.oomt"
+"$G" --corrupt section-past-eof -o "$T/d/c-bad.oomt" >/dev/null 2>&1
+printf 'not a snapshot' >"$T/d/d-text.oomt"
+expect_one_line 2 "$T/d"
+grep -q "3 of 4" "$T/err" || fail "directory: the summary line does not count 3 of 4 bad files: $(cat "$T/err")"
+[ -s "$T/out" ] || fail "directory: no report for the readable snapshot"
+
+[ "$fails" -eq 0 ] && echo "hostile_files: all passed"
+[ "$fails" -eq 0 ]
