@@ -1,0 +1,233 @@
+"""The companion's logic without a GPU or the preload (tests/sh/companion_logic.sh runs it): the payload it
+builds is read back by tests/py/fwdecode.py; stand-in torch modules with APIs missing or raising; Debian's
+python3-torch (CPU) where it is installed; JAX's readiness rule; the OOM exception rule and its dedupe.
+Exits 1 with one line per failed check."""
+import os
+import sys
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib", "companion"))
+import _oomtrace_companion as C  # noqa: E402
+import fakefw  # noqa: E402
+import fwdecode  # noqa: E402
+
+failures = []
+
+
+def expect(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+class Lib:
+    """The library's entry points as the companion calls them (ctypes in a traced process)."""
+
+    def __init__(self):
+        self.states, self.ooms, self.marks = [], [], []
+
+    def state(self, p, n):
+        self.states.append(bytes(p[:n]))
+        return 0
+
+    def oom(self, fw, req, dev, p, n):
+        self.ooms.append((fw, req, dev, bytes(p[:n])))
+        return 0
+
+    def mark(self, label):
+        self.marks.append(label)
+        return 0
+
+
+def companion():
+    c = C.Companion.__new__(C.Companion)
+    lib = Lib()
+    c.state_fn, c.oom_fn, c.mark_fn = lib.state, lib.oom, lib.mark
+    c.attached, c.given_up, c.watching, c.recent, c.in_oom = {}, set(), False, [], False
+    return c, lib
+
+
+def records(p):
+    return fwdecode.framework(p)["records"]
+
+
+def clear_modules():
+    for m in ("torch", "torch.optim", "torch.optim.optimizer", "jax", "cupy", "jax._src.xla_bridge"):
+        sys.modules.pop(m, None)
+
+
+def run_with(mods, fn):
+    saved = {k: sys.modules.get(k) for k in mods}
+    sys.modules.update(mods)
+    try:
+        return fn()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+# 1. Encoding: a recorded snapshot's shape goes in, the same figures come out.
+snap = fakefw.torch_snapshot(n_segments=3, blocks_per_segment=4, frames=True)
+recs = C.torch_segment_records(snap["segments"], with_frames=True)
+body = C.payload(recs)
+r = records(body)
+expect([x["kind"] for x in r] == ["SEGMENTS", "BLOCKS", "BLOCK_FRAMES"], "segment records' kinds")
+segs, blks = r[0]["segments"], r[1]["blocks"]
+expect(segs["n_blocks"] == [4, 4, 4] and segs["first_block"] == [0, 4, 8], "segments index their blocks")
+expect(segs["flags"] == [2, 4, 4], "flags: large pool, private pools")
+expect(segs["pool_id"][1] == (1 << 32) ^ 2, "graph pool id folded")
+expect(blks["segment"] == [0] * 4 + [1] * 4 + [2] * 4, "blocks point at their segment")
+expect(blks["size"][:4] == [b["size"] for b in snap["segments"][0]["blocks"]], "block sizes")
+expect(blks["state"][:4] == [1, 0, 1, 0], "block states")
+expect(len(r[2]["frames"]) == 12 and r[2]["frames"][5]["frames"][0] == ("train.py", 11, "forward"), "block frames")
+# A state torch may add later is not a crash: it reads as inactive.
+odd = fakefw.torch_snapshot(1, 1)
+odd["segments"][0]["blocks"][0]["state"] = "something_new"
+expect(records(C.payload(C.torch_segment_records(odd["segments"])))[1]["blocks"]["state"] == [0], "unknown state")
+# Big numbers and negative stats survive the varints.
+st = records(C.payload([C.rec_stats("torch", None, [("a", -5), ("b", 1 << 62)])]))[0]
+expect(st["device"] == C.ALL_DEVICES and st["stats"] == {"a": -5, "b": 1 << 62}, "stats varints")
+err = records(C.payload([C.rec_error("jax", "x" * 10000, 0, 5)]))[0]
+expect(len(err["text"]) == C.ERROR_TEXT_MAX, "error text bounded to 4 KiB")
+expect(C._request_from_text("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.")
+       == 17179869184, "JAX request parsed")
+expect(C._request_from_text("Out of memory allocating 1,073,741,824 bytes (allocated so far: 0 bytes).")
+       == 1 << 30, "CuPy request parsed")
+expect(C._request_from_text("no number here") == 0, "no request: 0")
+
+# 2. The stand-in torch: attach, observer, collection.
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch()
+run_with({"torch": t, "torch.optim": t.optim, "torch.optim.optimizer": t.optim.optimizer}, c.scan)
+expect("torch" in c.attached and len(t.observers) == 1, "observer attached")
+t.observers[0](0, 1 << 30, 5, 6)
+expect(len(lib.ooms) == 1 and lib.ooms[0][:3] == (b"torch", 1 << 30, 0), "observer writes the fatal snapshot")
+kinds = [x["kind"] for x in records(lib.ooms[0][3])]
+expect(kinds[0] == "INFO" and "SEGMENTS" in kinds and kinds[-1] == "ERROR", "fatal payload: %s" % kinds)
+
+# torch not yet initialized: nothing touched, the observer waits for a later scan.
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch(initialized=False)
+run_with({"torch": t}, c.scan)
+expect("torch" in c.attached and not t.observers, "no observer before torch set up CUDA")
+c.refresh("api")
+expect([x["kind"] for x in records(lib.states[-1])] == ["INFO"], "uninitialized torch: INFO only")
+
+# No observer API: one line, the rest still works.
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch(observer=False)
+run_with({"torch": t}, c.scan)
+c.refresh("api")
+expect("SEGMENTS" in [x["kind"] for x in records(lib.states[-1])], "no observer: state still collected")
+
+# memory_stats raises: the collection fails with one line, the program sees nothing, INFO remains.
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch(stats_raise=True)
+run_with({"torch": t}, c.scan)
+c.refresh("exit")
+expect([x["kind"] for x in records(lib.states[-1])] == ["INFO"], "raising API: INFO only")
+
+# A torch without torch.cuda: the framework is given up with one line, never retried.
+clear_modules()
+c, lib = companion()
+bare = types.ModuleType("torch")
+run_with({"torch": bare}, c.scan)
+expect("torch" in c.given_up and "torch" not in c.attached, "torch without cuda given up")
+
+# A module still being imported is left for later.
+clear_modules()
+c, lib = companion()
+half = fakefw.fake_torch()
+half.__spec__ = types.SimpleNamespace(_initializing=True)
+run_with({"torch": half}, c.scan)
+expect(not c.attached and not c.given_up, "half-imported module left for a later scan")
+
+# 3. JAX: its devices are never asked for before jax started its backends.
+clear_modules()
+c, lib = companion()
+jax = types.ModuleType("jax")
+jax.__version__ = "0.0-fake"
+
+
+def no_devices():
+    raise AssertionError("jax.local_devices() called before jax started its backends")
+
+
+jax.local_devices = no_devices
+jax.live_arrays = no_devices
+xb = types.ModuleType("jax._src.xla_bridge")
+xb._backends = {}
+run_with({"jax": jax, "jax._src.xla_bridge": xb}, lambda: (c.scan(), c.refresh("api")))
+expect([x["kind"] for x in records(lib.states[-1])] == ["INFO", "SETTINGS"], "jax before its backends: settings only")
+
+
+class Arr:
+    def __init__(self, shape, nbytes):
+        self.shape, self.nbytes, self.dtype = shape, nbytes, "float32"
+
+    def devices(self):
+        return {types.SimpleNamespace(id=0)}
+
+
+dev = types.SimpleNamespace(platform="gpu", id=0, memory_stats=lambda: {"bytes_in_use": 7, "bytes_limit": 9,
+                                                                         "largest_free_block_bytes": 2})
+jax.local_devices = lambda: [dev]
+jax.live_arrays = lambda: [Arr((2, 3), 24), Arr((2, 3), 24), Arr((5,), 20)]
+xb._backends = {"cuda": object()}
+c.attached.clear()
+run_with({"jax": jax, "jax._src.xla_bridge": xb}, lambda: (c.scan(), c.refresh("api")))
+r = records(lib.states[-1])
+arrays = next(x for x in r if x["kind"] == "ARRAYS")["arrays"]
+expect(arrays[0] == {"dtype": "float32", "shape": "(2, 3)", "device": 0, "count": 2, "bytes": 48}, "arrays grouped")
+expect(next(x for x in r if x["kind"] == "STATS")["stats"]["bytes_limit"] == 9, "jax stats")
+
+# 4. OOM exceptions: only the framework's own type; one snapshot per exception, however often it is seen.
+XlaRuntimeError = type("XlaRuntimeError", (Exception,), {})
+e = XlaRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1024 bytes.")
+run_with({"jax": jax, "jax._src.xla_bridge": xb}, lambda: [c.on_raise(None, 0, e) for _ in range(5)])
+expect(len(lib.ooms) == 1 and lib.ooms[0][1] == 1024, "one fatal snapshot per JAX OOM")
+c.on_raise(None, 0, XlaRuntimeError("INTERNAL: something else"))
+c.on_raise(None, 0, KeyError("RESOURCE_EXHAUSTED"))
+torch_oom = type("OutOfMemoryError", (RuntimeError,), {"__module__": "torch"})("CUDA out of memory")
+c.on_raise(None, 0, torch_oom)
+expect(len(lib.ooms) == 1, "other errors, and torch's OOM (its observer's job), write nothing")
+cupy = fakefw.fake_cupy()
+c.attached.clear()
+run_with({"cupy": cupy}, lambda: (c.scan(), c.on_raise(None, 0, cupy.cuda.memory.OutOfMemoryError(
+    "Out of memory allocating 2,048 bytes (allocated so far: 0 bytes)."))))
+expect(len(lib.ooms) == 2 and lib.ooms[1][:2] == (b"cupy", 2048), "CuPy OOM")
+
+# 5. Debian's torch (CPU), where installed: real objects, CUDA never initialized by us.
+try:
+    import torch as real_torch
+except Exception:
+    real_torch = None
+    print("test_companion: no torch for %s; the real-torch checks are skipped" % sys.executable)
+if real_torch is not None:
+    c, lib = companion()
+    c.scan()
+    expect("torch" in c.attached, "real torch attached")
+    c.refresh("api")
+    expect(not real_torch.cuda.is_initialized(), "the companion never initializes CUDA")
+    r = records(lib.states[-1])
+    expect(r[0]["kind"] == "INFO" and r[0]["version"] == real_torch.__version__, "real torch INFO")
+    steps = []
+    c.attached["torch"].on_step(7, "[(32, 256)]")
+    expect(lib.marks == [b"step 7 [(32, 256)]"], "a step marks the event stream")
+    c.refresh("api")
+    st = next(x for x in records(lib.states[-1]) if x["kind"] == "STEPS")["steps"]
+    expect(st[0]["step"] == 7 and st[0]["shapes"] == "[(32, 256)]", "STEPS carries the step")
+
+if failures:
+    print("test_companion: %d failed" % len(failures))
+    sys.exit(1)
+print("test_companion: ok (%s)" % sys.version.split()[0])
