@@ -300,7 +300,7 @@ class Torch:
         self.steps.append((int(step), time.monotonic_ns(), allocated, reserved, str(input_shapes)))
         if len(self.steps) > STEPS_KEPT:
             del self.steps[0]
-        self.comp.mark("step %d %s" % (int(step), input_shapes))
+        self.comp.mark(("step %d %s" % (int(step), input_shapes)) if input_shapes else "step %d" % int(step))
 
     def collect(self, records):
         if self.steps:
