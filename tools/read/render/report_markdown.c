@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "render/sitelabel.h"
+#include "analyze/breakdown.h"
 #include "analyze/why.h"
 
 #define MD_NAME_MAX 160 /* bytes of one frame name in a label */
@@ -156,6 +157,51 @@ static void failure(struct md *m)
     fputs("\n\n", f);
 }
 
+static void bd_cell(FILE *f, const struct ot_bd_moment *m, enum ot_bd_row r, uint64_t bytes)
+{
+    char b[32];
+    if (!m->known)
+        fputs(" | ", f);
+    else if (!m->measured[r])
+        fputs(" | not measured", f);
+    else if (m->whole)
+        fprintf(f, " | %s (%.1f%%)", ot_fmt_bytes(b, bytes), 100.0 * (double)bytes / (double)m->whole);
+    else
+        fprintf(f, " | %s", ot_fmt_bytes(b, bytes));
+}
+
+static void breakdown(struct md *m)
+{
+    const struct ot_breakdown *b = m->a->breakdown;
+    FILE *f = m->f;
+    if (!b || !b->has_device || (!b->now.known && !b->peak.known))
+        return;
+    fprintf(f, "**What held the memory on device %" PRId64 "**%s\n\n", b->device,
+            b->identity ? "" : " (inferred from the allocations' stacks and libraries)");
+    fprintf(f, "| Category | %s | At the peak |\n|---|--:|--:|\n", b->at_failure ? "At the failure" : "At the snapshot");
+    for (int r = 0; r < OT_BD_NROWS; r++) {
+        if (!b->now.bytes[r] && !b->peak.bytes[r])
+            continue;
+        fprintf(f, "| %s%s", ot_bd_row_name((enum ot_bd_row)r),
+                b->now.inferred[r] || b->peak.inferred[r] ? " (inferred)" : "");
+        bd_cell(f, &b->now, (enum ot_bd_row)r, b->now.bytes[r]);
+        bd_cell(f, &b->peak, (enum ot_bd_row)r, b->peak.bytes[r]);
+        fputs(" |\n", f);
+        const struct ot_bd_moment *pm = b->now.known ? &b->now : &b->peak;
+        for (size_t i = 0; i < pm->nparts; i++) {
+            if (pm->parts[i].row != (enum ot_bd_row)r)
+                continue;
+            fputs("| \xe2\x80\x83", f); /* an em space indents the part under its row */
+            md_text(f, pm->parts[i].label, 80);
+            if (pm == &b->peak)
+                fputs(" | ", f);
+            bd_cell(f, pm, (enum ot_bd_row)r, pm->parts[i].bytes);
+            fputs(pm == &b->now ? " | |\n" : " |\n", f);
+        }
+    }
+    fputc('\n', f);
+}
+
 static void why(struct md *m)
 {
     const struct ot_why *w = m->a->why;
@@ -295,6 +341,7 @@ int ot_report_markdown(FILE *f, const struct ot_analysis *a, const struct ot_rep
     struct md m = {f, a, a->s, o};
     title(&m);
     failure(&m);
+    breakdown(&m);
     why(&m);
     devices(&m);
     sites(&m);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "render/report.h"
+#include "analyze/breakdown.h"
 #include "analyze/stackview.h"
 #include "analyze/why.h"
 
@@ -202,6 +203,63 @@ static void failure(struct tx *t)
     }
     fputs("  stack (innermost first):\n", o);
     put_stack(t, f->stack_id, "    ");
+}
+
+static void bd_cell(FILE *o, const struct ot_bd_moment *m, enum ot_bd_row r, uint64_t bytes)
+{
+    char b1[32];
+    if (!m->known) {
+        fprintf(o, "  %20s", "");
+        return;
+    }
+    if (!m->measured[r]) {
+        fprintf(o, "  %20s", "not measured");
+        return;
+    }
+    fprintf(o, "  %12s", ot_fmt_bytes(b1, bytes));
+    if (m->whole)
+        fprintf(o, " %6.1f%%", 100.0 * (double)bytes / (double)m->whole);
+    else
+        fputs("        ", o);
+}
+
+/* What held the memory: one line per category with bytes at both moments, the split of optimizer state
+ * and workspaces under their row. */
+static void breakdown(struct tx *t)
+{
+    const struct ot_breakdown *b = t->a->breakdown;
+    FILE *o = t->f;
+    char dn[32];
+    if (!b || !b->has_device || (!b->now.known && !b->peak.known))
+        return;
+    fprintf(o, "\nWhat held the memory on %s (shares of the device's used memory at the %s, and of the peak):\n",
+            dev_name(dn, b->device), b->at_failure ? "failure" : "snapshot");
+    fprintf(o, "  %-46s  %20s  %20s\n", "", b->at_failure ? "at the failure" : "at the snapshot", "at the peak");
+    for (int r = 0; r < OT_BD_NROWS; r++) {
+        if (!b->now.bytes[r] && !b->peak.bytes[r])
+            continue;
+        bool inferred = b->now.inferred[r] || b->peak.inferred[r];
+        char name[64];
+        snprintf(name, sizeof(name), "%s%s", ot_bd_row_name((enum ot_bd_row)r), inferred ? " (inferred)" : "");
+        fprintf(o, "  %-46s", name);
+        bd_cell(o, &b->now, (enum ot_bd_row)r, b->now.bytes[r]);
+        bd_cell(o, &b->peak, (enum ot_bd_row)r, b->peak.bytes[r]);
+        fputc('\n', o);
+        const struct ot_bd_moment *pm = b->now.known ? &b->now : &b->peak;
+        for (size_t i = 0; i < pm->nparts; i++) {
+            const struct ot_bd_part *pt = &pm->parts[i];
+            if (pt->row != (enum ot_bd_row)r)
+                continue;
+            fputs("      ", o);
+            ot_fput_safe_max(o, pt->label, 40);
+            size_t w = pt->label.n < 40 ? pt->label.n : 43;
+            fprintf(o, "%*s", w < 42 ? (int)(42 - w) : 0, "");
+            bd_cell(o, pm, (enum ot_bd_row)r, pt->bytes);
+            fputc('\n', o);
+        }
+    }
+    if (!b->identity)
+        fputs("  (inferred: from the allocations' stacks and libraries; the tensors' roles were not reported)\n", o);
 }
 
 static void device_block(struct tx *t, const struct snap_device *d)
@@ -471,6 +529,7 @@ int ot_report_text(FILE *f, const struct ot_analysis *a, const struct ot_report_
     struct tx t = {f, a, a->s, o};
     header(&t);
     failure(&t);
+    breakdown(&t);
     why(f, a->why);
     devices(&t);
     bool peak = o->at == OT_AT_DEFAULT || o->at == OT_AT_PEAK;

@@ -1,0 +1,261 @@
+#include "analyze/breakdown.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/stackview.h"
+
+static const char *const row_names[OT_BD_NROWS] = {
+    [OT_BD_PARAMETERS] = "parameters",
+    [OT_BD_GRADIENTS] = "gradients",
+    [OT_BD_OPTIMIZER] = "optimizer state",
+    [OT_BD_BUFFERS] = "module buffers",
+    [OT_BD_ACTIVATIONS] = "activations and temporaries",
+    [OT_BD_WORKSPACES] = "library workspaces",
+    [OT_BD_CACHE] = "framework cache (reserved, not allocated)",
+    [OT_BD_CONTEXT] = "CUDA context and untracked",
+    [OT_BD_OTHERS] = "other processes",
+};
+
+static const char *const row_keys[OT_BD_NROWS] = {
+    [OT_BD_PARAMETERS] = "parameters",
+    [OT_BD_GRADIENTS] = "gradients",
+    [OT_BD_OPTIMIZER] = "optimizer_state",
+    [OT_BD_BUFFERS] = "buffers",
+    [OT_BD_ACTIVATIONS] = "activations",
+    [OT_BD_WORKSPACES] = "workspaces",
+    [OT_BD_CACHE] = "framework_cache",
+    [OT_BD_CONTEXT] = "context_untracked",
+    [OT_BD_OTHERS] = "other_processes",
+};
+
+const char *ot_bd_row_name(enum ot_bd_row r)
+{
+    return r < OT_BD_NROWS ? row_names[r] : "unknown";
+}
+
+const char *ot_bd_row_key(enum ot_bd_row r)
+{
+    return r < OT_BD_NROWS ? row_keys[r] : "unknown";
+}
+
+/* What a stack says about the memory it allocated, when no identity is known. */
+struct guess {
+    enum ot_bd_row row;
+    const char *part; /* workspaces: the library; NULL otherwise */
+};
+
+static bool file_has(const struct ot_frame *f, const char *s)
+{
+    return ot_str_contains(f->file, s);
+}
+
+static bool fn_has(const struct ot_frame *f, const char *s)
+{
+    return ot_str_contains(f->function, s);
+}
+
+/* Library workspaces are named by the library that asked for them; the program's tensors by the
+ * framework code that made them: an optimizer's step (torch/optim), a model moved or loaded to the
+ * device (Module._apply, load_state_dict, from_pretrained), autograd's backward. The rest of the
+ * program's allocations are activations and temporaries. */
+static struct guess guess_stack(const struct ot_analysis *a, uint64_t stack_id)
+{
+    struct guess g = {OT_BD_ACTIVATIONS, NULL};
+    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
+    if (!st)
+        return g;
+    for (size_t i = 0; i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(a->res, st->frames[i], &fr);
+        for (size_t k = 0; k < n; k++) {
+            const struct ot_frame *f = &fr[k];
+            if (f->kind != OT_FRAME_PY) {
+                struct ot_str mb = ot_base_name(f->module);
+                if (ot_str_starts(mb, "libcublas"))
+                    return (struct guess){OT_BD_WORKSPACES, "cuBLAS"};
+                if (ot_str_starts(mb, "libcudnn"))
+                    return (struct guess){OT_BD_WORKSPACES, "cuDNN"};
+                if (ot_str_starts(mb, "libnccl"))
+                    return (struct guess){OT_BD_WORKSPACES, "NCCL"};
+                continue;
+            }
+            if (file_has(f, "torch/optim/"))
+                return (struct guess){OT_BD_OPTIMIZER, NULL};
+            if ((file_has(f, "torch/nn/modules/module.py") && fn_has(f, "_apply")) || fn_has(f, "load_state_dict") ||
+                fn_has(f, "from_pretrained"))
+                return (struct guess){OT_BD_PARAMETERS, NULL};
+            if (file_has(f, "torch/autograd/") && fn_has(f, "backward"))
+                return (struct guess){OT_BD_GRADIENTS, NULL};
+        }
+    }
+    return g;
+}
+
+/* Stack guesses are cached: a 1M-allocation snapshot has a few thousand stacks. */
+struct guesser {
+    const struct ot_analysis *a;
+    struct ot_u64map map; /* stack id -> index into v */
+    struct guess *v;
+    size_t n, cap;
+};
+
+static int guess_cached(struct guesser *g, uint64_t stack_id, struct guess *out)
+{
+    uint32_t i = ot_u64map_get(&g->map, stack_id);
+    if (i != OT_U64MAP_NONE) {
+        *out = g->v[i];
+        return 0;
+    }
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 64;
+        struct guess *v = realloc(g->v, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        g->v = v;
+        g->cap = cap;
+    }
+    *out = guess_stack(g->a, stack_id);
+    if (g->n >= OT_U64MAP_NONE - 1 || ot_u64map_put(&g->map, stack_id, (uint32_t)g->n) == OT_U64MAP_NONE)
+        return -1;
+    g->v[g->n++] = *out;
+    return 0;
+}
+
+static void add_part(struct ot_bd_moment *m, enum ot_bd_row row, struct ot_str label, uint64_t bytes)
+{
+    for (size_t i = 0; i < m->nparts; i++)
+        if (m->parts[i].row == row && m->parts[i].label.n == label.n &&
+            (label.n == 0 || memcmp(m->parts[i].label.p, label.p, label.n) == 0)) {
+            m->parts[i].bytes = ot_sat_add(m->parts[i].bytes, bytes);
+            return;
+        }
+    if (m->nparts < OT_BD_MAX_PARTS)
+        m->parts[m->nparts++] = (struct ot_bd_part){row, label, bytes};
+}
+
+static int cmp_part(const void *x, const void *y)
+{
+    const struct ot_bd_part *a = x, *b = y;
+    if (a->row != b->row)
+        return a->row < b->row ? -1 : 1;
+    if (a->bytes != b->bytes)
+        return a->bytes > b->bytes ? -1 : 1;
+    return 0;
+}
+
+static void add_row(struct ot_bd_moment *m, enum ot_bd_row row, uint64_t bytes, bool inferred)
+{
+    m->bytes[row] = ot_sat_add(m->bytes[row], bytes);
+    m->measured[row] = true;
+    if (inferred)
+        m->inferred[row] = ot_sat_add(m->inferred[row], bytes);
+}
+
+/* The program's own allocations at one moment: every device-memory record on the device, by stack. */
+static int add_records(struct guesser *g, struct ot_bd_moment *m, const struct ot_record *recs, size_t n,
+                       int64_t device)
+{
+    for (int r = OT_BD_PARAMETERS; r <= OT_BD_WORKSPACES; r++)
+        m->measured[r] = true;
+    for (size_t i = 0; i < n; i++) {
+        const struct ot_record *r = &recs[i];
+        if (r->device != device || !ot_category_is_device64(r->category))
+            continue;
+        struct guess gs;
+        if (guess_cached(g, r->stack_id, &gs) < 0)
+            return -1;
+        add_row(m, gs.row, r->size, true);
+        if (gs.part)
+            add_part(m, gs.row, ot_cstr(gs.part), r->size);
+    }
+    m->known = true;
+    return 0;
+}
+
+/* Memory outside the program's allocations, measured when the snapshot was written. */
+static void add_outside(const struct ot_analysis *a, struct ot_bd_moment *m, int64_t device)
+{
+    const struct ot_snapshot *s = a->s;
+    struct ot_pool_totals pt = ot_pools_of(s, device);
+    if (pt.count)
+        add_row(m, OT_BD_CACHE, pt.reserved_bytes > pt.used_bytes ? pt.reserved_bytes - pt.used_bytes : 0, false);
+    size_t nother = 0;
+    uint64_t others = ot_other_process_bytes(s, device, &nother);
+    if (s->has_processes)
+        add_row(m, OT_BD_OTHERS, others, false);
+    const struct snap_device *d = ot_snapshot_device(s, device);
+    if (!d)
+        return;
+    /* NVML's line for this process is the direct measure of what it holds (context included); without
+     * it, what the device uses beyond this process's allocations and the other processes. */
+    uint64_t self = 0;
+    for (size_t i = 0; i < s->nprocesses; i++)
+        if (s->processes[i].device == device && s->processes[i].pid == s->meta.pid)
+            self = s->processes[i].used_bytes;
+    uint64_t mine = d->tracked_bytes;
+    if (self) {
+        add_row(m, OT_BD_CONTEXT, self > mine ? self - mine : 0, false);
+    } else if ((d->flags & OT_DEV_MEMINFO_KNOWN) && d->total_bytes >= d->free_bytes) {
+        uint64_t used = d->total_bytes - d->free_bytes;
+        uint64_t known = ot_sat_add(ot_sat_add(mine, others), m->bytes[OT_BD_CACHE]);
+        add_row(m, OT_BD_CONTEXT, used > known ? used - known : 0, false);
+    }
+    if ((d->flags & OT_DEV_MEMINFO_KNOWN) && d->total_bytes >= d->free_bytes)
+        m->whole = d->total_bytes - d->free_bytes;
+}
+
+static void finish(struct ot_bd_moment *m)
+{
+    uint64_t sum = 0;
+    for (int r = 0; r < OT_BD_NROWS; r++)
+        sum = ot_sat_add(sum, m->bytes[r]);
+    if (m->whole < sum)
+        m->whole = sum;
+    qsort(m->parts, m->nparts, sizeof(m->parts[0]), cmp_part);
+}
+
+int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
+{
+    memset(out, 0, sizeof(*out));
+    const struct ot_snapshot *s = a->s;
+    if (s->has_failure) {
+        out->device = s->failure.device;
+        out->has_device = true;
+        out->at_failure = true;
+    } else if (a->peak) {
+        out->device = a->peak->device;
+        out->has_device = true;
+    }
+    if (!out->has_device || out->device < 0)
+        return 0;
+    struct guesser g = {.a = a};
+    if (ot_u64map_init(&g.map, 64) < 0)
+        return -1;
+    int rc = 0;
+    if (s->has_live) {
+        rc = add_records(&g, &out->now, s->live, s->nlive, out->device);
+        add_outside(a, &out->now, out->device);
+        finish(&out->now);
+    }
+    const struct ot_peak_view *p = a->peak;
+    if (rc == 0 && p && p->device == out->device && p->section) {
+        rc = add_records(&g, &out->peak, p->section->recs, p->section->count, out->device);
+        out->peak.whole = p->bytes;
+        finish(&out->peak);
+    }
+    ot_u64map_free(&g.map);
+    free(g.v);
+    return rc;
+}
+
+enum ot_bd_row ot_bd_largest(const struct ot_bd_moment *m)
+{
+    enum ot_bd_row best = OT_BD_NROWS;
+    if (!m->known)
+        return best;
+    for (int r = 0; r < OT_BD_NROWS; r++)
+        if (m->bytes[r] && (best == OT_BD_NROWS || m->bytes[r] > m->bytes[best]))
+            best = (enum ot_bd_row)r;
+    return best;
+}

@@ -1,0 +1,66 @@
+/* "What held the memory": the device's memory split the way the OOM guides split it (parameters,
+ * gradients, optimizer state, activations and temporaries, library workspaces, the framework's cache, the
+ * CUDA context and untracked memory, other processes), at the failure (or the snapshot) and at the peak.
+ *
+ * A row comes from tensor identity where the framework reported it (the companion's roles, matched to the
+ * driver's records by address); otherwise from the allocation's stack and libraries, and then it says it
+ * is inferred. Memory outside this process's allocations (context, other processes, a pool's cache) is
+ * measured only when the snapshot is written, so the peak has no number for it. */
+#ifndef OT_READ_BREAKDOWN_H
+#define OT_READ_BREAKDOWN_H
+
+#include "analyze/analysis.h"
+
+enum ot_bd_row {
+    OT_BD_PARAMETERS,
+    OT_BD_GRADIENTS,
+    OT_BD_OPTIMIZER,   /* optimizer state */
+    OT_BD_BUFFERS,     /* module buffers (identity only) */
+    OT_BD_ACTIVATIONS, /* activations and temporaries: the rest of the program's allocations */
+    OT_BD_WORKSPACES,  /* cuBLAS, cuDNN, NCCL */
+    OT_BD_CACHE,       /* reserved by an allocator or pool, not handed out */
+    OT_BD_CONTEXT,     /* the CUDA context and memory no allocation call explains */
+    OT_BD_OTHERS,      /* other processes on the device */
+    OT_BD_NROWS
+};
+
+/* Row names as reports print them ("optimizer state"), and as JSON keys ("optimizer_state"). */
+const char *ot_bd_row_name(enum ot_bd_row r);
+const char *ot_bd_row_key(enum ot_bd_row r);
+
+#define OT_BD_MAX_PARTS 12
+
+/* A row's split: optimizer state by class and state name ("Adam.exp_avg"), workspaces by library. */
+struct ot_bd_part {
+    enum ot_bd_row row;
+    struct ot_str label; /* untrusted bytes (optimizer labels come from the program) */
+    uint64_t bytes;
+};
+
+struct ot_bd_moment {
+    bool known;                     /* false: no records for this moment (no LIVE / no PEAK section) */
+    uint64_t bytes[OT_BD_NROWS];
+    bool measured[OT_BD_NROWS];     /* false: this moment has no measure of the row (printed as unknown) */
+    uint64_t inferred[OT_BD_NROWS]; /* bytes of the row that come from stacks, not identity */
+    uint64_t whole;                 /* what shares are of: used device memory at the snapshot, or the peak */
+    size_t nparts;
+    struct ot_bd_part parts[OT_BD_MAX_PARTS]; /* largest first within a row */
+};
+
+struct ot_breakdown {
+    bool has_device;
+    int64_t device;
+    bool at_failure;     /* first moment: the failure (an oom snapshot), else the snapshot */
+    bool identity;       /* the snapshot carried the framework's roles */
+    struct ot_bd_moment now, peak;
+};
+
+/* Builds the breakdown for the analysis's device (the failing one, else the leading peak's). -1 only
+ * when out of memory. */
+int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out);
+
+/* The row with the most bytes of a moment among the program's own rows (parameters .. workspaces, plus
+ * cache, context and others when measured); OT_BD_NROWS when the moment is unknown or empty. */
+enum ot_bd_row ot_bd_largest(const struct ot_bd_moment *m);
+
+#endif
