@@ -143,6 +143,22 @@ assert sum(b["size"] for b in blocks) == 256 * 2**20 + 2 * 192 * 2**20 + 5 * 409
 EOF
 fi
 
+# What held the memory, in exact bytes: workload.c's 640 MiB + 20 KiB live at the failure (no framework roles, so
+# activations inferred), the pool's 64 MiB reserved and unused, the stand-in NVML's other process.
+python3 - "$OUT/workload.json.raw" <<'EOF' || { echo "golden: breakdown numbers differ"; fail=1; }
+import json, sys
+MiB = 2**20
+b = json.load(open(sys.argv[1]))["breakdown"]
+assert b["device"] == 0 and b["first_moment"] == "failure" and b["identity"] is False, b
+now = {r["category"]: r for r in b["now"]["rows"]}
+assert now["activations"]["bytes"] == 640 * MiB + 5 * 4096 == now["activations"]["inferred_bytes"], now["activations"]
+assert now["framework_cache"]["bytes"] == 64 * MiB and now["other_processes"]["bytes"] == 128 * MiB
+assert now["context_untracked"]["bytes"] == 0
+assert b["now"]["whole_bytes"] == 832 * MiB + 5 * 4096 == sum(r["bytes"] for r in now.values()), b["now"]["whole_bytes"]
+peak = {r["category"]: r for r in b["peak"]["rows"]}
+assert peak["activations"]["bytes"] == 640 * MiB + 5 * 4096 and peak["other_processes"]["bytes"] is None
+EOF
+
 # CI gates: exit status and the one line on stderr, exactly.
 G=$OUT/gates
 : >"$G"

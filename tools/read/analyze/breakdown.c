@@ -193,12 +193,14 @@ static void add_outside(const struct ot_analysis *a, struct ot_bd_moment *m, int
     for (size_t i = 0; i < s->nprocesses; i++)
         if (s->processes[i].device == device && s->processes[i].pid == s->meta.pid)
             self = s->processes[i].used_bytes;
-    uint64_t mine = d->tracked_bytes;
+    /* A pool's reservation is in NVML's figure for this process, but not in tracked (only what the pool
+     * hands out is an allocation). */
+    uint64_t mine = ot_sat_add(d->tracked_bytes, m->bytes[OT_BD_CACHE]);
     if (self) {
         add_row(m, OT_BD_CONTEXT, self > mine ? self - mine : 0, false);
     } else if ((d->flags & OT_DEV_MEMINFO_KNOWN) && d->total_bytes >= d->free_bytes) {
         uint64_t used = d->total_bytes - d->free_bytes;
-        uint64_t known = ot_sat_add(ot_sat_add(mine, others), m->bytes[OT_BD_CACHE]);
+        uint64_t known = ot_sat_add(mine, others);
         add_row(m, OT_BD_CONTEXT, used > known ? used - known : 0, false);
     }
     if ((d->flags & OT_DEV_MEMINFO_KNOWN) && d->total_bytes >= d->free_bytes)
