@@ -15,24 +15,19 @@
 #define OT_VERSION_MAJOR 1
 #define OT_VERSION_MINOR 2
 
-/* File header flags. */
-#define OT_FILE_COMPLETE 0x1u /* the writer finished; absent in a crash-surviving trace */
-
 struct ot_file_header {
     char magic[8];          /* "OOMTRACE" */
     uint16_t version_major; /* readers refuse a different major */
     uint16_t version_minor; /* readers accept any minor: unknown sections are skipped */
-    uint32_t flags;         /* OT_FILE_* */
+    uint32_t flags;         /* OT_FILE_* (OT_FLAG_LIST) */
     uint64_t reserved0;
     uint64_t reserved1;
 };
 
 /* Section header: 24 bytes, then stored_len bytes of payload. */
-#define OT_SECTION_ZSTD 0x1u /* payload is one zstd frame that decompresses to raw_len bytes */
-
 struct ot_section_header {
     uint32_t type;       /* enum ot_section */
-    uint32_t flags;      /* OT_SECTION_* */
+    uint32_t flags;      /* OT_SECTION_* (OT_FLAG_LIST) */
     uint64_t stored_len; /* bytes that follow this header */
     uint64_t raw_len;    /* payload bytes after decompression (== stored_len when not compressed) */
 };
@@ -40,114 +35,172 @@ struct ot_section_header {
 /* Readers cap raw_len to keep a hostile file from asking for unbounded memory. */
 #define OT_MAX_SECTION_RAW ((uint64_t)4 << 30)
 
+/* The lists below are the one place that names a section, trigger, event kind, record field or flag
+ * bit; enums and name functions are generated from them. Ids are stable across versions of the format:
+ * append, never renumber. Each entry is X(id, NAME, "name", "doc"): NAME makes the enum constant, "name" is
+ * what the name function returns. */
+
+/* case id: return "name"; for the name functions below. */
+#define OT_X_NAME_CASE(id, NAME, name, doc)                                                        \
+    case id:                                                                                       \
+        return name;
+#define OT_NAME_FUNCTION(fn, LIST, unknown)                                                        \
+    static inline const char *fn(uint64_t id)                                                      \
+    {                                                                                              \
+        switch (id) {                                                                              \
+            LIST(OT_X_NAME_CASE)                                                                   \
+        default:                                                                                   \
+            return unknown;                                                                        \
+        }                                                                                          \
+    }
+
+/* Sections. A file holds each at most once, except PEAK and PEAK_REF (one per device). */
+#define OT_SECTION_LIST(X)                                                                         \
+    X(1, META, "META", "who, when, why: trigger, process, rank, ring statistics")                  \
+    X(2, DEVICES, "DEVICES", "per device: name, uuid, memory, tracked bytes, peak")                \
+    X(3, FAILURE, "FAILURE", "the allocation whose failure triggered the snapshot")                \
+    X(4, MODULES, "MODULES", "loaded objects: path, range, load bias, build id")                   \
+    X(5, SYMBOLS, "SYMBOLS", "names of native frame addresses, taken at dump time")                \
+    X(6, PYFRAMES, "PYFRAMES", "Python frames by id: function, file, line")                        \
+    X(7, STACKS, "STACKS", "interned backtraces by id")                                            \
+    X(8, LIVE, "LIVE", "the live set, record by record")                                           \
+    X(9, PEAK, "PEAK", "the live set at one device's peak, record by record")                      \
+    X(10, EVENTS, "EVENTS", "the event ring: compressed chunks")                                   \
+    X(11, MARKERS, "MARKERS", "oomtrace_mark() labels")                                            \
+    X(12, POOLS, "POOLS", "stream-ordered memory pools")                                           \
+    X(13, MAPPINGS, "MAPPINGS", "VMM mappings")                                                    \
+    X(14, PROCESSES, "PROCESSES", "other processes on the devices (NVML)")                         \
+    X(15, THREADS, "THREADS", "thread names")                                                      \
+    X(16, LIVE_SEQ, "LIVE_SEQ", "since 1.1: LIVE in seq order, by column")                         \
+    X(17, PEAK_REF, "PEAK_REF", "since 1.1: PEAK by reference to the live set")                    \
+    X(18, FRAMEWORK, "FRAMEWORK", "since 1.2: the frameworks' own view, stored as the Python companion gave it") \
+    X(19, PROBES, "PROBES", "since 1.2: with a framework OOM, the driver OOM snapshots since the last one")
+
 enum ot_section {
-    OT_SEC_META = 1,
-    OT_SEC_DEVICES = 2,
-    OT_SEC_FAILURE = 3,
-    OT_SEC_MODULES = 4,
-    OT_SEC_SYMBOLS = 5,
-    OT_SEC_PYFRAMES = 6,
-    OT_SEC_STACKS = 7,
-    OT_SEC_LIVE = 8,
-    OT_SEC_PEAK = 9,
-    OT_SEC_EVENTS = 10,
-    OT_SEC_MARKERS = 11,
-    OT_SEC_POOLS = 12,
-    OT_SEC_MAPPINGS = 13,
-    OT_SEC_PROCESSES = 14,
-    OT_SEC_THREADS = 15,
-    OT_SEC_LIVE_SEQ = 16, /* since 1.1: LIVE in seq order, delta-coded; the writer's choice over LIVE */
-    OT_SEC_PEAK_REF = 17, /* since 1.1: PEAK by reference to the live set; the writer's choice over PEAK */
-    OT_SEC_FRAMEWORK = 18, /* since 1.2: the frameworks' own view (pools, blocks, stats), as the Python
-                              companion last reported it; the writer stores its bytes as given */
-    OT_SEC_PROBES = 19,    /* since 1.2: in a framework-OOM snapshot, the driver-level OOM snapshots
-                              written since the previous framework OOM (its retries and probes) */
+#define OT_X_ENUM(id, NAME, name, doc) OT_SEC_##NAME = id,
+    OT_SECTION_LIST(OT_X_ENUM)
+#undef OT_X_ENUM
 };
 
-/* What caused the snapshot. */
+/* "STACKS", or "unknown". */
+OT_NAME_FUNCTION(ot_section_name, OT_SECTION_LIST, "unknown")
+
+/* What caused the snapshot. The name is the lower-case word reports and file names use. */
+#define OT_TRIGGER_LIST(X)                                                                         \
+    X(1, OOM, "oom", "an allocation returned CUDA_ERROR_OUT_OF_MEMORY")                            \
+    X(2, EXIT, "exit", "process exit, OOMTRACE_DUMP contains \"exit\"")                            \
+    X(3, SIGNAL, "signal", "OOMTRACE_SIGNAL was delivered")                                        \
+    X(4, API, "api", "oomtrace_dump()")                                                            \
+    X(5, FLUSH, "flush", "periodic crash-surviving flush (the process may not have finished)")     \
+    X(6, FRAMEWORK_OOM, "framework-oom", "since 1.2: a framework refused an allocation")
+
 enum ot_trigger {
-    OT_TRIGGER_OOM = 1,    /* an allocation returned CUDA_ERROR_OUT_OF_MEMORY */
-    OT_TRIGGER_EXIT = 2,   /* process exit, OOMTRACE_DUMP contains "exit" */
-    OT_TRIGGER_SIGNAL = 3, /* OOMTRACE_SIGNAL was delivered */
-    OT_TRIGGER_API = 4,    /* oomtrace_dump() */
-    OT_TRIGGER_FLUSH = 5,  /* periodic crash-surviving flush (process may not have finished) */
-    OT_TRIGGER_FRAMEWORK_OOM = 6, /* since 1.2: a framework refused an allocation (the fatal snapshot) */
+#define OT_X_ENUM(id, NAME, name, doc) OT_TRIGGER_##NAME = id,
+    OT_TRIGGER_LIST(OT_X_ENUM)
+#undef OT_X_ENUM
 };
+
+/* "oom", ..., or NULL when unknown. */
+OT_NAME_FUNCTION(ot_trigger_name, OT_TRIGGER_LIST, NULL)
 
 /* Event kinds, in the ring and in allocation records' provenance. */
+#define OT_EVENT_KIND_LIST(X)                                                                      \
+    X(1, ALLOC, "alloc", "memory taken")                                                           \
+    X(2, FREE, "free", "memory given back (size = the allocation's size)")                         \
+    X(3, FAILED, "failed", "an allocation call that returned an error; size = requested bytes")    \
+    X(4, MARKER, "marker", "oomtrace_mark(); label follows")                                       \
+    X(5, MAP, "map", "VMM: a handle mapped at an address range (takes no memory)")                 \
+    X(6, UNMAP, "unmap", "VMM: a range unmapped")
+
 enum ot_event_kind {
-    OT_EV_ALLOC = 1,  /* memory taken */
-    OT_EV_FREE = 2,   /* memory given back (size = the allocation's size) */
-    OT_EV_FAILED = 3, /* an allocation call that returned an error; size = requested bytes */
-    OT_EV_MARKER = 4, /* oomtrace_mark(); label follows */
-    OT_EV_MAP = 5,    /* VMM: a handle mapped at an address range (takes no memory) */
-    OT_EV_UNMAP = 6,  /* VMM: a range unmapped */
+#define OT_X_ENUM(id, NAME, name, doc) OT_EV_##NAME = id,
+    OT_EVENT_KIND_LIST(OT_X_ENUM)
+#undef OT_X_ENUM
 };
 
-/* Memory categories. Host categories never enter device totals. */
+/* "alloc", ..., or NULL when unknown. */
+OT_NAME_FUNCTION(ot_event_kind_name, OT_EVENT_KIND_LIST, NULL)
+
+/* Memory categories. Host categories never enter device totals. X(id, NAME, "name", "doc"). */
+#define OT_CATEGORY_LIST(X)                                                                        \
+    X(1, DEVICE, "device", "cuMemAlloc, cuMemAllocPitch")                                          \
+    X(2, ASYNC, "async", "stream-ordered: cuMemAllocAsync, cuMemAllocFromPoolAsync")               \
+    X(3, VMM, "vmm", "cuMemCreate physical memory")                                                \
+    X(4, MANAGED, "managed", "cuMemAllocManaged")                                                  \
+    X(5, ARRAY, "array", "CUDA arrays, size estimated from the descriptor")                        \
+    X(6, HOST_PINNED, "host_pinned", "page-locked host memory")                                    \
+    X(7, IMPORTED, "imported", "imported from another process; not this process's own")
+
 enum ot_category {
-    OT_CAT_DEVICE = 1,      /* cuMemAlloc, cuMemAllocPitch */
-    OT_CAT_ASYNC = 2,       /* stream-ordered: cuMemAllocAsync, cuMemAllocFromPoolAsync */
-    OT_CAT_VMM = 3,         /* cuMemCreate physical memory */
-    OT_CAT_MANAGED = 4,     /* cuMemAllocManaged */
-    OT_CAT_ARRAY = 5,       /* CUDA arrays, size estimated from the descriptor */
-    OT_CAT_HOST_PINNED = 6, /* page-locked host memory */
-    OT_CAT_IMPORTED = 7,    /* imported from another process; not this process's own */
-    OT_CAT_COUNT = 8,
+#define OT_X_ENUM(id, NAME, name, doc) OT_CAT_##NAME = id,
+    OT_CATEGORY_LIST(OT_X_ENUM)
+#undef OT_X_ENUM
+    OT_CAT_COUNT = 8, /* one more than the largest id: the length of per-category arrays */
 };
 
-static inline const char *ot_category_name(unsigned c)
-{
-    static const char *const names[OT_CAT_COUNT] = {
-        "unknown", "device", "async", "vmm", "managed", "array", "host_pinned", "imported",
-    };
-    return c < OT_CAT_COUNT ? names[c] : "unknown";
-}
+/* "device", ..., or "unknown". */
+OT_NAME_FUNCTION(ot_category_name, OT_CATEGORY_LIST, "unknown")
 
 /* Counts toward a device's own bytes (and so toward its peak). */
-static inline int ot_category_is_device(unsigned c)
+static inline int ot_category_is_device(uint64_t c)
 {
     return c >= OT_CAT_DEVICE && c <= OT_CAT_ARRAY;
 }
 
-/* Allocation record flags. */
-#define OT_REC_SIZE_ESTIMATED 0x1u /* size computed from a descriptor (arrays) */
-#define OT_REC_HOST_LOCATION 0x2u  /* VMM memory whose location is the host */
+/* Flag bits, each named once. X(FIELD, NAME, bit, "doc") gives OT_<FIELD>_<NAME>. */
+#define OT_FLAG_LIST(X)                                                                            \
+    X(FILE, COMPLETE, 0x1, "file header: the writer finished; absent in a crash-surviving trace")  \
+    X(SECTION, ZSTD, 0x1, "section header: the payload is one zstd frame of raw_len bytes")        \
+    X(DEV, MEMINFO_KNOWN, 0x1, "DEVICES: total and free bytes are known")                          \
+    X(DEV, BASELINE_KNOWN, 0x2, "DEVICES: the used bytes before the first tracked allocation are known") \
+    X(STACK, TRUNCATED, 0x1, "STACKS: the backtrace was cut at the maximum depth")                 \
+    X(STACK, NO_PYTHON, 0x2, "STACKS: the process runs Python, this thread had no Python frames")  \
+    X(REC, SIZE_ESTIMATED, 0x1, "record: size computed from a descriptor (arrays, imported memory)") \
+    X(REC, HOST_LOCATION, 0x2, "record: VMM memory whose location is the host")                    \
+    X(POOL, DEFAULT, 0x1, "POOLS: the device's default pool")                                      \
+    X(POOL, UNREADABLE, 0x2, "POOLS: the pool's attributes could not be read")                     \
+    X(FRAME, PYTHON, 0x1, "STACKS frame word: a Python frame (PYFRAMES id << 1); else address << 1")
+
+enum ot_flag {
+#define OT_X_ENUM(field, name, bit, doc) OT_##field##_##name = bit,
+    OT_FLAG_LIST(OT_X_ENUM)
+#undef OT_X_ENUM
+};
 
 /* The driver entry points oomtrace wraps. X(id, exact_name). Ids are stable across versions of the
  * format: append, never renumber. */
-#define OT_API_LIST(X)                                                                                 \
-    X(1, cuMemAlloc_v2)                                                                                \
-    X(2, cuMemFree_v2)                                                                                 \
-    X(3, cuMemAllocPitch_v2)                                                                           \
-    X(4, cuMemAllocManaged)                                                                            \
-    X(5, cuMemAllocAsync)                                                                              \
-    X(6, cuMemAllocAsync_ptsz)                                                                         \
-    X(7, cuMemFreeAsync)                                                                               \
-    X(8, cuMemFreeAsync_ptsz)                                                                          \
-    X(9, cuMemAllocFromPoolAsync)                                                                      \
-    X(10, cuMemAllocFromPoolAsync_ptsz)                                                                \
-    X(11, cuMemCreate)                                                                                 \
-    X(12, cuMemRelease)                                                                                \
-    X(13, cuMemRetainAllocationHandle)                                                                 \
-    X(14, cuMemMap)                                                                                    \
-    X(15, cuMemUnmap)                                                                                  \
-    X(16, cuMemImportFromShareableHandle)                                                              \
-    X(17, cuArrayCreate_v2)                                                                            \
-    X(18, cuArray3DCreate_v2)                                                                          \
-    X(19, cuMipmappedArrayCreate)                                                                      \
-    X(20, cuArrayDestroy)                                                                              \
-    X(21, cuMipmappedArrayDestroy)                                                                     \
-    X(22, cuMemAllocHost_v2)                                                                           \
-    X(23, cuMemHostAlloc)                                                                              \
-    X(24, cuMemFreeHost)                                                                               \
-    X(25, cuMemHostRegister_v2)                                                                        \
-    X(26, cuMemHostUnregister)                                                                         \
-    X(27, cuIpcOpenMemHandle_v2)                                                                       \
-    X(28, cuIpcCloseMemHandle)                                                                         \
-    X(29, cuMemAddressReserve)                                                                         \
-    X(30, cuMemAddressFree)                                                                            \
-    X(31, oomtrace_mark)                                                                               \
+#define OT_API_LIST(X)                                                                             \
+    X(1, cuMemAlloc_v2)                                                                            \
+    X(2, cuMemFree_v2)                                                                             \
+    X(3, cuMemAllocPitch_v2)                                                                       \
+    X(4, cuMemAllocManaged)                                                                        \
+    X(5, cuMemAllocAsync)                                                                          \
+    X(6, cuMemAllocAsync_ptsz)                                                                     \
+    X(7, cuMemFreeAsync)                                                                           \
+    X(8, cuMemFreeAsync_ptsz)                                                                      \
+    X(9, cuMemAllocFromPoolAsync)                                                                  \
+    X(10, cuMemAllocFromPoolAsync_ptsz)                                                            \
+    X(11, cuMemCreate)                                                                             \
+    X(12, cuMemRelease)                                                                            \
+    X(13, cuMemRetainAllocationHandle)                                                             \
+    X(14, cuMemMap)                                                                                \
+    X(15, cuMemUnmap)                                                                              \
+    X(16, cuMemImportFromShareableHandle)                                                          \
+    X(17, cuArrayCreate_v2)                                                                        \
+    X(18, cuArray3DCreate_v2)                                                                      \
+    X(19, cuMipmappedArrayCreate)                                                                  \
+    X(20, cuArrayDestroy)                                                                          \
+    X(21, cuMipmappedArrayDestroy)                                                                 \
+    X(22, cuMemAllocHost_v2)                                                                       \
+    X(23, cuMemHostAlloc)                                                                          \
+    X(24, cuMemFreeHost)                                                                           \
+    X(25, cuMemHostRegister_v2)                                                                    \
+    X(26, cuMemHostUnregister)                                                                     \
+    X(27, cuIpcOpenMemHandle_v2)                                                                   \
+    X(28, cuIpcCloseMemHandle)                                                                     \
+    X(29, cuMemAddressReserve)                                                                     \
+    X(30, cuMemAddressFree)                                                                        \
+    X(31, oomtrace_mark)                                                                           \
     X(32, framework_allocator)
 
 enum ot_api {
@@ -161,8 +214,8 @@ enum ot_api {
 static inline const char *ot_api_name(unsigned id)
 {
     switch (id) {
-#define OT_X_NAME(i, name)                                                                             \
-    case i:                                                                                            \
+#define OT_X_NAME(i, name)                                                                         \
+    case i:                                                                                        \
         return #name;
         OT_API_LIST(OT_X_NAME)
 #undef OT_X_NAME
@@ -170,6 +223,7 @@ static inline const char *ot_api_name(unsigned id)
         return "unknown";
     }
 }
+
 
 /* OT_SEC_FRAMEWORK payload (docs/FORMAT.md): uv layout_version, uv n_records, then n_records x
  * { uv kind, uv body_len, body }. Readers skip unknown kinds by length. */
@@ -198,10 +252,6 @@ enum ot_fw_role_category {
     OT_FW_ROLE_OPTIMIZER_STATE = 3,
     OT_FW_ROLE_BUFFERS = 4,
 };
-
-/* A frame in a STACKS entry: native addresses are stored shifted left by one; Python frames set the
- * low bit and carry a PYFRAMES id. */
-#define OT_FRAME_PYTHON 0x1u
 
 /* Varint codec, shared so that writer and reader cannot drift apart. */
 static inline uint8_t *ot_put_uvarint(uint8_t *p, uint64_t v)
@@ -266,6 +316,71 @@ static inline const char *ot_get_str(struct ot_cursor *c, size_t *len)
     c->p += n;
     *len = (size_t)n;
     return s;
+}
+
+/* An allocation record (LIVE, PEAK, PEAK_REF, and by column in LIVE_SEQ): its fields in file order.
+ * X(column, name, coding, seq_coding, "doc"): coding is how the field is stored in a record; seq_coding
+ * how its column is stored in LIVE_SEQ, where records are in seq order and some fields are deltas from
+ * the record before (the first from zero). */
+#define OT_RECORD_FIELDS(X)                                                                        \
+    X(0, address, U, DS, "address (device, host memory), or handle (VMM, arrays)")                 \
+    X(1, size, U, U, "bytes")                                                                      \
+    X(2, device, S, S, "device ordinal; -1 the host")                                              \
+    X(3, category, U, U, "enum ot_category")                                                       \
+    X(4, api, U, U, "enum ot_api: the call that allocated")                                        \
+    X(5, flags, U, U, "OT_REC_* bits")                                                             \
+    X(6, stack_id, U, U, "STACKS id of the allocating backtrace; 0 none")                          \
+    X(7, tid, U, U, "thread id")                                                                   \
+    X(8, time_ns, U, DS, "monotonic time of the allocation")                                       \
+    X(9, seq, U, DU, "the allocation's event seq")
+
+enum {
+#define OT_X_COUNT(col, name, coding, seq_coding, doc) +1
+    OT_RECORD_NFIELDS = 0 OT_RECORD_FIELDS(OT_X_COUNT),
+#undef OT_X_COUNT
+};
+
+/* How a field is stored: U uvarint, S zigzag varint, DU uvarint of the difference from the previous
+ * value, DS zigzag varint of that difference (wrapping, as unsigned arithmetic). */
+enum ot_coding { OT_CODING_U, OT_CODING_S, OT_CODING_DU, OT_CODING_DS };
+
+static inline uint8_t *ot_put_field(uint8_t *p, enum ot_coding c, uint64_t v, uint64_t prev)
+{
+    switch (c) {
+    case OT_CODING_S:
+        return ot_put_uvarint(p, ot_zigzag((int64_t)v));
+    case OT_CODING_DU:
+        return ot_put_uvarint(p, v - prev);
+    case OT_CODING_DS:
+        return ot_put_uvarint(p, ot_zigzag((int64_t)(v - prev)));
+    default:
+        return ot_put_uvarint(p, v);
+    }
+}
+
+/* The value, given the previous one for a delta coding (sums wrap: a reader that needs a growing column
+ * compares the result with prev). */
+static inline uint64_t ot_get_field(struct ot_cursor *c, enum ot_coding coding, uint64_t prev)
+{
+    switch (coding) {
+    case OT_CODING_S:
+        return (uint64_t)ot_get_svarint(c);
+    case OT_CODING_DU:
+        return prev + ot_get_uvarint(c);
+    case OT_CODING_DS:
+        return prev + (uint64_t)ot_get_svarint(c);
+    default:
+        return ot_get_uvarint(c);
+    }
+}
+
+/* The PEAK_REF rule: a record of the live set belongs to a device's peak set iff it is on that device,
+ * in a device category, and was made at or before the peak (seq <= peak_seq). Records freed since are
+ * the PEAK_REF section's own; those still live are found in the live set by this rule. */
+static inline int ot_peak_ref_shares(int64_t device, uint64_t category, uint64_t seq, int64_t peak_device,
+                                     uint64_t peak_seq)
+{
+    return device == peak_device && ot_category_is_device(category) && seq <= peak_seq;
 }
 
 #endif

@@ -80,7 +80,7 @@ void *ot_route(void *real_fn); /* the wrapper for a real driver function, or rea
 void *ot_real_dlsym_fn(void);
 
 /* ---- backtrace.c ---- */
-int ot_backtrace(uint64_t *frames, int max);
+int ot_backtrace(uint64_t *frames, int max, unsigned *flags);
 void ot_backtrace_init(void);
 
 /* ---- stacks.c: interned backtraces ---- */

@@ -35,9 +35,10 @@ void ot_backtrace_init(void)
 }
 
 /* Fills frames (room for OT_MAX_FRAMES) with return addresses, innermost first, each shifted left by one
- * (the low bit tags Python frames, see OT_FRAME_PYTHON). Returns how many, at most max. Unwinds straight
- * into the caller's buffer and compacts it in place: no second copy. */
-int ot_backtrace(uint64_t *frames, int max)
+ * (the low bit tags Python frames, see OT_FRAME_PYTHON). Returns how many, at most max; sets
+ * OT_STACK_TRUNCATED in *flags when the stack went deeper. Unwinds straight into the caller's buffer and
+ * compacts it in place: no second copy. */
+int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
 {
     _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames hold pointers");
     int want = max + 8 > OT_MAX_FRAMES ? OT_MAX_FRAMES : max + 8; /* our own frames come first */
@@ -46,6 +47,9 @@ int ot_backtrace(uint64_t *frames, int max)
     while (skip < n && frames[skip] >= self_lo && frames[skip] < self_hi)
         skip++;
     int out = n - skip < max ? n - skip : max;
+    /* A full buffer means the walk stopped at its end, not at the stack's. */
+    if (n - skip > max || n == want)
+        *flags |= OT_STACK_TRUNCATED;
     for (int i = 0; i < out; i++)
         frames[i] = frames[i + skip] << 1;
     return out < 0 ? 0 : out;

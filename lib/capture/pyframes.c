@@ -623,13 +623,13 @@ int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
     int np = walk(&c);
     if (np == 0) {
         if (__atomic_load_n(&py_state, __ATOMIC_ACQUIRE) == PY_ON)
-            *flags |= 2; /* a native thread of a Python process */
+            *flags |= OT_STACK_NO_PYTHON; /* a native thread of a Python process */
         return n;
     }
     uint64_t native[OT_MAX_FRAMES];
     memcpy(native, frames, (size_t)n * sizeof *frames);
-    int out = 0, p = 0;
-    for (int i = 0; i < n && out < max; i++) {
+    int out = 0, p = 0, i;
+    for (i = 0; i < n && out < max; i++) {
         uintptr_t a = (uintptr_t)(native[i] >> 1);
         if (a > eval_lo && a <= eval_hi && p < np) {
             for (int last_of_run = 0; !last_of_run && p < np && out < max; p++) {
@@ -642,6 +642,8 @@ int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
     }
     while (p < np && out < max)
         frames[out++] = ((uint64_t)c.id[p++] << 1) | OT_FRAME_PYTHON;
+    if (i < n || p < np) /* the Python frames made the stack longer than a stack may be */
+        *flags |= OT_STACK_TRUNCATED;
     return out;
 }
 

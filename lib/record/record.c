@@ -16,7 +16,7 @@ struct ot_state ot_state;
 static int capture(uint64_t *frames, unsigned *flags)
 {
     *flags = 0;
-    int n = ot_backtrace(frames, ot_opt.depth);
+    int n = ot_backtrace(frames, ot_opt.depth, flags);
     return ot_python_merge(frames, n, OT_MAX_FRAMES, flags);
 }
 

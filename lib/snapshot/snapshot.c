@@ -76,18 +76,18 @@ static void query_pool(struct poolinfo *p)
     CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) =
         (CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))ot_real.cuMemPoolGetAttribute;
     if (!get) {
-        p->flags |= 2;
+        p->flags |= OT_POOL_UNREADABLE;
         return;
     }
     CUmemoryPool pool = (CUmemoryPool)(uintptr_t)p->handle;
     if (get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS)
         p->reserved = v;
     else
-        p->flags |= 2;
+        p->flags |= OT_POOL_UNREADABLE;
     if (get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v) == CUDA_SUCCESS)
         p->used = v;
     else
-        p->flags |= 2;
+        p->flags |= OT_POOL_UNREADABLE;
 }
 
 /* ---- a set of native addresses, for dump-time names ---- */
@@ -134,18 +134,27 @@ struct section {
 
 #define MAX_SECTIONS (18 + OT_MAX_DEVICES)
 
+/* The writer's record, field by field in the order of OT_RECORD_FIELDS. */
+#define REC_address(r) (r)->key
+#define REC_size(r) (r)->size
+#define REC_device(r) (uint64_t)(int64_t)(r)->device
+#define REC_category(r) (r)->cat
+#define REC_api(r) (r)->api
+#define REC_flags(r) (r)->flags
+#define REC_stack_id(r) (r)->stack
+#define REC_tid(r) (r)->tid
+#define REC_time_ns(r) (r)->time_ns
+#define REC_seq(r) (r)->seq
+
 static void put_rec(struct ot_buf *b, const struct ot_rec *r)
 {
-    ot_buf_uv(b, r->key);
-    ot_buf_uv(b, r->size);
-    ot_buf_sv(b, r->device);
-    ot_buf_uv(b, r->cat);
-    ot_buf_uv(b, r->api);
-    ot_buf_uv(b, r->flags);
-    ot_buf_uv(b, r->stack);
-    ot_buf_uv(b, r->tid);
-    ot_buf_uv(b, r->time_ns);
-    ot_buf_uv(b, r->seq);
+    if (ot_buf_reserve(b, OT_RECORD_NFIELDS * 10) != 0)
+        return;
+    uint8_t *p = b->p + b->len;
+#define OT_X_PUT(col, name, coding, seq_coding, doc) p = ot_put_field(p, OT_CODING_##coding, REC_##name(r), 0);
+    OT_RECORD_FIELDS(OT_X_PUT)
+#undef OT_X_PUT
+    b->len = (size_t)(p - b->p);
 }
 
 static void put_cmdline(struct ot_buf *b)
@@ -272,7 +281,7 @@ static void put_device(struct ot_buf *b, const struct devinfo *di)
     ot_buf_cstr(b, di->name);
     ot_buf_str(b, (const char *)di->uuid, di->has_uuid ? 16 : 0);
     int baseline = __atomic_load_n(&d->baseline_state, __ATOMIC_ACQUIRE) == 2;
-    ot_buf_uv(b, (di->mem_known ? 1u : 0u) | (baseline ? 2u : 0u));
+    ot_buf_uv(b, (di->mem_known ? OT_DEV_MEMINFO_KNOWN : 0) | (baseline ? OT_DEV_BASELINE_KNOWN : 0));
     ot_buf_uv(b, di->mem_known ? di->total : 0);
     ot_buf_uv(b, di->mem_known ? di->free : 0);
     ot_buf_uv(b, baseline ? d->baseline_used : 0);
@@ -383,8 +392,8 @@ static uint32_t put_live(struct ot_buf *b, uint64_t peak_shared[OT_MAX_DEVICES])
             max_seq = r->seq > max_seq ? r->seq : max_seq;
         }
         k++;
-        if (r->device >= 0 && r->device < OT_MAX_DEVICES && ot_category_is_device(r->cat) &&
-            r->seq <= S.dev[r->device].peak_seq)
+        if (r->device >= 0 && r->device < OT_MAX_DEVICES &&
+            ot_peak_ref_shares(r->device, r->cat, r->seq, r->device, S.dev[r->device].peak_seq))
             peak_shared[r->device]++;
     }
     int ordered = seqs && k == n && sort_slots_by_seq(order, seqs, n, min_seq, max_seq) == 0;
@@ -393,7 +402,7 @@ static uint32_t put_live(struct ot_buf *b, uint64_t peak_shared[OT_MAX_DEVICES])
     /* Column by column (docs/FORMAT.md): a column that barely changes (device, category, api, tid)
      * compresses to almost nothing and at memory speed, where the same bytes interleaved record by
      * record cost zstd a match search each. */
-    enum { AHEAD = 16, NCOL = 10 }; /* seq order is a random walk over the table: keep misses in flight */
+    enum { AHEAD = 16, NCOL = OT_RECORD_NFIELDS }; /* seq order is a random walk over the table: keep misses in flight */
     size_t cap = (size_t)n * 10; /* a varint takes at most 10 bytes; only touched pages cost memory */
     uint8_t *cols = ordered ? scratch(NCOL * cap) : NULL, *end[NCOL];
     ot_buf_uv(b, n);
@@ -415,16 +424,10 @@ static uint32_t put_live(struct ot_buf *b, uint64_t peak_shared[OT_MAX_DEVICES])
             __builtin_prefetch(next + sizeof(struct ot_rec) - 1);
         }
         const struct ot_rec *r = &l->slots[order[i]];
-        end[0] = ot_put_uvarint(end[0], ot_zigzag((int64_t)(r->key - prev.key)));
-        end[1] = ot_put_uvarint(end[1], r->size);
-        end[2] = ot_put_uvarint(end[2], ot_zigzag(r->device));
-        end[3] = ot_put_uvarint(end[3], r->cat);
-        end[4] = ot_put_uvarint(end[4], r->api);
-        end[5] = ot_put_uvarint(end[5], r->flags);
-        end[6] = ot_put_uvarint(end[6], r->stack);
-        end[7] = ot_put_uvarint(end[7], r->tid);
-        end[8] = ot_put_uvarint(end[8], ot_zigzag((int64_t)(r->time_ns - prev.time_ns)));
-        end[9] = ot_put_uvarint(end[9], r->seq - prev.seq);
+#define OT_X_COL(col, name, coding, seq_coding, doc)                                                   \
+    end[col] = ot_put_field(end[col], OT_CODING_##seq_coding, REC_##name(r), REC_##name(&prev));
+        OT_RECORD_FIELDS(OT_X_COL)
+#undef OT_X_COL
         prev = *r;
     }
     for (int c = 0; c < NCOL; c++)
@@ -581,19 +584,6 @@ static int write_section(int fd, struct section *s, ZSTD_CCtx *cctx)
     return rc;
 }
 
-static const char *trigger_name(enum ot_trigger t)
-{
-    switch (t) {
-    case OT_TRIGGER_OOM: return "oom";
-    case OT_TRIGGER_EXIT: return "exit";
-    case OT_TRIGGER_SIGNAL: return "signal";
-    case OT_TRIGGER_API: return "api";
-    case OT_TRIGGER_FLUSH: return "flush";
-    case OT_TRIGGER_FRAMEWORK_OOM: return "framework-oom";
-    }
-    return "unknown";
-}
-
 /* oomtrace-HOST-PID[-rankR]-TAG.oomt, with '/' and ' ' kept out of the host part. */
 static void snapshot_name(char *path, size_t len, const char *tag, const struct rank *rk)
 {
@@ -618,7 +608,7 @@ static int open_snapshot(char *path, size_t len, enum ot_trigger trigger, unsign
 {
     for (unsigned attempt = 0; attempt < 100; attempt++) {
         char tag[48];
-        snprintf(tag, sizeof tag, attempt ? "%u-%s.%u" : "%u-%s", seq, trigger_name(trigger), attempt);
+        snprintf(tag, sizeof tag, attempt ? "%u-%s.%u" : "%u-%s", seq, ot_trigger_name(trigger), attempt);
         snapshot_name(path, len, tag, rk);
         int fd = create_private(path);
         if (fd >= 0 || errno != EEXIST)
@@ -713,11 +703,11 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
         for (int i = 0; i < npools; i++)
             dup |= pools[i].handle == (uint64_t)(uintptr_t)p;
         if (!dup)
-            pools[npools++] = (struct poolinfo){.handle = (uint64_t)(uintptr_t)p, .device = d, .flags = 1};
+            pools[npools++] = (struct poolinfo){.handle = (uint64_t)(uintptr_t)p, .device = d, .flags = OT_POOL_DEFAULT};
         else
             for (int i = 0; i < npools; i++)
                 if (pools[i].handle == (uint64_t)(uintptr_t)p)
-                    pools[i].flags |= 1;
+                    pools[i].flags |= OT_POOL_DEFAULT;
     }
     for (int i = 0; i < npools; i++)
         query_pool(&pools[i]);
@@ -857,7 +847,7 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
     char path[1024], final[1024];
     int fd = -1;
     if (oom) {
-        ot_log("not enough memory to build a snapshot (trigger %s); none written", trigger_name(trigger));
+        ot_log("not enough memory to build a snapshot (trigger %s); none written", ot_trigger_name(trigger));
     } else if ((fd = flush ? open_flush(path, sizeof path, final, &rk)
                            : open_snapshot(path, sizeof path, trigger, seq, &rk)) < 0) {
         /* Said once: at the first allocation when the directory was already unusable, else here. */
@@ -894,7 +884,7 @@ int ot_snapshot_write(enum ot_trigger trigger, const char *reason)
             if (trigger == OT_TRIGGER_OOM && has_failure)
                 ot_probe_note(path, failed.seq, failed.req.size, failed.req.device);
             if (!ot_opt.quiet)
-                ot_log("snapshot written: %s (%s)", path, trigger_name(trigger));
+                ot_log("snapshot written: %s (%s)", path, ot_trigger_name(trigger));
         }
     }
     for (int i = 0; i < nsec; i++)

@@ -411,6 +411,34 @@ static void test_pinned_host(void **st)
     assert_int_equal(bytes, 64 * 1024);
 }
 
+/* Each live record's stack: n frames, and whether the tracer says it cut it at OOMTRACE_DEPTH. */
+static void expect_stacks(const struct loaded *l, size_t max_frames, bool truncated)
+{
+    assert_true(l->s.nlive > 0);
+    for (size_t i = 0; i < l->s.nlive; i++) {
+        const struct ot_stack *st = ot_snapshot_stack(&l->s, l->s.live[i].stack_id);
+        assert_non_null(st);
+        assert_true(st->nframes > 0 && st->nframes <= max_frames);
+        assert_int_equal(!!(st->flags & OT_STACK_TRUNCATED), truncated);
+    }
+}
+
+/* A backtrace deeper than OOMTRACE_DEPTH is kept to that depth and marked truncated; one that fits is not
+ * marked. The device family's allocations sit under cmd_device, main and libc's start: more than 2. */
+static void test_stack_truncated(void **st)
+{
+    (void)st;
+    traced_run_capture(&run, (char *const[]){PROG, "device", NULL}, (const char *const[]){"OOMTRACE_DEPTH=2", NULL});
+    assert_int_equal(run.status, 0);
+    load_all(&snaps, &run);
+    expect_stacks(by_reason(&snaps, "device-live"), 2, true);
+    unload_all(&snaps);
+    traced_cleanup(&run);
+
+    run_family("device", 2);
+    expect_stacks(by_reason(&snaps, "device-live"), 63, false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +448,7 @@ int main(void)
         cmocka_unit_test_teardown(test_imports, teardown),
         cmocka_unit_test_teardown(test_arrays, teardown),
         cmocka_unit_test_teardown(test_pinned_host, teardown),
+        cmocka_unit_test_teardown(test_stack_truncated, teardown),
     };
     return cmocka_run_group_tests_name("families", tests, NULL, NULL);
 }

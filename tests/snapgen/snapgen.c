@@ -243,8 +243,6 @@ static struct cfg {
 /* ---- stacks, modules, symbols, Python frames ---- */
 
 /* STACKS flags (FORMAT.md; oomtrace_format.h has no names for them). */
-#define SG_STACK_TRUNCATED 0x1u
-#define SG_STACK_NO_PYTHON 0x2u
 
 struct gstack {
     uint64_t id, flags, base_size;
@@ -394,13 +392,13 @@ static void make_fake_stacks(void)
                 s->frames[s->n++] = (pys[below(npys)].id << 1) | OT_FRAME_PYTHON;
             }
         } else {
-            s->flags |= SG_STACK_NO_PYTHON;
+            s->flags |= OT_STACK_NO_PYTHON;
         }
         while (truncated && s->n < cap)
             NATIVE(4);
 #undef NATIVE
         if (truncated)
-            s->flags |= SG_STACK_TRUNCATED;
+            s->flags |= OT_STACK_TRUNCATED;
     }
     /* A Python id that PYFRAMES does not have, to exercise the reader's "missing" path. */
     if (nstacks > 2 && stacks[2].n)
@@ -552,7 +550,7 @@ static void make_real_stacks(void)
             for (int k = 0; k < 3; k++)
                 s->frames[s->n++] = (pys[below(npys)].id << 1) | OT_FRAME_PYTHON;
         else
-            s->flags |= SG_STACK_NO_PYTHON;
+            s->flags |= OT_STACK_NO_PYTHON;
     }
 }
 
@@ -1534,18 +1532,30 @@ static void write_stacks(void)
     section(OT_SEC_STACKS, &b, cfg.compress && cfg.corrupt != C_STRING_PAST_END);
 }
 
+/* snapgen's record, field by field in the order of OT_RECORD_FIELDS. */
+#define REC_address(r) (r)->addr
+#define REC_size(r) (r)->size
+#define REC_device(r) (uint64_t)(r)->dev
+#define REC_category(r) (r)->cat
+#define REC_api(r) (r)->api
+#define REC_flags(r) (r)->flags
+#define REC_stack_id(r) (r)->stack
+#define REC_tid(r) (r)->tid
+#define REC_time_ns(r) (r)->t
+#define REC_seq(r) (r)->seq
+
+/* One field, coded as the format says. */
+static void put_field(struct buf *b, enum ot_coding coding, uint64_t v, uint64_t prev)
+{
+    uint8_t tmp[10];
+    put_bytes(b, tmp, (size_t)(ot_put_field(tmp, coding, v, prev) - tmp));
+}
+
 static void put_record(struct buf *b, const struct rec *r)
 {
-    put_uv(b, r->addr);
-    put_uv(b, r->size);
-    put_sv(b, r->dev);
-    put_uv(b, r->cat);
-    put_uv(b, r->api);
-    put_uv(b, r->flags);
-    put_uv(b, r->stack);
-    put_uv(b, r->tid);
-    put_uv(b, r->t);
-    put_uv(b, r->seq);
+#define OT_X_PUT(col, name, coding, seq_coding, doc) put_field(b, OT_CODING_##coding, REC_##name(r), 0);
+    OT_RECORD_FIELDS(OT_X_PUT)
+#undef OT_X_PUT
 }
 
 static int cmp_rec_seq(const void *a, const void *b)
@@ -1574,24 +1584,11 @@ static void write_live_seq_peak_refs(void)
         section(OT_SEC_LIVE, &b, cfg.compress);
     }
     put_uv(&b, cfg.corrupt == C_LIVE_SEQ_SHORT ? n + 1 : n);
-    for (int c = 0; c < 10; c++) {
-        struct rec prev = {0};
-        for (size_t i = 0; i < n; i++) {
-            switch (c) {
-            case 0: put_sv(&b, (int64_t)(r[i].addr - prev.addr)); break;
-            case 1: put_uv(&b, r[i].size); break;
-            case 2: put_sv(&b, r[i].dev); break;
-            case 3: put_uv(&b, r[i].cat); break;
-            case 4: put_uv(&b, r[i].api); break;
-            case 5: put_uv(&b, r[i].flags); break;
-            case 6: put_uv(&b, r[i].stack); break;
-            case 7: put_uv(&b, r[i].tid); break;
-            case 8: put_sv(&b, (int64_t)(r[i].t - prev.t)); break;
-            default: put_uv(&b, r[i].seq - prev.seq);
-            }
-            prev = r[i];
-        }
-    }
+#define OT_X_COL(col, name, coding, seq_coding, doc)                                                   \
+    for (size_t i = 0; i < n; i++)                                                                     \
+        put_field(&b, OT_CODING_##seq_coding, REC_##name(&r[i]), i ? REC_##name(&r[i - 1]) : 0);
+    OT_RECORD_FIELDS(OT_X_COL)
+#undef OT_X_COL
     if (cfg.corrupt == C_PEAK_REF_NO_LIVE)
         b.n = 0;
     else
@@ -1601,7 +1598,7 @@ static void write_live_seq_peak_refs(void)
         struct dev_state *ds = &sim.dev[d];
         uint64_t shared = 0;
         for (size_t i = 0; i < n; i++)
-            shared += r[i].dev == (int64_t)d && ot_category_is_device(r[i].cat) && r[i].seq <= ds->peak_seq;
+            shared += ot_peak_ref_shares(r[i].dev, r[i].cat, r[i].seq, (int64_t)d, ds->peak_seq);
         put_sv(&b, (int64_t)d);
         put_uv(&b, ds->peak);
         put_uv(&b, ds->peak_t);
@@ -1898,10 +1895,9 @@ int main(int argc, char **argv)
             break;
         }
         case O_TRIGGER: {
-            static const char *const t[] = {NULL, "oom", "exit", "signal", "api", "flush", "framework-oom"};
             cfg.trigger = 0;
-            for (int i = 1; i <= 6; i++)
-                if (!strcmp(optarg, t[i]))
+            for (int i = 1; ot_trigger_name((uint64_t)i); i++)
+                if (!strcmp(optarg, ot_trigger_name((uint64_t)i)))
                     cfg.trigger = i;
             if (!cfg.trigger) {
                 fprintf(stderr, "snapgen: unknown trigger '%s'\n", optarg);
