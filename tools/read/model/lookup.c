@@ -1,35 +1,5 @@
-/* Lookups in a parsed snapshot, and names for the format's numbers. */
+/* Lookups in a parsed snapshot (the format's names are oomtrace_format.h's). */
 #include "model/snapshot.h"
-
-const char *ot_section_name(uint32_t type)
-{
-    static const char *const names[] = {
-        "unknown", "META", "DEVICES", "FAILURE", "MODULES", "SYMBOLS", "PYFRAMES", "STACKS",
-        "LIVE", "PEAK", "EVENTS", "MARKERS", "POOLS", "MAPPINGS", "PROCESSES", "THREADS", "LIVE_SEQ",
-        "PEAK_REF", "FRAMEWORK", "PROBES",
-    };
-    return type < sizeof(names) / sizeof(names[0]) ? names[type] : "unknown";
-}
-
-const char *ot_trigger_name(uint64_t trigger)
-{
-    switch (trigger) {
-    case OT_TRIGGER_OOM:
-        return "oom";
-    case OT_TRIGGER_EXIT:
-        return "exit";
-    case OT_TRIGGER_SIGNAL:
-        return "signal";
-    case OT_TRIGGER_API:
-        return "api";
-    case OT_TRIGGER_FLUSH:
-        return "flush";
-    case OT_TRIGGER_FRAMEWORK_OOM:
-        return "framework-oom";
-    default:
-        return NULL;
-    }
-}
 
 const struct ot_stack *ot_snapshot_stack(const struct ot_snapshot *s, uint64_t id)
 {

@@ -15,16 +15,10 @@ static int parse_records(struct sec_ctx *x, size_t *nout, struct ot_record **out
     if (!r)
         return -1;
     for (size_t i = 0; i < count; i++) {
-        r[i].address = U();
-        r[i].size = U();
-        r[i].device = S();
-        r[i].category = U();
-        r[i].api = U();
-        r[i].flags = U();
-        r[i].stack_id = U();
-        r[i].tid = U();
-        r[i].time_ns = U();
-        r[i].seq = U();
+#define OT_X_READ(col, name, coding, seq_coding, doc)                                                  \
+    r[i].name = (__typeof__(r[i].name))ot_get_field(&x->c, OT_CODING_##coding, 0);
+        OT_RECORD_FIELDS(OT_X_READ)
+#undef OT_X_READ
         if (x->c.err)
             return sec_item_err(x, "record", i);
     }
@@ -57,33 +51,23 @@ int parse_live_seq(struct sec_ctx *x)
     struct ot_record *r = sec_alloc(x, (size_t)count, sizeof(*r));
     if (!r)
         return -1;
-    static const char *const column[] = {"address", "size", "device", "category", "api",
-                                         "flags", "stack_id", "tid", "time_ns", "seq"};
-    for (int c = 0; c < 10; c++) {
-        uint64_t acc = 0;
-        for (size_t i = 0; i < count; i++) {
-            switch (c) {
-            case 0: r[i].address = acc += (uint64_t)S(); break;
-            case 1: r[i].size = U(); break;
-            case 2: r[i].device = S(); break;
-            case 3: r[i].category = U(); break;
-            case 4: r[i].api = U(); break;
-            case 5: r[i].flags = U(); break;
-            case 6: r[i].stack_id = U(); break;
-            case 7: r[i].tid = U(); break;
-            case 8: r[i].time_ns = acc += (uint64_t)S(); break;
-            default: {
-                uint64_t d = U();
-                if (!x->c.err && acc + d < acc)
-                    return sec_err(x, "record %zu: seq overflows 64 bits", i);
-                r[i].seq = acc += d;
-            }
-            }
-            if (x->c.err)
-                return sec_err(x, "the %s column ends at record %zu of %" PRIu64 " (byte %zu of the payload)",
-                            column[c], i, count, sec_pos(x));
-        }
+    static const char *const column[] = {
+#define OT_X_NAME(col, name, coding, seq_coding, doc) #name,
+        OT_RECORD_FIELDS(OT_X_NAME)
+#undef OT_X_NAME
+    };
+#define OT_X_COLUMN(col, name, coding, seq_coding, doc)                                                \
+    for (uint64_t i = 0, prev = 0; i < count; i++) {                                                   \
+        uint64_t v = ot_get_field(&x->c, OT_CODING_##seq_coding, prev);                                \
+        if (x->c.err)                                                                                  \
+            return sec_err(x, "the %s column ends at record %zu of %" PRIu64 " (byte %zu of the payload)", \
+                           column[col], (size_t)i, count, sec_pos(x));                                 \
+        if (OT_CODING_##seq_coding == OT_CODING_DU && v < prev)                                        \
+            return sec_err(x, "record %zu: seq overflows 64 bits", (size_t)i);                          \
+        r[i].name = (__typeof__(r[i].name))(prev = v);                                                 \
     }
+    OT_RECORD_FIELDS(OT_X_COLUMN)
+#undef OT_X_COLUMN
     s->nlive = (size_t)count;
     s->live = r;
     s->has_live = true;
@@ -154,8 +138,7 @@ int parse_peak_ref(struct sec_ctx *x)
 
 static bool shared_with_peak(const struct ot_record *l, const struct ot_peak *p)
 {
-    return l->device == p->device && l->category >= OT_CAT_DEVICE && l->category <= OT_CAT_ARRAY &&
-           l->seq <= p->peak_seq;
+    return ot_peak_ref_shares(l->device, l->category, l->seq, p->device, p->peak_seq);
 }
 
 /* The peak set of a PEAK_REF: the live records on its device, in device categories, made at or before

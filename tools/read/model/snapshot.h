@@ -38,9 +38,6 @@ struct ot_meta {
     struct ot_str python_version, cuda_visible_devices;
 };
 
-#define OT_DEV_MEMINFO_KNOWN 0x1u
-#define OT_DEV_BASELINE_KNOWN 0x2u
-
 struct snap_device {
     int64_t ordinal;
     struct ot_str name, uuid;
@@ -75,9 +72,6 @@ struct ot_pyframe {
     struct ot_str function, file;
     uint64_t line;
 };
-
-#define OT_STACK_TRUNCATED 0x1u
-#define OT_STACK_NO_PYTHON 0x2u
 
 struct ot_stack {
     uint64_t id, flags;
@@ -117,9 +111,6 @@ struct snap_marker {
     uint64_t seq, time_ns, tid;
     struct ot_str label;
 };
-
-#define OT_POOL_DEFAULT 0x1u
-#define OT_POOL_UNREADABLE 0x2u
 
 struct snap_pool {
     uint64_t handle;
@@ -224,7 +215,6 @@ size_t ot_snapshot_marker_from(const struct ot_snapshot *s, uint64_t seq);
 const struct snap_marker *ot_snapshot_marker(const struct ot_snapshot *s, uint64_t seq);
 size_t ot_markers_before(const struct ot_snapshot *s, uint64_t seq, size_t max, size_t *first);
 
-const char *ot_section_name(uint32_t type); /* "STACKS", or "unknown" */
 
 /* The format header's name tables take unsigned; ids from a file are 64-bit and must not wrap into a
  * known id. */
@@ -242,6 +232,5 @@ static inline bool ot_category_is_device64(uint64_t c)
 {
     return c < OT_CAT_COUNT && ot_category_is_device((unsigned)c);
 }
-const char *ot_trigger_name(uint64_t trigger); /* "oom", ..., or NULL when unknown */
 
 #endif

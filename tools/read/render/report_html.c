@@ -361,11 +361,10 @@ static void events_section(struct hx *h)
     fprintf(f, "<section class=\"card\"><h2>Events and markers</h2><p>%s recorded, %s kept in the ring, %s dropped",
             ot_fmt_count(b1, m->events_recorded), ot_fmt_count(b2, m->events_kept), ot_fmt_count(b3, m->events_dropped));
     if (e->decoded) {
-        static const char *const kinds[] = {"other", "alloc", "free", "failed", "marker", "map", "unmap"};
         fprintf(f, "; the ring holds seq %" PRIu64 "..%" PRIu64 ", %s..%s: ", e->first_seq, e->last_seq,
                 ot_fmt_reltime(t1, e->first_time_ns, m->start_mono_ns), ot_fmt_reltime(t2, e->last_time_ns, m->start_mono_ns));
         for (int k = 1; k <= OT_EV_KIND_MAX; k++)
-            fprintf(f, "%s%s %s", k > 1 ? ", " : "", kinds[k], ot_fmt_count(b1, e->by_kind[k]));
+            fprintf(f, "%s%s %s", k > 1 ? ", " : "", ot_event_kind_name(k), ot_fmt_count(b1, e->by_kind[k]));
     }
     fputs(".</p>\n", f);
     if (s->nmarkers) {

@@ -235,10 +235,9 @@ static void events(struct jx *x)
     ot_json_u64_or_null(j, "chunks", ring, x->s->nchunks);
     ot_json_u64_or_null(j, "decoded", ring, e->decoded);
     if (ring) {
-        static const char *const kinds[] = {"other", "alloc", "free", "failed", "marker", "map", "unmap"};
         ot_json_obj(j, "by_kind");
         for (int k = 1; k <= OT_EV_KIND_MAX; k++)
-            ot_json_u64(j, kinds[k], e->by_kind[k]);
+            ot_json_u64(j, ot_event_kind_name(k), e->by_kind[k]);
         ot_json_u64(j, "unknown", e->by_kind[0]);
         ot_json_obj_end(j);
     } else {

@@ -325,10 +325,9 @@ static void events(struct md *m)
     fprintf(f, "**Events:** %s recorded, %s kept in the ring, %s dropped", ot_fmt_count(b1, mt->events_recorded),
             ot_fmt_count(b2, mt->events_kept), ot_fmt_count(b3, mt->events_dropped));
     if (e->decoded) {
-        static const char *const kinds[] = {"other", "alloc", "free", "failed", "marker", "map", "unmap"};
         fputs(" · ", f);
         for (int k = 1; k <= OT_EV_KIND_MAX; k++)
-            fprintf(f, "%s%s %s", k > 1 ? ", " : "", kinds[k], ot_fmt_count(b1, e->by_kind[k]));
+            fprintf(f, "%s%s %s", k > 1 ? ", " : "", ot_event_kind_name(k), ot_fmt_count(b1, e->by_kind[k]));
     }
     fputs("\n", f);
     if (m->a->notes.n)

@@ -469,10 +469,9 @@ static void events(struct tx *t)
     if (e->decoded) {
         fprintf(o, "  ring: seq %" PRIu64 "..%" PRIu64 ", %s..%s: ", e->first_seq, e->last_seq,
                 reltime(t1, s, e->first_time_ns), reltime(t2, s, e->last_time_ns));
-        static const char *const kinds[] = {"other", "alloc", "free", "failed", "marker", "map", "unmap"};
         const char *sep = "";
         for (int k = 1; k <= OT_EV_KIND_MAX; k++) {
-            fprintf(o, "%s%s %s", sep, kinds[k], ot_fmt_count(b1, e->by_kind[k]));
+            fprintf(o, "%s%s %s", sep, ot_event_kind_name(k), ot_fmt_count(b1, e->by_kind[k]));
             sep = ", ";
         }
         if (e->by_kind[0])
