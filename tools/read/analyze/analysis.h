@@ -6,6 +6,7 @@
 
 #include "model/events.h"
 #include "symbols/resolve.h"
+#include "analyze/allocview.h"
 #include "analyze/sites.h"
 #include "model/snapshot.h"
 #include "symbols/symbolize.h"
@@ -43,6 +44,8 @@ struct ot_analysis {
     uint64_t host_pinned_bytes, host_pinned_count;
     uint64_t imported_bytes, imported_count;
     uint64_t other_bytes, other_count; /* unknown categories */
+
+    struct ot_allocview *fw; /* allocview.h: the frameworks' segments joined to the driver's records */
 
     struct ot_notes notes;
     struct ot_why *why; /* why.h: statements explaining the failure or the peak; NULL when out of memory */

@@ -1,6 +1,7 @@
 /* The analysis in its two steps: the tables (analysis.c), then the statements built from them (why/). */
 #include "analyze/analysis.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,12 @@ int ot_analyze(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_res
 {
     if (ot_analysis_build(a, s, res, sym, errbuf) < 0)
         return -1;
+    /* The frameworks' view first: the breakdown and the statements may read it. */
+    if (!(a->fw = ot_allocview_new(s))) {
+        snprintf(errbuf, OT_ERRBUF, "out of memory");
+        ot_analysis_release(a);
+        return -1;
+    }
     a->breakdown = calloc(1, sizeof(*a->breakdown));
     if (a->breakdown && ot_breakdown_build(a, a->breakdown) < 0) {
         free(a->breakdown);
@@ -27,5 +34,7 @@ void ot_analysis_free(struct ot_analysis *a)
     a->why = NULL;
     free(a->breakdown);
     a->breakdown = NULL;
+    ot_allocview_free(a->fw);
+    a->fw = NULL;
     ot_analysis_release(a);
 }

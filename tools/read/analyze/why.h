@@ -11,7 +11,13 @@
  *   peak_phase             at least half of the peak was allocated after one marker label (PEAK, MARKERS)
  *   growing_site           a call site's live memory grew in >= 3 consecutive marker intervals (EVENTS)
  *   largest_rise           the marker interval with the largest rise of live bytes before the failure (EVENTS)
- *   largest_allocation     without markers: the largest single allocation in the ring (EVENTS) */
+ *   largest_allocation     without markers: the largest single allocation in the ring (EVENTS)
+ *   framework_limit        a framework's own limit (PyTorch's per-process fraction) refused the request
+ *   fragmentation          a framework's segments held enough free memory for the request, in pieces
+ *   jax_preallocation      JAX reserved its pool at start; its limit, use and largest free block
+ *   framework_cache        whole segments with no live tensor: freed by the program, kept by the framework
+ *   framework_pool_cached  another framework's pool keeps memory the program freed (CuPy, XLA)
+ *   graph_private_pool     CUDA graphs' private pools and what they hold */
 #ifndef OT_READ_WHY_H
 #define OT_READ_WHY_H
 

@@ -17,7 +17,14 @@ struct ot_why *ot_why_new(const struct ot_analysis *a)
         w->has_device = true;
     }
     why_request(w, a);
+    /* A framework's own refusal or layout explains a failure before the driver's numbers do. */
+    why_fw_limit(w, a);
+    why_fragmentation(w, a);
     if (w->has_device && w->device >= 0) {
+        why_jax_prealloc(w, a, w->device);
+        why_framework_cache(w, a, w->device);
+        why_fw_pools(w, a, w->device);
+        why_graph_pool(w, a, w->device);
         why_others(w, a, w->device);
         why_pools(w, a, w->device);
     }

@@ -1,0 +1,79 @@
+/* The allocator's view: the frameworks' segments joined to the driver allocations that hold them, and
+ * the facts a report states about them (allocated against reserved, free inside segments and the
+ * largest free block, CUDA graph private pools, other frameworks' pool caches, the per-process limit).
+ *
+ * The join is by address: a driver allocation (cuMemAlloc, stream-ordered, managed) contains a
+ * segment, or, for an expandable segment, the VMM mappings inside its range each name a cuMemCreate
+ * allocation. Sorting makes it O(n log n) in driver records and segments. */
+#ifndef OT_READ_ALLOCVIEW_H
+#define OT_READ_ALLOCVIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/snapshot.h"
+
+/* One framework segment and what holds it. */
+struct ot_fw_segview {
+    const struct ot_fw_segment *seg;
+    uint64_t allocated_bytes; /* blocks allocated or pending free (else the segment's allocated_size) */
+    uint64_t free_bytes;      /* free blocks: reserved but unallocated */
+    uint64_t largest_free;    /* largest free block (0 without blocks) */
+    const struct ot_record *creator; /* the driver allocation at the segment's start; NULL when none */
+    size_t ncreators;                /* driver allocations overlapping the segment (several when expandable) */
+    bool cached;                     /* no live tensor in it: memory the program freed, kept by the framework */
+};
+
+/* The segments of one creator call site (one driver stack). */
+struct ot_fw_creator {
+    uint64_t stack_id; /* 0 and has_stack false: segments with no driver allocation found */
+    bool has_stack;
+    size_t nsegments, ncached;
+    uint64_t reserved_bytes, allocated_bytes, free_bytes, cached_bytes;
+};
+
+/* One framework on one device. */
+struct ot_fw_devview {
+    struct ot_str framework;
+    uint64_t device;
+    size_t nsegments;
+    uint64_t reserved_bytes, allocated_bytes, free_bytes;
+    uint64_t largest_free;           /* in the default pools: where an ordinary request can go */
+    uint64_t default_free_bytes;     /* free bytes in the default pools */
+    size_t ncached;                  /* segments with no live tensor */
+    uint64_t cached_bytes;
+    size_t nprivate_pools, nprivate_segments;
+    uint64_t private_bytes, private_allocated_bytes;
+    size_t nexpandable;
+    uint64_t expandable_bytes;
+    size_t nunjoined;                /* segments no driver allocation was found for */
+};
+
+struct ot_allocview {
+    bool present; /* the snapshot had the frameworks' view */
+    const struct ot_framework *fw;
+    size_t nsegs;
+    struct ot_fw_segview *segs; /* by device, then address */
+    size_t ndevs;
+    struct ot_fw_devview *devs;
+    size_t ncreators;
+    struct ot_fw_creator *creators; /* by reserved bytes, largest first */
+    uint64_t blocks_with_stacks;     /* blocks carrying their allocation's Python stack */
+};
+
+/* Builds the view; NULL only when out of memory (a snapshot without the frameworks' view gives one with
+ * present false). */
+struct ot_allocview *ot_allocview_new(const struct ot_snapshot *s);
+void ot_allocview_free(struct ot_allocview *v);
+
+/* The view of one framework on one device; NULL when absent. */
+const struct ot_fw_devview *ot_allocview_dev(const struct ot_allocview *v, const char *framework, uint64_t device);
+
+/* A framework's counter (STATS) for a device, also from a record for all devices. */
+bool ot_fw_stat(const struct ot_snapshot *s, const char *framework, uint64_t device, const char *key, uint64_t *out);
+
+/* "PyTorch", "JAX", "CuPy", else NULL (the reader then shows the framework's own name). */
+const char *ot_fw_display_name(struct ot_str framework);
+
+#endif

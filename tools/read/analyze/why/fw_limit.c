@@ -1,0 +1,91 @@
+/* framework_limit: a framework's own limit refused the request, not a full device (PyTorch's per-process
+ * memory fraction). jax_preallocation: JAX reserved its pool at start; the setting that controls it. */
+#include "analyze/why/item.h"
+
+#include <inttypes.h>
+
+static uint64_t device_free(const struct ot_snapshot *s, int64_t dev, bool *known)
+{
+    const struct snap_device *d = ot_snapshot_device(s, dev);
+    *known = d && (d->flags & OT_DEV_MEMINFO_KNOWN);
+    return *known ? d->free_bytes : 0;
+}
+
+void why_fw_limit(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_snapshot *s = a->s;
+    /* Only the framework's own refusal: a failed driver call was not refused by the fraction. */
+    if (!s->has_failure || s->failure.device < 0 || !s->fw.present || s->failure.api != OT_API_framework_allocator)
+        return;
+    int64_t dev = s->failure.device;
+    uint64_t req = s->failure.requested_bytes, limit, ppm = 0, reserved = 0;
+    char b1[32], b2[32], b3[32];
+    struct why_item_b b;
+    bool known;
+    uint64_t freeb = device_free(s, dev, &known);
+    if (ot_fw_stat(s, "torch", (uint64_t)dev, "memory_fraction_limit_bytes", &limit) &&
+        ot_fw_stat(s, "torch", (uint64_t)dev, "reserved_bytes", &reserved) && ot_sat_add(reserved, req) > limit &&
+        why_item_begin(&b, w, "framework_limit")) {
+        bool has_ppm = ot_fw_stat(s, "torch", (uint64_t)dev, "memory_fraction_ppm", &ppm);
+        fprintf(b.f, "PyTorch's per-process memory fraction refused the request, not a full device: the fraction");
+        if (has_ppm)
+            fprintf(b.f, " %.2f", (double)ppm / 1e6);
+        fprintf(b.f, " limits this process to %s on device %" PRId64 ", it had reserved %s and asked for %s more",
+                why_bytes(b1, limit), dev, why_bytes(b2, reserved), why_bytes(b3, req));
+        if (known && freeb >= req)
+            fprintf(b.f, ", while the device still had %s free", why_bytes(b1, freeb));
+        fputs(" (torch.cuda.set_per_process_memory_fraction).", b.f);
+        why_num_i(&b, "device", dev);
+        why_num_u(&b, "limit_bytes", limit);
+        if (has_ppm)
+            why_num_u(&b, "fraction_ppm", ppm);
+        why_num_u(&b, "reserved_bytes", reserved);
+        why_num_u(&b, "requested_bytes", req);
+        if (known)
+            why_num_u(&b, "device_free_bytes", freeb);
+        why_item_end(&b);
+    }
+}
+
+void why_jax_prealloc(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
+{
+    const struct ot_snapshot *s = a->s;
+    struct ot_str pre = ot_fw_setting_get(&s->fw, "jax", "preallocate_effective");
+    uint64_t limit, in_use;
+    if (dev < 0 || !ot_str_eq(pre, "true") || !ot_fw_stat(s, "jax", (uint64_t)dev, "bytes_limit", &limit) ||
+        !ot_fw_stat(s, "jax", (uint64_t)dev, "bytes_in_use", &in_use))
+        return;
+    char b1[32], b2[32], b3[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "jax_preallocation"))
+        return;
+    const struct snap_device *d = ot_snapshot_device(s, dev);
+    struct ot_str frac = ot_fw_setting_get(&s->fw, "jax", "XLA_PYTHON_CLIENT_MEM_FRACTION");
+    fprintf(b.f, "JAX preallocated its pool at start: XLA's allocator may use %s on device %" PRId64, why_bytes(b1, limit), dev);
+    if (d && d->total_bytes)
+        fprintf(b.f, " (%.0f%% of the device's %s)", 100.0 * why_share(limit, d->total_bytes), why_bytes(b2, d->total_bytes));
+    fprintf(b.f, ", and its arrays used %s of it", why_bytes(b3, in_use));
+    uint64_t largest;
+    bool has_largest = ot_fw_stat(s, "jax", (uint64_t)dev, "largest_free_block_bytes", &largest);
+    if (has_largest)
+        fprintf(b.f, "; its largest free block was %s", why_bytes(b1, largest));
+    if (s->has_failure && s->failure.device == dev)
+        fprintf(b.f, " against the request of %s", why_bytes(b2, s->failure.requested_bytes));
+    if (frac.p && frac.n)
+        fputs(". XLA_PYTHON_CLIENT_MEM_FRACTION sets the pool's share; XLA_PYTHON_CLIENT_PREALLOCATE=false allocates on demand"
+              " instead", b.f);
+    else
+        fputs(". XLA_PYTHON_CLIENT_MEM_FRACTION (unset: 75%) sets the pool's share; XLA_PYTHON_CLIENT_PREALLOCATE=false"
+              " allocates on demand instead", b.f);
+    fputc('.', b.f);
+    why_num_i(&b, "device", dev);
+    why_num_u(&b, "bytes_limit", limit);
+    why_num_u(&b, "bytes_in_use", in_use);
+    if (has_largest)
+        why_num_u(&b, "largest_free_block_bytes", largest);
+    if (d && d->total_bytes)
+        why_num_u(&b, "total_bytes", d->total_bytes);
+    if (s->has_failure && s->failure.device == dev)
+        why_num_u(&b, "requested_bytes", s->failure.requested_bytes);
+    why_item_end(&b);
+}

@@ -1,0 +1,37 @@
+/* graph_private_pool: CUDA graphs' private pools, whose memory serves only their graphs. */
+#include "analyze/why/item.h"
+
+#include <inttypes.h>
+
+void why_graph_pool(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
+{
+    const struct ot_allocview *v = a->fw;
+    if (!v || dev < 0)
+        return;
+    for (size_t i = 0; i < v->ndevs; i++) {
+        const struct ot_fw_devview *d = &v->devs[i];
+        if (d->device != (uint64_t)dev || !d->nprivate_segments)
+            continue;
+        char b1[32], b2[32], b3[32];
+        struct why_item_b b;
+        if (!why_item_begin(&b, w, "graph_private_pool"))
+            return;
+        const char *fw = ot_fw_display_name(d->framework);
+        fprintf(b.f, "CUDA graph private pool%s: %zu pool%s of %s on device %" PRIu64 " reserved %s in %zu segment%s"
+                " (%s allocated, %s free); that memory serves only its graph's replays, not other allocations",
+                d->nprivate_pools == 1 ? "" : "s", d->nprivate_pools, d->nprivate_pools == 1 ? "" : "s",
+                fw ? fw : "a framework", d->device, why_bytes(b1, d->private_bytes), d->nprivate_segments,
+                d->nprivate_segments == 1 ? "" : "s", why_bytes(b2, d->private_allocated_bytes),
+                why_bytes(b3, d->private_bytes - d->private_allocated_bytes));
+        if (d->reserved_bytes)
+            fprintf(b.f, " (%.1f%% of what it reserved)", 100.0 * why_share(d->private_bytes, d->reserved_bytes));
+        fputc('.', b.f);
+        why_num_u(&b, "device", d->device);
+        why_num_u(&b, "pools", d->nprivate_pools);
+        why_num_u(&b, "segments", d->nprivate_segments);
+        why_num_u(&b, "reserved_bytes", d->private_bytes);
+        why_num_u(&b, "allocated_bytes", d->private_allocated_bytes);
+        why_num_u(&b, "framework_reserved_bytes", d->reserved_bytes);
+        why_item_end(&b);
+    }
+}
