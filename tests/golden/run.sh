@@ -106,6 +106,9 @@ check workload-native.txt text "$READER" --at failure --native --top 2 "$A"
 check python.txt text "$READER" "$PY"
 check userterms.txt text "$READER" "$USER_SNAP"
 check userterms.md text "$READER" --format markdown "$USER_SNAP"
+# The breakdown from the tensors' identity: snapgen's PyTorch view (roles over the allocator's blocks).
+"$ROOT/build/snapgen" --framework torch -o "$TMP/framework.oomt" || { echo "golden: snapgen failed"; exit 1; }
+check framework.txt text "$READER" --top 2 "$TMP/framework.oomt"
 check diff.txt text "$READER" --diff "$A" "$B"
 check diff.json json "$READER" --format json --diff "$A" "$B"
 check run.txt text "$READER" --top 3 "$TMP/run"

@@ -152,8 +152,139 @@ static void add_row(struct ot_bd_moment *m, enum ot_bd_row row, uint64_t bytes, 
         m->inferred[row] = ot_sat_add(m->inferred[row], bytes);
 }
 
+/* Identity: what the framework said about address ranges on the device. Each allocated block of its
+ * allocator takes the role of the tensor storage at its address (none: activations and temporaries),
+ * each free block is cache; without blocks, each role's storage is its own range. */
+struct span {
+    uint64_t address, size;
+    enum ot_bd_row row;
+    struct ot_str label;
+};
+
+struct identity {
+    struct span *v;
+    size_t n;
+};
+
+static int cmp_span(const void *x, const void *y)
+{
+    const struct span *a = x, *b = y;
+    return a->address < b->address ? -1 : a->address > b->address;
+}
+
+static enum ot_bd_row role_row(uint64_t category)
+{
+    switch (category) {
+    case OT_FW_ROLE_PARAMETERS:
+        return OT_BD_PARAMETERS;
+    case OT_FW_ROLE_GRADIENTS:
+        return OT_BD_GRADIENTS;
+    case OT_FW_ROLE_OPTIMIZER_STATE:
+        return OT_BD_OPTIMIZER;
+    case OT_FW_ROLE_BUFFERS:
+        return OT_BD_BUFFERS;
+    default:
+        return OT_BD_ACTIVATIONS;
+    }
+}
+
+/* The role whose storage starts inside [a, a + size), from roles sorted by address; NULL when none. */
+static const struct span *role_in(const struct span *roles, size_t n, uint64_t a, uint64_t size)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (roles[mid].address < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && roles[lo].address - a < size ? &roles[lo] : NULL;
+}
+
+static int identity_build(const struct ot_snapshot *s, int64_t device, struct identity *id)
+{
+    const struct ot_framework *fw = &s->fw;
+    memset(id, 0, sizeof(*id));
+    if (!fw->present || !fw->nroles)
+        return 0;
+    struct span *roles = malloc(fw->nroles * sizeof(*roles));
+    size_t nblocks = 0;
+    for (size_t i = 0; i < fw->nblocks; i++)
+        if (fw->blocks[i].segment < fw->nsegments && (int64_t)fw->segments[fw->blocks[i].segment].device == device)
+            nblocks++;
+    id->v = malloc((nblocks + fw->nroles + 1) * sizeof(*id->v));
+    if (!roles || !id->v) {
+        free(roles);
+        free(id->v);
+        id->v = NULL;
+        return -1;
+    }
+    for (size_t i = 0; i < fw->nroles; i++) {
+        const struct ot_fw_role *r = &fw->roles[i];
+        roles[i] = (struct span){r->address, r->bytes, role_row(r->category), r->label};
+    }
+    qsort(roles, fw->nroles, sizeof(*roles), cmp_span);
+    if (nblocks) {
+        for (size_t i = 0; i < fw->nblocks; i++) {
+            const struct ot_fw_block *b = &fw->blocks[i];
+            if (b->segment >= fw->nsegments || (int64_t)fw->segments[b->segment].device != device || !b->size)
+                continue;
+            struct span x = {b->address, b->size, OT_BD_CACHE, {NULL, 0}};
+            if (b->state != OT_FW_BLOCK_INACTIVE) {
+                const struct span *r = role_in(roles, fw->nroles, b->address, b->size);
+                x.row = r ? r->row : OT_BD_ACTIVATIONS;
+                x.label = r ? r->label : (struct ot_str){NULL, 0};
+            }
+            id->v[id->n++] = x;
+        }
+    } else {
+        /* Roles without the allocator's blocks: each storage as reported (a framework without a caching
+         * allocator view). */
+        memcpy(id->v, roles, fw->nroles * sizeof(*roles));
+        id->n = fw->nroles;
+    }
+    free(roles);
+    qsort(id->v, id->n, sizeof(*id->v), cmp_span);
+    return 0;
+}
+
+/* Attributes the part of record [a, a + size) that identity covers; returns the bytes covered. */
+static uint64_t identity_apply(const struct identity *id, struct ot_bd_moment *m, uint64_t a, uint64_t size)
+{
+    if (!id->n)
+        return 0;
+    size_t lo = 0, hi = id->n;
+    while (lo < hi) { /* the first span ending after a */
+        size_t mid = lo + (hi - lo) / 2;
+        if (id->v[mid].address + id->v[mid].size <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t covered = 0, end = a + size;
+    for (size_t i = lo; i < id->n && id->v[i].address < end; i++) {
+        const struct span *x = &id->v[i];
+        uint64_t from = x->address > a ? x->address : a;
+        uint64_t to = x->address + x->size < end ? x->address + x->size : end;
+        if (to <= from)
+            continue;
+        uint64_t n = to - from;
+        if (covered + n > size)
+            n = size - covered; /* overlapping spans from a damaged view: never more than the record */
+        add_row(m, x->row, n, false);
+        if (x->row == OT_BD_OPTIMIZER && x->label.n)
+            add_part(m, x->row, x->label, n);
+        covered += n;
+    }
+    return covered;
+}
+
 /* The program's own allocations at one moment: every device-memory record on the device, by stack. */
-static int add_records(struct guesser *g, struct ot_bd_moment *m, const struct ot_record *recs, size_t n,
+/* same_as_now: for the peak, which of its records are the very allocations live at the snapshot (the
+ * identity describes those only); NULL for the snapshot's own records. */
+static int add_records(struct guesser *g, const struct identity *id, const struct ot_u64map *live_by_address,
+                       const struct ot_snapshot *s, struct ot_bd_moment *m, const struct ot_record *recs, size_t n,
                        int64_t device)
 {
     for (int r = OT_BD_PARAMETERS; r <= OT_BD_WORKSPACES; r++)
@@ -162,12 +293,22 @@ static int add_records(struct guesser *g, struct ot_bd_moment *m, const struct o
         const struct ot_record *r = &recs[i];
         if (r->device != device || !ot_category_is_device64(r->category))
             continue;
+        uint64_t covered = 0;
+        bool same = true;
+        if (live_by_address) {
+            uint32_t k = ot_u64map_get(live_by_address, r->address);
+            same = k != OT_U64MAP_NONE && s->live[k].seq == r->seq;
+        }
+        if (same)
+            covered = identity_apply(id, m, r->address, r->size);
+        if (covered >= r->size)
+            continue;
         struct guess gs;
         if (guess_cached(g, r->stack_id, &gs) < 0)
             return -1;
-        add_row(m, gs.row, r->size, true);
+        add_row(m, gs.row, r->size - covered, true);
         if (gs.part)
-            add_part(m, gs.row, ot_cstr(gs.part), r->size);
+            add_part(m, gs.row, ot_cstr(gs.part), r->size - covered);
     }
     m->known = true;
     return 0;
@@ -178,8 +319,9 @@ static void add_outside(const struct ot_analysis *a, struct ot_bd_moment *m, int
 {
     const struct ot_snapshot *s = a->s;
     struct ot_pool_totals pt = ot_pools_of(s, device);
+    uint64_t pooled = pt.reserved_bytes > pt.used_bytes ? pt.reserved_bytes - pt.used_bytes : 0;
     if (pt.count)
-        add_row(m, OT_BD_CACHE, pt.reserved_bytes > pt.used_bytes ? pt.reserved_bytes - pt.used_bytes : 0, false);
+        add_row(m, OT_BD_CACHE, pooled, false);
     size_t nother = 0;
     uint64_t others = ot_other_process_bytes(s, device, &nother);
     if (s->has_processes)
@@ -195,7 +337,7 @@ static void add_outside(const struct ot_analysis *a, struct ot_bd_moment *m, int
             self = s->processes[i].used_bytes;
     /* A pool's reservation is in NVML's figure for this process, but not in tracked (only what the pool
      * hands out is an allocation). */
-    uint64_t mine = ot_sat_add(d->tracked_bytes, m->bytes[OT_BD_CACHE]);
+    uint64_t mine = ot_sat_add(d->tracked_bytes, pooled);
     if (self) {
         add_row(m, OT_BD_CONTEXT, self > mine ? self - mine : 0, false);
     } else if ((d->flags & OT_DEV_MEMINFO_KNOWN) && d->total_bytes >= d->free_bytes) {
@@ -232,22 +374,37 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
     if (!out->has_device || out->device < 0)
         return 0;
     struct guesser g = {.a = a};
+    struct identity id;
+    struct ot_u64map live = {0};
     if (ot_u64map_init(&g.map, 64) < 0)
         return -1;
-    int rc = 0;
-    if (s->has_live) {
-        rc = add_records(&g, &out->now, s->live, s->nlive, out->device);
+    int rc = identity_build(s, out->device, &id);
+    out->identity = id.n > 0;
+    if (rc == 0 && s->has_live) {
+        rc = add_records(&g, &id, NULL, s, &out->now, s->live, s->nlive, out->device);
         add_outside(a, &out->now, out->device);
         finish(&out->now);
     }
     const struct ot_peak_view *p = a->peak;
     if (rc == 0 && p && p->device == out->device && p->section) {
-        rc = add_records(&g, &out->peak, p->section->recs, p->section->count, out->device);
+        /* Identity holds at the peak only for allocations still live at the snapshot. */
+        bool by_address = id.n && s->has_live;
+        if (by_address) {
+            rc = ot_u64map_init(&live, s->nlive);
+            for (size_t i = 0; rc == 0 && i < s->nlive && i < OT_U64MAP_NONE; i++)
+                if (ot_u64map_put(&live, s->live[i].address, (uint32_t)i) == OT_U64MAP_NONE)
+                    rc = -1;
+        }
+        if (rc == 0)
+            rc = add_records(&g, by_address ? &id : &(struct identity){0}, by_address ? &live : NULL, s, &out->peak,
+                             p->section->recs, p->section->count, out->device);
         out->peak.whole = p->bytes;
         finish(&out->peak);
     }
+    ot_u64map_free(&live);
     ot_u64map_free(&g.map);
     free(g.v);
+    free(id.v);
     return rc;
 }
 
