@@ -28,6 +28,8 @@ def collect(nblocks):
 
     c = comp.Companion.__new__(comp.Companion)
     c.attached, c.given_up, c.watching, c.recent, c.in_oom = {}, set(), False, [], False
+    c.collect_failed = set()
+    c.sees_raises = False
     adapter = comp.Torch(c, torch)
     c.attached["torch"] = adapter
     wall, cpu = [], []

@@ -221,17 +221,28 @@ def rec_steps(framework, steps):
     return (STEPS, b)
 
 
+UNITS = {"": 1, "b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+         "kb": 1000, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12}
+
+
 def _request_from_text(text):
-    """The bytes a framework's OOM message says it tried to allocate (JAX: "... allocate 123 bytes",
-    CuPy: "Out of memory allocating 1,024 bytes"); 0 when the text does not say."""
+    """The bytes a framework's OOM message says it tried to allocate: CuPy "allocating 1,024 bytes", JAX
+    "trying to allocate 1.00GiB" (rounded by JAX to two decimals), PyTorch "Tried to allocate 2.00 GiB";
+    0 when the text does not say."""
     import re
-    m = re.search(r"allocat\w*\s+([\d,]+)\s*bytes", text)
+    m = re.search(r"allocat\w*\s+([\d][\d,]*(?:\.\d+)?)\s*(bytes|[KMGT]i?B|B)?\b", text, re.I)
     if not m:
         return 0
     try:
-        return int(m.group(1).replace(",", ""))
-    except ValueError:
+        return int(float(m.group(1).replace(",", "")) * UNITS[(m.group(2) or "").lower()])
+    except (ValueError, KeyError):
         return 0
+
+
+def _device_from_text(text):
+    import re
+    m = re.search(r"\bdevice (\d+)", text)
+    return int(m.group(1)) if m else 0
 
 
 # ---- the frameworks ----
@@ -252,6 +263,7 @@ class Torch:
         self.step_hook = False
         self.stacks = os.environ.get("OOMTRACE_TORCH_STACKS", "") == "python"
         self.steps = []
+        self.pending = None  # (request, device, records, text) of the last observer call not yet raised
         self.cuda = getattr(torch, "cuda", None)
         if self.cuda is None or not hasattr(self.cuda, "is_initialized"):
             raise AttributeError("torch.cuda.is_initialized")
@@ -275,6 +287,7 @@ class Torch:
         else:
             attach(self.comp.guard("torch OOM observer", self.on_oom))
             self.observer = True
+            self.comp.watch_exceptions()
         if self.stacks:
             try:
                 self.cuda.memory._record_memory_history(enabled="state", stacks="python")
@@ -286,9 +299,23 @@ class Torch:
         return str(getattr(self.torch, "__version__", ""))
 
     def on_oom(self, device, alloc, device_allocated, device_free):
+        """The observer runs at every refusal, also those PyTorch swallows itself (cuDNN's workspace
+        probes). Where the program's exceptions are visible (sys.monitoring, 3.12+) the allocator's state
+        is kept here and written when torch's OutOfMemoryError reaches Python code; before 3.12 it is
+        written now."""
         text = ("PyTorch's caching allocator refused %d bytes on device %d (device_allocated %d, "
                 "device_free %d)" % (alloc, device, device_allocated, device_free))
-        self.comp.framework_oom("torch", int(alloc), int(device), text)
+        if self.comp.sees_raises:
+            self.pending = (int(alloc), int(device), self.comp.collect_records("oom"), text)
+        else:
+            self.comp.framework_oom("torch", int(alloc), int(device), text)
+
+    def is_oom(self, exc):
+        t = type(exc)
+        return t.__name__ == "OutOfMemoryError" and str(t.__module__).split(".")[0] == "torch"
+
+    def device_of(self, exc):
+        return _device_from_text(str(exc))
 
     def on_step(self, step, input_shapes):
         allocated = reserved = 0
@@ -396,7 +423,7 @@ class Jax:
         return type(exc).__name__ in self.error_types and "RESOURCE_EXHAUSTED" in str(exc)
 
     def device_of(self, exc):
-        return 0
+        return _device_from_text(str(exc))
 
     def collect(self, records):
         env = os.environ
@@ -492,7 +519,9 @@ class Companion:
         self.mark_fn.restype = ctypes.c_int
         self.attached = {}  # name -> adapter
         self.given_up = set()
+        self.collect_failed = set()
         self.watching = False
+        self.sees_raises = False  # sys.monitoring RAISE events: exceptions the program catches are seen too
         self.recent = []  # (id, text, t) of framework OOM exceptions already written
         self.in_oom = False
 
@@ -540,6 +569,9 @@ class Companion:
 
     # -- collection --
     def collect(self, reason, extra=()):
+        return payload(self.collect_records(reason) + list(extra))
+
+    def collect_records(self, reason):
         records = []
         for name, adapter in list(self.attached.items()):
             t0 = time.monotonic_ns()
@@ -549,14 +581,15 @@ class Companion:
                     raise RuntimeError("oomtrace test: collection fails")
                 adapter.collect(recs)
             except Exception as e:
-                _say("%s: collecting the allocator's state failed (%s: %s); this snapshot lacks it" %
-                     (name, type(e).__name__, e))
+                if name not in self.collect_failed:  # said once; later snapshots lack it the same way
+                    self.collect_failed.add(name)
+                    _say("%s: collecting the allocator's state failed (%s: %s); snapshots lack it" %
+                         (name, type(e).__name__, e))
                 recs = []
             t1 = time.monotonic_ns()
             records.append(rec_info(name, adapter.version(), reason, t0, t1 - t0))
             records.extend(recs)
-        records.extend(extra)
-        return payload(records)
+        return records
 
     def refresh(self, reason):
         self.scan()
@@ -567,13 +600,15 @@ class Companion:
     def _buf(p):
         return p, len(p)
 
-    def framework_oom(self, framework, request, device, text):
+    def framework_oom(self, framework, request, device, text, records=None):
         if self.in_oom:
             return
         self.in_oom = True
         try:
             self.scan()
-            p = self.collect("oom", [rec_error(framework, text, device, request)])
+            if records is None:
+                records = self.collect_records("oom")
+            p = payload(records + [rec_error(framework, text, device, request)])
             self.oom_fn(framework.encode(), request, device, p, len(p))
         finally:
             self.in_oom = False
@@ -593,6 +628,7 @@ class Companion:
                     mon.use_tool_id(tool, "oomtrace")
                     mon.register_callback(tool, mon.events.RAISE, self.on_raise)
                     mon.set_events(tool, mon.get_events(tool) | mon.events.RAISE)
+                    self.sees_raises = True
                     return
             _say("sys.monitoring has no free tool id; JAX/CuPy OOMs are seen only when uncaught")
         import threading
@@ -618,17 +654,27 @@ class Companion:
 
     def on_exception(self, exc):
         try:
-            for name in ("jax", "cupy"):
+            for name in ("torch", "jax", "cupy"):
                 a = self.attached.get(name)
                 if a is None or not a.is_oom(exc):
                     continue
+                if name == "torch" and not self.sees_raises:
+                    return  # its observer wrote the snapshot already
                 text = str(exc)
                 now = time.monotonic()
-                # The same exception passes each frame it unwinds; a wrapper re-raises its text.
+                # The same exception passes each frame it unwinds; JAX's wrapper re-raises its text.
                 self.recent = [r for r in self.recent if now - r[2] < 2.0]
-                if any(r[0] == id(exc) or r[1] == text for r in self.recent):
+                if any(r[0] == id(exc) or (name == "jax" and r[1] == text) for r in self.recent):
                     return
                 self.recent.append((id(exc), text, now))
+                if name == "torch":
+                    pending, a.pending = a.pending, None
+                    if pending is not None:
+                        request, device, records, _ = pending
+                        self.framework_oom("torch", request, device, text, records)
+                    else:
+                        self.framework_oom("torch", _request_from_text(text), a.device_of(exc), text)
+                    return
                 self.framework_oom(name, _request_from_text(text), a.device_of(exc), text)
                 return
         except Exception as e:

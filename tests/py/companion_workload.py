@@ -69,8 +69,14 @@ def main():
                 hook(opt, (), {})
         print("too big", allocate(4 << 30))
         settle()
+        for fn in torch.observers:  # a refusal torch swallows itself (a cuDNN workspace probe)
+            fn(0, 1 << 30, 3 * MiB, 100 * MiB)
         for fn in torch.observers:  # what torch's caching allocator does before raising its OOM
             fn(0, 2 << 30, 3 * MiB, 100 * MiB)
+        try:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+        except torch.OutOfMemoryError as e:
+            print("caught", type(e).__name__)
         print("observers", "called")
         return 0
     return 2

@@ -39,6 +39,7 @@ def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True
     torch.__path__ = []  # a package, so that "import torch.optim.optimizer" resolves in sys.modules
     torch.observers = []
     torch.step_hooks = []
+    torch.OutOfMemoryError = type("OutOfMemoryError", (RuntimeError,), {"__module__": "torch"})
 
     class Tensor:
         pass

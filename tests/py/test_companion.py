@@ -46,6 +46,9 @@ def companion():
     lib = Lib()
     c.state_fn, c.oom_fn, c.mark_fn = lib.state, lib.oom, lib.mark
     c.attached, c.given_up, c.watching, c.recent, c.in_oom = {}, set(), False, [], False
+    c.collect_failed = set()
+    c.sees_raises = False
+    c.watch_exceptions = lambda: None  # one process, many companions: sys.monitoring's tool ids are few
     return c, lib
 
 
@@ -99,6 +102,9 @@ expect(C._request_from_text("RESOURCE_EXHAUSTED: Out of memory while trying to a
 expect(C._request_from_text("Out of memory allocating 1,073,741,824 bytes (allocated so far: 0 bytes).")
        == 1 << 30, "CuPy request parsed")
 expect(C._request_from_text("no number here") == 0, "no request: 0")
+expect(C._request_from_text("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.00GiB with allocator "
+                            "GPU_0_bfc on device 0.") == 1 << 30, "JAX request with a unit")
+expect(C._device_from_text("allocator GPU_1_bfc on device 1.") == 1, "device from the text")
 
 # 2. The stand-in torch: attach, observer, collection.
 clear_modules()
@@ -110,6 +116,21 @@ t.observers[0](0, 1 << 30, 5, 6)
 expect(len(lib.ooms) == 1 and lib.ooms[0][:3] == (b"torch", 1 << 30, 0), "observer writes the fatal snapshot")
 kinds = [x["kind"] for x in records(lib.ooms[0][3])]
 expect(kinds[0] == "INFO" and "SEGMENTS" in kinds and kinds[-1] == "ERROR", "fatal payload: %s" % kinds)
+# Where raises are seen (3.12+), a refusal PyTorch swallows (cuDNN's probes) writes nothing; the one that
+# reaches Python as OutOfMemoryError does, with the state kept at its observer call and torch's message.
+c.sees_raises = True
+t.observers[0](0, 1 << 20, 5, 6)
+t.observers[0](0, 1 << 29, 5, 6)
+expect(len(lib.ooms) == 1, "swallowed refusals write nothing")
+oom = t.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has ...")
+for _ in range(3):  # each frame it unwinds
+    c.on_raise(None, 0, oom)
+expect(len(lib.ooms) == 2 and lib.ooms[1][:3] == (b"torch", 1 << 29, 0), "the raised OOM writes one snapshot")
+err = [x for x in records(lib.ooms[1][3]) if x["kind"] == "ERROR"][0]
+expect(err["text"].startswith("CUDA out of memory. Tried"), "torch's own message in ERROR")
+c.on_raise(None, 0, t.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+expect(len(lib.ooms) == 3 and lib.ooms[2][1] == 2 << 30, "an OOM with no observer call: request from the text")
+c.sees_raises = False
 
 # torch not yet initialized: nothing touched, the observer waits for a later scan.
 clear_modules()
