@@ -5,7 +5,9 @@
 #ifndef OT_READ_SYMBOLIZE_H
 #define OT_READ_SYMBOLIZE_H
 
-#include "symbols/resolve.h"
+#include "symbols/frame.h"
+
+struct ot_symbolizer;
 
 struct ot_symbolizer_info {
     bool available;        /* built with libdw */
