@@ -169,16 +169,6 @@ static size_t parse_count(const char *opt, const char *arg)
     return (size_t)v;
 }
 
-/* Reads a whole file (or a pipe) into memory, or exits with status 2 saying why. */
-static uint8_t *read_all(const char *path, size_t *len)
-{
-    uint8_t *buf = NULL;
-    char err[OT_ERRBUF];
-    if (ot_read_file(path, &buf, len, err) < 0)
-        die("%s: %s", path, err);
-    return buf;
-}
-
 enum { OPT_TOP = 256, OPT_AT, OPT_FRAMES, OPT_FORMAT, OPT_DEBUG_DIR, OPT_NO_SYMBOLIZE };
 enum { OPT_NATIVE = 512, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH, OPT_CHECK_GATE };
 
@@ -335,38 +325,23 @@ int main(int argc, char **argv)
         return mrc;
     }
 
-    size_t len;
-    uint8_t *buf = read_all(path, &len);
-    struct ot_snapshot snap;
+    struct ot_loaded ld;
     char err[OT_ERRBUF];
-    if (ot_snapshot_parse(buf, len, &snap, err) < 0)
+    if (ot_load(&ld, path, &rx.lo, err) < 0)
         die("%s: %s", path, err);
-
-    struct ot_symbolizer *sym = symbolize ? ot_symbolizer_new(&snap, debug_dirs, ndebug) : NULL;
-    struct ot_symbolizer_info syminfo;
-    ot_symbolizer_info(sym, &syminfo);
-    struct ot_resolver *res = ot_resolver_new(&snap, sym);
-    if (!res)
-        die("out of memory");
-    struct ot_analysis an;
-    if (ot_analyze(&an, &snap, res, &syminfo, err) < 0)
-        die("%s: %s", path, err);
+    const struct ot_analysis *an = &ld.an;
 
     struct ot_gate_result gres;
-    if (ot_run_gate(&rx, &an, path, &gres) < 0)
+    if (ot_run_gate(&rx, an, path, &gres) < 0)
         exit(OT_EXIT_BAD);
     FILE *out = stdout;
     if (out_path && !(out = fopen(out_path, "w")))
         die("%s: %s", out_path, strerror(errno));
-    int rc = other_format ? other_format(out, &an, &ro) : json ? ot_report_json(out, &an, &ro) : ot_report_text(out, &an, &ro);
+    int rc = other_format ? other_format(out, an, &ro) : json ? ot_report_json(out, an, &ro) : ot_report_text(out, an, &ro);
     if (fflush(out) != 0 || rc < 0 || (out != stdout && fclose(out) != 0))
         die("%s: write failed: %s", out_path ? out_path : "standard output", strerror(errno));
 
-    ot_analysis_free(&an);
-    ot_resolver_free(res);
-    ot_symbolizer_free(sym);
-    ot_snapshot_free(&snap);
-    free(buf);
+    ot_loaded_free(&ld);
     free(debug_dirs);
     return ot_gate_report(&gres);
 }
