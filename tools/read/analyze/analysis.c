@@ -36,6 +36,21 @@ uint64_t ot_other_process_bytes(const struct ot_snapshot *s, int64_t device, siz
     return b;
 }
 
+void ot_untracked_of(const struct ot_snapshot *s, const struct snap_device *d, struct ot_untracked *u)
+{
+    memset(u, 0, sizeof(*u));
+    u->tracked = d->tracked_bytes;
+    u->others = ot_other_process_bytes(s, d->ordinal, &u->nothers);
+    u->has_baseline = d->flags & OT_DEV_BASELINE_KNOWN;
+    u->baseline = u->has_baseline ? d->baseline_used_bytes : 0;
+    u->known = (d->flags & OT_DEV_MEMINFO_KNOWN) && d->total_bytes >= d->free_bytes;
+    if (!u->known)
+        return;
+    u->used = d->total_bytes - d->free_bytes;
+    u->explained = ot_sat_add(ot_sat_add(u->baseline, u->tracked), u->others);
+    u->bytes = u->used >= u->explained ? (int64_t)(u->used - u->explained) : -(int64_t)(u->explained - u->used);
+}
+
 static int add_peak_views(struct ot_analysis *a)
 {
     const struct ot_snapshot *s = a->s;

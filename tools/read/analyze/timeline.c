@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "model/addrmap.h"
+#include "model/replay.h"
 
 #define NS_MAX (OT_TL_TOP + 1)
 
@@ -86,6 +86,53 @@ static size_t series_of(const struct ot_timeline *tl, uint64_t stack_id)
     return tl->nseries - 1;
 }
 
+/* The replay's walk: the state after each event of the device, recorded as a point. */
+struct walk {
+    struct ot_timeline *tl;
+    struct build *b;
+    struct state st;
+    uint64_t ord;
+};
+
+static bool on_device(const struct snap_event *e, void *ctx)
+{
+    const struct walk *w = ctx;
+    return e->device == w->tl->device && ot_category_is_device64(e->category);
+}
+
+static void visit(const struct ot_replay_step *rs, void *ctx)
+{
+    struct walk *w = ctx;
+    struct ot_timeline *tl = w->tl;
+    struct state *st = &w->st;
+    const struct snap_event *e = rs->e;
+    if (!rs->tracked)
+        return;
+    if (tl->events++ == 0) {
+        st->t = e->time_ns;
+        st->ord = w->ord++;
+        record(w->b, st); /* the level before the first kept event */
+    }
+    size_t k;
+    if (e->kind == OT_EV_ALLOC) {
+        k = series_of(tl, e->stack_id);
+        st->net[k] += e->size;
+        st->total += e->size;
+    } else {
+        if (rs->matched) {
+            k = series_of(tl, rs->alloc.id);
+        } else {
+            k = tl->nseries - 1;
+            tl->unmatched_frees++;
+        }
+        st->net[k] -= e->size;
+        st->total -= e->size;
+    }
+    st->t = e->time_ns;
+    st->ord = w->ord++;
+    record(w->b, st);
+}
+
 static void set_end(struct ot_timeline *tl, const struct ot_analysis *a, const uint64_t *netfinal)
 {
     const struct ot_snapshot *s = a->s;
@@ -137,65 +184,22 @@ int ot_timeline_build(struct ot_timeline *tl, const struct ot_analysis *a, int64
     b.net = malloc(b.cap * b.ns * sizeof(uint64_t));
     tl->t_ns = b.t;
     tl->v = b.net;
-    struct ot_addrmap live = {0}, pre = {0};
     if (!b.t || !b.net)
         goto oom;
 
     /* Allocations live at the peak that the ring never saw being made: their frees can still be
      * charged to the right site. */
+    struct walk w = {.tl = tl, .b = &b};
+    struct ot_replay rp = {.s = s, .last_seq = UINT64_MAX, .track = on_device, .visit = visit, .ctx = &w};
     uint64_t first_seq = a->ev.decoded ? a->ev.first_seq : UINT64_MAX;
     const struct ot_peak *pk = ot_snapshot_peak(s, device);
     for (size_t i = 0; pk && i < pk->count; i++) {
         const struct ot_record *r = &pk->recs[i];
         if (r->device == device && ot_category_is_device64(r->category) && r->seq < first_seq)
-            ot_addrmap_set(&pre, r->address, (struct ot_addrval){r->stack_id, r->size});
+            ot_replay_seed(&rp, r);
     }
-
-    struct state st = {0};
-    struct ot_event_reader rd;
-    ot_event_reader_init(&rd, s);
-    const struct snap_event *ev;
-    size_t n;
-    int rc;
-    uint64_t ord = 0;
-    while ((rc = ot_event_reader_next(&rd, &ev, &n, errbuf)) > 0) {
-        for (size_t i = 0; i < n; i++) {
-            const struct snap_event *e = &ev[i];
-            if ((e->kind != OT_EV_ALLOC && e->kind != OT_EV_FREE) || e->device != device ||
-                !ot_category_is_device64(e->category))
-                continue;
-            if (tl->events++ == 0) {
-                st.t = e->time_ns;
-                st.ord = ord++;
-                record(&b, &st); /* the level before the first kept event */
-            }
-            size_t k;
-            struct ot_addrval v;
-            if (e->kind == OT_EV_ALLOC) {
-                k = series_of(tl, e->stack_id);
-                ot_addrmap_set(&live, e->addr, (struct ot_addrval){k, e->size});
-                st.net[k] += e->size;
-                st.total += e->size;
-            } else {
-                if (ot_addrmap_take(&live, e->addr, &v)) {
-                    k = (size_t)v.id;
-                } else if (ot_addrmap_take(&pre, e->addr, &v)) {
-                    k = series_of(tl, v.id);
-                } else {
-                    k = tl->nseries - 1;
-                    tl->unmatched_frees++;
-                }
-                st.net[k] -= e->size;
-                st.total -= e->size;
-            }
-            st.t = e->time_ns;
-            st.ord = ord++;
-            record(&b, &st);
-        }
-    }
-    ot_event_reader_free(&rd);
-    ot_addrmap_free(&live);
-    ot_addrmap_free(&pre);
+    int rc = ot_replay_run(&rp, errbuf);
+    struct state st = w.st;
     if (rc < 0)
         goto fail;
     flush(&b);
@@ -231,7 +235,6 @@ int ot_timeline_build(struct ot_timeline *tl, const struct ot_analysis *a, int64
     }
     return 0;
 oom:
-    ot_addrmap_free(&pre);
     snprintf(errbuf, OT_ERRBUF, "out of memory while building the timeline");
 fail:
     ot_timeline_free(tl);
@@ -240,8 +243,43 @@ fail:
 
 void ot_timeline_free(struct ot_timeline *tl)
 {
+    ot_sites_free(&tl->own);
+    tl->top = NULL;
     free(tl->t_ns);
     free(tl->v);
     tl->t_ns = tl->v = NULL;
     tl->npoints = 0;
+}
+
+static int64_t timeline_device(const struct ot_analysis *a)
+{
+    if (a->s->has_failure && a->s->failure.device >= 0) /* -1: a failed host allocation */
+        return a->s->failure.device;
+    if (a->peak)
+        return a->peak->device;
+    return a->s->ndevices ? a->s->devices[0].ordinal : 0;
+}
+
+int ot_timeline_of(struct ot_timeline *tl, const struct ot_analysis *a, size_t max_points, char errbuf[OT_ERRBUF])
+{
+    int64_t dev = timeline_device(a);
+    struct ot_sites own = {0};
+    const struct ot_sites *top = NULL;
+    for (size_t i = 0; i < a->npeaks && !top; i++)
+        if (a->peaks[i].device == dev && a->peaks[i].has_sites)
+            top = &a->peaks[i].sites;
+    if (!top && a->has_at_failure && a->failure_device == dev)
+        top = &a->at_failure;
+    if (!top && a->s->has_live) {
+        struct ot_site_filter flt = {.device = dev, .device_memory = true};
+        if (ot_sites_build(a->s->live, a->s->nlive, &flt, &own) == 0)
+            top = &own;
+    }
+    if (ot_timeline_build(tl, a, dev, top, max_points, errbuf) < 0) {
+        ot_sites_free(&own);
+        return -1;
+    }
+    tl->own = own;
+    tl->top = top == &own ? &tl->own : top;
+    return 0;
 }

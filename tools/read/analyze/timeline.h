@@ -34,6 +34,8 @@ struct ot_timeline {
     bool negative;                   /* a level fell below zero (an inconsistent snapshot) and shows as 0 */
     bool end_from_live;              /* end[] from LIVE records, else from DEVICES tracked_bytes */
     uint64_t max_total, max_total_t_ns;
+    const struct ot_sites *top;      /* the sites the series are the first of (ot_timeline_of), or NULL */
+    struct ot_sites own;             /* top's storage when no table of the analysis serves */
 };
 
 /* top: the sites whose stacks become series (the first OT_TL_TOP), or NULL. max_points >= 8.
@@ -41,5 +43,10 @@ struct ot_timeline {
 int ot_timeline_build(struct ot_timeline *tl, const struct ot_analysis *a, int64_t device, const struct ot_sites *top,
                       size_t max_points, char errbuf[OT_ERRBUF]);
 void ot_timeline_free(struct ot_timeline *tl);
+
+/* The timeline a report shows: of the failing device, else the leading peak's, else the first listed;
+ * its series the device's top sites at its peak, else at the failure, else live at the snapshot
+ * (tl->top). Same errors as ot_timeline_build. */
+int ot_timeline_of(struct ot_timeline *tl, const struct ot_analysis *a, size_t max_points, char errbuf[OT_ERRBUF]);
 
 #endif

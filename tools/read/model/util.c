@@ -376,3 +376,12 @@ const char *ot_fmt_wall(char *buf, uint64_t wall_ns)
         return NULL;
     return buf;
 }
+
+void ot_strv_free(char **v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}

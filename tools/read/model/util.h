@@ -67,6 +67,9 @@ char *ot_arena_strdup(struct ot_arena *a, const char *s, size_t n);  /* NUL-term
 int ot_arena_adopt(struct ot_arena *a, void *p); /* frees p with the arena; -1 (p not adopted) on OOM */
 void ot_arena_free(struct ot_arena *a);
 
+/* Frees n malloc'd strings and the malloc'd array holding them; NULL is fine. */
+void ot_strv_free(char **v, size_t n);
+
 /* Open-addressing map from u64 keys to u32 values (indexes into an array). */
 struct ot_u64map {
     uint64_t *keys;

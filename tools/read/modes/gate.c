@@ -133,7 +133,7 @@ int ot_gate_peak_of_path(const char *path, const struct ot_load_opts *o, struct 
         if (q.known && (!p->known || q.bytes > p->bytes))
             *p = q;
     }
-    ot_free_list(files, n);
+    ot_strv_free(files, n);
     if (!ok) {
         if (first_err[0])
             snprintf(errbuf, OT_ERRBUF, "no readable snapshot (%s)", first_err);

@@ -185,15 +185,6 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-void ot_free_list(char **paths, size_t n)
-{
-    if (!paths)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(paths[i]);
-    free(paths);
-}
-
 int ot_list_snapshots(const char *dir, char ***paths, size_t *n, char errbuf[OT_ERRBUF])
 {
     *paths = NULL;
@@ -237,7 +228,7 @@ int ot_list_snapshots(const char *dir, char ***paths, size_t *n, char errbuf[OT_
     return 0;
 oom:
     closedir(d);
-    ot_free_list(v, cnt);
+    ot_strv_free(v, cnt);
     snprintf(errbuf, OT_ERRBUF, "out of memory listing the directory");
     return -1;
 }

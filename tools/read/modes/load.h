@@ -37,9 +37,8 @@ uint64_t ot_max_peak(const struct ot_analysis *a, int64_t *device);
 /* True when path names a directory. */
 bool ot_is_dir(const char *path);
 
-/* The *.oomt files of a directory, sorted by name, as malloc'd full paths (free with ot_free_list).
+/* The *.oomt files of a directory, sorted by name, as malloc'd full paths (free with ot_strv_free).
  * -1 with errbuf when the directory cannot be read. */
 int ot_list_snapshots(const char *dir, char ***paths, size_t *n, char errbuf[OT_ERRBUF]);
-void ot_free_list(char **paths, size_t n);
 
 #endif

@@ -412,7 +412,7 @@ static int write_text(FILE *f, struct run *u)
 
 static void run_free(struct run *u)
 {
-    ot_free_list(u->files, u->nfiles);
+    ot_strv_free(u->files, u->nfiles);
     free(u->infos);
     free(u->order);
     free(u->procs);

@@ -5,9 +5,7 @@
 
 #include <stdio.h>
 
-#include "analyze/analysis.h"
-
-enum ot_at { OT_AT_DEFAULT, OT_AT_PEAK, OT_AT_FAILURE, OT_AT_LIVE };
+#include "analyze/moment.h"
 
 struct ot_report_opts {
     size_t top;     /* site rows in text; in JSON only when top_given */

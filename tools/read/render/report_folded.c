@@ -67,10 +67,10 @@ static void put_stack(FILE *f, const struct ot_analysis *a, uint64_t stack_id, s
 int ot_report_folded(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o)
 {
     struct ot_moment m;
-    ot_lbl_moment(a, o->at, OT_AT_PEAK, &m);
+    ot_moment_of(a, o->at, OT_AT_PEAK, &m);
     if (m.fell_back)
         fprintf(stderr, "oomtrace-read: note: the snapshot does not record the %s's live set; the folded stacks "
-                "are the live set at the snapshot\n", ot_lbl_at_name(o->at == OT_AT_DEFAULT ? OT_AT_PEAK : o->at));
+                "are the live set at the snapshot\n", ot_at_name(m.asked));
     if (!m.sites) {
         fputs("oomtrace-read: note: the snapshot has no LIVE section either: no stacks to fold\n", stderr);
         return ferror(f) ? -1 : 0;

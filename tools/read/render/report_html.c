@@ -178,7 +178,7 @@ static void label_of(struct hx *h, uint64_t stack_id)
     struct ot_site one = {.stack_id = stack_id};
     char **l = ot_lbl_sites(h->a, &one, 1, H_NAME_MAX);
     h_cstr(h->f, l ? l[0] : "?");
-    ot_lbl_free(l, 1);
+    ot_strv_free(l, 1);
 }
 
 static void failure(struct hx *h)
@@ -239,7 +239,7 @@ static void sites_section(struct hx *h)
     FILE *f = h->f;
     const struct ot_analysis *a = h->a;
     struct ot_moment mo;
-    ot_lbl_moment(a, h->o->at, OT_AT_PEAK, &mo);
+    ot_moment_of(a, h->o->at, OT_AT_PEAK, &mo);
     char b1[32], b2[32], tb[48];
     fputs("<section class=\"card\"><h2>", f);
     if (!mo.sites) {
@@ -257,7 +257,7 @@ static void sites_section(struct hx *h)
     fprintf(f, " in %s allocation%s</small></h2>\n", ot_fmt_count(b2, st->count), st->count == 1 ? "" : "s");
     if (mo.fell_back)
         fprintf(f, "<p class=\"note warn\">The snapshot does not record the live set at the %s: this is the live set at "
-                "the snapshot.</p>\n", ot_lbl_at_name(h->o->at == OT_AT_DEFAULT ? OT_AT_PEAK : h->o->at));
+                "the snapshot.</p>\n", ot_at_name(mo.asked));
     if (!st->n) {
         fputs("<p>No allocations.</p></section>\n", f);
         return;
@@ -299,7 +299,7 @@ static void sites_section(struct hx *h)
         fprintf(f, "</td><td>%zu more site%s (--top)</td></tr>\n", st->n - n, st->n - n == 1 ? "" : "s");
     }
     fputs("</tbody></table></section>\n", f);
-    ot_lbl_free(labels, n);
+    ot_strv_free(labels, n);
 }
 
 static void devices_section(struct hx *h)
@@ -404,42 +404,17 @@ static void notes_section(struct hx *h)
           "started (CLOCK_MONOTONIC).</footer>\n", f);
 }
 
-/* The device the timeline shows: the failing one, else the leading peak's, else the first listed. */
-static int64_t timeline_device(const struct ot_analysis *a)
-{
-    if (a->s->has_failure && a->s->failure.device >= 0) /* -1: a failed host allocation */
-        return a->s->failure.device;
-    if (a->peak)
-        return a->peak->device;
-    return a->s->ndevices ? a->s->devices[0].ordinal : 0;
-}
-
 int ot_report_html(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o)
 {
     struct hx h = {.f = f, .a = a, .s = a->s, .o = o};
-    int64_t dev = timeline_device(a);
-    /* The series: the device's top sites at its peak, else at the failure, else live at the snapshot. */
-    struct ot_sites own = {0};
-    const struct ot_sites *top = NULL;
-    for (size_t i = 0; i < a->npeaks && !top; i++)
-        if (a->peaks[i].device == dev && a->peaks[i].has_sites)
-            top = &a->peaks[i].sites;
-    if (!top && a->has_at_failure && a->failure_device == dev)
-        top = &a->at_failure;
-    if (!top && a->s->has_live) {
-        struct ot_site_filter flt = {.device = dev, .device_memory = true};
-        if (ot_sites_build(a->s->live, a->s->nlive, &flt, &own) == 0)
-            top = &own;
-    }
     char err[OT_ERRBUF];
-    if (ot_timeline_build(&h.tl, a, dev, top, H_POINTS, err) < 0) {
+    if (ot_timeline_of(&h.tl, a, H_POINTS, err) < 0) {
         fprintf(stderr, "oomtrace-read: %s\n", err);
-        ot_sites_free(&own);
         return -1;
     }
     h.has_tl = true;
     size_t nnamed = h.tl.nseries - 1;
-    h.series_names = nnamed ? ot_lbl_sites(a, top->v, nnamed, H_NAME_MAX) : NULL;
+    h.series_names = nnamed ? ot_lbl_sites(a, h.tl.top->v, nnamed, H_NAME_MAX) : NULL;
 
     header(&h);
     failure(&h);
@@ -453,9 +428,8 @@ int ot_report_html(FILE *f, const struct ot_analysis *a, const struct ot_report_
     fputs(h_script, f);
     fputs("</script>\n</body>\n</html>\n", f);
 
-    ot_lbl_free(h.series_names, nnamed);
+    ot_strv_free(h.series_names, nnamed);
     ot_timeline_free(&h.tl);
-    ot_sites_free(&own);
     ot_sb_free(&h.sb);
     return ferror(f) ? -1 : 0;
 }

@@ -123,7 +123,7 @@ static void put_label(struct md *m, uint64_t stack_id, bool in_table)
     struct ot_site one = {.stack_id = stack_id};
     char **l = ot_lbl_sites(m->a, &one, 1, MD_NAME_MAX);
     md_code(m->f, ot_cstr(l ? l[0] : "?"), 0, in_table);
-    ot_lbl_free(l, 1);
+    ot_strv_free(l, 1);
 }
 
 static void failure(struct md *m)
@@ -253,7 +253,7 @@ static void sites(struct md *m)
     FILE *f = m->f;
     const struct ot_analysis *a = m->a;
     struct ot_moment mo;
-    ot_lbl_moment(a, m->o->at, OT_AT_PEAK, &mo);
+    ot_moment_of(a, m->o->at, OT_AT_PEAK, &mo);
     char b1[32], b2[32], tb[48];
     if (!mo.sites) {
         fputs("### Top call sites\n\nUnknown: the snapshot has neither a PEAK nor a LIVE section.\n\n", f);
@@ -270,7 +270,7 @@ static void sites(struct md *m)
     fprintf(f, ", %s allocation%s\n\n", ot_fmt_count(b2, st->count), st->count == 1 ? "" : "s");
     if (mo.fell_back)
         fprintf(f, "(The snapshot does not record the live set at the %s: this is the live set at the snapshot.)\n\n",
-                ot_lbl_at_name(m->o->at == OT_AT_DEFAULT ? OT_AT_PEAK : m->o->at));
+                ot_at_name(mo.asked));
     if (!st->n) {
         fputs("No allocations.\n\n", f);
         return;
@@ -299,7 +299,7 @@ static void sites(struct md *m)
         fprintf(f, " | %zu more site%s |\n", st->n - n, st->n - n == 1 ? "" : "s");
     }
     fputc('\n', f);
-    ot_lbl_free(labels, n);
+    ot_strv_free(labels, n);
 
     /* The last markers before the moment: where in the program it happened. */
     if (mo.at != OT_AT_LIVE) {

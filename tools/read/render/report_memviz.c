@@ -17,7 +17,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "model/addrmap.h"
+#include "model/replay.h"
 #include "render/pickle.h"
 #include "render/sitelabel.h"
 
@@ -194,32 +194,61 @@ static bool wanted_device(int64_t d, bool only, int64_t dev)
     return d >= 0 && d < OT_MV_MAX_DEVICES && (!only || d == dev);
 }
 
+/* The trace's events: the latest OT_MV_MAX_EVENTS, and each device's net bytes since the ring's start. */
+struct trace {
+    struct mv_event *ring;
+    size_t head, count;
+    uint64_t net[OT_MV_MAX_DEVICES];
+    int64_t ndev;
+    bool only;
+    int64_t only_dev;
+};
+
+static bool wanted_event(const struct snap_event *e, void *ctx)
+{
+    const struct trace *t = ctx;
+    return ot_category_is_device64(e->category) && wanted_device(e->device, t->only, t->only_dev);
+}
+
+static void visit(const struct ot_replay_step *st, void *ctx)
+{
+    struct trace *t = ctx;
+    const struct snap_event *e = st->e;
+    if (!st->tracked && (e->kind != OT_EV_FAILED || !wanted_event(e, t)))
+        return;
+    struct mv_event me = {e->kind, e->addr, e->size, e->stack_id, e->time_ns, e->seq, e->device, 0};
+    if (e->kind == OT_EV_ALLOC) {
+        t->net[e->device] += e->size;
+    } else if (e->kind == OT_EV_FREE) {
+        me.stack_id = st->matched ? st->alloc.id : 0;
+        t->net[e->device] -= e->size;
+    } else {
+        me.level = t->net[e->device];
+    }
+    if (e->device + 1 > t->ndev)
+        t->ndev = e->device + 1;
+    t->ring[(t->head + t->count) % OT_MV_MAX_EVENTS] = me;
+    if (t->count < OT_MV_MAX_EVENTS)
+        t->count++;
+    else
+        t->head = (t->head + 1) % OT_MV_MAX_EVENTS;
+}
+
 int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o)
 {
     const struct ot_snapshot *s = a->s;
-    enum ot_at at = o->at == OT_AT_DEFAULT ? OT_AT_LIVE : o->at;
-    const struct ot_record *recs = NULL;
-    size_t nrecs = 0;
-    uint64_t seq_limit = UINT64_MAX;
-    bool only = false;
-    int64_t only_dev = 0;
-    if (at == OT_AT_PEAK && a->peak && a->peak->section) {
-        recs = a->peak->section->recs;
-        nrecs = a->peak->section->count;
-        seq_limit = a->peak->seq;
-        only = true;
-        only_dev = a->peak->device;
-    } else if (at == OT_AT_FAILURE && s->has_failure && s->has_live) {
-        recs = s->live;
-        nrecs = s->nlive;
-        seq_limit = s->failure.seq;
-    } else {
-        if (at != OT_AT_LIVE)
-            fprintf(stderr, "oomtrace-read: note: the snapshot does not record the %s's live set; the memviz "
-                    "segments are the live set at the snapshot\n", ot_lbl_at_name(at));
-        recs = s->live;
-        nrecs = s->has_live ? s->nlive : 0;
-    }
+    struct ot_moment mo;
+    ot_moment_of(a, o->at, OT_AT_LIVE, &mo);
+    const struct ot_record *recs = mo.recs;
+    size_t nrecs = mo.nrecs;
+    uint64_t seq_limit = mo.last_seq;
+    /* At the peak, the peak's device alone (its records are its own); the failure and the snapshot show
+     * every device. */
+    bool only = mo.at == OT_AT_PEAK;
+    int64_t only_dev = mo.device;
+    if (mo.fell_back)
+        fprintf(stderr, "oomtrace-read: note: the snapshot does not record the %s's live set; the memviz "
+                "segments are the live set at the snapshot\n", ot_at_name(mo.asked));
 
     /* Segments, in (device, address) order. */
     const struct ot_record **seg = malloc((nrecs ? nrecs : 1) * sizeof(*seg));
@@ -248,56 +277,18 @@ int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_repor
 
     /* The latest OT_MV_MAX_EVENTS events up to the moment, in a circular buffer. A free's stack is
      * its allocation's: from the ring's own allocations, else from PEAK records made before it. */
-    struct ot_addrmap owner = {0};
+    struct trace tr = {.ring = ring, .ndev = ndev, .only = only, .only_dev = only_dev};
+    struct ot_replay rp = {.s = s, .last_seq = seq_limit, .track = wanted_event, .visit = visit, .ctx = &tr};
     uint64_t first_seq = a->ev.decoded ? a->ev.first_seq : UINT64_MAX;
     for (size_t k = 0; k < s->npeaks; k++)
-        for (size_t i = 0; i < s->peaks[k].count; i++) {
-            const struct ot_record *r = &s->peaks[k].recs[i];
-            if (r->seq < first_seq)
-                ot_addrmap_set(&owner, r->address, (struct ot_addrval){r->stack_id, r->size});
-        }
-    uint64_t net[OT_MV_MAX_DEVICES] = {0};
-    size_t head = 0, count = 0;
-    struct ot_event_reader rd;
-    ot_event_reader_init(&rd, s);
-    const struct snap_event *ev;
-    size_t n;
+        for (size_t i = 0; i < s->peaks[k].count; i++)
+            if (s->peaks[k].recs[i].seq < first_seq)
+                ot_replay_seed(&rp, &s->peaks[k].recs[i]);
     char err[OT_ERRBUF];
-    int rc = 0;
-    bool done = false;
-    while (!done && (rc = ot_event_reader_next(&rd, &ev, &n, err)) > 0) {
-        for (size_t i = 0; i < n; i++) {
-            const struct snap_event *e = &ev[i];
-            if (e->seq > seq_limit) {
-                done = true;
-                break;
-            }
-            if ((e->kind != OT_EV_ALLOC && e->kind != OT_EV_FREE && e->kind != OT_EV_FAILED) ||
-                !ot_category_is_device64(e->category) || !wanted_device(e->device, only, only_dev))
-                continue;
-            struct mv_event me = {e->kind, e->addr, e->size, e->stack_id, e->time_ns, e->seq, e->device, 0};
-            struct ot_addrval v;
-            if (e->kind == OT_EV_ALLOC) {
-                ot_addrmap_set(&owner, e->addr, (struct ot_addrval){e->stack_id, e->size});
-                net[e->device] += e->size;
-            } else if (e->kind == OT_EV_FREE) {
-                me.stack_id = ot_addrmap_take(&owner, e->addr, &v) ? v.id : 0;
-                net[e->device] -= e->size;
-            } else {
-                me.level = net[e->device];
-            }
-            if (e->device + 1 > ndev)
-                ndev = e->device + 1;
-            ring[(head + count) % OT_MV_MAX_EVENTS] = me;
-            if (count < OT_MV_MAX_EVENTS)
-                count++;
-            else
-                head = (head + 1) % OT_MV_MAX_EVENTS;
-        }
-    }
-    ot_event_reader_free(&rd);
-    ot_addrmap_free(&owner);
-    if (!done && rc < 0) { /* cannot happen: the analysis read the whole ring */
+    int rc = ot_replay_run(&rp, err);
+    size_t head = tr.head, count = tr.count;
+    ndev = tr.ndev;
+    if (rc < 0) { /* cannot happen: the analysis read the whole ring */
         fprintf(stderr, "oomtrace-read: %s\n", err);
         free(seg);
         free(ring);
@@ -342,7 +333,7 @@ int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_repor
                     if (s->has_failure && e->seq == s->failure.seq) {
                         device_free = dv->free_bytes;
                     } else {
-                        uint64_t lvl = end[d] - (net[d] - e->level);
+                        uint64_t lvl = end[d] - (tr.net[d] - e->level);
                         uint64_t used = ot_sat_add(lvl, (dv->flags & OT_DEV_BASELINE_KNOWN) ? dv->baseline_used_bytes : 0);
                         device_free = (int64_t)lvl >= 0 && dv->total_bytes > used ? dv->total_bytes - used : 0;
                     }

@@ -301,13 +301,11 @@ static void device_block(struct tx *t, const struct snap_device *d)
     if (nother)
         fprintf(o, "    other processes: %s in %zu process%s (NVML)\n", ot_fmt_bytes(b1, other), nother,
                 nother == 1 ? "" : "es");
-    if (meminfo && d->total_bytes >= d->free_bytes) {
-        uint64_t used = d->total_bytes - d->free_bytes;
-        uint64_t known = ot_sat_add(ot_sat_add(d->tracked_bytes, baseline ? d->baseline_used_bytes : 0), other);
-        if (used > known)
-            fprintf(o, "    unaccounted %s: used minus tracked%s%s (CUDA context growth, allocations oomtrace cannot see)\n",
-                    ot_fmt_bytes(b1, used - known), baseline ? ", baseline" : "", nother ? ", other processes" : "");
-    }
+    struct ot_untracked u;
+    ot_untracked_of(s, d, &u);
+    if (u.known && u.used > u.explained)
+        fprintf(o, "    unaccounted %s: used minus tracked%s%s (CUDA context growth, allocations oomtrace cannot see)\n",
+                ot_fmt_bytes(b1, u.used - u.explained), baseline ? ", baseline" : "", nother ? ", other processes" : "");
     struct ot_pool_totals pt = ot_pools_of(s, d->ordinal);
     if (pt.count)
         fprintf(o, "    pools: %zu, reserved %s, used %s (cuMemPoolGetAttribute; pool memory is shown apart from live allocations)\n",
@@ -531,17 +529,15 @@ int ot_report_text(FILE *f, const struct ot_analysis *a, const struct ot_report_
     breakdown(&t);
     why(f, a->why);
     devices(&t);
-    bool peak = o->at == OT_AT_DEFAULT || o->at == OT_AT_PEAK;
-    bool fail = (o->at == OT_AT_DEFAULT || o->at == OT_AT_FAILURE) && a->has_at_failure;
-    bool live = (o->at == OT_AT_DEFAULT && !a->has_at_failure) || o->at == OT_AT_LIVE ||
-                (o->at == OT_AT_FAILURE && !a->has_at_failure);
-    if (peak)
+    struct ot_moment_tables mt;
+    ot_moment_tables(a, o->at, &mt);
+    if (mt.peak)
         peak_section(&t);
-    if (fail)
+    if (mt.failure)
         failure_section(&t);
-    if (o->at == OT_AT_FAILURE && !a->has_at_failure)
+    if (mt.failure_missing)
         fputs("\n(--at failure: this snapshot records no failure; showing the live set instead)\n", f);
-    if (live)
+    if (mt.live)
         live_section(&t);
     events(&t);
     trailer(&t);

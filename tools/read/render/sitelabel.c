@@ -342,58 +342,7 @@ oom:
         for (size_t i = 0; i < n; i++)
             names_free(&nm[i]);
     free(nm);
-    ot_lbl_free(out, n);
+    ot_strv_free(out, n);
     return NULL;
 }
 
-void ot_lbl_free(char **labels, size_t n)
-{
-    if (!labels)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(labels[i]);
-    free(labels);
-}
-
-const char *ot_lbl_at_name(enum ot_at at)
-{
-    switch (at) {
-    case OT_AT_FAILURE:
-        return "failure";
-    case OT_AT_LIVE:
-        return "live";
-    default:
-        return "peak";
-    }
-}
-
-void ot_lbl_moment(const struct ot_analysis *a, enum ot_at at, enum ot_at dflt, struct ot_moment *m)
-{
-    memset(m, 0, sizeof(*m));
-    if (at == OT_AT_DEFAULT)
-        at = dflt == OT_AT_DEFAULT ? OT_AT_PEAK : dflt;
-    if (at == OT_AT_PEAK && a->peak && a->peak->has_sites) {
-        m->at = OT_AT_PEAK;
-        m->sites = &a->peak->sites;
-        m->whole = a->peak->bytes;
-        m->device = a->peak->device;
-        m->time_ns = a->peak->time_ns;
-        m->seq = a->peak->seq;
-        return;
-    }
-    if (at == OT_AT_FAILURE && a->has_at_failure) {
-        m->at = OT_AT_FAILURE;
-        m->sites = &a->at_failure;
-        m->whole = a->at_failure.bytes;
-        m->device = a->failure_device;
-        m->time_ns = a->s->failure.time_ns;
-        m->seq = a->s->failure.seq;
-        return;
-    }
-    m->fell_back = at != OT_AT_LIVE;
-    m->at = OT_AT_LIVE;
-    m->any_device = true;
-    m->sites = a->s->has_live ? &a->live : NULL;
-    m->whole = a->live.bytes;
-    m->time_ns = a->s->meta.mono_ns;
-}

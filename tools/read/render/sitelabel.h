@@ -1,5 +1,5 @@
-/* Short names for frames and call sites, shared by the folded, markdown, HTML and memviz reports, plus
- * the choice of which moment (--at) a report's site list describes, and a small growable string.
+/* Short names for frames and call sites, shared by the folded, markdown, HTML and memviz reports, and a
+ * small growable string.
  *
  * Names are raw snapshot bytes (possibly invalid UTF-8, control characters, ';' or '|'): each report
  * escapes them for its own syntax when it writes them. */
@@ -41,24 +41,7 @@ bool ot_lbl_is_plumbing(const struct ot_frame *f);
  * site-packages shortened to their base name). Where sites share that frame, each adds the first outer
  * frame that tells it from the others: "f (a.py:1) ← g (b.py:2)", or "f ← … ← g" past frames
  * they share (arrows and ellipsis in UTF-8); "(stack N)" when nothing does. Returns n malloc'd strings
- * (free with ot_lbl_free), or NULL when out of memory. max_bytes caps one frame's name ("..." past it). */
+ * (free with ot_strv_free), or NULL when out of memory. max_bytes caps one frame's name ("..." past it). */
 char **ot_lbl_sites(const struct ot_analysis *a, const struct ot_site *v, size_t n, size_t max_bytes);
-void ot_lbl_free(char **labels, size_t n);
-
-/* The site list a report describes for --at. at == OT_AT_DEFAULT takes dflt. peak without a PEAK
- * section, or failure without a FAILURE and LIVE section, falls back to the live set at the snapshot;
- * fell_back says so. sites is NULL when even that is unknown (no LIVE section). */
-struct ot_moment {
-    enum ot_at at;                /* what is described, after any fallback */
-    bool fell_back;
-    const struct ot_sites *sites; /* NULL: unknown */
-    uint64_t whole;               /* bytes the shares are of */
-    bool any_device;              /* live: all devices */
-    int64_t device;               /* peak, failure: the device */
-    uint64_t time_ns, seq;        /* peak, failure: when (0 when unknown) */
-};
-void ot_lbl_moment(const struct ot_analysis *a, enum ot_at at, enum ot_at dflt, struct ot_moment *m);
-/* "peak", "failure" or "live": for messages. */
-const char *ot_lbl_at_name(enum ot_at at);
 
 #endif

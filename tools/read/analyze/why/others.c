@@ -61,9 +61,9 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         why_num_u(&b, "self_nvml_bytes", self_used);
         why_num_i(&b, "untracked_bytes", self_used >= tracked ? (int64_t)(self_used - tracked) : -(int64_t)(tracked - self_used));
     } else if (mi) {
-        uint64_t used = d->total_bytes - d->free_bytes;
-        uint64_t base = bl ? d->baseline_used_bytes : 0;
-        uint64_t known = ot_sat_add(ot_sat_add(base, tracked), other);
+        struct ot_untracked u;
+        ot_untracked_of(s, d, &u);
+        uint64_t used = u.used, base = u.baseline, known = u.explained;
         fprintf(b.f, "; the device used %s", why_bytes(b1, used));
         if (bl)
             fprintf(b.f, ", %s of it before this process's first allocation (baseline)", why_bytes(b2, base));
@@ -83,7 +83,7 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         why_num_u(&b, "used_bytes", used);
         if (bl)
             why_num_u(&b, "baseline_bytes", base);
-        why_num_i(&b, "untracked_bytes", used >= known ? (int64_t)(used - known) : -(int64_t)(known - used));
+        why_num_i(&b, "untracked_bytes", u.bytes);
     }
     fputc('.', b.f);
     why_num_i(&b, "device", dev);

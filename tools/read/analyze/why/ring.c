@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/addrmap.h"
+#include "model/replay.h"
 
 /* Bounds on the ring replay's memory: past these, per-site growth is not computed (the other
  * statements are unaffected). */
@@ -36,7 +36,7 @@ struct replay {
     size_t nm, mcap;
     /* sites */
     struct ot_u64map site_idx;
-    struct ot_addrmap live; /* address -> site index and size */
+    struct ot_replay *rp; /* while replaying */
     struct site_state *sites;
     size_t nsites, scap;
     uint32_t *dirty;
@@ -187,8 +187,9 @@ static int64_t sat_step(int64_t delta, uint64_t size, int sign)
     return delta < INT64_MIN + v ? INT64_MIN : delta - v;
 }
 
-static void on_alloc(struct replay *r, const struct snap_event *e)
+static void on_alloc(struct replay *r, const struct ot_replay_step *st)
 {
+    const struct snap_event *e = st->e;
     r->delta = sat_step(r->delta, e->size, 1);
     r->w_allocs++;
     if (e->size > r->big_size) {
@@ -200,82 +201,69 @@ static void on_alloc(struct replay *r, const struct snap_event *e)
         return;
     uint32_t si;
     struct site_state *x = site_for(r, e->stack_id, &si);
-    if (!x || r->live.count >= OT_WHY_MAX_LIVE) {
+    /* The bound on the live allocations before this one (the replay has added it already). */
+    if (!x || ot_replay_live(r->rp) - (st->matched ? 0 : 1) >= OT_WHY_MAX_LIVE || r->rp->live.oom) {
         r->sites_off = true;
         return;
     }
-    struct ot_addrval old;
-    if (ot_addrmap_get(&r->live, e->addr, &old)) {
+    if (st->matched) {
         /* The address was taken again without a free the ring saw: the old allocation is gone. */
-        struct site_state *o = &r->sites[old.id];
+        uint32_t oi = ot_u64map_get(&r->site_idx, st->alloc.id);
+        struct site_state *o = &r->sites[oi];
         o->cur_count -= o->cur_count ? 1 : 0;
-        o->cur_bytes -= old.size <= o->cur_bytes ? old.size : o->cur_bytes;
-        touch(r, (uint32_t)old.id);
-    }
-    ot_addrmap_set(&r->live, e->addr, (struct ot_addrval){si, e->size});
-    if (r->live.oom) {
-        r->sites_off = true;
-        return;
+        o->cur_bytes -= st->alloc.size <= o->cur_bytes ? st->alloc.size : o->cur_bytes;
+        touch(r, oi);
     }
     x->cur_count++;
     x->cur_bytes = ot_sat_add(x->cur_bytes, e->size);
     touch(r, si);
 }
 
-static void on_free(struct replay *r, const struct snap_event *e)
+static void on_free(struct replay *r, const struct ot_replay_step *st)
 {
-    r->delta = sat_step(r->delta, e->size, -1);
+    r->delta = sat_step(r->delta, st->e->size, -1);
     r->w_frees++;
     r->frees_on_dev++;
-    if (r->sites_off)
-        return;
-    struct ot_addrval v;
-    if (!ot_addrmap_take(&r->live, e->addr, &v))
+    if (r->sites_off || !st->matched)
         return; /* allocated before the ring's first event */
-    uint32_t si = (uint32_t)v.id;
-    uint64_t size = v.size;
+    uint32_t si = ot_u64map_get(&r->site_idx, st->alloc.id);
     struct site_state *x = &r->sites[si];
     x->cur_count -= x->cur_count ? 1 : 0;
-    x->cur_bytes -= size <= x->cur_bytes ? size : x->cur_bytes;
+    x->cur_bytes -= st->alloc.size <= x->cur_bytes ? st->alloc.size : x->cur_bytes;
     touch(r, si);
+}
+
+static bool on_device(const struct snap_event *e, void *ctx)
+{
+    const struct replay *r = ctx;
+    return e->device == r->dev && e->device >= 0 && ot_category_is_device64(e->category);
+}
+
+static void visit(const struct ot_replay_step *st, void *ctx)
+{
+    struct replay *r = ctx;
+    const struct snap_event *e = st->e;
+    if (!r->any_event) {
+        r->any_event = true;
+        r->ring_first_seq = e->seq;
+    }
+    r->last_seq = e->seq;
+    if (e->kind == OT_EV_MARKER)
+        on_marker(r, e->seq);
+    else if (st->tracked && e->kind == OT_EV_ALLOC)
+        on_alloc(r, st);
+    else if (st->tracked)
+        on_free(r, st);
 }
 
 static int replay_ring(struct replay *r)
 {
-    const struct ot_snapshot *s = r->a->s;
-    struct ot_event_reader rd;
-    ot_event_reader_init(&rd, s);
-    const struct snap_event *ev;
-    size_t n;
+    struct ot_replay rp = {.s = r->a->s, .last_seq = r->target, .track = on_device, .visit = visit, .ctx = r};
     char err[OT_ERRBUF];
-    int rc;
-    bool done = false;
-    while (!done && (rc = ot_event_reader_next(&rd, &ev, &n, err)) > 0) {
-        for (size_t i = 0; i < n; i++) {
-            const struct snap_event *e = &ev[i];
-            if (e->seq > r->target) {
-                done = true;
-                break;
-            }
-            if (!r->any_event) {
-                r->any_event = true;
-                r->ring_first_seq = e->seq;
-            }
-            r->last_seq = e->seq;
-            if (e->kind == OT_EV_MARKER) {
-                on_marker(r, e->seq);
-                continue;
-            }
-            if (e->device != r->dev || e->device < 0 || !ot_category_is_device64(e->category))
-                continue;
-            if (e->kind == OT_EV_ALLOC)
-                on_alloc(r, e);
-            else if (e->kind == OT_EV_FREE)
-                on_free(r, e);
-        }
-    }
-    ot_event_reader_free(&rd);
-    if (!done && rc < 0)
+    r->rp = &rp;
+    int rc = ot_replay_run(&rp, err);
+    r->rp = NULL;
+    if (rc < 0)
         return -1;
     if (r->nm > 0)
         close_window(r, r->nm - 1, NO_MARK);
@@ -420,6 +408,5 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     free(r.mseq);
     free(r.sites);
     free(r.dirty);
-    ot_addrmap_free(&r.live);
     ot_u64map_free(&r.site_idx);
 }
