@@ -5,7 +5,6 @@
  * them. Cross-record indexes (segment -> blocks, block -> segment, frames -> block) are resolved last,
  * against the records of the same framework. */
 #include "model/framework.h"
-#include "model/section.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -79,34 +78,6 @@ static void *alloc(struct fctx *x, size_t count, size_t size)
     if (!p)
         ferr(x, "out of memory for %zu items", count);
     return p;
-}
-
-const char *ot_fw_kind_name(uint64_t kind)
-{
-    static const char *const names[] = {"unknown", "info",  "stats", "settings",     "segments", "blocks",
-                                        "arrays",  "error", "block frames", "roles", "steps"};
-    return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "unknown";
-}
-
-const char *ot_fw_role_name(uint64_t category)
-{
-    switch (category) {
-    case OT_FW_ROLE_PARAMETERS: return "parameters";
-    case OT_FW_ROLE_GRADIENTS: return "gradients";
-    case OT_FW_ROLE_OPTIMIZER_STATE: return "optimizer state";
-    case OT_FW_ROLE_BUFFERS: return "buffers";
-    default: return "unknown";
-    }
-}
-
-const char *ot_fw_block_state_name(uint64_t state)
-{
-    switch (state) {
-    case OT_FW_BLOCK_INACTIVE: return "free";
-    case OT_FW_BLOCK_ALLOCATED: return "allocated";
-    case OT_FW_BLOCK_PENDING_FREE: return "pending free";
-    default: return "unknown";
-    }
 }
 
 /* Column widths: SEGMENTS 10 u64 columns, BLOCKS 5, ROLES 3. */
@@ -614,51 +585,5 @@ int ot_probes_parse(struct ot_arena *a, const uint8_t *p, size_t len, struct ot_
     }
     out->n = (size_t)n;
     out->present = true;
-    return 0;
-}
-
-bool ot_fw_stat_get(const struct ot_framework *f, const char *framework, uint64_t device, const char *key,
-                    int64_t *value)
-{
-    for (size_t i = 0; i < f->nstats; i++) {
-        const struct ot_fw_stats *s = &f->stats[i];
-        if (!ot_str_eq(s->framework, framework) || (device != OT_FW_DEVICE_ALL && s->device != device))
-            continue;
-        for (size_t k = 0; k < s->n; k++)
-            if (ot_str_eq(s->v[k].key, key)) {
-                *value = s->v[k].value;
-                return true;
-            }
-    }
-    return false;
-}
-
-struct ot_str ot_fw_setting_get(const struct ot_framework *f, const char *framework, const char *key)
-{
-    for (size_t i = 0; i < f->nsettings; i++) {
-        const struct ot_fw_settings *s = &f->settings[i];
-        if (!ot_str_eq(s->framework, framework))
-            continue;
-        for (size_t k = 0; k < s->n; k++)
-            if (ot_str_eq(s->v[k].key, key))
-                return s->v[k].value;
-    }
-    return (struct ot_str){NULL, 0};
-}
-
-/* The section parsers (parse.c's table): the payload alone goes to the parsers above. */
-int parse_framework(struct sec_ctx *x)
-{
-    char why[OT_ERRBUF - 96];
-    if (ot_framework_parse(&x->snap->arena, x->c.p, sec_left(x), &x->snap->fw, why, sizeof(why)) < 0)
-        return sec_err(x, "%s", why);
-    return 0;
-}
-
-int parse_probes(struct sec_ctx *x)
-{
-    char why[OT_ERRBUF - 96];
-    if (ot_probes_parse(&x->snap->arena, x->c.p, sec_left(x), &x->snap->probes, why, sizeof(why)) < 0)
-        return sec_err(x, "%s", why);
     return 0;
 }

@@ -50,7 +50,7 @@ int parse_pools(struct sec_ctx *x);
 int parse_mappings(struct sec_ctx *x);
 int parse_processes(struct sec_ctx *x);
 int parse_threads(struct sec_ctx *x);
-int parse_framework(struct sec_ctx *x); /* framework.c */
+int parse_framework(struct sec_ctx *x);
 int parse_probes(struct sec_ctx *x);
 
 /* After the last section: the peak sets of PEAK_REF sections, from the live set. */

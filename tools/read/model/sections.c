@@ -382,3 +382,20 @@ int parse_threads(struct sec_ctx *x)
     s->nthreads = (size_t)count;
     return 0;
 }
+
+/* FRAMEWORK and PROBES: the payload alone goes to framework.c's parsers. */
+int parse_framework(struct sec_ctx *x)
+{
+    char why[OT_ERRBUF - 96];
+    if (ot_framework_parse(&x->snap->arena, x->c.p, sec_left(x), &x->snap->fw, why, sizeof(why)) < 0)
+        return sec_err(x, "%s", why);
+    return 0;
+}
+
+int parse_probes(struct sec_ctx *x)
+{
+    char why[OT_ERRBUF - 96];
+    if (ot_probes_parse(&x->snap->arena, x->c.p, sec_left(x), &x->snap->probes, why, sizeof(why)) < 0)
+        return sec_err(x, "%s", why);
+    return 0;
+}
