@@ -161,8 +161,11 @@ def torch_segment_records(segments, with_frames=False):
     for i, bl in enumerate(per_seg):
         b_seg.extend([i] * len(bl))
     states = BLOCK_STATES
-    cols = ([b["address"] for b in blocks], [b["size"] for b in blocks],
-            [b.get("requested_size", 0) for b in blocks], [states.get(b.get("state"), 0) for b in blocks], b_seg)
+    state = [states.get(b.get("state"), 0) for b in blocks]
+    # A free block keeps the requested size of the tensor that last held it (seen on torch 2.11: 1 GiB
+    # requested in a free 424 MiB block): it means nothing there, so it is written as 0.
+    requested = [b.get("requested_size", 0) if st else 0 for b, st in zip(blocks, state)]
+    cols = ([b["address"] for b in blocks], [b["size"] for b in blocks], requested, state, b_seg)
     seg = _body("torch", len(segments))
     for c in seg_cols:
         put_u64(seg, c)

@@ -88,6 +88,9 @@ expect(blks["segment"] == [0] * 4 + [1] * 4 + [2] * 4, "blocks point at their se
 expect(blks["size"][:4] == [b["size"] for b in snap["segments"][0]["blocks"]], "block sizes")
 expect(blks["state"][:4] == [1, 0, 1, 0], "block states")
 expect(len(r[2]["frames"]) == 12 and r[2]["frames"][5]["frames"][0] == ("train.py", 11, "forward"), "block frames")
+expect(blks["requested_size"][:4] == [snap["segments"][0]["blocks"][0]["requested_size"], 0,
+                                      snap["segments"][0]["blocks"][2]["requested_size"], 0],
+       "a free block's stale requested size is written as 0")
 # A state torch may add later is not a crash: it reads as inactive.
 odd = fakefw.torch_snapshot(1, 1)
 odd["segments"][0]["blocks"][0]["state"] = "something_new"
