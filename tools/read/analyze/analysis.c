@@ -78,8 +78,8 @@ static int add_peak_views(struct ot_analysis *a)
         }
         v->section = p;
         if (v->dev && v->dev->peak_bytes != p->peak_bytes)
-            ot_note(&a->notes, "device %" PRId64 ": DEVICES says peak %" PRIu64 " bytes, its PEAK section %" PRIu64
-                    "; the PEAK section is used", p->device, v->dev->peak_bytes, p->peak_bytes);
+            ot_note(&a->notes, "device %" PRId64 ": the device's recorded peak is %" PRIu64 " bytes, the peak recorded with its live set %" PRIu64
+                    "; the latter is used", p->device, v->dev->peak_bytes, p->peak_bytes);
         v->bytes = p->peak_bytes;
         v->time_ns = p->peak_time_ns;
         v->seq = p->peak_seq;
@@ -92,8 +92,8 @@ static int add_peak_views(struct ot_analysis *a)
                     " live set at the peak; its call sites miss them (the peak's byte count is exact)",
                     p->device, p->lost);
         else if (v->sites.bytes != p->peak_bytes)
-            ot_note(&a->notes, "device %" PRId64 ": the PEAK records sum to %" PRIu64 " bytes, not the %" PRIu64
-                    " the section states", p->device, v->sites.bytes, p->peak_bytes);
+            ot_note(&a->notes, "device %" PRId64 ": the allocations live at the peak sum to %" PRIu64 " bytes, not the %" PRIu64
+                    " recorded for the peak", p->device, v->sites.bytes, p->peak_bytes);
     }
 
     const struct ot_snapshot *ss = a->s;
@@ -152,7 +152,7 @@ static int add_live(struct ot_analysis *a)
                     sum = ot_sat_add(sum, r->size);
             }
             if (sum != d->tracked_bytes)
-                ot_note(&a->notes, "device %" PRId64 ": LIVE records sum to %" PRIu64 " bytes, DEVICES says tracked %" PRIu64,
+                ot_note(&a->notes, "device %" PRId64 ": the live allocations sum to %" PRIu64 " bytes, the device's tracked bytes are %" PRIu64,
                         d->ordinal, sum, d->tracked_bytes);
         }
     }
@@ -202,16 +202,16 @@ int ot_analysis_build(struct ot_analysis *a, const struct ot_snapshot *s, struct
 
     const struct ot_meta *m = &s->meta;
     if (m->trigger == OT_TRIGGER_OOM && !s->has_failure)
-        ot_note(&a->notes, "the trigger is oom but there is no FAILURE section");
+        ot_note(&a->notes, "the trigger is oom but the snapshot records no failed request");
     if (s->has_failure && m->trigger != OT_TRIGGER_OOM)
-        ot_note(&a->notes, "a FAILURE section in a snapshot whose trigger is not oom");
+        ot_note(&a->notes, "a failed request in a snapshot whose trigger is not oom");
     if (s->seen & (1u << OT_SEC_EVENTS)) {
         if (s->chunk_events != m->events_kept)
-            ot_note(&a->notes, "the ring holds %" PRIu64 " events, META says %" PRIu64 " kept", s->chunk_events,
+            ot_note(&a->notes, "the ring holds %" PRIu64 " events, the snapshot's counts say %" PRIu64 " kept", s->chunk_events,
                     m->events_kept);
     }
     if (ot_sat_add(m->events_kept, m->events_dropped) != m->events_recorded)
-        ot_note(&a->notes, "META: recorded %" PRIu64 " != kept %" PRIu64 " + dropped %" PRIu64, m->events_recorded,
+        ot_note(&a->notes, "events: recorded %" PRIu64 " != kept %" PRIu64 " + dropped %" PRIu64, m->events_recorded,
                 m->events_kept, m->events_dropped);
     if (s->nunknown_sections)
         ot_note(&a->notes, "%zu sections of types this reader does not know were skipped (format %u.%u)",
@@ -227,11 +227,11 @@ int ot_analysis_build(struct ot_analysis *a, const struct ot_snapshot *s, struct
         prime_sites(&p, &a->peaks[i].sites);
     ot_u64map_free(&p.seen);
     if (p.missing)
-        ot_note(&a->notes, "%zu stack ids used by records are not in STACKS", p.missing);
+        ot_note(&a->notes, "%zu stack ids used by records are not among the recorded stacks", p.missing);
     struct ot_resolve_stats rs;
     ot_resolver_stats(res, &rs);
     if (rs.missing_pyframes)
-        ot_note(&a->notes, "%zu Python frame ids used by stacks are not in PYFRAMES", rs.missing_pyframes);
+        ot_note(&a->notes, "%zu Python frame ids used by stacks are not among the recorded Python frames", rs.missing_pyframes);
     return 0;
 }
 

@@ -141,7 +141,7 @@ void ot_put_short_frame(FILE *f, const struct ot_frame *fr)
 {
     if (fr->kind == OT_FRAME_PY) {
         if (!fr->function.p && !fr->file.p) {
-            fprintf(f, "<Python frame %" PRIu64 " not in PYFRAMES>", fr->pyframe_id);
+            fprintf(f, "<Python frame %" PRIu64 " not recorded>", fr->pyframe_id);
             return;
         }
         put_s(f, fr->file.p ? ot_base_name(fr->file) : ot_cstr("?"));
@@ -215,7 +215,7 @@ void ot_put_frame(FILE *o, const struct ot_frame *f)
 {
     if (f->kind == OT_FRAME_PY) {
         if (!f->function.p && !f->file.p) {
-            fprintf(o, "<Python frame %" PRIu64 " not in PYFRAMES>", f->pyframe_id);
+            fprintf(o, "<Python frame %" PRIu64 " not recorded>", f->pyframe_id);
             return;
         }
         put_s(o, f->file.p ? f->file : ot_cstr("?"));
@@ -313,7 +313,7 @@ void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snaps
 {
     const struct ot_stack *st = ot_snapshot_stack(s, stack_id);
     if (!st) {
-        fprintf(f, "%s(stack %" PRIu64 " is not in STACKS)\n", indent, stack_id);
+        fprintf(f, "%s(stack %" PRIu64 " is not among the snapshot's recorded stacks)\n", indent, stack_id);
         return;
     }
     if (st->nframes == 0)

@@ -308,7 +308,7 @@ static void text_side(FILE *f, const char *label, const struct dside *d)
         fprintf(f, ", rank %" PRId64, s->meta.rank);
     fputc('\n', f);
     if (d->p && !d->p->has_sites)
-        fprintf(f, "    (no PEAK section for device %" PRId64 ": its peak has no site table)\n", d->p->device);
+        fprintf(f, "    (device %" PRId64 ": the live set at its peak was not recorded, so it has no site table)\n", d->p->device);
 }
 
 int ot_diff_text(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const struct ot_report_opts *o)

@@ -187,7 +187,7 @@ void h_timeline_section(struct hx *h)
         fprintf(f, ", drawn as %zu points (each time slice keeps its lowest and highest level, so the peak is exact)",
                 tl->npoints);
     fputs(". The level is anchored at the snapshot: ", f);
-    fputs(tl->end_from_live ? "its live allocations (LIVE)" : "DEVICES tracked bytes (the snapshot has no LIVE section)", f);
+    fputs(tl->end_from_live ? "its live allocations" : "the devices' tracked bytes (the snapshot does not record its live set)", f);
     fputs(", minus what the kept events added after each moment. Hover for the breakdown.</p>\n", f);
     const struct ot_meta *m = &s->meta;
     if (m->events_dropped)

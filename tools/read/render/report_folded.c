@@ -41,7 +41,7 @@ static void put_stack(FILE *f, const struct ot_analysis *a, uint64_t stack_id, s
 {
     const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
     if (!st) {
-        fprintf(f, "[stack %" PRIu64 " not in STACKS]", stack_id);
+        fprintf(f, "[stack %" PRIu64 " not recorded]", stack_id);
         return;
     }
     if (st->nframes == 0) {
@@ -72,7 +72,7 @@ int ot_report_folded(FILE *f, const struct ot_analysis *a, const struct ot_repor
         fprintf(stderr, "oomtrace-read: note: the snapshot does not record the %s's live set; the folded stacks "
                 "are the live set at the snapshot\n", ot_at_name(m.asked));
     if (!m.sites) {
-        fputs("oomtrace-read: note: the snapshot has no LIVE section either: no stacks to fold\n", stderr);
+        fputs("oomtrace-read: note: the snapshot does not record the live set at the snapshot either: no stacks to fold\n", stderr);
         return ferror(f) ? -1 : 0;
     }
     size_t n = m.sites->n;

@@ -99,7 +99,7 @@ static void stack_list(struct hx *h, uint64_t stack_id)
     FILE *f = h->f;
     const struct ot_stack *st = ot_snapshot_stack(h->s, stack_id);
     if (!st) {
-        fprintf(f, "<p class=\"note\">Stack %" PRIu64 " is not in the snapshot's STACKS.</p>", stack_id);
+        fprintf(f, "<p class=\"note\">Stack %" PRIu64 " is not among the snapshot's recorded stacks.</p>", stack_id);
         return;
     }
     fputs("<ol class=\"stack\" start=\"0\">", f);
@@ -243,7 +243,7 @@ static void sites_section(struct hx *h)
     char b1[32], b2[32], tb[48];
     fputs("<section class=\"card\"><h2>", f);
     if (!mo.sites) {
-        fputs("Top call sites</h2><p>Unknown: the snapshot has neither a PEAK nor a LIVE section.</p></section>\n", f);
+        fputs("Top call sites</h2><p>Unknown: the snapshot records the live set neither at the peak nor at the snapshot.</p></section>\n", f);
         return;
     }
     const struct ot_sites *st = mo.sites;
@@ -310,7 +310,7 @@ static void devices_section(struct hx *h)
     fputs("<section class=\"card\"><h2>Devices<small>total and free: cuMemGetInfo at the snapshot; tracked: this "
           "process's live allocations counted by oomtrace</small></h2>\n", f);
     if (!s->ndevices) {
-        fputs("<p>No DEVICES section.</p></section>\n", f);
+        fputs("<p>The snapshot records no devices.</p></section>\n", f);
         return;
     }
     fputs("<table><thead><tr><th>Device</th><th>Name</th><th class=\"num\">Total</th><th class=\"num\">Free</th>"

@@ -256,7 +256,7 @@ static void sites(struct md *m)
     ot_moment_of(a, m->o->at, OT_AT_PEAK, &mo);
     char b1[32], b2[32], tb[48];
     if (!mo.sites) {
-        fputs("### Top call sites\n\nUnknown: the snapshot has neither a PEAK nor a LIVE section.\n\n", f);
+        fputs("### Top call sites\n\nUnknown: the snapshot records the live set neither at the peak nor at the snapshot.\n\n", f);
         return;
     }
     const struct ot_sites *st = mo.sites;

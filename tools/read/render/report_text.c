@@ -86,7 +86,7 @@ static void put_stack(struct tx *t, uint64_t stack_id, const char *indent)
         return;
     const struct ot_stack *st = ot_snapshot_stack(t->s, stack_id);
     if (!st) {
-        fprintf(t->f, "%s(stack %" PRIu64 " is not in STACKS)\n", indent, stack_id);
+        fprintf(t->f, "%s(stack %" PRIu64 " is not among the snapshot's recorded stacks)\n", indent, stack_id);
         return;
     }
     if (st->nframes == 0)
@@ -320,13 +320,13 @@ static void devices(struct tx *t)
     char b1[32], b2[32];
     fputs("\nDevices (tracked = this process's live device allocations counted by oomtrace):\n", o);
     if (!s->ndevices)
-        fputs("  (no DEVICES section)\n", o);
+        fputs("  (the snapshot records no devices)\n", o);
     for (size_t i = 0; i < s->ndevices; i++)
         device_block(t, &s->devices[i]);
     /* Pools of devices not listed in DEVICES still hold memory; say so rather than drop them. */
     for (size_t i = 0; i < s->npools; i++)
         if (!ot_snapshot_device(s, s->pools[i].device)) {
-            fprintf(o, "  pool 0x%" PRIx64 " on device %" PRId64 " (not in DEVICES): reserved %s, used %s\n",
+            fprintf(o, "  pool 0x%" PRIx64 " on device %" PRId64 " (a device the snapshot does not list): reserved %s, used %s\n",
                     s->pools[i].handle, s->pools[i].device, ot_fmt_bytes(b1, s->pools[i].reserved_bytes),
                     ot_fmt_bytes(b2, s->pools[i].used_bytes));
         }
@@ -401,7 +401,7 @@ static void peak_section(struct tx *t)
     char b1[32], b2[32], tb[48], dn[32];
     const struct ot_peak_view *p = a->peak;
     if (!p) {
-        fputs("\nPeak: unknown (no DEVICES or PEAK section)\n", o);
+        fputs("\nPeak: unknown (the snapshot records no device peak)\n", o);
         return;
     }
     fprintf(o, "\nTop call sites at the peak of %s: %s at %s (seq %" PRIu64 ")", dev_name(dn, p->device),
@@ -411,7 +411,7 @@ static void peak_section(struct tx *t)
     else
         fputs("\n", o);
     if (!p->has_sites) {
-        fputs("  (no PEAK section for this device: the live set at its peak was not recorded)\n", o);
+        fputs("  (the live set at this device's peak was not recorded)\n", o);
     } else {
         site_table(t, &p->sites, p->bytes, "peak");
     }
@@ -443,7 +443,7 @@ static void live_section(struct tx *t)
     FILE *o = t->f;
     char b1[32], b2[32];
     if (!t->s->has_live) {
-        fputs("\nLive at snapshot: unknown (no LIVE section)\n", o);
+        fputs("\nLive at snapshot: unknown (the snapshot does not record its live set)\n", o);
         return;
     }
     fprintf(o, "\nTop call sites live at the snapshot (device memory, all devices): %s in %s allocations\n",
@@ -477,7 +477,7 @@ static void events(struct tx *t)
         fputc('\n', o);
     }
     if (s->nmarkers)
-        fprintf(o, "  %zu marker%s kept (MARKERS)\n", s->nmarkers, s->nmarkers == 1 ? "" : "s");
+        fprintf(o, "  %zu marker%s kept\n", s->nmarkers, s->nmarkers == 1 ? "" : "s");
 }
 
 /* The "Why" block: nothing when there is no statement. */

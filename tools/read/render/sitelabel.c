@@ -217,7 +217,7 @@ static int site_names(const struct ot_analysis *a, uint64_t stack_id, size_t max
     const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
     struct ot_sb b = {0};
     if (!st) {
-        ot_sb_printf(&b, "(stack %" PRIu64 " not in STACKS)", stack_id);
+        ot_sb_printf(&b, "(stack %" PRIu64 " not recorded)", stack_id);
     } else {
         const struct ot_frame *fr[OT_LBL_FRAMES];
         size_t n = meaningful(a, st, fr, OT_LBL_FRAMES);
