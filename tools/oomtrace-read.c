@@ -310,12 +310,17 @@ int main(int argc, char **argv)
         free(debug_dirs);
         return OT_EXIT_OK;
     }
+    if (optind >= argc && diff_base)
+        die("--diff %s needs the new snapshot after it (usage: oomtrace-read --diff BASE NEW)", diff_base);
     if (optind >= argc)
         die("no snapshot file given (usage: oomtrace-read [OPTIONS] SNAPSHOT; see --help)");
     if (argc - optind > 1)
         die("one snapshot at a time, got %d files", argc - optind);
     const char *path = argv[optind];
     ro.path = path;
+    /* A pickle on a terminal is only noise (and control bytes): it must go to a file or a pipe. */
+    if (other_format == ot_report_memviz && !out_path && isatty(STDOUT_FILENO))
+        die("--format memviz writes a binary pickle: give -o FILE, or redirect standard output");
     struct ot_run_opts rx = {.ro = ro, .json = json, .out_path = out_path, .gate = gate,
                              .lo = {.symbolize = symbolize, .debug_dirs = debug_dirs, .ndebug = ndebug}};
     if (diff_base || ot_is_dir(path)) {

@@ -51,7 +51,7 @@ void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int n
     memset(out, 0, sizeof *out);
     void *h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (!h) {
-        snprintf(out->note, sizeof out->note, "libnvidia-ml.so.1 not found; other processes unknown");
+        snprintf(out->note, sizeof out->note, "libnvidia-ml.so.1 not found");
         return;
     }
     void *(*sym)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
@@ -66,13 +66,13 @@ void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int n
     nvmlReturn_t (*meminfo)(nvmlDevice_t, struct nvml_memory *) =
         sym ? (nvmlReturn_t(*)(nvmlDevice_t, struct nvml_memory *))sym(h, "nvmlDeviceGetMemoryInfo") : NULL;
     if (!init || !by_uuid || !procs) {
-        snprintf(out->note, sizeof out->note, "libnvidia-ml.so.1 lacks the calls needed; other processes unknown");
+        snprintf(out->note, sizeof out->note, "libnvidia-ml.so.1 lacks the calls needed");
         dlclose(h);
         return;
     }
     int rc = init();
     if (rc != 0) {
-        snprintf(out->note, sizeof out->note, "nvmlInit failed (NVML error %d); other processes unknown", rc);
+        snprintf(out->note, sizeof out->note, "nvmlInit failed (NVML error %d)", rc);
         dlclose(h);
         return;
     }

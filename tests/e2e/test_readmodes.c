@@ -98,6 +98,20 @@ static void test_gate_eval(void **state)
     assert_int_equal(r.rc, 1);
     assert_non_null(strstr(r.msg[0], "gate --max-growth failed"));
     assert_non_null(strstr(r.msg[0], "more than 10%"));
+    /* The growth as people write it: "20%", not "20.0000%"; just enough decimals to exceed the limit. */
+    b.bytes = 100;
+    n.bytes = 120;
+    gg.max_growth = 5;
+    ot_gate_eval(&gg, &n, &b, &r);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.msg[0], " is 20% above the baseline's"));
+    b.bytes = 1000000;
+    n.bytes = 1000040; /* 0.004% over a limit of 0.003% */
+    gg.max_growth = 0.003;
+    ot_gate_eval(&gg, &n, &b, &r);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.msg[0], " is 0.004% above the baseline's"));
+    b.bytes = 1000 * MiB;
     /* A shrinking peak never fails; a zero baseline fails on any peak above 0. */
     n.bytes = 10;
     gg.max_growth = 0;

@@ -156,6 +156,26 @@ static void add_msg(struct ot_gate_result *r, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A growth percentage as people write it ("20%", "9.9997%", not "20.0000%"): four decimals, more when needed to
+ * show that it exceeds the limit (0.004% over a limit of 0 is not "0%"). */
+static const char *fmt_growth(char buf[48], double growth, double limit)
+{
+    for (int prec = 4; prec <= 8; prec++) {
+        snprintf(buf, 48, "%.*f", prec, growth);
+        if (strtod(buf, NULL) > limit || prec == 8)
+            break;
+    }
+    char *dot = strchr(buf, '.');
+    if (dot) {
+        char *end = buf + strlen(buf);
+        while (end > dot + 1 && end[-1] == '0')
+            *--end = '\0';
+        if (end == dot + 1)
+            *dot = '\0';
+    }
+    return buf;
+}
+
 void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, const struct ot_gate_peak *base,
                   struct ot_gate_result *r)
 {
@@ -173,11 +193,12 @@ void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, cons
                         ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->path, base->path, g->max_growth);
         } else {
             double growth = 100.0 * ((double)peak->bytes - (double)base->bytes) / (double)base->bytes;
+            char pct[48];
             if (growth > g->max_growth)
-                add_msg(r, "gate --max-growth failed: peak %s (%" PRIu64 " bytes) in %.250s is %.4f%% above the baseline's %s (%" PRIu64
+                add_msg(r, "gate --max-growth failed: peak %s (%" PRIu64 " bytes) in %.250s is %s%% above the baseline's %s (%" PRIu64
                         " bytes) in %.250s, more than %g%%",
-                        ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->path, growth, ot_fmt_bytes(b2, base->bytes),
-                        base->bytes, base->path, g->max_growth);
+                        ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->path, fmt_growth(pct, growth, g->max_growth),
+                        ot_fmt_bytes(b2, base->bytes), base->bytes, base->path, g->max_growth);
         }
     }
 }

@@ -245,9 +245,10 @@ static void text_summary(FILE *f, struct run *u)
     } else {
         fprintf(f, "\nNo process failed (%zu process%s).\n", u->nprocs, u->nprocs == 1 ? "" : "es");
     }
-    if (u->pmax && u->pmin) {
+    if (u->pmax && u->pmin && u->pmax != u->pmin) {
         const struct snapinfo *mx = &u->infos[u->pmax->kept], *mn = &u->infos[u->pmin->kept];
-        fprintf(f, "Imbalance between ranks: peaks from %s (", ot_fmt_bytes(b1, mn->peak_bytes));
+        fprintf(f, "Imbalance between %s: peaks from %s (", mx->rank >= 0 && mn->rank >= 0 ? "ranks" : "processes",
+                ot_fmt_bytes(b1, mn->peak_bytes));
         put_rank(f, mn);
         fprintf(f, ", pid %" PRIu64 ") to %s (", mn->pid, ot_fmt_bytes(b2, mx->peak_bytes));
         put_rank(f, mx);
@@ -358,7 +359,7 @@ static int write_json(FILE *f, struct run *u)
     } else {
         ot_json_null(&j, "first_failure");
     }
-    if (u->pmax && u->pmin) {
+    if (u->pmax && u->pmin && u->pmax != u->pmin) {
         const struct snapinfo *mx = &u->infos[u->pmax->kept], *mn = &u->infos[u->pmin->kept];
         ot_json_obj(&j, "imbalance");
         ot_json_u64(&j, "max_peak_bytes", mx->peak_bytes);
@@ -502,7 +503,9 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         if (x->peak_known) {
             if (!u.pmax || x->peak_bytes > u.infos[u.pmax->kept].peak_bytes)
                 u.pmax = p;
-            if (!u.pmin || x->peak_bytes < u.infos[u.pmin->kept].peak_bytes)
+            /* <= so that among equal peaks the minimum is another process than the maximum: an imbalance
+             * names two processes, never one twice. */
+            if (!u.pmin || x->peak_bytes <= u.infos[u.pmin->kept].peak_bytes)
                 u.pmin = p;
         }
     }

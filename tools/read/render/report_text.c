@@ -461,8 +461,14 @@ static void events(struct tx *t)
     fprintf(o, "\nEvents: %s recorded, %s kept in the ring, %s dropped (%s chunk%s)", ot_fmt_count(b1, m->events_recorded),
             ot_fmt_count(b2, m->events_kept), ot_fmt_count(b3, m->events_dropped), ot_fmt_count(b4, m->chunks_dropped),
             m->chunks_dropped == 1 ? "" : "s");
-    if (m->ring_budget_bytes)
-        fprintf(o, "; ring %s of %s", ot_fmt_bytes(b1, m->ring_used_bytes), ot_fmt_bytes(b2, m->ring_budget_bytes));
+    /* The ring's byte count covers its compressed chunks only; the chunk being filled is not in it, so a small
+     * run shows 0 B although events were kept. Say so rather than let it read as an empty ring. */
+    if (m->ring_budget_bytes && !m->ring_used_bytes)
+        fprintf(o, "; ring budget %s, no chunk compressed yet%s", ot_fmt_bytes(b1, m->ring_budget_bytes),
+                m->events_kept ? " (the kept events are in the chunk being filled)" : "");
+    else if (m->ring_budget_bytes)
+        fprintf(o, "; ring %s compressed of its %s budget, plus the chunk being filled", ot_fmt_bytes(b1, m->ring_used_bytes),
+                ot_fmt_bytes(b2, m->ring_budget_bytes));
     fputc('\n', o);
     if (e->decoded) {
         fprintf(o, "  ring: seq %" PRIu64 "..%" PRIu64 ", %s..%s: ", e->first_seq, e->last_seq,

@@ -1,0 +1,51 @@
+#!/bin/sh
+# The reader's smaller edges (issue 13, items 7 and 15): memviz refuses a terminal; --diff with one file says
+# what is missing; one process is no imbalance; a ring whose chunks are not compressed yet does not read as
+# empty; a growth percentage as people write it; an unknown NVML reads once as unknown.
+set -u
+cd "$(dirname "$0")/../.."
+fail() { echo "reader_edges: FAIL: $*"; exit 1; }
+READER=${READER:-$PWD/build/oomtrace-read}
+work=$(mktemp -d /tmp/oomtrace-edges.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+# The stand-in driver without the stand-in NVML beside it, so that NVML is not found.
+mkdir "$work/drv" "$work/snaps"
+ln -s "$PWD/build/fake/libcuda.so.1" "$work/drv/libcuda.so.1"
+(cd "$work/snaps" && LD_LIBRARY_PATH="$work/drv" FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1 OOMTRACE_DUMP=oom,exit \
+    LD_PRELOAD="$OLDPWD/build/liboomtrace.so" "$OLDPWD/build/tests/door_linked") >/dev/null 2>&1 || fail "door_linked"
+oom=$(ls "$work"/snaps/*-oom.oomt | head -1)
+exitsnap=$(ls "$work"/snaps/*-exit.oomt | head -1)
+[ -f "$oom" ] && [ -f "$exitsnap" ] || fail "no snapshots from door_linked"
+
+# 7: memviz on a terminal is refused with one line; to a pipe it is written.
+if command -v script >/dev/null 2>&1; then
+    script -qec "$READER --format memviz $oom; echo rc=\$?" /dev/null >"$work/tty.out" 2>&1
+    grep -q 'rc=2' "$work/tty.out" || fail "memviz to a terminal: $(head -c 300 "$work/tty.out")"
+    grep -q 'give -o FILE' "$work/tty.out" || fail "memviz to a terminal: no line saying what to do"
+else
+    echo "reader_edges: note: no script(1), the terminal case is not checked"
+fi
+"$READER" --format memviz "$oom" | head -c 2 | od -An -tx1 | grep -q '80' || fail "memviz to a pipe is not a pickle"
+
+# 15: --diff with one file names what is missing.
+"$READER" --diff "$oom" >/dev/null 2>"$work/diff.err"
+[ $? -eq 2 ] || fail "--diff with one file: status"
+grep -q -- "--diff .* needs the new snapshot" "$work/diff.err" || fail "--diff with one file: $(cat "$work/diff.err")"
+
+# 15: one process (two snapshots, no rank) is no imbalance: no line naming one pid as both ends.
+"$READER" "$work/snaps" >"$work/dir.txt" 2>&1 || fail "directory report"
+grep -q 'Imbalance' "$work/dir.txt" && fail "one process shown as an imbalance: $(grep Imbalance "$work/dir.txt")"
+"$READER" --format json "$work/snaps" | python3 -c 'import json,sys; assert json.load(sys.stdin)["imbalance"] is None' ||
+    fail "JSON: one process has an imbalance object"
+
+# 15: the ring of a small run has no compressed chunk yet: said so, not "0 B of 64.0 MiB".
+"$READER" "$oom" >"$work/oom.txt" 2>&1 || fail "text report"
+grep -q 'ring 0 B of' "$work/oom.txt" && fail "the ring reads as empty: $(grep 'ring 0 B' "$work/oom.txt")"
+grep -q 'no chunk compressed yet (the kept events are in the chunk being filled)' "$work/oom.txt" || fail "no ring wording"
+
+# 15: NVML not found: "unknown" once, with the reason.
+grep -q 'other processes: unknown (libnvidia-ml.so.1 not found)$' "$work/oom.txt" ||
+    fail "other processes: $(grep 'other processes' "$work/oom.txt")"
+
+# 15: the growth percentage of a gate: tests/e2e/test_readmodes.c (test_gate_eval).
+echo "reader_edges: ok"
