@@ -50,7 +50,7 @@ def text(s, a):
         line = re.sub(r"\+0x[0-9a-f]+", "+0xOFF", line)
         line = re.sub(r"Python \d+\.\d+\.\d+\w*", "Python X", line)
         line = re.sub(r"\(\d+ native frames? hidden", "(N native frames hidden", line)
-        line = re.sub(r"ring [\d.]+ [KMGT]?i?B of", "ring X of", line)
+        line = re.sub(r"ring [\d.]+ [KMGT]?i?B (compressed )?of", lambda m: "ring X " + (m.group(1) or "") + "of", line)
         if line.lstrip().startswith("Symbols:"):
             line = "Symbols: (normalised)"
         if line.lstrip().startswith("cmdline:"):
