@@ -200,6 +200,28 @@ static void finish_flush(void)
     pthread_mutex_unlock(&flush_mu);
 }
 
+/* Creates a missing OOMTRACE_DIR and its missing parents with mode 0700, as heaptrack and PyTorch do for their
+ * outputs: users point it at a fresh per-job directory, and finding it missing only at the first OOM, hours
+ * later, would lose that snapshot. mkdir never follows a symbolic link as its last component (EEXIST), so a
+ * planted link is not created through. No allocation: the path fits ot_opt.dir's size. */
+static void make_dir(const char *dir)
+{
+    char p[sizeof ot_opt.dir];
+    size_t n = strlen(dir);
+    if (n >= sizeof p)
+        return;
+    memcpy(p, dir, n + 1);
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/')
+            continue;
+        *c = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            return;
+        *c = '/';
+    }
+    (void)mkdir(p, 0700);
+}
+
 static void exit_dump(void)
 {
     if (state != ST_READY || !ot_opt.dump_exit || __atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL))
@@ -223,6 +245,8 @@ void ot_after_first_alloc(void)
     /* Said once, by a process that uses the device: most processes under LD_PRELOAD (shells, compilers)
      * never do, and need not hear about the directory. */
     struct stat st;
+    if (stat(ot_opt.dir, &st) != 0 && errno == ENOENT)
+        make_dir(ot_opt.dir);
     if (stat(ot_opt.dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(ot_opt.dir, W_OK | X_OK) != 0) {
         ot_log("OOMTRACE_DIR=%s is not a writable directory; snapshots will fail (tracing continues)",
                ot_opt.dir);

@@ -26,7 +26,7 @@ static const struct opt table[] = {
     {"OOMTRACE_DISABLE", OPT_BOOL, "0", 0, 1, &ot_opt.disabled},               /* pass everything through */
     {"OOMTRACE_RING", OPT_SIZE, "64M", 4096, (1LL << 40), &ot_opt.ring_bytes}, /* compressed event ring */
     {"OOMTRACE_DIR", OPT_DIR, ".", 0, 0, ot_opt.dir},                          /* where snapshots go */
-    {"OOMTRACE_DUMP", OPT_DUMP, "oom", 0, 0, NULL},               /* oom,exit,crash: when to write */
+    {"OOMTRACE_DUMP", OPT_DUMP, "oom", 0, 0, NULL},               /* oom,exit,crash, or none alone: when to write */
     {"OOMTRACE_SIGNAL", OPT_SIGNAL, "", 0, 0, &ot_opt.signal},    /* e.g. USR1: snapshot on signal */
     {"OOMTRACE_DEPTH", OPT_INT, "64", 1, OT_MAX_FRAMES - 16, &ot_opt.depth},   /* native frames */
     {"OOMTRACE_MAX_SNAPSHOTS", OPT_INT, "100", 0, 1000000, &ot_opt.max_snapshots},
@@ -118,6 +118,10 @@ static int parse_dump(const char *s)
         if (*p)
             p++;
     }
+    /* "none" with anything else is a contradiction: read as "no OOM snapshots", exit,none silently lost the
+     * snapshot the tracer exists for. Refused instead (one line, the default kept). */
+    if (none && (exit_ || crash || oom))
+        return -1;
     ot_opt.dump_exit = exit_;
     ot_opt.dump_crash = crash;
     /* A failure is the reason to run the tracer: "exit" alone still keeps OOM snapshots; only

@@ -1,0 +1,36 @@
+#!/bin/sh
+# The library's start-up options (issue 13, items 3 and 5): a missing OOMTRACE_DIR is created (0700, with its
+# missing parents) so the OOM snapshot is not lost; a symbolic link in its place is not created through; and
+# OOMTRACE_DUMP=exit,none is refused with one line, keeping the default, so OOM snapshots are still written.
+set -u
+cd "$(dirname "$0")/../.."
+fail() { echo "library_options: FAIL: $*"; exit 1; }
+work=$(mktemp -d /tmp/oomtrace-opts.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+traced() { # traced DIR DUMP: door_linked (an OOM, then exit 0) under the tracer; stderr in $work/err
+    LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR=$1 OOMTRACE_DUMP=$2 \
+        LD_PRELOAD="$PWD/build/liboomtrace.so" build/tests/door_linked >/dev/null 2>"$work/err"
+}
+
+# 3: a missing directory (two levels) is created, 0700, and holds the OOM snapshot.
+traced "$work/job/snaps" oom || fail "door_linked's status"
+ls "$work"/job/snaps/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "no OOM snapshot in the missing directory: $(cat "$work/err")"
+[ "$(stat -c %a "$work/job/snaps")" = 700 ] || fail "mode $(stat -c %a "$work/job/snaps"), want 700"
+grep -q 'not a writable directory' "$work/err" && fail "warned about a directory it could create"
+
+# 3: a dangling symbolic link as OOMTRACE_DIR is not followed: its target is not created.
+ln -s "$work/elsewhere" "$work/link"
+traced "$work/link" oom
+[ -e "$work/elsewhere" ] && fail "created the directory through a symbolic link"
+grep -q 'not a writable directory' "$work/err" || fail "no line about the unusable directory"
+
+# 5: exit,none is refused in one line; the default (oom) stays, so the OOM snapshot is written.
+mkdir "$work/d5"
+traced "$work/d5" exit,none || fail "door_linked's status with exit,none"
+[ "$(grep -c 'invalid OOMTRACE_DUMP' "$work/err")" -eq 1 ] || fail "exit,none not refused in one line: $(cat "$work/err")"
+ls "$work"/d5/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "exit,none dropped the OOM snapshot"
+# none alone still writes nothing.
+mkdir "$work/d6"
+traced "$work/d6" none || fail "door_linked's status with none"
+[ -z "$(ls "$work/d6")" ] || fail "none wrote $(ls "$work/d6")"
+echo "library_options: ok"
