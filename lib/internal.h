@@ -43,16 +43,17 @@ void ot_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ot_log_init(void); /* remembers which file fd 2 is at start (log.c) */
 
 /* ---- thread state ---- */
-struct ot_thread {
+struct trace_thread {
     int busy;     /* reentrancy guard: set while the tracer itself runs on this thread */
     uint32_t tid; /* cached gettid() */
 };
-extern __thread struct ot_thread ot_self __attribute__((tls_model("initial-exec")));
+extern __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
 uint32_t ot_tid(void);
 uint64_t ot_now_ns(void);
 
 /* ---- init.c ---- */
 extern int ot_dir_warned; /* OOMTRACE_DIR was reported unusable: later failures there stay quiet */
+extern uint64_t ot_start_ns; /* CLOCK_MONOTONIC at start-up */
 int ot_ready(void); /* 1 when the tracer is initialised and enabled */
 void ot_after_first_alloc(void);
 
@@ -93,7 +94,7 @@ struct ot_stack_view {
 uint32_t ot_stack_count(void);
 int ot_stack_get(uint32_t id, struct ot_stack_view *out);
 
-/* ---- record.c: the live set, the peak, and the event path ---- */
+/* ---- the allocation record: kept by record/ (record/record.h), passed by the hooks ---- */
 enum ot_ns { OT_NS_DEVPTR = 0, OT_NS_VMM = 1, OT_NS_HOST = 2, OT_NS_ARRAY = 3 };
 
 struct ot_rec {
@@ -122,22 +123,6 @@ struct ot_alloc_req {
     uint64_t size;
 };
 
-extern pthread_mutex_t ot_lock;
-void ot_record_alloc(const struct ot_alloc_req *a);
-void ot_record_free(uint8_t ns, uint64_t key, uint16_t api);
-int ot_record_free_undoable(uint8_t ns, uint64_t key, uint16_t api, struct ot_rec *closed);
-void ot_record_unfree(const struct ot_rec *closed);
-void ot_record_failed(const struct ot_alloc_req *a, int result);
-void ot_record_failure(const struct ot_alloc_req *a, int result); /* the event only, no snapshot */
-void ot_record_marker(const char *label);
-void ot_vmm_retain(uint64_t handle);
-void ot_vmm_release(uint64_t handle);
-void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle);
-void ot_vmm_unmap(uint64_t va, uint64_t size);
-void ot_pool_seen(uint64_t pool, int device);
-void ot_record_reset(int forked);
-int ot_current_device(void);
-void ot_device_first_use(int device);
 
 /* ---- companion.c: the Python companion (lib/companion/), started at a pending call ---- */
 enum ot_poke { OT_POKE_ALLOC = 1, OT_POKE_DRIVER_OOM = 2 };
@@ -145,5 +130,8 @@ void ot_companion_poke(enum ot_poke why); /* never from signal context, never wi
 
 /* ---- pyframes.c: Python frames of the calling thread, merged into a native backtrace ---- */
 int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags);
+const char *ot_python_version(void); /* "3.12", or "" when the process runs no Python */
+struct ot_buf;
+void ot_pyframes_serialize(struct ot_buf *b);
 
 #endif

@@ -1,6 +1,6 @@
 /* CUDA arrays. The driver does not say how much an array takes; the size is computed from the descriptor
  * (elements x channels x bytes per channel, every mip level) and marked as estimated. */
-#include "intercept/hooks.h"
+#include "intercept/hook_call.h"
 
 static uint64_t format_bytes(CUarray_format f)
 {
@@ -44,13 +44,7 @@ static void after_array(CUresult r, uint16_t api, int dev, uint64_t handle, uint
 
 OT_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
 {
-    typedef CUresult (*fn)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
-    fn real = OT_REAL(cuArrayCreate_v2, fn);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!ot_enter())
-        return real(pHandle, pAllocateArray);
-    int err = errno;
+    OT_HOOK_ENTER(cuArrayCreate_v2, (pHandle, pAllocateArray));
     int dev = ot_pre_alloc();
     CUresult r = real(pHandle, pAllocateArray);
     uint64_t bytes = 1;
@@ -65,13 +59,7 @@ OT_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTO
 
 OT_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
 {
-    typedef CUresult (*fn)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
-    fn real = OT_REAL(cuArray3DCreate_v2, fn);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!ot_enter())
-        return real(pHandle, pAllocateArray);
-    int err = errno;
+    OT_HOOK_ENTER(cuArray3DCreate_v2, (pHandle, pAllocateArray));
     int dev = ot_pre_alloc();
     CUresult r = real(pHandle, pAllocateArray);
     uint64_t bytes = pAllocateArray ? array3d_bytes(pAllocateArray, 1) : 1;
@@ -83,13 +71,7 @@ OT_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCR
 OT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pDesc,
                                           unsigned int numMipmapLevels)
 {
-    typedef CUresult (*fn)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
-    fn real = OT_REAL(cuMipmappedArrayCreate, fn);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!ot_enter())
-        return real(pHandle, pDesc, numMipmapLevels);
-    int err = errno;
+    OT_HOOK_ENTER(cuMipmappedArrayCreate, (pHandle, pDesc, numMipmapLevels));
     int dev = ot_pre_alloc();
     CUresult r = real(pHandle, pDesc, numMipmapLevels);
     uint64_t bytes = pDesc ? array3d_bytes(pDesc, numMipmapLevels) : 1;
@@ -99,21 +81,11 @@ OT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_
     return r;
 }
 
+/* A refused destroy (a mipmapped array given to cuArrayDestroy, say) is undone. */
 static CUresult destroy(void *realp, uint16_t api, void *h)
 {
-    CUresult (*real)(void *) = (CUresult(*)(void *))realp;
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!ot_enter())
-        return real(h);
-    int err = errno;
-    struct ot_rec undo;
-    int closed = h && ot_record_free_undoable(OT_NS_ARRAY, (uint64_t)(uintptr_t)h, api, &undo);
-    ot_leave(err);
-    CUresult r = real(h);
-    if (OT_UNLIKELY(r != CUDA_SUCCESS) && closed)
-        ot_record_unfree(&undo); /* refused: e.g. a mipmapped array given to cuArrayDestroy */
-    return r;
+    OT_HOOK_START(CUresult(*)(void *), realp, (h));
+    OT_FREE_CALL(if (h) ot_record_free(OT_NS_ARRAY, (uint64_t)(uintptr_t)h, api, &undo), real(h));
 }
 
 OT_EXPORT CUresult cuArrayDestroy(CUarray hArray)

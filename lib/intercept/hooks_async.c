@@ -1,64 +1,35 @@
 /* Stream-ordered memory: cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync, each with its
  * per-thread-default-stream (_ptsz) twin, which is a distinct driver function with its own wrapper. A free
  * returns memory to its pool, not to the device; the snapshot measures what the pools still hold. */
-#include "intercept/hooks.h"
+#include "intercept/hook_call.h"
 
 static CUresult alloc_async(void *realp, uint16_t api, CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
-    CUresult (*real)(CUdeviceptr *, size_t, CUstream) = (CUresult(*)(CUdeviceptr *, size_t, CUstream))realp;
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!ot_enter())
-        return real(dptr, bytesize, s);
-    int err = errno;
+    OT_HOOK_START(__typeof__(&cuMemAllocAsync), realp, (dptr, bytesize, s));
     int dev = ot_pre_alloc();
     CUresult r = real(dptr, bytesize, s);
     struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_ASYNC, api, 0, dev, r == CUDA_SUCCESS ? *dptr : 0, bytesize};
-    ot_after_alloc(r, &q);
-    ot_leave(err);
-    return r;
+    return ot_alloc_end(r, &q, err);
 }
 
 static CUresult alloc_pool(void *realp, uint16_t api, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                            CUstream s)
 {
-    typedef CUresult (*fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-    fn real = (fn)realp;
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!ot_enter())
-        return real(dptr, bytesize, pool, s);
-    int err = errno;
+    OT_HOOK_START(__typeof__(&cuMemAllocFromPoolAsync), realp, (dptr, bytesize, pool, s));
     int dev = ot_pre_alloc();
     CUresult r = real(dptr, bytesize, pool, s);
     if (r == CUDA_SUCCESS)
         ot_pool_seen((uint64_t)(uintptr_t)pool, dev);
     struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_ASYNC, api, 0, dev, r == CUDA_SUCCESS ? *dptr : 0, bytesize};
-    ot_after_alloc(r, &q);
-    ot_leave(err);
-    return r;
+    return ot_alloc_end(r, &q, err);
 }
 
+/* A refused free (a bad stream, say) is undone. */
 static CUresult free_async(void *realp, uint16_t api, CUdeviceptr dptr, CUstream s)
 {
-    CUresult (*real)(CUdeviceptr, CUstream) = (CUresult(*)(CUdeviceptr, CUstream))realp;
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!ot_enter())
-        return real(dptr, s);
-    int err = errno;
-    struct ot_rec undo;
-    int closed = dptr && ot_record_free_undoable(OT_NS_DEVPTR, dptr, api, &undo);
-    ot_leave(err);
-    CUresult r = real(dptr, s);
-    if (OT_UNLIKELY(r != CUDA_SUCCESS) && closed)
-        ot_record_unfree(&undo); /* refused (a bad stream, say): the memory is still allocated */
-    return r;
+    OT_HOOK_START(__typeof__(&cuMemFreeAsync), realp, (dptr, s));
+    OT_FREE_CALL(if (dptr) ot_record_free(OT_NS_DEVPTR, dptr, api, &undo), real(dptr, s));
 }
-
-typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t, CUstream);
-typedef CUresult (*pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-typedef CUresult (*free_fn)(CUdeviceptr, CUstream);
 
 OT_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {

@@ -3,7 +3,7 @@
  * 4-argument form and ("cuGetProcAddress", 12000) the 5-argument one. Each wrapper calls the real lookup
  * with the caller's exact arguments and then routes the pointer it returned (lib/route.c); a lookup that
  * fails is returned untouched. */
-#include "intercept/hooks.h"
+#include "intercept/hook_call.h"
 
 #undef cuGetProcAddress
 OT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);

@@ -13,7 +13,7 @@
 
 #include "record/peak.h"
 
-void ot_peak_on_alloc(struct ot_device *d, const struct ot_rec *r)
+void ot_peak_on_alloc(struct trace_device *d, const struct ot_rec *r)
 {
     d->by_cat[r->cat < OT_CAT_COUNT ? r->cat : 0] += r->size;
     if (!ot_category_is_device(r->cat))
@@ -27,7 +27,7 @@ void ot_peak_on_alloc(struct ot_device *d, const struct ot_rec *r)
     }
 }
 
-void ot_peak_on_free(struct ot_device *d, const struct ot_rec *r)
+void ot_peak_on_free(struct trace_device *d, const struct ot_rec *r)
 {
     d->by_cat[r->cat < OT_CAT_COUNT ? r->cat : 0] -= r->size;
     if (!ot_category_is_device(r->cat))
@@ -55,7 +55,7 @@ void ot_peak_on_free(struct ot_device *d, const struct ot_rec *r)
     d->retained[d->nretained++] = *r;
 }
 
-void ot_peak_reset(struct ot_device *d)
+void ot_peak_reset(struct trace_device *d)
 {
     if (d->retained)
         munmap(d->retained, d->capretained * sizeof *d->retained);

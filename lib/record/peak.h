@@ -3,7 +3,7 @@
 #include "internal.h"
 
 /* Per-device accounting and the exact live set at the device's high-water mark. */
-struct ot_device {
+struct trace_device {
     uint64_t cur;                    /* live bytes in device categories */
     uint64_t by_cat[OT_CAT_COUNT];   /* live bytes per category (host and imported included) */
     uint64_t peak, peak_seq, peak_time;
@@ -15,7 +15,7 @@ struct ot_device {
     uint64_t baseline_used;          /* total - free before the first tracked allocation */
 };
 
-void ot_peak_on_alloc(struct ot_device *d, const struct ot_rec *r);
-void ot_peak_on_free(struct ot_device *d, const struct ot_rec *r);
-void ot_peak_reset(struct ot_device *d);
+void ot_peak_on_alloc(struct trace_device *d, const struct ot_rec *r);
+void ot_peak_on_free(struct trace_device *d, const struct ot_rec *r);
+void ot_peak_reset(struct trace_device *d);
 #endif

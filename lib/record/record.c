@@ -2,12 +2,11 @@
  * before ot_lock (no lock is ever held while unwinding); everything after it - interning, the live set,
  * the peak, the ring - is a few hundred nanoseconds under one mutex. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
-#include "intercept/cuda_api.h"
 
-#include "record/record.h"
 #include "record/ring.h"
-#include "snapshot/snapshot.h"
+#include "record/state.h"
 
 pthread_mutex_t ot_lock = PTHREAD_MUTEX_INITIALIZER;
 struct ot_state ot_state;
@@ -22,7 +21,7 @@ static int capture(uint64_t *frames, unsigned *flags)
 
 static void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t, const char *label)
 {
-    struct ot_event e = {
+    struct trace_event e = {
         .kind = kind, .cat = r->cat, .api = r->api, .device = r->device, .tid = r->tid,
         .stack = kind == OT_EV_ALLOC || kind == OT_EV_FAILED ? r->stack : 0,
         .seq = seq, .time_ns = t, .addr = r->key, .size = r->size, .label = label,
@@ -88,39 +87,56 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     pthread_mutex_unlock(&ot_lock);
 }
 
-/* Frees are recorded before the real call (hooks_device.c says why). The record closed is copied to
- * *closed (may be NULL), so that a free the driver then refuses can be undone; returns 1 when one was. */
-int ot_record_free_undoable(uint8_t ns, uint64_t key, uint16_t api, struct ot_rec *closed)
+/* ---- undo: frees are recorded before the real call (lib/intercept/hook_call.h says why) ---- */
+
+/* Notes one change in u; without memory for it, u says so and its undo will be partial. */
+static void undo_push(struct ot_undo *u, uint8_t kind, const struct ot_rec *r)
+{
+    if (!u)
+        return;
+    if (u->n == u->cap) {
+        unsigned cap = u->cap * 4;
+        struct ot_undo_step *n = malloc(cap * sizeof *n);
+        if (!n) {
+            u->lost = 1;
+            return;
+        }
+        memcpy(n, u->steps, u->n * sizeof *n);
+        if (u->steps != u->inline_steps)
+            free(u->steps);
+        u->steps = n;
+        u->cap = cap;
+    }
+    u->steps[u->n++] = (struct ot_undo_step){kind, *r};
+}
+
+/* Closes r and notes it in u. */
+static void close_undoable(struct ot_rec *r, uint16_t api, uint32_t tid, struct ot_undo *u)
+{
+    undo_push(u, OT_UNDO_CLOSED, r);
+    close_rec(r, api, tid);
+}
+
+void ot_record_free(uint8_t ns, uint64_t key, uint16_t api, struct ot_undo *u)
 {
     uint32_t tid = ot_tid();
     pthread_mutex_lock(&ot_lock);
     struct ot_rec *r = ot_live_find(&S.live, ns, key);
-    if (r) {
-        if (closed)
-            *closed = *r;
-        close_rec(r, api, tid);
-    } else {
+    if (r)
+        close_undoable(r, api, tid, u);
+    else
         S.unknown_frees++;
-    }
     pthread_mutex_unlock(&ot_lock);
-    return r != NULL;
-}
-
-void ot_record_free(uint8_t ns, uint64_t key, uint16_t api)
-{
-    ot_record_free_undoable(ns, key, api, NULL);
 }
 
 /* The driver refused a free recorded before the call: the memory is still allocated, and as the driver
  * still holds the address, nobody can have been given it since. The record goes back as it was (same
  * seq: in the peak set exactly when it was before), and its copy leaves the peak's retained set; an
  * ALLOC event tells the ring. */
-void ot_record_unfree(const struct ot_rec *closed)
+static void unclose(const struct ot_rec *closed)
 {
-    int err = errno;
-    pthread_mutex_lock(&ot_lock);
     if (!ot_live_find(&S.live, closed->ns, closed->key)) {
-        struct ot_device *d = ot_devslot(closed->device);
+        struct trace_device *d = ot_devslot(closed->device);
         for (uint64_t i = d->nretained; i-- > 0;)
             if (d->retained[i].seq == closed->seq && d->retained[i].key == closed->key) {
                 d->retained[i] = d->retained[--d->nretained];
@@ -138,8 +154,45 @@ void ot_record_unfree(const struct ot_rec *closed)
         }
         emit(OT_EV_ALLOC, closed, seq, now, NULL);
     }
+}
+
+/* A removed VMM mapping goes back, with a MAP event for the ring's UNMAP. */
+static void unmap_undo(const struct ot_rec *m)
+{
+    ot_live_put(&S.maps, m);
+    struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, m->seq);
+    struct ot_rec ev = {.key = m->key, .size = m->size, .api = OT_API_cuMemMap, .cat = OT_CAT_VMM, .tid = ot_tid(),
+                        .device = r ? r->device : -1};
+    emit(OT_EV_MAP, &ev, ++S.seq, ot_now_ns(), NULL);
+}
+
+/* Latest change first, so that a record closed by its last reference comes back before the reference. */
+void ot_record_undo(struct ot_undo *u)
+{
+    int err = errno;
+    pthread_mutex_lock(&ot_lock);
+    for (unsigned i = u->n; i-- > 0;) {
+        const struct ot_rec *r = &u->steps[i].rec;
+        struct ot_rec *live = u->steps[i].kind == OT_UNDO_CLOSED || u->steps[i].kind == OT_UNDO_MAP
+                                  ? NULL
+                                  : ot_live_find(&S.live, OT_NS_VMM, r->key);
+        switch (u->steps[i].kind) {
+        case OT_UNDO_CLOSED: unclose(r); break;
+        case OT_UNDO_MAP: unmap_undo(r); break;
+        case OT_UNDO_REF: if (live) live->refs++; break;
+        case OT_UNDO_MAPREF: if (live) live->maps++; break;
+        }
+    }
     pthread_mutex_unlock(&ot_lock);
+    if (u->lost)
+        ot_log("no memory to undo a refused free in full; the live set may miss an allocation");
     errno = err;
+}
+
+void ot_undo_done(struct ot_undo *u)
+{
+    if (u->steps != u->inline_steps)
+        free(u->steps);
 }
 
 void ot_record_failure(const struct ot_alloc_req *a, int result)
@@ -156,7 +209,7 @@ void ot_record_failure(const struct ot_alloc_req *a, int result)
     };
     uint64_t seq = ++S.seq;
     emit(OT_EV_FAILED, &r, seq, r.time_ns, NULL);
-    S.failure = (struct ot_failure){
+    S.failure = (struct trace_failure){
         .valid = 1, .req = *a, .result = result, .time_ns = r.time_ns, .seq = seq, .tid = tid,
         .stack = r.stack,
     };
@@ -164,18 +217,11 @@ void ot_record_failure(const struct ot_alloc_req *a, int result)
     pthread_mutex_unlock(&ot_lock);
 }
 
-void ot_record_failed(const struct ot_alloc_req *a, int result)
-{
-    ot_record_failure(a, result);
-    if (result == CUDA_ERROR_OUT_OF_MEMORY && ot_opt.dump_oom)
-        ot_snapshot_write(OT_TRIGGER_OOM, ot_api_name(a->api));
-}
-
 void ot_record_marker(const char *label)
 {
     uint32_t tid = ot_tid();
     pthread_mutex_lock(&ot_lock);
-    struct ot_marker *m = &S.markers[S.nmarkers % OT_MAX_MARKERS];
+    struct trace_marker *m = &S.markers[S.nmarkers % OT_MAX_MARKERS];
     m->seq = ++S.seq;
     m->time_ns = ot_now_ns();
     m->tid = tid;
@@ -190,10 +236,10 @@ void ot_record_marker(const char *label)
 
 /* ---- VMM: physical memory lives while it has a reference or a mapping ---- */
 
-static void vmm_maybe_free(struct ot_rec *r, uint16_t api, uint32_t tid)
+static void vmm_maybe_free(struct ot_rec *r, uint16_t api, uint32_t tid, struct ot_undo *u)
 {
     if (r->refs == 0 && r->maps == 0)
-        close_rec(r, api, tid);
+        close_undoable(r, api, tid, u);
 }
 
 void ot_vmm_retain(uint64_t handle)
@@ -205,15 +251,17 @@ void ot_vmm_retain(uint64_t handle)
     pthread_mutex_unlock(&ot_lock);
 }
 
-void ot_vmm_release(uint64_t handle)
+void ot_vmm_release(uint64_t handle, struct ot_undo *u)
 {
     uint32_t tid = ot_tid();
     pthread_mutex_lock(&ot_lock);
     struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
     if (r) {
-        if (r->refs)
+        if (r->refs) {
             r->refs--;
-        vmm_maybe_free(r, OT_API_cuMemRelease, tid);
+            undo_push(u, OT_UNDO_REF, r);
+        }
+        vmm_maybe_free(r, OT_API_cuMemRelease, tid, u);
     } else {
         S.unknown_frees++;
     }
@@ -244,16 +292,19 @@ void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle)
     pthread_mutex_unlock(&ot_lock);
 }
 
-static void unmap_one(uint64_t key, uint32_t tid)
+static void unmap_one(uint64_t key, uint32_t tid, struct ot_undo *u)
 {
     struct ot_rec *m = ot_live_find(&S.maps, OT_NS_DEVPTR, key);
     uint64_t handle = m->seq;
+    undo_push(u, OT_UNDO_MAP, m);
     ot_live_del(&S.maps, m);
     struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
     if (r) {
-        if (r->maps)
+        if (r->maps) {
             r->maps--;
-        vmm_maybe_free(r, OT_API_cuMemUnmap, tid);
+            undo_push(u, OT_UNDO_MAPREF, r);
+        }
+        vmm_maybe_free(r, OT_API_cuMemUnmap, tid, u);
     }
 }
 
@@ -261,7 +312,7 @@ static void unmap_one(uint64_t key, uint32_t tid)
  * cuts one, or holds none, is refused and must change nothing, so the range is checked against the
  * recorded mappings first. One call may cover several mappings. The common case - mappings laid end to
  * end from va - is walked by lookups; only a range with gaps scans the whole table. */
-void ot_vmm_unmap(uint64_t va, uint64_t size)
+void ot_vmm_unmap(uint64_t va, uint64_t size, struct ot_undo *u)
 {
     uint32_t tid = ot_tid();
     uint64_t end = va + size;
@@ -294,7 +345,7 @@ void ot_vmm_unmap(uint64_t va, uint64_t size)
     if (at >= end) {
         for (at = va; at < end;) {
             uint64_t msize = ot_live_find(&S.maps, OT_NS_DEVPTR, at)->size;
-            unmap_one(at, tid);
+            unmap_one(at, tid, u);
             at += msize;
         }
     } else {
@@ -308,7 +359,7 @@ void ot_vmm_unmap(uint64_t va, uint64_t size)
                     keys[n++] = m->key;
             }
             for (unsigned k = 0; k < n; k++)
-                unmap_one(keys[k], tid);
+                unmap_one(keys[k], tid, u);
             inside -= n;
         }
     }
@@ -323,36 +374,37 @@ void ot_pool_seen(uint64_t pool, int device)
     for (i = 0; i < S.npools && S.pools[i].handle != pool; i++)
         ;
     if (i == S.npools && S.npools < OT_MAX_POOLS)
-        S.pools[S.npools++] = (struct ot_pool){pool, device};
+        S.pools[S.npools++] = (struct trace_pool){pool, device};
     pthread_mutex_unlock(&ot_lock);
 }
 
-int ot_current_device(void)
+/* The device's used memory before this process's first tracked allocation on it: what the context,
+ * modules and other processes already held. Taken once, before the real call: the first caller claims it
+ * and asks the driver. */
+int ot_record_baseline_claim(int device)
 {
-    CUdevice d = 0;
-    CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))ot_real.cuCtxGetDevice;
-    if (!get || get(&d) != CUDA_SUCCESS)
-        return 0;
-    return d;
+    struct trace_device *d = ot_devslot(device);
+    int expect = 0;
+    return device >= 0 && __atomic_compare_exchange_n(&d->baseline_state, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                                      __ATOMIC_ACQUIRE);
 }
 
-/* The device's used memory before this process's first tracked allocation on it: what the context,
- * modules and other processes already held. Taken once, before the real call. */
-void ot_device_first_use(int device)
+void ot_record_baseline_set(int device, int known, uint64_t used)
 {
-    struct ot_device *d = ot_devslot(device);
-    int expect = 0;
-    if (device < 0 || !__atomic_compare_exchange_n(&d->baseline_state, &expect, 1, 0, __ATOMIC_ACQ_REL,
-                                                    __ATOMIC_ACQUIRE))
-        return;
-    size_t free_b = 0, total_b = 0;
-    CUresult (*info)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))ot_real.cuMemGetInfo_v2;
-    if (info && info(&free_b, &total_b) == CUDA_SUCCESS && total_b >= free_b) {
-        d->baseline_used = total_b - free_b;
-        __atomic_store_n(&d->baseline_state, 2, __ATOMIC_RELEASE);
-    } else {
-        __atomic_store_n(&d->baseline_state, 3, __ATOMIC_RELEASE);
-    }
+    struct trace_device *d = ot_devslot(device);
+    if (known)
+        d->baseline_used = used;
+    __atomic_store_n(&d->baseline_state, known ? 2 : 3, __ATOMIC_RELEASE);
+}
+
+void ot_record_fork_prepare(void)
+{
+    pthread_mutex_lock(&ot_lock);
+}
+
+void ot_record_fork_parent(void)
+{
+    pthread_mutex_unlock(&ot_lock);
 }
 
 /* Empties the recorder. In a forked child (forked = 1): the parent's allocations are not the child's (a

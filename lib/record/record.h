@@ -1,3 +1,6 @@
+/* The recorder: the one owner of the tracer's state (the live set, each device's peak, markers, the last
+ * failure, pools) and of its lock. Hooks write to it through the event calls; the snapshot writer reads
+ * it through the view below, while it holds the recorder still. */
 #ifndef OOMTRACE_RECORD_H
 #define OOMTRACE_RECORD_H
 #include "internal.h"
@@ -8,13 +11,13 @@
 #define OT_MAX_POOLS 256
 #define OT_PEAK_MARKERS 8
 
-struct ot_marker {
+struct trace_marker {
     uint64_t seq, time_ns;
     uint32_t tid;
     char label[OT_LABEL_MAX];
 };
 
-struct ot_failure {
+struct trace_failure {
     int valid;
     struct ot_alloc_req req;
     int result;
@@ -22,37 +25,80 @@ struct ot_failure {
     uint32_t tid, stack;
 };
 
-struct ot_pool {
+struct trace_pool {
     uint64_t handle;
     int device;
 };
 
-/* Everything the recorder keeps; read by the snapshot writer with ot_lock held. */
-struct ot_state {
-    struct ot_liveset live;         /* every allocation not yet freed */
-    struct ot_liveset maps;         /* VMM mappings: key = va, size, seq = handle, time_ns = offset */
-    struct ot_device dev[OT_MAX_DEVICES];
-    struct ot_device host;          /* device -1: pinned host memory, VMM memory located on the host */
-    uint64_t seq;                   /* events so far; an event's seq is its index from 1 */
-    uint64_t recorded;              /* events recorded (kept in the ring or dropped from it) */
-    uint64_t unknown_frees;         /* frees of keys the tracer never saw allocated */
-    uint64_t untracked;             /* allocations the tracer had no memory to track */
-    struct ot_marker markers[OT_MAX_MARKERS]; /* the most recent, by nmarkers % OT_MAX_MARKERS */
-    uint64_t nmarkers;
-    /* The last markers before each device's peak, copied when the peak was set: a long run pushes them
-     * out of markers[], but they are what explains the peak. */
-    struct ot_marker peak_markers[OT_MAX_DEVICES][OT_PEAK_MARKERS];
-    uint64_t peak_markers_at[OT_MAX_DEVICES]; /* nmarkers when they were copied */
-    struct ot_failure failure;      /* the most recent failed allocation */
-    uint64_t failures;
-    struct ot_pool pools[OT_MAX_POOLS];
-    int npools;
-    uint64_t async_devices;         /* bit d: device d had stream-ordered allocations */
+/* What a free recorded before its real call changed, step by step, so that a call the driver refuses
+ * changes nothing (intercept/hook_call.h). */
+enum { OT_UNDO_CLOSED = 1, OT_UNDO_REF, OT_UNDO_MAP, OT_UNDO_MAPREF };
+struct ot_undo_step {
+    uint8_t kind; /* CLOSED: rec was closed; REF, MAPREF: VMM handle rec.key lost a reference, a mapping;
+                   * MAP: mapping rec was removed */
+    struct ot_rec rec;
 };
-extern struct ot_state ot_state;
-
-static inline struct ot_device *ot_devslot(int d)
+struct ot_undo {
+    unsigned n, cap;
+    int lost; /* a step could not be noted (no memory): the undo is partial */
+    struct ot_undo_step *steps;
+    struct ot_undo_step inline_steps[3]; /* enough for one free, one release or one mapping's unmap */
+};
+static inline void ot_undo_init(struct ot_undo *u)
 {
-    return d >= 0 && d < OT_MAX_DEVICES ? &ot_state.dev[d] : &ot_state.host;
+    u->n = 0;
+    u->cap = 3;
+    u->lost = 0;
+    u->steps = u->inline_steps;
 }
+
+/* ---- events (record.c), each called after (a free: before) the real driver call ---- */
+void ot_record_alloc(const struct ot_alloc_req *a);
+void ot_record_free(uint8_t ns, uint64_t key, uint16_t api, struct ot_undo *u); /* u may be NULL */
+void ot_record_undo(struct ot_undo *u); /* the driver refused: undo u's steps, latest first */
+void ot_undo_done(struct ot_undo *u);
+void ot_record_failure(const struct ot_alloc_req *a, int result); /* the event only; no snapshot */
+void ot_record_marker(const char *label);
+void ot_vmm_retain(uint64_t handle);
+void ot_vmm_release(uint64_t handle, struct ot_undo *u);
+void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle);
+void ot_vmm_unmap(uint64_t va, uint64_t size, struct ot_undo *u);
+void ot_pool_seen(uint64_t pool, int device);
+/* A device's used memory before its first tracked allocation: claim (1 for the one caller that should
+ * ask the driver, once per device), then set what the driver said (known = 0: it could not say). */
+int ot_record_baseline_claim(int device);
+void ot_record_baseline_set(int device, int known, uint64_t used);
+void ot_record_reset(int forked);
+void ot_record_fork_prepare(void); /* the lock is held across fork() */
+void ot_record_fork_parent(void);
+
+/* ---- the view (view.c): what a snapshot reads ---- */
+
+/* Where a snapshot's driver queries should look, taken in one short look under the lock. */
+struct trace_sources {
+    uint64_t devices;       /* bit d: device d had tracked memory, a peak, imports or the last failure */
+    uint64_t async_devices; /* bit d: device d had stream-ordered allocations */
+    int npools;
+    struct trace_pool pools[OT_MAX_POOLS];
+};
+int ot_record_sources(struct trace_sources *out, int bounded); /* bounded: as ot_record_hold */
+
+/* Holds the recorder still while a snapshot reads it; 0 when held. bounded: wait at most a second (the
+ * last flush after a fatal signal must not wait forever on a lock the crashing thread may hold). */
+int ot_record_hold(int bounded);
+void ot_record_release(void);
+
+/* While held: */
+uint64_t ot_record_events(void); /* events recorded (kept in the ring or dropped from it) */
+const struct ot_liveset *ot_record_live(void);
+const struct ot_liveset *ot_record_mappings(void); /* key = va, size, seq = handle, time_ns = offset */
+const struct trace_device *ot_record_device(int ordinal); /* outside 0..OT_MAX_DEVICES-1: the host */
+const struct trace_failure *ot_record_last_failure(void); /* the most recent failed allocation, or NULL */
+#define OT_MARKERS_VIEW (OT_MAX_MARKERS + OT_MAX_DEVICES * OT_PEAK_MARKERS)
+/* The recent markers and those pinned at each device's peak, by seq, each once, into v (room for
+ * OT_MARKERS_VIEW). */
+size_t ot_record_markers(const struct trace_marker **v);
+
+/* Any time, without the lock: the seq of the last event (a flush skips an unchanged state). */
+uint64_t ot_record_last_seq(void);
 #endif

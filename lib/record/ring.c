@@ -16,6 +16,7 @@
 #include <zstd.h>
 
 #include "record/ring.h"
+#include "record/state.h"
 
 struct chunk {
     struct chunk *next;
@@ -205,7 +206,7 @@ static void seal(void)
     R.nevents = 0;
 }
 
-void ot_ring_append(const struct ot_event *e)
+void ot_ring_append(const struct trace_event *e)
 {
     if (!R.raw) {
         R.cap = chunk_capacity();

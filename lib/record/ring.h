@@ -3,7 +3,7 @@
 #include "common/buf.h"
 #include "internal.h"
 
-struct ot_event {
+struct trace_event {
     uint8_t kind;
     uint8_t cat;
     uint16_t api;
@@ -21,7 +21,7 @@ struct ot_ring_stats {
     uint64_t kept, dropped, chunks_dropped, used_bytes;
 };
 
-void ot_ring_append(const struct ot_event *e); /* caller holds ot_lock */
+void ot_ring_append(const struct trace_event *e); /* caller holds ot_lock */
 void ot_ring_serialize(struct ot_buf *b);      /* the EVENTS payload; caller holds ot_lock */
 void ot_ring_stats(struct ot_ring_stats *st);
 void ot_ring_reset(int forked);

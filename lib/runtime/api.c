@@ -2,12 +2,12 @@
 #define OOMTRACE_NO_INLINE
 #include "oomtrace.h"
 
+#include <errno.h>
 #include <stddef.h>
 
-#include <errno.h>
-
+#include "driver/cuda_api.h"
 #include "internal.h"
-#include "intercept/cuda_api.h"
+#include "record/record.h"
 #include "snapshot/framework.h"
 #include "snapshot/snapshot.h"
 
@@ -27,7 +27,7 @@ OT_EXPORT int oomtrace_dump(const char *reason)
 {
     if (ot_self.busy || !ot_ready())
         return -1;
-    return ot_snapshot_write(OT_TRIGGER_API, reason ? reason : "oomtrace_dump");
+    return ot_snapshot_trigger(OT_TRIGGER_API, reason ? reason : "oomtrace_dump");
 }
 
 OT_EXPORT int oomtrace_framework_state(const void *payload, size_t len)
@@ -55,7 +55,7 @@ OT_EXPORT int oomtrace_framework_oom(const char *framework, unsigned long long r
     ot_self.busy = 1;
     ot_record_failure(&q, CUDA_ERROR_OUT_OF_MEMORY);
     ot_self.busy = 0;
-    int rc = ot_snapshot_write(OT_TRIGGER_FRAMEWORK_OOM, framework && *framework ? framework : "framework");
+    int rc = ot_snapshot_trigger(OT_TRIGGER_FRAMEWORK_OOM, framework && *framework ? framework : "framework");
     errno = err;
     return rc;
 }

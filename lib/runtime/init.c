@@ -14,7 +14,7 @@
 #include "record/record.h"
 #include "snapshot/snapshot.h"
 
-__thread struct ot_thread ot_self __attribute__((tls_model("initial-exec")));
+__thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
 uint64_t ot_start_ns;
 int ot_dir_warned;
 
@@ -35,7 +35,7 @@ static volatile sig_atomic_t crash_sig, crash_flushed;
 static struct sigaction crash_old[NSIG];
 /* SIGTERM too: it is how launchers (torchrun, Slurm) stop the other ranks once one has failed. */
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM};
-static int exit_registered, exit_written;
+static int exit_registered;
 
 uint32_t ot_tid(void)
 {
@@ -69,7 +69,7 @@ static void *dumper(void *arg)
             ;
         int sig = dump_pending;
         dump_pending = 0;
-        ot_snapshot_write(OT_TRIGGER_SIGNAL, sig ? strsignal(sig) : "signal");
+        ot_snapshot_trigger(OT_TRIGGER_SIGNAL, sig ? strsignal(sig) : "signal");
     }
     return NULL;
 }
@@ -88,11 +88,11 @@ static void *flusher(void *arg)
         next.tv_nsec %= 1000000000L;
         int woken = sem_timedwait(&flush_sem, &next) == 0;
         pthread_mutex_lock(&flush_mu);
-        uint64_t seq = __atomic_load_n(&ot_state.seq, __ATOMIC_RELAXED);
+        uint64_t seq = ot_record_last_seq();
         if (!flush_finished && (seq != last_seq || woken)) {
             if (woken && crash_sig)
-                ot_flush_final = 1;
-            ot_snapshot_write(OT_TRIGGER_FLUSH, woken && crash_sig ? strsignal(crash_sig) : "periodic");
+                ot_snapshot_last_flush();
+            ot_snapshot_trigger(OT_TRIGGER_FLUSH, woken && crash_sig ? strsignal(crash_sig) : "periodic");
             last_seq = seq;
         }
         pthread_mutex_unlock(&flush_mu);
@@ -224,11 +224,8 @@ static void make_dir(const char *dir)
 
 static void exit_dump(void)
 {
-    if (state != ST_READY || !ot_opt.dump_exit || __atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL))
-        return;
-    ot_self.busy = 1;
-    ot_snapshot_write(OT_TRIGGER_EXIT, "exit");
-    ot_self.busy = 0;
+    if (state == ST_READY)
+        ot_snapshot_trigger(OT_TRIGGER_EXIT, "exit");
 }
 
 /* Registered at the first allocation rather than at start-up, so that it runs before the exit handlers
@@ -254,15 +251,6 @@ void ot_after_first_alloc(void)
     }
 }
 
-static void atfork_prepare(void)
-{
-    pthread_mutex_lock(&ot_lock);
-}
-
-static void atfork_parent(void)
-{
-    pthread_mutex_unlock(&ot_lock);
-}
 
 static void atfork_child(void)
 {
@@ -270,7 +258,7 @@ static void atfork_child(void)
     threads_pid = 0; /* restarted on the child's next tracer call */
     pthread_mutex_init(&flush_mu, NULL);
     ot_record_reset(1);
-    exit_written = 0;
+    ot_snapshot_forked();
 }
 
 static void init_once(void)
@@ -286,7 +274,7 @@ static void init_once(void)
         return;
     }
     ot_backtrace_init();
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    pthread_atfork(ot_record_fork_prepare, ot_record_fork_parent, atfork_child);
     /* Ready before any handler exists: a signal that arrives before the first allocation finds them. */
     sem_init(&dump_sem, 0, 0);
     sem_init(&flush_sem, 0, 0);

@@ -1,13 +1,18 @@
+/* Snapshots: the recorder's state written to one file, in the format of docs/FORMAT.md. */
 #ifndef OOMTRACE_SNAPSHOT_H
 #define OOMTRACE_SNAPSHOT_H
 #include "oomtrace_format.h"
 
-/* Writes a snapshot of the recorder's state into OOMTRACE_DIR. Not for signal context: the signal and
- * crash paths hand over to the dumper thread. Returns 0 when the file was written. */
-int ot_snapshot_write(enum ot_trigger trigger, const char *reason);
+/* The one entry for every trigger (trigger.c): writes a snapshot into OOMTRACE_DIR when the options ask
+ * for this trigger (an OOM with OOMTRACE_DUMP containing "oom", the exit once, ...). Not for signal
+ * context: the signal and crash paths hand over to a thread. Returns 0 when a file was written. */
+int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason);
+
+/* The next flush is the last, after a fatal signal: the recorder is waited for at most a second. */
+void ot_snapshot_last_flush(void);
+/* In a forked child: its exit is a snapshot of its own. */
+void ot_snapshot_forked(void);
 
 /* Removes this process's crash-surviving flush file (the process finished). */
 void ot_flush_file_remove(void);
-/* Set for the last flush after a fatal signal: the state lock is then waited for at most a second. */
-extern int ot_flush_final;
 #endif

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "record/liveset.h"
-#include "record/record.h"
+#include "record/state.h"
 #include "record/ring.h"
 
 /* A deterministic generator, so a failure reproduces. */
@@ -68,7 +68,7 @@ static void test_liveset_matches_reference(void **state)
  * live records of the device in device categories made at or before the peak, and the retained ones. */
 static uint64_t peak_foreach(int device, void (*fn)(const struct ot_rec *, void *), void *ctx)
 {
-    const struct ot_device *d = ot_devslot(device);
+    const struct trace_device *d = ot_devslot(device);
     const struct ot_liveset *l = &ot_state.live;
     uint64_t n = 0;
     for (uint64_t i = 0; l->slots && i <= l->mask; i++) {
@@ -119,7 +119,7 @@ static void test_peak_set_is_exact(void **state)
     for (int op = 0; op < OPS; op++) {
         int i = (int)(next() % SLOTS);
         if (live_key[i]) {
-            ot_record_free(OT_NS_DEVPTR, live_key[i], OT_API_cuMemFree_v2);
+            ot_record_free(OT_NS_DEVPTR, live_key[i], OT_API_cuMemFree_v2, NULL);
             cur -= live_size[i];
             live_key[i] = 0;
         } else {
@@ -161,11 +161,11 @@ static void test_vmm_reference_counts(void **state)
     ot_record_alloc(&q);
     ot_vmm_map(0x200000000ull, size, 0, h);
     ot_vmm_retain(h);
-    ot_vmm_release(h);
+    ot_vmm_release(h, NULL);
     assert_int_equal(ot_state.dev[0].cur, size);
-    ot_vmm_unmap(0x200000000ull, size);
+    ot_vmm_unmap(0x200000000ull, size, NULL);
     assert_int_equal(ot_state.dev[0].cur, size); /* one reference left */
-    ot_vmm_release(h);
+    ot_vmm_release(h, NULL);
     assert_int_equal(ot_state.dev[0].cur, 0);
     assert_int_equal(ot_state.live.count, 0);
     assert_int_equal(ot_state.unknown_frees, 0);
@@ -174,9 +174,9 @@ static void test_vmm_reference_counts(void **state)
     ot_record_alloc(&q);
     ot_vmm_map(0x300000000ull, size / 2, 0, h);
     ot_vmm_map(0x300000000ull + size / 2, size / 2, size / 2, h);
-    ot_vmm_release(h);
+    ot_vmm_release(h, NULL);
     assert_int_equal(ot_state.dev[0].cur, size);
-    ot_vmm_unmap(0x300000000ull, size); /* one call covering both mappings */
+    ot_vmm_unmap(0x300000000ull, size, NULL); /* one call covering both mappings */
     assert_int_equal(ot_state.dev[0].cur, 0);
     assert_int_equal(ot_state.maps.count, 0);
 
@@ -197,7 +197,7 @@ static void test_host_pinned_is_not_device_memory(void **state)
     assert_int_equal(ot_state.host.by_cat[OT_CAT_HOST_PINNED], 4096);
     assert_int_equal(ot_state.host.cur, 0);
     assert_int_equal(ot_state.dev[0].peak, 0);
-    ot_record_free(OT_NS_HOST, 0x5000, OT_API_cuMemFreeHost);
+    ot_record_free(OT_NS_HOST, 0x5000, OT_API_cuMemFreeHost, NULL);
     assert_int_equal(ot_state.host.by_cat[OT_CAT_HOST_PINNED], 0);
 }
 
@@ -213,7 +213,7 @@ static void test_ring_counts_dropped_chunks(void **state)
         struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0,
                                  0x10000000ull + (next() % 1000000) * 512, 512 + next() % 100000};
         ot_record_alloc(&q);
-        ot_record_free(OT_NS_DEVPTR, q.key, OT_API_cuMemFree_v2);
+        ot_record_free(OT_NS_DEVPTR, q.key, OT_API_cuMemFree_v2, NULL);
     }
     /* The ring is shared with its compressor thread: read it as the snapshot writer does, under the lock. */
     pthread_mutex_lock(&ot_lock);
@@ -288,13 +288,13 @@ static void test_markers_before_peak_are_kept(void **state)
     }
     struct ot_alloc_req big = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x1000, 1 << 30};
     ot_record_alloc(&big);
-    ot_record_free(OT_NS_DEVPTR, 0x1000, OT_API_cuMemFree_v2);
+    ot_record_free(OT_NS_DEVPTR, 0x1000, OT_API_cuMemFree_v2, NULL);
     for (int i = 20; i < 3000; i++) {
         snprintf(label, sizeof label, "step %d", i);
         ot_record_marker(label);
         struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x2000, 4096};
         ot_record_alloc(&q);
-        ot_record_free(OT_NS_DEVPTR, 0x2000, OT_API_cuMemFree_v2);
+        ot_record_free(OT_NS_DEVPTR, 0x2000, OT_API_cuMemFree_v2, NULL);
     }
     for (int i = 0; i < OT_PEAK_MARKERS; i++) {
         snprintf(label, sizeof label, "step %d", 12 + i);

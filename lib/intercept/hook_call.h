@@ -1,0 +1,85 @@
+/* The shape of every wrapper, written once. A wrapper calls the real driver function with the caller's
+ * exact arguments and returns its exact result; recording happens beside the call, never instead of it.
+ *
+ *     OT_HOOK_ENTER(name, (args));     the real function, or a plain pass-through when the tracer must not
+ *                                      record (disabled, or already inside it on this thread)
+ *     an allocation:  dev = ot_pre_alloc(); r = real(args); ... return ot_alloc_end(r, &req, err);
+ *     a free:         OT_FREE_CALL(record the free into &undo, real(args));
+ */
+#ifndef OOMTRACE_HOOK_CALL_H
+#define OOMTRACE_HOOK_CALL_H
+#include <errno.h>
+#include <stddef.h>
+
+#include "driver/cuda_api.h"
+#include "driver/driver.h"
+#include "internal.h"
+#include "record/record.h"
+
+void *ot_real_slow(size_t off);
+
+/* The real function: resolved on first use, for programs that call our exported names directly. */
+#define OT_REAL(name, type) \
+    ((type)(OT_LIKELY(ot_real.name != NULL) ? ot_real.name : ot_real_slow(offsetof(struct ot_real, name))))
+
+/* Enters the tracer on this thread; 0 when it must not record (disabled, or already inside it). */
+static inline int ot_enter(void)
+{
+    if (ot_self.busy || !ot_ready())
+        return 0;
+    ot_self.busy = 1;
+    return 1;
+}
+
+static inline void ot_leave(int saved_errno)
+{
+    ot_self.busy = 0;
+    errno = saved_errno;
+}
+
+/* Declares `real` (of type `type`, from realp) and `err` (the caller's errno, for ot_leave); returns the
+ * real call's result untouched when the tracer must not record. */
+#define OT_HOOK_START(type, realp, args)                                                               \
+    __typeof__(type) real = (__typeof__(type))(realp);                                                 \
+    if (!real)                                                                                         \
+        return CUDA_ERROR_NOT_INITIALIZED;                                                             \
+    if (!ot_enter())                                                                                   \
+        return real args;                                                                              \
+    int err = errno
+/* The same for the wrapper of `name` itself: the real function has the wrapper's type. */
+#define OT_HOOK_ENTER(name, args) OT_HOOK_START(__typeof__(&name), OT_REAL(name, void *), args)
+
+/* The device a call will allocate on, with the device's baseline taken before its first allocation. */
+int ot_pre_alloc(void);
+void ot_first_use(int device); /* the baseline alone, for a call that names its device */
+
+/* After an allocation call: records the success, or the out-of-memory failure (and its snapshot). */
+void ot_after_alloc(CUresult r, const struct ot_alloc_req *req);
+
+static inline CUresult ot_alloc_end(CUresult r, const struct ot_alloc_req *req, int err)
+{
+    ot_after_alloc(r, req);
+    ot_leave(err);
+    return r;
+}
+
+/* The undo rule. A free is recorded before the real call: once the driver has the memory back, another
+ * thread may be handed the same address or handle, and its allocation must not be mistaken for this one.
+ * When the driver then refuses the call, the memory is still allocated, and everything the free changed
+ * is put back. */
+static inline CUresult ot_free_end(CUresult r, struct ot_undo *u)
+{
+    if (OT_UNLIKELY(r != CUDA_SUCCESS) && (u->n || u->lost))
+        ot_record_undo(u);
+    ot_undo_done(u);
+    return r;
+}
+
+/* record: a statement that records the free into &undo; call: the real call. Ends the wrapper. */
+#define OT_FREE_CALL(record, call)                                                                     \
+    struct ot_undo undo;                                                                               \
+    ot_undo_init(&undo);                                                                               \
+    record;                                                                                            \
+    ot_leave(err);                                                                                     \
+    return ot_free_end(call, &undo)
+#endif

@@ -1,0 +1,85 @@
+/* What makes a snapshot, in one place: an allocation that ran out of memory, the process's exit,
+ * OOMTRACE_SIGNAL, the crash-surviving flush, and oomtrace_dump(). Each calls ot_snapshot_trigger, which
+ * says whether this trigger writes now, numbers the snapshot, and runs gather, encode and file. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "snapshot/framework.h"
+#include "snapshot/snapshot.h"
+#include "snapshot/writer.h"
+
+static unsigned snapshot_seq;
+static int warned_max, exit_written, last_flush;
+
+void ot_snapshot_last_flush(void)
+{
+    __atomic_store_n(&last_flush, 1, __ATOMIC_RELEASE);
+}
+
+void ot_snapshot_forked(void)
+{
+    exit_written = 0;
+}
+
+static int wanted(enum ot_trigger trigger)
+{
+    switch (trigger) {
+    case OT_TRIGGER_OOM:
+        return ot_opt.dump_oom;
+    case OT_TRIGGER_EXIT: /* once, even when exit() is called again from an exit handler */
+        return ot_opt.dump_exit && !__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL);
+    default:
+        return 1;
+    }
+}
+
+static int write_snapshot(enum ot_trigger trigger, const char *reason)
+{
+    int flush = trigger == OT_TRIGGER_FLUSH;
+    unsigned seq = flush ? 0 : __atomic_add_fetch(&snapshot_seq, 1, __ATOMIC_RELAXED);
+    if (!flush && ot_opt.max_snapshots && seq > (unsigned)ot_opt.max_snapshots) {
+        if (!__atomic_exchange_n(&warned_max, 1, __ATOMIC_RELAXED))
+            ot_log("OOMTRACE_MAX_SNAPSHOTS=%d reached; no more snapshots from pid %d", ot_opt.max_snapshots,
+                   (int)getpid());
+        return -1;
+    }
+    /* The last flush after a fatal signal must not wait forever on a lock the crashing thread may hold. */
+    int bounded = flush && __atomic_load_n(&last_flush, __ATOMIC_ACQUIRE);
+    struct trace_facts *f = malloc(sizeof *f);
+    struct trace_sections *secs = malloc(sizeof *secs);
+    int rc = -1;
+    if (f && secs && ot_gather(f, flush, bounded) == 0) {
+        struct trace_failure failed;
+        char path[OT_PATH_MAX];
+        if (ot_encode(secs, f, trigger, reason, seq, bounded, &failed) == 0) {
+            rc = ot_file_write(secs, trigger, seq, &f->rk, path);
+            /* The framework OOM that may follow lists it as one of its probes. */
+            if (rc == 0 && trigger == OT_TRIGGER_OOM && failed.valid)
+                ot_probe_note(path, failed.seq, failed.req.size, failed.req.device);
+            ot_sections_free(secs);
+        }
+        ot_gather_free(f);
+    }
+    free(secs);
+    free(f);
+    return rc;
+}
+
+int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason)
+{
+    int saved_errno = errno;
+    int was_busy = ot_self.busy;
+    ot_self.busy = 1;
+    /* The writer opens, reads and writes files (cancellation points), some with the recorder held: a
+     * thread cancelled there would leave the lock owned by a thread that no longer exists, and a file half
+     * made. A cancel requested meanwhile acts at the program's next cancellation point. */
+    int cancel_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+    int rc = wanted(trigger) ? write_snapshot(trigger, reason) : -1;
+    pthread_setcancelstate(cancel_state, NULL);
+    ot_self.busy = was_busy;
+    errno = saved_errno;
+    return rc;
+}
