@@ -50,6 +50,7 @@ struct ot_analysis {
     struct ot_notes notes;
     struct ot_why *why; /* why.h: statements explaining the failure or the peak; NULL when out of memory */
     struct ot_breakdown *breakdown; /* breakdown.h: what held the memory; NULL when out of memory */
+    struct ot_why *remedies; /* why.h: what to try; NULL when out of memory */
 };
 
 /* Decodes the ring and builds the tables. -1 with errbuf when the ring is malformed (bad input) or

@@ -25,6 +25,7 @@ int ot_analyze(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_res
         a->breakdown = NULL;
     }
     a->why = ot_why_new(a);
+    a->remedies = ot_remedies_new(a);
     return 0;
 }
 
@@ -32,6 +33,8 @@ void ot_analysis_free(struct ot_analysis *a)
 {
     ot_why_free(a->why);
     a->why = NULL;
+    ot_why_free(a->remedies);
+    a->remedies = NULL;
     free(a->breakdown);
     a->breakdown = NULL;
     ot_allocview_free(a->fw);

@@ -297,13 +297,13 @@ static void breakdown(struct ot_json *j, const struct ot_breakdown *b)
 }
 
 /* The "why" array: empty without statements, null when they could not be built. */
-static void why(struct ot_json *j, const struct ot_why *w)
+static void statements(struct ot_json *j, const char *key, const struct ot_why *w)
 {
     if (!w) {
-        ot_json_null(j, "why");
+        ot_json_null(j, key);
         return;
     }
-    ot_json_arr(j, "why");
+    ot_json_arr(j, key);
     for (size_t i = 0; i < w->n; i++) {
         const struct ot_why_item *it = &w->v[i];
         ot_json_obj(j, NULL);
@@ -371,7 +371,8 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
 
     failure(&x);
     breakdown(j, a->breakdown);
-    why(j, a->why);
+    statements(j, "why", a->why);
+    statements(j, "what_to_try", a->remedies);
     peak_view(&x, "peak", a->peak);
     ot_json_arr(j, "peaks");
     for (size_t i = 0; i < a->npeaks; i++)

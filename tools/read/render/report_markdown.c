@@ -202,12 +202,11 @@ static void breakdown(struct md *m)
     fputc('\n', f);
 }
 
-static void why(struct md *m)
+static void statements(struct md *m, const struct ot_why *w, const char *title)
 {
-    const struct ot_why *w = m->a->why;
     if (!w || !w->n)
         return;
-    fputs("**Why:**\n\n", m->f);
+    fprintf(m->f, "**%s:**\n\n", title);
     for (size_t i = 0; i < w->n; i++) {
         fputs("- ", m->f);
         md_text(m->f, ot_cstr(w->v[i].text ? w->v[i].text : ""), 600);
@@ -341,7 +340,8 @@ int ot_report_markdown(FILE *f, const struct ot_analysis *a, const struct ot_rep
     title(&m);
     failure(&m);
     breakdown(&m);
-    why(&m);
+    statements(&m, m.a->why, "Why");
+    statements(&m, m.a->remedies, "What to try");
     devices(&m);
     sites(&m);
     events(&m);

@@ -487,13 +487,18 @@ static void events(struct tx *t)
 }
 
 /* The "Why" block: nothing when there is no statement. */
-static void why(FILE *f, const struct ot_why *w)
+static void statements(FILE *f, const struct ot_why *w, const char *title)
 {
     if (!w || !w->n)
         return;
-    fputs("\nWhy (each statement from numbers in this snapshot):\n", f);
+    fprintf(f, "\n%s:\n", title);
     for (size_t i = 0; i < w->n; i++)
         fprintf(f, "  - %s\n", w->v[i].text);
+}
+
+static void why(FILE *f, const struct ot_why *w)
+{
+    statements(f, w, "Why (each statement from numbers in this snapshot)");
 }
 
 static void trailer(struct tx *t)
@@ -534,6 +539,7 @@ int ot_report_text(FILE *f, const struct ot_analysis *a, const struct ot_report_
     failure(&t);
     breakdown(&t);
     why(f, a->why);
+    statements(f, a->remedies, "What to try (each remedy from the numbers above)");
     devices(&t);
     struct ot_moment_tables mt;
     ot_moment_tables(a, o->at, &mt);
