@@ -290,7 +290,7 @@ class Torch:
         else:
             attach(self.comp.guard("torch OOM observer", self.on_oom))
             self.observer = True
-            self.comp.watch_exceptions()
+            self.comp.watch_exceptions(fallback=False)  # before 3.12 the observer writes by itself
         if self.stacks:
             try:
                 self.cuda.memory._record_memory_history(enabled="state", stacks="python")
@@ -620,11 +620,13 @@ class Companion:
         self.mark_fn(label.encode("utf-8", "replace")[:255])
 
     # -- JAX's and CuPy's OOMs are exceptions --
-    def watch_exceptions(self):
-        if self.watching:
+    def watch_exceptions(self, fallback=True):
+        """RAISE events where sys.monitoring exists (3.12+); else, when fallback, the uncaught ones through
+        sys.excepthook and threading.excepthook, chained to the program's own."""
+        mon = getattr(sys, "monitoring", None)
+        if self.watching or (mon is None and not fallback):
             return
         self.watching = True
-        mon = getattr(sys, "monitoring", None)
         if mon is not None:
             for tool in (4, 3, 5, 2, 1, 0):
                 if mon.get_tool(tool) is None:

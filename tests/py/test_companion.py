@@ -48,7 +48,7 @@ def companion():
     c.attached, c.given_up, c.watching, c.recent, c.in_oom = {}, set(), False, [], False
     c.collect_failed = set()
     c.sees_raises = False
-    c.watch_exceptions = lambda: None  # one process, many companions: sys.monitoring's tool ids are few
+    c.watch_exceptions = lambda fallback=True: None  # one process, many companions: sys.monitoring's tool ids are few
     return c, lib
 
 
@@ -134,6 +134,22 @@ expect(err["text"].startswith("CUDA out of memory. Tried"), "torch's own message
 c.on_raise(None, 0, t.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
 expect(len(lib.ooms) == 3 and lib.ooms[2][1] == 2 << 30, "an OOM with no observer call: request from the text")
 c.sees_raises = False
+
+# OOMTRACE_TORCH_STACKS=python: PyTorch's recorder in state-only mode, and each block's Python stack.
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch(snapshot=fakefw.torch_snapshot(2, 2, frames=True))
+calls = []
+t.cuda.memory._record_memory_history = lambda **kw: calls.append(kw)
+os.environ["OOMTRACE_TORCH_STACKS"] = "python"
+try:
+    run_with({"torch": t}, c.scan)
+finally:
+    del os.environ["OOMTRACE_TORCH_STACKS"]
+c.refresh("api")
+expect(calls == [{"enabled": "state", "stacks": "python"}], "recorder started in state-only mode: %s" % calls)
+fr = [x for x in records(lib.states[-1]) if x["kind"] == "BLOCK_FRAMES"]
+expect(fr and [f["block"] for f in fr[0]["frames"]] == [0, 1, 2, 3], "BLOCK_FRAMES for every block with frames")
 
 # torch not yet initialized: nothing touched, the observer waits for a later scan.
 clear_modules()
