@@ -83,6 +83,7 @@ void *ot_real_dlsym_fn(void);
 /* ---- backtrace.c ---- */
 int ot_backtrace(uint64_t *frames, int max, unsigned *flags);
 void ot_backtrace_init(void);
+int ot_native_walk(uint64_t *frames, int want); /* raw return addresses from the caller out; -1: use libunwind */
 
 /* ---- stacks.c: interned backtraces ---- */
 uint32_t ot_stack_intern(const uint64_t *frames, int n, unsigned flags); /* caller holds ot_lock */

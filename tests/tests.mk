@@ -132,3 +132,7 @@ test:
 	@$(MAKE) --no-print-directory test-build
 	@tests/run.sh
 
+$(TEST_BIN)/test_walk: tests/unit/test_walk.c tests/unit/walk_hops.S $(LIB_CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -fno-optimize-sibling-calls -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
+TEST_PROGS += $(TEST_BIN)/test_walk
