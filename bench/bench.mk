@@ -31,8 +31,37 @@ $(BENCH_BIN)/snapgen: $(SNAPGEN_SRC) include/oomtrace_format.h
 	$(CC) -Iinclude -O2 -o $@ $< -lzstd
 endif
 
+# alloc_objects: allocation pairs with N extra shared objects loaded and the stack passing through some
+# of them. Each hop kind is one object copied 500 times: a copy is a distinct object to the loader.
+HOP_COPIES := 500
+HOP_KINDS := std nofde expr
+BENCH_PROGS += $(BENCH_BIN)/alloc_objects $(BENCH_BIN)/hops/.stamp
+
+$(BENCH_BIN)/alloc_objects: bench/alloc_objects.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -ldl -lunwind
+
+$(BENCH_BIN)/hops/std.so: bench/hops/hop.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -fPIC -shared -o $@ $<
+
+$(BENCH_BIN)/hops/nofde.so: bench/hops/hop.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -fPIC -shared -fno-asynchronous-unwind-tables -fno-unwind-tables \
+		-fno-omit-frame-pointer -o $@ $<
+
+$(BENCH_BIN)/hops/expr.so: bench/hops/hop_expr.S
+	@mkdir -p $(dir $@)
+	$(CC) -fPIC -shared -o $@ $<
+
+$(BENCH_BIN)/hops/.stamp: $(foreach k,$(HOP_KINDS),$(BENCH_BIN)/hops/$(k).so)
+	for k in $(HOP_KINDS); do mkdir -p $(BENCH_BIN)/hops/$$k; \
+		for i in $$(seq -f %03g 0 $$(($(HOP_COPIES) - 1))); do cp $(BENCH_BIN)/hops/$$k.so $(BENCH_BIN)/hops/$$k/hop$$i.so; done; done
+	touch $@
+
 .PHONY: bench-build
 bench-build: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/fake/libcuda.so.1 $(BENCH_PROGS)
 
 bench: bench-build
 	@MAKE="$(MAKE)" bench/run.sh --built
+

@@ -1,0 +1,12 @@
+/* One hop of bench/alloc_objects' stack: a call that passes through a shared object of its own, so that
+ * the unwinder must find this object's unwind information. Built three ways (bench/bench.mk):
+ *   std    ordinary -O2 code with .eh_frame (what most of a PyTorch process is);
+ *   nofde  no unwind tables at all, frame pointer kept (the unwinder falls back to the frame chain);
+ *   expr   hop_expr.S: the CFA given as a DWARF expression, as GCC writes it for a realigned frame. */
+volatile int ot_hop_sink;
+
+__attribute__((noinline)) void ot_bench_hop(void (*next)(void *), void *arg)
+{
+    next(arg);
+    ot_hop_sink++; /* not a tail call: the hop keeps its frame */
+}
