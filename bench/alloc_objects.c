@@ -4,9 +4,10 @@
  * libtorch, c10, cudart, python) against a small C program (five objects). In the same process and from the
  * same leaf, the floor: unw_backtrace at the same depth, into the buffer size the tracer asks for.
  *
- *   alloc_objects --objects N --kind std|nofde|expr [--hops H] [--depth D] [--calls C] [--reps R]
+ *   alloc_objects --objects N --kind std|nofde|expr|drap [--hops H] [--depth D] [--calls C] [--reps R]
  *
- * The objects are copies of one hop (bench/hops/: HOPDIR/KIND/hopNNN.so, built by make bench-build); each
+ * The objects are copies of one hop (HOPDIR/KIND/hopNNN.so, built by make bench-build from bench/hops/hop.c
+ * and tests/unit/walk_hops.S); each
  * copy is a distinct object to the loader. The hops are spread over the load order (the first, the last,
  * and evenly between), since a lookup that walks the object list pays by position.
  *
@@ -151,7 +152,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--hopdir") && i + 1 < argc)
             snprintf(hopdir, sizeof hopdir, "%s", argv[++i]);
         else {
-            fprintf(stderr, "usage: alloc_objects [--objects N] [--kind std|nofde|expr] [--hops H] [--depth D]"
+            fprintf(stderr, "usage: alloc_objects [--objects N] [--kind std|nofde|expr|drap] [--hops H] [--depth D]"
                             " [--calls C] [--reps R] [--hopdir DIR]\n");
             return 2;
         }
@@ -170,9 +171,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "alloc_objects: %s (make bench-build)\n", dlerror());
             return 2;
         }
-        hops[i] = (hop_fn)dlsym(h, "ot_bench_hop");
+        const char *fn = !strcmp(kind, "expr") ? "walk_hop_expr" : !strcmp(kind, "drap") ? "walk_hop_drap" : "ot_bench_hop";
+        hops[i] = (hop_fn)dlsym(h, fn);
         if (!hops[i])
-            die("dlsym ot_bench_hop", 0);
+            die(fn, 0);
     }
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {

@@ -34,7 +34,7 @@ endif
 # alloc_objects: allocation pairs with N extra shared objects loaded and the stack passing through some
 # of them. Each hop kind is one object copied 500 times: a copy is a distinct object to the loader.
 HOP_COPIES := 500
-HOP_KINDS := std nofde expr
+HOP_KINDS := std nofde expr drap
 BENCH_PROGS += $(BENCH_BIN)/alloc_objects $(BENCH_BIN)/hops/.stamp
 
 $(BENCH_BIN)/alloc_objects: bench/alloc_objects.c
@@ -50,7 +50,8 @@ $(BENCH_BIN)/hops/nofde.so: bench/hops/hop.c
 	$(CC) $(BENCH_CFLAGS) -fPIC -shared -fno-asynchronous-unwind-tables -fno-unwind-tables \
 		-fno-omit-frame-pointer -o $@ $<
 
-$(BENCH_BIN)/hops/expr.so: bench/hops/hop_expr.S
+# expr and drap: the frame shapes of tests/unit/walk_hops.S (a CFA expression; a realigned frame)
+$(BENCH_BIN)/hops/expr.so $(BENCH_BIN)/hops/drap.so: tests/unit/walk_hops.S
 	@mkdir -p $(dir $@)
 	$(CC) -fPIC -shared -o $@ $<
 
