@@ -120,6 +120,11 @@ $(TEST_BIN)/cudart_program: tests/doors/cudart_program.c
 TEST_PROGS += $(TEST_BIN)/cudart_program
 endif
 
+$(TEST_BIN)/test_walk: tests/unit/test_walk.c tests/unit/walk_hops.S $(LIB_CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -fno-optimize-sibling-calls -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
+TEST_PROGS += $(TEST_BIN)/test_walk
+
 .PHONY: golden-update
 golden-update: test-build
 	@tests/golden/update.sh
@@ -132,7 +137,3 @@ test:
 	@$(MAKE) --no-print-directory test-build
 	@tests/run.sh
 
-$(TEST_BIN)/test_walk: tests/unit/test_walk.c tests/unit/walk_hops.S $(LIB_CORE_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -fno-optimize-sibling-calls -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
-TEST_PROGS += $(TEST_BIN)/test_walk
