@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Issue 16's table on the GPU machine, in one command (about 4 minutes on one H200):
+#
+#   bash tests/gpu/bench_alloc_pair.sh            # ROUNDS=4 by default; OUT=dir keeps the raw lines
+#
+# Bare and traced processes alternate, round by round (the order flips every round). Each process prints
+# the minimum over its timed loops (tests/gpu/bench_alloc_pair.py, tests/gpu/alloc_pair.c); the table gives
+# the median over the rounds of those minima, the traced variant minus bare, and the min-max spread.
+# Needs build/liboomtrace.so (make) and .carry/lib as for tests/gpu/run.sh; PyTorch with CUDA; a C compiler
+# and the CUDA headers for the driver-API loop.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+ROUNDS=${ROUNDS:-4}
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+PY=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')
+LIB=$ROOT/build/liboomtrace.so
+CARRY_LD=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CUDA_HOME=${CUDA_HOME:-$(ls -d /usr/local/cuda /usr/local/cuda-* 2>/dev/null | head -1)}
+[ -f "$LIB" ] || { echo "bench_alloc_pair: $LIB missing (make)" >&2; exit 2; }
+export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync OOMTRACE_QUIET=1 OOMTRACE_DIR=$OUT/snap
+mkdir -p "$OUT/snap"
+CBIN=$OUT/alloc_pair
+cc -O2 -I"$CUDA_HOME/include" -o "$CBIN" tests/gpu/alloc_pair.c -L"$CUDA_HOME/lib64/stubs" -lcuda \
+    || { echo "bench_alloc_pair: cannot build tests/gpu/alloc_pair.c (CUDA_HOME=$CUDA_HOME)" >&2; CBIN=; }
+RAW=$OUT/raw.jsonl
+: >"$RAW"
+
+# variant name, then the environment it adds; "bare" runs without the tracer
+traced() { env LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$CARRY_LD" "$@"; }
+one() { # one CASE VARIANT: one process, its JSON line tagged with the round and variant
+    local case=$1 variant=$2 cmd
+    if [ "$case" = c_async ]; then cmd=("$CBIN" 8); else cmd=("$PY" tests/gpu/bench_alloc_pair.py "$case"); fi
+    [ "$case" = step ] && cmd+=(--loops 6 --steps 100)
+    local line
+    case $variant in
+    bare) line=$(timeout -k 5 120 "${cmd[@]}" 2>>"$OUT/err.txt") ;;
+    traced) line=$(OOMTRACE_FRAMEWORKS=0 traced timeout -k 5 120 "${cmd[@]}" 2>>"$OUT/err.txt") ;;
+    companion) line=$(OOMTRACE_FRAMEWORKS=1 traced timeout -k 5 120 "${cmd[@]}" 2>>"$OUT/err.txt") ;;
+    nopython) line=$(OOMTRACE_FRAMEWORKS=0 OOMTRACE_PYTHON=0 traced timeout -k 5 120 "${cmd[@]}" 2>>"$OUT/err.txt") ;;
+    depth4) line=$(OOMTRACE_FRAMEWORKS=0 OOMTRACE_PYTHON=0 OOMTRACE_DEPTH=4 traced timeout -k 5 120 "${cmd[@]}" 2>>"$OUT/err.txt") ;;
+    esac
+    [ -n "$line" ] && echo "{\"round\": $r, \"variant\": \"$variant\", \"result\": $line}" >>"$RAW"
+}
+PLAN=("pair bare traced nopython depth4" "pair20 bare traced" "step bare traced companion")
+[ -n "$CBIN" ] && PLAN+=("c_async bare traced")
+for r in $(seq 1 "$ROUNDS"); do
+    echo "round $r/$ROUNDS" >&2
+    for p in "${PLAN[@]}"; do
+        set -- $p
+        case=$1; shift
+        variants=("$@")
+        if [ $((r % 2)) = 0 ]; then # the order flips every round
+            rev=(); for ((i = ${#variants[@]} - 1; i >= 0; i--)); do rev+=("${variants[$i]}"); done
+            variants=("${rev[@]}")
+        fi
+        for v in "${variants[@]}"; do one "$case" "$v"; done
+    done
+done
+
+"$PY" - "$RAW" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for r in rows:
+    by.setdefault((r["result"]["case"], r["variant"]), []).append((r["round"], r["result"]["min"]))
+names = {"pair": "PyTorch, cudaMallocAsync, torch.empty(4096)+del, shallow",
+         "pair20": "same, 20 extra Python frames",
+         "step": "CPU-bound step (12 x Linear(256), Adam, batch 32)",
+         "c_async": "C program, cuMemAllocAsync + cuMemFreeAsync"}
+labels = {"traced": "traced", "companion": "traced + Python companion", "nopython": "traced, OOMTRACE_PYTHON=0",
+          "depth4": "traced, OOMTRACE_DEPTH=4 OOMTRACE_PYTHON=0"}
+print("| case | variant | bare (median of per-process minima) | variant | added (median of per-round differences) | spread of the differences | ratio |")
+print("|---|---|---|---|---|---|---|")
+for case in ("pair", "pair20", "step", "c_async"):
+    bare = dict(by.get((case, "bare"), []))
+    if not bare:
+        continue
+    unit = "µs/step" if case == "step" else "ns/pair"
+    scale = 1e3 if case == "step" else 1.0
+    for v in ("traced", "companion", "nopython", "depth4"):
+        got = dict(by.get((case, v), []))
+        common = sorted(set(got) & set(bare))
+        if not common:
+            continue
+        diffs = [got[k] - bare[k] for k in common]
+        b = statistics.median(bare[k] for k in common)
+        t = statistics.median(got[k] for k in common)
+        print(f"| {names[case]} | {labels[v]} | {b/scale:.2f} {unit} | {t/scale:.2f} {unit} | "
+              f"{statistics.median(diffs)/scale:+.2f} {unit} | {min(diffs)/scale:+.2f} .. {max(diffs)/scale:+.2f} | "
+              f"{t/b:.3f} (n={len(common)}) |")
+PY
+echo "raw: $RAW" >&2
