@@ -29,6 +29,13 @@ struct walker {
 
 static __thread struct walker *walker_tls __attribute__((tls_model("initial-exec")));
 static __thread int walker_failed __attribute__((tls_model("initial-exec")));
+/* A thread whose stacks keep crossing a frame the rules cannot follow (code without unwind information)
+ * would pay for a partial walk and then libunwind's on every event: after WALK_FAILS failures in a row it
+ * goes straight to libunwind for the next WALK_REST backtraces, then tries again. */
+#define WALK_FAILS 4
+#define WALK_REST 256
+static __thread unsigned walk_fails __attribute__((tls_model("initial-exec")));
+static __thread unsigned walk_rest __attribute__((tls_model("initial-exec")));
 static pthread_key_t walker_key;
 static int walker_key_ok;
 
@@ -175,7 +182,16 @@ int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
 {
     _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames hold pointers");
     int want = max + 8 > OT_MAX_FRAMES ? OT_MAX_FRAMES : max + 8; /* our own frames come first */
-    int n = ot_native_walk(frames, want);
+    int n = -1;
+    if (OT_LIKELY(walk_rest == 0)) {
+        n = ot_native_walk(frames, want);
+        if (n >= 0)
+            walk_fails = 0;
+        else if (++walk_fails >= WALK_FAILS)
+            walk_rest = WALK_REST;
+    } else {
+        walk_rest--;
+    }
     if (n < 0)
         n = unw_backtrace((void **)frames, want);
     int skip = 0;
