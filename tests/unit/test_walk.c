@@ -48,7 +48,8 @@ __attribute__((noinline)) static void leaf(struct probe *p)
     p->masks_in_walk = masks - before;
     uint64_t frames[OT_MAX_FRAMES];
     before = masks;
-    sink += ot_backtrace(frames, 64); /* the tracer's entry point */
+    unsigned flags = 0;
+    sink += ot_backtrace(frames, 64, &flags); /* the tracer's entry point */
     p->masks_in_backtrace = masks - before;
 }
 
