@@ -14,6 +14,9 @@
  *                     other threads; prints the ground truth and dumps "threads".
  *   pitfalls refused  frees and unmaps that the driver refuses, of memory it still holds; dumps
  *                     "refused" (nothing may have changed) and "refused-cleaned" (after the real frees).
+ *   pitfalls refused-release, refused-unmap
+ *                     a cuMemRelease of the last reference, and a cuMemUnmap of the last mapping, that the
+ *                     driver refuses (fakecuda_refuse_next); dumps "refused" and then "freed".
  */
 #include <limits.h>
 #include <pthread.h>
@@ -487,6 +490,51 @@ static int cmd_refused(void)
     return 0;
 }
 
+/* ---- refused-release, refused-unmap: a refused VMM free frees nothing ---- */
+
+static int cmd_refused_vmm(int unmap_it)
+{
+    GET(create, cuMemCreate, "cuMemCreate", 12000, 0);
+    GET(release, cuMemRelease, "cuMemRelease", 12000, 0);
+    GET(reserve, cuMemAddressReserve, "cuMemAddressReserve", 12000, 0);
+    GET(addr_free, cuMemAddressFree, "cuMemAddressFree", 12000, 0);
+    GET(map, cuMemMap, "cuMemMap", 12000, 0);
+    GET(unmap, cuMemUnmap, "cuMemUnmap", 12000, 0);
+    size_t (*used)(int) = (size_t(*)(int))drv_sym("fakecuda_used_bytes");
+    void (*refuse_next)(const char *) = (void (*)(const char *))drv_sym("fakecuda_refuse_next");
+
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    OK(create(&h, 4 * MiB, &prop, 0));
+    OK(reserve(&va, 4 * MiB, 0, 0, 0));
+    printf("h 0x%llx\nva 0x%llx\n", (unsigned long long)h, (unsigned long long)va);
+    if (unmap_it) {
+        /* Held by its mapping alone: the unmap would free it, but the driver refuses. */
+        OK(map(va, 4 * MiB, 0, h, 0));
+        OK(release(h));
+        refuse_next("cuMemUnmap");
+        CHECK(unmap(va, 4 * MiB) == CUDA_ERROR_INVALID_VALUE);
+    } else {
+        /* Its only reference: the release would free it, but the driver refuses. */
+        refuse_next("cuMemRelease");
+        CHECK(release(h) == CUDA_ERROR_INVALID_VALUE);
+    }
+    CHECK(used(0) == 4 * MiB);
+    dump("refused");
+    if (unmap_it)
+        OK(unmap(va, 4 * MiB));
+    else
+        OK(release(h));
+    OK(addr_free(va, 4 * MiB));
+    CHECK(used(0) == 0);
+    dump("freed");
+    return 0;
+}
+
 /* ---- threads: concurrent allocation through routed pointers ---- */
 
 #define NTHREADS 16
@@ -644,6 +692,10 @@ int main(int argc, char **argv)
         return cmd_threads();
     if (strcmp(argv[1], "refused") == 0)
         return cmd_refused();
+    if (strcmp(argv[1], "refused-release") == 0)
+        return cmd_refused_vmm(0);
+    if (strcmp(argv[1], "refused-unmap") == 0)
+        return cmd_refused_vmm(1);
     fprintf(stderr, "pitfalls: unknown sub-command %s\n", argv[1]);
     return 2;
 }

@@ -316,6 +316,52 @@ static void test_refused_frees_change_nothing(void **st)
     assert_int_equal(count_events(&l->s, OT_EV_UNMAP, 0, 0, NULL), 1);
 }
 
+/* A refused VMM free: the driver still holds the memory, so the record stays as it was (same handle,
+ * in the peak set once), with its mapping for an unmap; the real free afterwards frees it once. */
+static void expect_refused_vmm(const char *cmd, bool mapped)
+{
+    traced_run_capture(&traced, (char *const[]){PROG, (char *)cmd, NULL}, NULL);
+    assert_int_equal(traced.status, 0);
+    assert_int_equal(traced.nsnaps, 2);
+    load_all(&snaps, &traced);
+    const uint64_t h = run_u64(&traced, "h"), va = run_u64(&traced, "va");
+
+    struct loaded *l = by_reason(&snaps, "refused");
+    const struct snap_device *d = ot_snapshot_device(&l->s, 0);
+    assert_non_null(d);
+    assert_int_equal(d->tracked_bytes, 4 * MiB);
+    assert_int_equal(d->by_category[OT_CAT_VMM], 4 * MiB);
+    assert_int_equal(l->s.nlive, 1);
+    assert_int_equal(count_recs(l->s.live, l->s.nlive, &(struct rec_match){.api = OT_API_cuMemCreate, .address = h}), 1);
+    assert_int_equal(net_allocs(&l->s, h), 1);
+    assert_int_equal(ot_snapshot_peak(&l->s, 0)->count, 1);
+    assert_int_equal(l->s.nmappings, mapped ? 1 : 0);
+    if (mapped) {
+        assert_int_equal(l->s.mappings[0].address, va);
+        assert_int_equal(l->s.mappings[0].size, 4 * MiB);
+    }
+
+    l = by_reason(&snaps, "freed");
+    assert_int_equal(l->s.nlive, 0);
+    assert_int_equal(l->s.nmappings, 0);
+    assert_int_equal(net_allocs(&l->s, h), 0);
+    assert_int_equal(ot_snapshot_device(&l->s, 0)->tracked_bytes, 0);
+}
+
+/* cuMemRelease of the only reference, refused. */
+static void test_refused_release_changes_nothing(void **st)
+{
+    (void)st;
+    expect_refused_vmm("refused-release", false);
+}
+
+/* cuMemUnmap of the last mapping of released memory, refused. */
+static void test_refused_unmap_changes_nothing(void **st)
+{
+    (void)st;
+    expect_refused_vmm("refused-unmap", true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +370,8 @@ int main(void)
         cmocka_unit_test_teardown(test_disabled_is_transparent, teardown),
         cmocka_unit_test_teardown(test_threads_exact, teardown),
         cmocka_unit_test_teardown(test_refused_frees_change_nothing, teardown),
+        cmocka_unit_test_teardown(test_refused_release_changes_nothing, teardown),
+        cmocka_unit_test_teardown(test_refused_unmap_changes_nothing, teardown),
     };
     return cmocka_run_group_tests_name("pitfalls", tests, NULL, NULL);
 }

@@ -42,6 +42,7 @@ API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CU
 API size_t fakecuda_used_bytes(int dev);
 API size_t fakecuda_host_bytes(void);
 API int fakecuda_live_count(int dev);
+API void fakecuda_refuse_next(const char *name);
 
 #define MAX_DEVICES 16
 #define VA_ALIGN 512ull            /* cuMemAlloc alignment of the real driver */
@@ -2034,9 +2035,24 @@ API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, cons
     return vmm_create(handle, size, prop, flags);
 }
 
+/* fakecuda_refuse_next: the entry point whose next call is refused, "" for none. */
+static char refuse_next[64];
+
+static int refused(const char *name)
+{
+    lock();
+    int r = strcmp(refuse_next, name) == 0;
+    if (r)
+        refuse_next[0] = 0;
+    unlock();
+    return r;
+}
+
 API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     enter();
+    if (refused("cuMemRelease"))
+        return CUDA_ERROR_INVALID_VALUE;
     return vmm_release(handle);
 }
 
@@ -2070,6 +2086,8 @@ API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericA
 API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     enter();
+    if (refused("cuMemUnmap"))
+        return CUDA_ERROR_INVALID_VALUE;
     return vmm_unmap(ptr, size);
 }
 
@@ -2275,6 +2293,16 @@ API size_t fakecuda_host_bytes(void)
     size_t v = host_bytes;
     unlock();
     return v;
+}
+
+/* The next call of the entry point `name` (cuMemRelease, cuMemUnmap) is refused with
+ * CUDA_ERROR_INVALID_VALUE and changes nothing, as a driver refuses a call it cannot make now. */
+API void fakecuda_refuse_next(const char *name)
+{
+    enter();
+    lock();
+    snprintf(refuse_next, sizeof refuse_next, "%s", name ? name : "");
+    unlock();
 }
 
 /* Live user-visible allocations on dev (see README.md for what counts). */
