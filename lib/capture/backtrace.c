@@ -39,8 +39,11 @@ static __thread unsigned walk_rest __attribute__((tls_model("initial-exec")));
 static pthread_key_t walker_key;
 static int walker_key_ok;
 
+/* At thread exit. Destructors that run after this one may still allocate: they get libunwind. */
 static void walker_free(void *p)
 {
+    walker_tls = NULL;
+    walker_failed = 1;
     munmap(p, sizeof(struct walker));
 }
 

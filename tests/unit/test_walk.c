@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "internal.h"
 
@@ -116,6 +117,39 @@ static void test_walk_declines_frames_without_unwind_info(void **state)
     assert_int_equal(p.ours, -1); /* ot_backtrace then asks libunwind, which follows the frame chain */
 }
 
+/* A destructor that runs after the walker's own at thread exit (a later key) and still takes a backtrace,
+ * as a library freeing or allocating device memory at thread exit would. */
+static pthread_key_t late_key;
+static int late_frames = -1;
+
+static void late_destructor(void *arg)
+{
+    (void)arg;
+    uint64_t frames[OT_MAX_FRAMES];
+    unsigned flags = 0;
+    late_frames = ot_backtrace(frames, 16, &flags);
+}
+
+static void *exiting_thread(void *arg)
+{
+    (void)arg;
+    uint64_t frames[OT_MAX_FRAMES];
+    unsigned flags = 0;
+    sink += ot_backtrace(frames, 16, &flags); /* the thread's walker exists */
+    pthread_setspecific(late_key, (void *)1);
+    return NULL;
+}
+
+static void test_backtrace_after_thread_exit_cleanup(void **state)
+{
+    (void)state;
+    assert_int_equal(pthread_key_create(&late_key, late_destructor), 0); /* created after the walker's */
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, exiting_thread, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_true(late_frames >= 0);
+}
+
 int main(void)
 {
     ot_backtrace_init();
@@ -123,6 +157,7 @@ int main(void)
         cmocka_unit_test(test_walk_matches_libunwind),
         cmocka_unit_test(test_walk_through_expression_frames),
         cmocka_unit_test(test_walk_declines_frames_without_unwind_info),
+        cmocka_unit_test(test_backtrace_after_thread_exit_cleanup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
