@@ -35,19 +35,20 @@ done
 
 ALLOC_ROUNDS=7; ALLOC_CALLS=65536
 PY_ROUNDS=6; PY_CALLS=32768
+OBJ_ROUNDS=5; OBJ_CALLS=8192
 STEADY_ROUNDS=5; STEADY_STEPS=10000
 DUMP_ROUNDS=5
 READER_ROUNDS=5; READER_JSON_FULL_ROUNDS=2
 READER_EVENTS=10000000
 if [ "$QUICK" = 1 ]; then
-    ALLOC_ROUNDS=3; ALLOC_CALLS=16384; PY_ROUNDS=3; PY_CALLS=8192; STEADY_ROUNDS=2; STEADY_STEPS=2000
+    ALLOC_ROUNDS=3; ALLOC_CALLS=16384; OBJ_ROUNDS=2; OBJ_CALLS=2048; PY_ROUNDS=3; PY_CALLS=8192; STEADY_ROUNDS=2; STEADY_STEPS=2000
     DUMP_ROUNDS=2; READER_ROUNDS=2; READER_JSON_FULL_ROUNDS=1; READER_EVENTS=2000000
 fi
 
 if [ "$BUILT" = 0 ]; then
     ${MAKE:-make} -s bench-build
 fi
-for f in "$B/liboomtrace.so" "$B/oomtrace-read" "$B/fake/libcuda.so.1" "$OUT/alloc_cost" "$OUT/steady" \
+for f in "$B/liboomtrace.so" "$B/oomtrace-read" "$B/fake/libcuda.so.1" "$OUT/alloc_cost" "$OUT/alloc_objects" "$OUT/steady" \
     "$OUT/bigsnap" "$OUT/snapinfo"; do
     [ -x "$f" ] || [ -f "$f" ] || { echo "bench: $f is missing (make bench-build)" >&2; exit 2; }
 done
@@ -103,6 +104,34 @@ OOMTRACE_DIR=$SNAPS traced "$OUT/alloc_cost" --calls 1024 --depths 8,32,64 --thr
 "$OUT/snapinfo" --stacks "$(ls -t "$SNAPS"/*.oomt | head -1)" > "$RAW/alloc/stacks.txt"
 rm -f "$SNAPS"/*.oomt
 
+echo "== 1c. loaded objects and frame shapes: build/bench/alloc_objects, traced vs untraced, $OBJ_ROUNDS rounds =="
+# cuMemAllocAsync+cuMemFreeAsync pairs 46 frames deep through 4 of N loaded objects (docs/PERFORMANCE.md,
+# issue 16); the floor is unw_backtrace from the same leaf, in the untraced process. Printed as medians.
+for r in $(seq 1 "$OBJ_ROUNDS"); do
+    for k in "std 0" "std 500" "drap 4" "expr 4"; do
+        set -- $k
+        calls=$OBJ_CALLS; [ "$1" = expr ] && calls=256 # its floor is libunwind's slow path: ~0.5 ms a call here
+        order="u t"; [ $((r % 2)) = 0 ] && order="t u"
+        for v in $order; do
+            if [ "$v" = t ]; then
+                traced "$OUT/alloc_objects" --objects "$2" --kind "$1" --calls "$calls" --reps 3
+            else
+                "$OUT/alloc_objects" --objects "$2" --kind "$1" --calls "$calls" --reps 3
+            fi | sed "s/^result /result v=$v /" >> "$RAW/alloc/objects.txt"
+        done
+    done
+done
+$PY - "$RAW/alloc/objects.txt" <<'MEDIANS'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    f = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
+    if f["kind"] == "pair" or (f["kind"] == "unw" and f["v"] == "u"):
+        what = "unw_backtrace floor" if f["kind"] == "unw" else ("traced pair" if f["v"] == "t" else "untraced pair")
+        runs.setdefault((f["hopkind"], int(f["objects"]), what), []).append(float(f["ns"]))
+for (kind, objects, what), v in sorted(runs.items()):
+    print(f"   {kind:5s} {objects:3d} objects  {what:20s} median {statistics.median(v):10.1f} ns  ({min(v):.0f}-{max(v):.0f}, n={len(v)})")
+MEDIANS
 echo "== 1b. Python frames: bench/py_alloc.py, untraced / OOMTRACE_PYTHON=0 / =1, $PY_ROUNDS rounds =="
 for r in $(seq 1 "$PY_ROUNDS"); do
     case $((r % 3)) in
