@@ -95,6 +95,10 @@ TEST_PROGS += $(TEST_BIN)/hostile
 $(B)/snapgen: tests/snapgen/snapgen.c include/oomtrace_format.h
 	$(CC) -O2 -g -Iinclude $(WARN) -o $@ $< -lzstd
 TEST_PROGS += $(B)/snapgen
+# Small files that claim huge or quadratic work (issue 15): tests/sh/hostile_files.sh.
+$(B)/bombs: tests/snapgen/bombs.c include/oomtrace_format.h
+	$(CC) -O2 -g -Iinclude $(WARN) -o $@ $< -lzstd
+TEST_PROGS += $(B)/bombs
 
 $(B)/fake/libnvidia-ml.so.1: tests/fakenvml/fakenvml.c
 	@mkdir -p $(dir $@)

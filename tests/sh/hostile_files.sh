@@ -39,5 +39,32 @@ expect_one_line 2 "$T/d"
 grep -q "3 of 4" "$T/err" || fail "directory: the summary line does not count 3 of 4 bad files: $(cat "$T/err")"
 [ -s "$T/out" ] || fail "directory: no report for the readable snapshot"
 
+# Small files that claim huge or quadratic work (tests/snapgen/bombs.c), each after a valid snapshot's
+# sections: refused with one line, or read, within the memory bound 64 x the file's size + 64 MiB (peak
+# RSS by /usr/bin/time). Their times are figures in docs/RELIABILITY.md, not checked here.
+B=build/bombs
+if [ -x "$B" ] && [ -x /usr/bin/time ]; then
+    "$G" --live 100 --events 1000 -o "$T/base.oomt" >/dev/null 2>&1 || fail "snapgen base"
+    for k in live-seq peaks peak-refs events; do
+        "$B" "$k" "$T/$k.oomt" "$T/base.oomt" || { fail "bombs $k"; continue; }
+        size=$(stat -c %s "$T/$k.oomt")
+        for fmt in text html; do
+            timeout -k 1 60 /usr/bin/time -f "%M" -o "$T/rss" "$R" --format "$fmt" -o "$T/out.$fmt" "$T/$k.oomt" 2>"$T/err"
+            rc=$?
+            rss_kb=$(tail -n 1 "$T/rss")
+            limit_kb=$(((64 * size + 64 * 1024 * 1024) / 1024))
+            case $rc in
+            0) ;;
+            2) [ "$(wc -l <"$T/err")" -eq 1 ] || fail "$k $fmt: exit 2 with $(wc -l <"$T/err") lines" ;;
+            *) fail "$k $fmt: exit $rc" ;;
+            esac
+            [ "${rss_kb:-0}" -le "$limit_kb" ] 2>/dev/null || fail "$k $fmt: peak RSS ${rss_kb} KB over ${limit_kb} KB"
+            echo "hostile_files: $k ($size bytes) $fmt: exit $rc, peak RSS $rss_kb KB"
+        done
+    done
+else
+    fail "build/bombs or /usr/bin/time missing"
+fi
+
 [ "$fails" -eq 0 ] && echo "hostile_files: all passed"
 [ "$fails" -eq 0 ]

@@ -57,6 +57,11 @@ static int parse_section(struct ot_snapshot *s, const uint8_t *hdr, const uint8_
         return sec_err(&x, "appears twice; the format allows one");
     size_t plen;
     if (flags & OT_SECTION_ZSTD) {
+        struct ot_arena *a = &s->arena;
+        /* Refused before a byte is decompressed: the claim alone is over the budget. */
+        if (raw_len > a->limit - a->total)
+            return sec_err(&x, "decompresses to %" PRIu64 " bytes, past the reader's memory budget of %zu bytes (%u x "
+                               "the file's size + %u MiB)", raw_len, a->limit, OT_READ_RATIO, OT_READ_BASE_MIB);
         char why[160];
         if (ot_zstd_decode(z, payload, (size_t)stored_len, raw_len, why, sizeof(why)) < 0)
             return sec_err(&x, "%s", why);
@@ -66,6 +71,7 @@ static int parse_section(struct ot_snapshot *s, const uint8_t *hdr, const uint8_
             return sec_err(&x, "out of memory");
         z->p = NULL;
         z->cap = 0;
+        a->total += (size_t)raw_len;
         payload = owned;
         plen = (size_t)raw_len;
         x.compressed = true;
@@ -82,10 +88,18 @@ static int parse_section(struct ot_snapshot *s, const uint8_t *hdr, const uint8_
     return section_parsers[x.type](&x);
 }
 
+size_t ot_read_budget(size_t file_len)
+{
+    const uint64_t cap = (uint64_t)OT_READ_CAP_GIB << 30, base = (uint64_t)OT_READ_BASE_MIB << 20;
+    uint64_t b = (uint64_t)file_len > (cap - base) / OT_READ_RATIO ? cap : OT_READ_RATIO * (uint64_t)file_len + base;
+    return b > SIZE_MAX ? SIZE_MAX : (size_t)b;
+}
+
 int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, char errbuf[OT_ERRBUF])
 {
     memset(snap, 0, sizeof(*snap));
     errbuf[0] = 0;
+    snap->arena.limit = ot_read_budget(len);
     if (len < OT_FILE_HEADER_SIZE) {
         snprintf(errbuf, OT_ERRBUF, "truncated file header: %zu bytes, a snapshot starts with 32", len);
         return -1;

@@ -59,9 +59,14 @@ int sec_check_count(struct sec_ctx *x, uint64_t count, size_t min_item_bytes, co
 void *sec_alloc(struct sec_ctx *x, size_t count, size_t size)
 {
     void *p = ot_arena_array(&x->snap->arena, count ? count : 1, size);
-    if (!p)
+    if (p)
+        return p;
+    if (x->snap->arena.over_limit)
+        sec_err(x, "%zu items would take the model past the reader's memory budget of %zu bytes (%u x the file's "
+                   "size + %u MiB)", count, x->snap->arena.limit, OT_READ_RATIO, OT_READ_BASE_MIB);
+    else
         sec_err(x, "out of memory for %zu items", count);
-    return p;
+    return NULL;
 }
 
 

@@ -241,6 +241,7 @@ int parse_events(struct sec_ctx *x)
         return -1;
     if (!(s->chunks = sec_alloc(x, (size_t)count, sizeof(*s->chunks))))
         return -1;
+    uint64_t raw_total = 0;
     for (size_t i = 0; i < count; i++) {
         struct ot_chunk *ch = &s->chunks[i];
         ch->first_seq = U();
@@ -257,6 +258,12 @@ int parse_events(struct sec_ctx *x)
                         ch->raw_len);
         ch->frame = (const uint8_t *)f.p;
         ch->frame_len = f.n;
+        /* Each report decodes every chunk: their raw bytes together stay within the memory budget, so a
+         * few kilobytes of frames cannot claim a billion events. */
+        raw_total += ch->raw_len;
+        if (raw_total > s->arena.limit)
+            return sec_err(x, "the event chunks decompress to more than %zu bytes, the reader's memory budget (%u x "
+                              "the file's size + %u MiB)", s->arena.limit, OT_READ_RATIO, OT_READ_BASE_MIB);
         s->chunk_events += ch->nevents;
         if (ch->raw_len > s->max_chunk_raw)
             s->max_chunk_raw = ch->raw_len;

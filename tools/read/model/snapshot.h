@@ -196,6 +196,17 @@ struct ot_snapshot {
     struct ot_arena arena;
 };
 
+/* The memory budget for one snapshot's model, derived from the compressed input, since a few kilobytes of
+ * zstd can claim gigabytes: OT_READ_RATIO x the file's size + OT_READ_BASE_MIB MiB, at most OT_READ_CAP_GIB
+ * GiB. Decompressed sections and every parsed table count against it, and so do the event chunks' raw
+ * bytes (decoded one chunk at a time, but every report walks them all). A snapshot over it is refused with
+ * exit 2 and one line. At most OT_READ_MAX_PEAKS peaks (PEAK and PEAK_REF sections, one per device). */
+#define OT_READ_RATIO 32u
+#define OT_READ_BASE_MIB 32u
+#define OT_READ_CAP_GIB 16u
+#define OT_READ_MAX_PEAKS 4096u
+size_t ot_read_budget(size_t file_len);
+
 /* Parses buf[0..len) into *snap. Returns 0, or -1 with one line (no trailing newline) in errbuf, in
  * which case *snap holds nothing that needs freeing (ot_snapshot_free is still safe to call). */
 int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, char errbuf[OT_ERRBUF]);

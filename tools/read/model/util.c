@@ -23,6 +23,10 @@ static void *ot_arena_take(struct ot_arena *a, size_t n)
     n = (n + align - 1) & ~(align - 1);
     if (n == 0)
         n = align;
+    if (a->limit && (n > a->limit || a->total > a->limit - n)) {
+        a->over_limit = true;
+        return NULL;
+    }
     struct ot_arena_block *b = a->head;
     if (!b || b->cap - b->used < n) {
         /* Big requests get a block of their own, so a large array does not waste a partly used

@@ -57,7 +57,9 @@ struct ot_arena_adopted;
 struct ot_arena {
     struct ot_arena_block *head;
     struct ot_arena_adopted *adopted; /* malloc'd buffers freed with the arena */
-    size_t total; /* bytes handed out, for the curious */
+    size_t total; /* bytes handed out */
+    size_t limit; /* when nonzero, a request that would take total past it is refused (over_limit set) */
+    bool over_limit;
 };
 
 void *ot_arena_alloc(struct ot_arena *a, size_t n);                 /* zeroed; NULL when out of memory */
