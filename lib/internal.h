@@ -57,29 +57,6 @@ extern uint64_t ot_start_ns; /* CLOCK_MONOTONIC at start-up */
 int ot_ready(void); /* 1 when the tracer is initialised and enabled */
 void ot_after_first_alloc(void);
 
-/* ---- route.c: where a pointer from the driver becomes our wrapper ---- */
-struct ot_real {
-#define OT_REAL_FIELD(name) void *name;
-#include "intercept/hooks.def"
-#undef OT_REAL_FIELD
-    /* Driver functions called but not wrapped. */
-    void *cuCtxGetDevice;
-    void *cuMemGetInfo_v2;
-    void *cuDeviceGetCount;
-    void *cuDeviceGetName;
-    void *cuDeviceGetUuid_v2;
-    void *cuDeviceGetUuid;
-    void *cuDeviceTotalMem_v2;
-    void *cuMemPoolGetAttribute;
-    void *cuDeviceGetDefaultMemPool;
-    void *cuDeviceGet;
-    void *cuArrayGetDescriptor_v2;
-};
-extern struct ot_real ot_real;
-int ot_resolve(void);          /* fills ot_real from the loaded libcuda; 0 on success */
-void *ot_route(void *real_fn); /* the wrapper for a real driver function, or real_fn itself */
-void *ot_real_dlsym_fn(void);
-
 /* ---- backtrace.c ---- */
 int ot_backtrace(uint64_t *frames, int max, unsigned *flags);
 void ot_backtrace_init(void);

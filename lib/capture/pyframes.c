@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "driver/real.h"
 #include "internal.h"
 
 struct layout {

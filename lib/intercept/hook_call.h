@@ -13,6 +13,7 @@
 
 #include "driver/cuda_api.h"
 #include "driver/driver.h"
+#include "driver/real.h"
 #include "internal.h"
 #include "record/record.h"
 

@@ -11,12 +11,13 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "driver/real.h"
 #include "internal.h"
 
 /* Declared with a dummy type: only their addresses are taken here. The definitions, with their real
  * prototypes, are in hooks_*.c. */
 #define OT_REAL_FIELD(name) extern void name(void);
-#include "intercept/hooks.def"
+#include "driver/hooks.def"
 #undef OT_REAL_FIELD
 
 struct ot_real ot_real;
@@ -29,7 +30,7 @@ struct hook {
 
 static const struct hook hooks[] = {
 #define OT_REAL_FIELD(name) {#name, offsetof(struct ot_real, name), (void *)name},
-#include "intercept/hooks.def"
+#include "driver/hooks.def"
 #undef OT_REAL_FIELD
 };
 #define NHOOKS (sizeof hooks / sizeof hooks[0])

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/real.h"
 #include "internal.h"
 
 /* Defined by companion_src.S for each lib/companion/NAME.py present at build time: NUL-terminated source. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "driver/real.h"
 #include "snapshot/nvml.h"
 
 typedef int nvmlReturn_t;

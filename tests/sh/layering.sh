@@ -1,7 +1,9 @@
 #!/bin/sh
-# Layering: each room of the reader depends only on the rooms below it on the data's path, and no two
-# files (a header with its sources counted as one) include each other, directly or around a loop.
+# Layering: each room of the reader and of the library depends only on the rooms below it, and no two
+# reader files (a header with its sources counted as one) include each other, directly or around a loop.
 #   tools/read: model <- symbols <- analyze <- render <- modes <- tools/oomtrace-read.c
+#   lib:        common <- driver <- capture <- record <- snapshot <- runtime <- intercept
+#               (lib/internal.h, the library's shared declarations, sits with common)
 # Writer and reader share only include/oomtrace_format.h: neither includes the other's files.
 set -u
 cd "$(dirname "$0")/../.."
@@ -76,9 +78,37 @@ for u in sorted(graph):
     if not state.get(u):
         dfs(u, [])
 
+# --- the library (the order is docs/ARCHITECTURE.md's) ---
+LIB_ROOMS = ['common', 'driver', 'capture', 'record', 'snapshot', 'runtime', 'intercept']
+LIB_RANK = {r: i for i, r in enumerate(LIB_ROOMS)}
+LIB_SHARED = {'internal.h': 0}  # lib/internal.h: with common
+PUBLIC = {'oomtrace_format.h', 'oomtrace.h'}
+lib_files = [f for f in sources('lib')]
+for f in lib_files:
+    rel = os.path.relpath(f, 'lib')
+    here = rel.split(os.sep)[0] if os.sep in rel else None
+    rank = LIB_RANK[here] if here in LIB_RANK else LIB_SHARED.get(rel)
+    if rank is None:
+        bad.append(f'{f}: not in a room of the library ({" <- ".join(LIB_ROOMS)})')
+        continue
+    for inc in includes(f):
+        if inc in PUBLIC:
+            continue
+        if inc in LIB_SHARED:
+            target = LIB_SHARED[inc]
+            top = 'internal.h'
+        else:
+            top = inc.split('/')[0]
+            if top not in LIB_RANK:
+                bad.append(f'{f}: includes "{inc}", which is not a room of the library (the writer and reader share only oomtrace_format.h)')
+                continue
+            target = LIB_RANK[top]
+        if target > rank:
+            bad.append(f'{f}: includes "{inc}": {here or rel} may not depend on {top}, which comes after it ({" <- ".join(LIB_ROOMS)})')
+
 for b in bad:
     print('layering:', b)
 if bad:
     sys.exit(1)
-print(f'layering: ok (tools/read: {len(files)} files, {len(graph)} units that include others)')
+print(f'layering: ok (tools/read: {len(files)} files, {len(graph)} units that include others; lib: {len(lib_files)} files)')
 PY
