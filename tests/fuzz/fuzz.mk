@@ -19,7 +19,10 @@ FUZZ_DIRS := tests/fuzz/corpus tests/fuzz/regressions
 # -close_fd_mask=2: the folded and memviz renderers write notes to stderr, one or two per input; crash
 # reports still come through. Run the target on a saved input without it to see everything.
 # -timeout: an input normally takes milliseconds; one that takes seconds is a bug worth an artifact.
-FUZZ_ARGS := -artifact_prefix=$(FUZZ_B)/artifacts/ -dict=tests/fuzz/snapshot.dict -close_fd_mask=2 -timeout=30
+# -rss_limit_mb: the reader's memory budget (32 x the input + 32 MiB, model/snapshot.h) keeps an input of
+# libFuzzer's sizes far below this, sanitizer shadow included; an input that amplifies past it is a bug.
+FUZZ_ARGS := -artifact_prefix=$(FUZZ_B)/artifacts/ -dict=tests/fuzz/snapshot.dict -close_fd_mask=2 -timeout=30 \
+	-rss_limit_mb=1024 -malloc_limit_mb=512
 READ_CORE_SRC := $(filter-out tools/oomtrace-read.c,$(READ_SRC))
 
 # tests/fuzz/ubsan.ignore lists open findings, with their reproducers.

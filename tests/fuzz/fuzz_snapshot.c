@@ -539,6 +539,10 @@ static void run_snapshot(const uint8_t *data, size_t size)
         return;
     }
 
+    /* The model stays within the memory budget derived from the input's size. */
+    if (s.arena.total > ot_read_budget(size))
+        broken("model over the memory budget", err, 0, 0);
+
     decode_ring(&s);
 
     struct ot_resolver *r = ot_resolver_new(&s, NULL);
