@@ -8,7 +8,8 @@
 # Workloads: train_oom (+ its --segments-at-oom variant), train_oom_segments, vmm_nvcc, alloc_expandable,
 # alloc_async, mark_steps, neighbour, cuda_graphs, cupy_alloc, jax_alloc (= jax_prealloc + jax_noprealloc),
 # cudnn_bench, nccl_allreduce and ddp_rank_oom (these two only with 2 GPUs visible); the framework layer's
-# fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes (= framework).
+# fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes (= framework);
+# issue 12's ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss (= userterms).
 # Env: OUT (default ./gpu-out), GPU_TEST_BUDGET (seconds for the workloads, default 310 with one GPU and 400
 # with two), GPU_TEST_TIMEOUT (per run, default 120), PYTHON (default python3).
 # Needs build/liboomtrace.so and build/oomtrace-read (make) and .carry/lib (libunwind & co. for the preload).
@@ -208,6 +209,24 @@ wl_fw_cudnn_probes() {
     begin fw_cudnn_probes compare=exact errline=1 expect_rc=1
     pair fw_cudnn_probes "$C1" "$PY" $T/fw_cudnn_probes.py
 }
+# The report in the user's terms (issue 12): breakdown, the user's line, What to try. Each OOMs (exit 1)
+# except ut_gpt2_batch when transformers is missing; expected report lines are in each script's docstring.
+wl_ut_adam_first_step() {
+    begin ut_adam_first_step compare=exact errline=1 expect_rc=1
+    pair ut_adam_first_step "$C1" "$PY" $T/ut_adam_first_step.py
+}
+wl_ut_eval_grad() {
+    begin ut_eval_grad compare=exact errline=1 expect_rc=1
+    pair ut_eval_grad "$C1" "$PY" $T/ut_eval_grad.py
+}
+wl_ut_gpt2_batch() {
+    begin ut_gpt2_batch compare=none "note=rc 1 (OOM) or 0 (transformers missing)"
+    pair ut_gpt2_batch "$C1" "$PY" $T/ut_gpt2_batch.py
+}
+wl_ut_summed_loss() {
+    begin ut_summed_loss compare=exact errline=1 expect_rc=1
+    pair ut_summed_loss "$C1" "$PY" $T/ut_summed_loss.py
+}
 two_gpus() {
     if [ "$NGPU" -lt 2 ]; then
         begin "$1" "skipped=needs 2 GPUs, $NGPU visible"
@@ -262,6 +281,8 @@ ALL=(train_oom train_oom_segments vmm_nvcc alloc_expandable alloc_async mark_ste
     cupy_alloc jax_prealloc jax_noprealloc cudnn_bench nccl_allreduce ddp_rank_oom)
 FRAMEWORK=(fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes)
 ALL+=("${FRAMEWORK[@]}")
+USERTERMS=(ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss)
+ALL+=("${USERTERMS[@]}")
 if [ $# -eq 0 ]; then
     SEL=("${ALL[@]}")
 else
@@ -272,6 +293,7 @@ else
         train_oom) SEL+=(train_oom train_oom_segments) ;;
         jax_alloc) SEL+=(jax_prealloc jax_noprealloc) ;;
         framework) SEL+=("${FRAMEWORK[@]}") ;;
+        userterms) SEL+=("${USERTERMS[@]}") ;;
         *) if declare -F "wl_$a" >/dev/null; then SEL+=("$a"); else log "unknown workload: $a"; fi ;;
         esac
     done
