@@ -7,12 +7,19 @@
 
 #define OT_RECORD_MIN_BYTES 10u
 
+/* A list of records starts with its count: checked against the bytes left, then the array. */
+static struct ot_record *records_begin(struct sec_ctx *x, uint64_t *count)
+{
+    *count = U();
+    if (sec_check_count(x, *count, OT_RECORD_MIN_BYTES, "record") < 0)
+        return NULL;
+    return sec_alloc(x, (size_t)*count, sizeof(struct ot_record));
+}
+
 static int parse_records(struct sec_ctx *x, size_t *nout, struct ot_record **out)
 {
-    uint64_t count = U();
-    if (sec_check_count(x, count, OT_RECORD_MIN_BYTES, "record") < 0)
-        return -1;
-    struct ot_record *r = sec_alloc(x, (size_t)count, sizeof(*r));
+    uint64_t count;
+    struct ot_record *r = records_begin(x, &count);
     if (!r)
         return -1;
     for (size_t i = 0; i < count; i++) {
@@ -46,10 +53,8 @@ int parse_live_seq(struct sec_ctx *x)
     struct ot_snapshot *s = x->snap;
     if (s->has_live)
         return sec_err(x, "a second live set (the file has both LIVE and LIVE_SEQ)");
-    uint64_t count = U();
-    if (sec_check_count(x, count, OT_RECORD_MIN_BYTES, "record") < 0)
-        return -1;
-    struct ot_record *r = sec_alloc(x, (size_t)count, sizeof(*r));
+    uint64_t count;
+    struct ot_record *r = records_begin(x, &count);
     if (!r)
         return -1;
     static const char *const column[] = {

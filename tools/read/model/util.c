@@ -389,3 +389,12 @@ void ot_strv_free(char **v, size_t n)
         free(v[i]);
     free(v);
 }
+
+int ot_mem_cmp(const void *a, size_t na, const void *b, size_t nb)
+{
+    size_t n = na < nb ? na : nb;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c)
+        return c;
+    return na == nb ? 0 : na < nb ? -1 : 1;
+}

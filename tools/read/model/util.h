@@ -69,6 +69,9 @@ char *ot_arena_strdup(struct ot_arena *a, const char *s, size_t n);  /* NUL-term
 int ot_arena_adopt(struct ot_arena *a, void *p); /* frees p with the arena; -1 (p not adopted) on OOM */
 void ot_arena_free(struct ot_arena *a);
 
+/* Byte strings in order: memcmp over the shorter, then the shorter first (0 when equal). */
+int ot_mem_cmp(const void *a, size_t na, const void *b, size_t nb);
+
 /* Frees n malloc'd strings and the malloc'd array holding them; NULL is fine. */
 void ot_strv_free(char **v, size_t n);
 

@@ -89,12 +89,9 @@ static char *make_key(struct dside *d, uint64_t stack_id, bool lines, size_t *le
 static int cmp_entry(const void *x, const void *y)
 {
     const struct dentry *a = x, *b = y;
-    size_t n = a->keylen < b->keylen ? a->keylen : b->keylen;
-    int c = memcmp(a->key, b->key, n);
+    int c = ot_mem_cmp(a->key, a->keylen, b->key, b->keylen);
     if (c)
         return c;
-    if (a->keylen != b->keylen)
-        return a->keylen < b->keylen ? -1 : 1;
     if (a->side != b->side)
         return a->side - b->side;
     if (a->bytes != b->bytes)
@@ -114,11 +111,7 @@ static int cmp_row(const void *x, const void *y)
         return mag(a->change) > mag(b->change) ? -1 : 1;
     if (a->bytes[1] != b->bytes[1])
         return a->bytes[1] > b->bytes[1] ? -1 : 1;
-    size_t n = a->keylen < b->keylen ? a->keylen : b->keylen;
-    int c = memcmp(a->key, b->key, n);
-    if (c)
-        return c;
-    return a->keylen < b->keylen ? -1 : a->keylen > b->keylen;
+    return ot_mem_cmp(a->key, a->keylen, b->key, b->keylen);
 }
 
 static int64_t sdiff(uint64_t b, uint64_t a)
@@ -139,12 +132,9 @@ struct diff {
 static int cmp_loose(const void *x, const void *y)
 {
     const struct drow *a = *(const struct drow *const *)x, *b = *(const struct drow *const *)y;
-    size_t n = a->looselen < b->looselen ? a->looselen : b->looselen;
-    int c = memcmp(a->loose, b->loose, n);
+    int c = ot_mem_cmp(a->loose, a->looselen, b->loose, b->looselen);
     if (c)
         return c;
-    if (a->looselen != b->looselen)
-        return a->looselen < b->looselen ? -1 : 1;
     return a < b ? -1 : a > b;
 }
 

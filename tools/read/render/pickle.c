@@ -250,28 +250,28 @@ void ot_pk_cstr(struct ot_pickle *p, const char *s)
     ot_pk_str(p, s ? ot_cstr(s) : (struct ot_str){NULL, 0});
 }
 
+/* A memo opcode with its id: the one-byte form below 256, else the four-byte one. */
+static void memo_op(struct ot_pickle *p, int short_op, int long_op, uint32_t id)
+{
+    if (id < 256) {
+        op(p, short_op);
+        op(p, (int)id);
+    } else {
+        op(p, long_op);
+        u32le(p, id);
+    }
+}
+
 static uint32_t memo_put(struct ot_pickle *p)
 {
     uint32_t id = p->next_memo++;
-    if (id < 256) {
-        op(p, PK_BINPUT);
-        op(p, (int)id);
-    } else {
-        op(p, PK_LONG_BINPUT);
-        u32le(p, id);
-    }
+    memo_op(p, PK_BINPUT, PK_LONG_BINPUT, id);
     return id;
 }
 
 void ot_pk_memo_get(struct ot_pickle *p, uint32_t id)
 {
-    if (id < 256) {
-        op(p, PK_BINGET);
-        op(p, (int)id);
-    } else {
-        op(p, PK_LONG_BINGET);
-        u32le(p, id);
-    }
+    memo_op(p, PK_BINGET, PK_LONG_BINGET, id);
     item(p);
 }
 
@@ -292,4 +292,22 @@ void ot_pk_istr(struct ot_pickle *p, const char *s)
         p->interned_memo[p->ninterned++] = memo_put(p);
     }
     item(p);
+}
+
+void ot_pk_key_u64(struct ot_pickle *p, const char *key, uint64_t v)
+{
+    ot_pk_istr(p, key);
+    ot_pk_u64(p, v);
+}
+
+void ot_pk_key_i64(struct ot_pickle *p, const char *key, int64_t v)
+{
+    ot_pk_istr(p, key);
+    ot_pk_i64(p, v);
+}
+
+void ot_pk_key_istr(struct ot_pickle *p, const char *key, const char *v)
+{
+    ot_pk_istr(p, key);
+    ot_pk_istr(p, v);
 }

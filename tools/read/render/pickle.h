@@ -60,4 +60,9 @@ uint32_t ot_pk_list_end_memo(struct ot_pickle *p);
 /* Writes a reference to a memoized value (it counts as one item). */
 void ot_pk_memo_get(struct ot_pickle *p, uint32_t id);
 
+/* A dict member: the key (interned), then its value. */
+void ot_pk_key_u64(struct ot_pickle *p, const char *key, uint64_t v);
+void ot_pk_key_i64(struct ot_pickle *p, const char *key, int64_t v);
+void ot_pk_key_istr(struct ot_pickle *p, const char *key, const char *v);
+
 #endif

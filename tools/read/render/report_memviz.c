@@ -45,8 +45,7 @@ static void frame_dict(struct mv *m, const struct ot_frame *f)
     if (f->kind == OT_FRAME_PY) {
         ot_pk_istr(p, "filename");
         ot_pk_str(p, f->file.p ? f->file : ot_cstr("??"));
-        ot_pk_istr(p, "line");
-        ot_pk_u64(p, f->has_line ? f->line : 0);
+        ot_pk_key_u64(p, "line", f->has_line ? f->line : 0);
         ot_pk_istr(p, "name");
         if (f->function.p)
             ot_pk_str(p, f->function);
@@ -56,8 +55,7 @@ static void frame_dict(struct mv *m, const struct ot_frame *f)
         bool src = f->symbolized && f->file.p;
         ot_pk_istr(p, "filename");
         ot_pk_str(p, src ? f->file : f->module.p ? f->module : ot_cstr("??"));
-        ot_pk_istr(p, "line");
-        ot_pk_u64(p, src && f->has_line ? f->line : 0);
+        ot_pk_key_u64(p, "line", src && f->has_line ? f->line : 0);
         ot_pk_istr(p, "name");
         ot_sb_reset(&m->sb);
         ot_lbl_frame(&m->sb, f);
@@ -102,16 +100,11 @@ static void entry(struct mv *m, const char *action, const struct mv_event *e, ui
 {
     struct ot_pickle *p = &m->pk;
     ot_pk_dict(p);
-    ot_pk_istr(p, "action");
-    ot_pk_istr(p, action);
-    ot_pk_istr(p, "addr");
-    ot_pk_u64(p, e->addr);
-    ot_pk_istr(p, "size");
-    ot_pk_u64(p, e->size);
-    ot_pk_istr(p, "stream");
-    ot_pk_i64(p, 0);
-    ot_pk_istr(p, "time_us");
-    ot_pk_u64(p, time_us(m->s, e->time_ns));
+    ot_pk_key_istr(p, "action", action);
+    ot_pk_key_u64(p, "addr", e->addr);
+    ot_pk_key_u64(p, "size", e->size);
+    ot_pk_key_i64(p, "stream", 0);
+    ot_pk_key_u64(p, "time_us", time_us(m->s, e->time_ns));
     frames(m, stack_id);
     ot_pk_dict_end(p);
 }
@@ -120,16 +113,11 @@ static void oom_entry(struct mv *m, const struct mv_event *e, uint64_t device_fr
 {
     struct ot_pickle *p = &m->pk;
     ot_pk_dict(p);
-    ot_pk_istr(p, "action");
-    ot_pk_istr(p, "oom");
-    ot_pk_istr(p, "device_free");
-    ot_pk_u64(p, device_free);
-    ot_pk_istr(p, "size");
-    ot_pk_u64(p, e->size);
-    ot_pk_istr(p, "stream");
-    ot_pk_i64(p, 0);
-    ot_pk_istr(p, "time_us");
-    ot_pk_u64(p, time_us(m->s, e->time_ns));
+    ot_pk_key_istr(p, "action", "oom");
+    ot_pk_key_u64(p, "device_free", device_free);
+    ot_pk_key_u64(p, "size", e->size);
+    ot_pk_key_i64(p, "stream", 0);
+    ot_pk_key_u64(p, "time_us", time_us(m->s, e->time_ns));
     frames(m, e->stack_id);
     ot_pk_dict_end(p);
 }
@@ -138,22 +126,14 @@ static void segment(struct mv *m, const struct ot_record *r)
 {
     struct ot_pickle *p = &m->pk;
     ot_pk_dict(p);
-    ot_pk_istr(p, "device");
-    ot_pk_i64(p, r->device);
-    ot_pk_istr(p, "address");
-    ot_pk_u64(p, r->address);
-    ot_pk_istr(p, "total_size");
-    ot_pk_u64(p, r->size);
-    ot_pk_istr(p, "allocated_size");
-    ot_pk_u64(p, r->size);
-    ot_pk_istr(p, "active_size");
-    ot_pk_u64(p, r->size);
-    ot_pk_istr(p, "requested_size");
-    ot_pk_u64(p, r->size);
-    ot_pk_istr(p, "stream");
-    ot_pk_i64(p, 0);
-    ot_pk_istr(p, "segment_type");
-    ot_pk_istr(p, r->size > (1u << 20) ? "large" : "small");
+    ot_pk_key_i64(p, "device", r->device);
+    ot_pk_key_u64(p, "address", r->address);
+    ot_pk_key_u64(p, "total_size", r->size);
+    ot_pk_key_u64(p, "allocated_size", r->size);
+    ot_pk_key_u64(p, "active_size", r->size);
+    ot_pk_key_u64(p, "requested_size", r->size);
+    ot_pk_key_i64(p, "stream", 0);
+    ot_pk_key_istr(p, "segment_type", r->size > (1u << 20) ? "large" : "small");
     ot_pk_istr(p, "segment_pool_id");
     ot_pk_tuple2_begin(p);
     ot_pk_i64(p, 0);
@@ -165,14 +145,10 @@ static void segment(struct mv *m, const struct ot_record *r)
     ot_pk_istr(p, "blocks");
     ot_pk_list(p);
     ot_pk_dict(p);
-    ot_pk_istr(p, "address");
-    ot_pk_u64(p, r->address);
-    ot_pk_istr(p, "size");
-    ot_pk_u64(p, r->size);
-    ot_pk_istr(p, "requested_size");
-    ot_pk_u64(p, r->size);
-    ot_pk_istr(p, "state");
-    ot_pk_istr(p, "active_allocated");
+    ot_pk_key_u64(p, "address", r->address);
+    ot_pk_key_u64(p, "size", r->size);
+    ot_pk_key_u64(p, "requested_size", r->size);
+    ot_pk_key_istr(p, "state", "active_allocated");
     frames(m, r->stack_id);
     ot_pk_dict_end(p);
     ot_pk_list_end(p);

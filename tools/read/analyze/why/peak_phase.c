@@ -15,12 +15,9 @@ static int cmp_marker_label(const void *x, const void *y)
 {
     const struct by_label *p = x, *q = y;
     const struct snap_marker *a = p->m, *b = q->m;
-    size_t n = a->label.n < b->label.n ? a->label.n : b->label.n;
-    int c = n ? memcmp(a->label.p, b->label.p, n) : 0;
+    int c = ot_mem_cmp(a->label.p, a->label.n, b->label.p, b->label.n);
     if (c)
         return c;
-    if (a->label.n != b->label.n)
-        return a->label.n < b->label.n ? -1 : 1;
     return p->i < q->i ? -1 : 1;
 }
 
