@@ -133,7 +133,7 @@ int parse_peak(struct sec_ctx *x)
     return add_peak(x, &p);
 }
 
-/* PEAK_REF: resolved once the live set is known (ot_snapshot_parse, resolve_peak_refs). */
+/* PEAK_REF: resolved once the live set is known (ot_snapshot_parse, sec_resolve_peak_refs). */
 int parse_peak_ref(struct sec_ctx *x)
 {
     struct ot_snapshot *s = x->snap;
