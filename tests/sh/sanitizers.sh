@@ -19,7 +19,9 @@ for target in sanitize tsan; do
     log=$(mktemp)
     if $MAKE --no-print-directory "$target" >"$log" 2>&1; then
         # The per-program lines and the summary of tests/fuzz/sanitize.sh.
-        grep -E '^(== |   [^ ]+: [0-9]+s$|[0-9]+ passed, [0-9]+ failed)' "$log"
+        # The inner summary is prefixed, so that the suite's own last line stays the only bare "N passed, N failed".
+        grep -E '^(== |   [^ ]+: [0-9]+s$|[0-9]+ passed, [0-9]+ failed)' "$log" |
+            sed -E "s/^([0-9]+ passed, [0-9]+ failed)\$/sanitizers (make $target): \1/"
         echo "sanitizers: make $target passed in $(($(date +%s) - start))s"
     else
         tail -n 150 "$log"
