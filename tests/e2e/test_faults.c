@@ -119,10 +119,10 @@ static void test_unwritable_dir(void **st)
     (void)st;
     struct faulted f;
     run_faulted(&f, "build/tests/door_linked", 0,
-                (const char *const[]){"OOMTRACE_DIR=/nonexistent/oomtrace", NULL});
+                (const char *const[]){"OOMTRACE_DIR=/dev/null/oomtrace", NULL}); /* cannot be created: under a file */
     assert_int_equal(f.status, 0);
     assert_int_equal(count_lines(f.err, "oomtrace:"), 1);
-    assert_non_null(strstr(f.err, "OOMTRACE_DIR=/nonexistent/oomtrace is not a writable directory"));
+    assert_non_null(strstr(f.err, "OOMTRACE_DIR=/dev/null/oomtrace is not a writable directory"));
     remove_dir(f.dir);
 }
 
