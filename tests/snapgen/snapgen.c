@@ -1190,7 +1190,8 @@ static void fw_torch(struct buf *recs, uint64_t *nrec)
     put_cstr(&b, "torch");
     put_uv(&b, 6);
     put_setting(&b, "backend", "native");
-    put_setting(&b, "expandable_segments", vsize ? "True" : "False");
+    /* The setting governs new segments; the expandable one was made while it was on (it can change at run time). */
+    put_setting(&b, "expandable_segments", "False");
     put_setting(&b, "max_split_size", "");
     put_setting(&b, "garbage_collection_threshold", "0");
     put_setting(&b, "PYTORCH_CUDA_ALLOC_CONF", "");

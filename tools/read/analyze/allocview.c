@@ -265,9 +265,13 @@ struct ot_allocview *ot_allocview_new(const struct ot_snapshot *s)
         return NULL;
     v->fw = &s->fw;
     v->present = s->fw.present;
+    v->fatal = s->meta.trigger == OT_TRIGGER_FRAMEWORK_OOM;
     if (!v->present)
         return v;
     const struct ot_framework *fw = &s->fw;
+    v->info = fw->ninfo ? &fw->info[0] : NULL;
+    v->error = fw->nerrors ? &fw->errors[fw->nerrors - 1] : NULL;
+    v->fatal_framework = v->error ? v->error->framework : v->info ? v->info->framework : (struct ot_str){NULL, 0};
     for (size_t i = 0; i < fw->nblocks; i++)
         v->blocks_with_stacks += fw->blocks[i].nframes > 0;
     if (!fw->nsegments)

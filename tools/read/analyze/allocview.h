@@ -60,6 +60,10 @@ struct ot_allocview {
     size_t ncreators;
     struct ot_fw_creator *creators; /* by reserved bytes, largest first */
     uint64_t blocks_with_stacks;     /* blocks carrying their allocation's Python stack */
+    const struct ot_fw_info *info;   /* the first collection record (who, when, why); NULL when none */
+    const struct ot_fw_error *error; /* the framework's own OOM message; NULL when none */
+    bool fatal;                      /* a framework refused an allocation: this snapshot is the fatal one */
+    struct ot_str fatal_framework;   /* which one (from its message, else the collection record) */
 };
 
 /* Builds the view; NULL only when out of memory (a snapshot without the frameworks' view gives one with

@@ -6,6 +6,7 @@
 #include "render/json_writer.h"
 #include "render/report.h"
 #include "analyze/breakdown.h"
+#include "render/fwview.h"
 #include "analyze/stackview.h"
 #include "analyze/why.h"
 
@@ -373,6 +374,7 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
     breakdown(j, a->breakdown);
     statements(j, "why", a->why);
     statements(j, "what_to_try", a->remedies);
+    ot_fwview_json(j, a);
     peak_view(&x, "peak", a->peak);
     ot_json_arr(j, "peaks");
     for (size_t i = 0; i < a->npeaks; i++)

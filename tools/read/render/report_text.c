@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "render/fwview.h"
 #include "render/report.h"
 #include "analyze/breakdown.h"
 #include "analyze/stackview.h"
@@ -123,8 +124,9 @@ static void header(struct tx *t)
         [OT_TRIGGER_SIGNAL] = "snapshot on a signal",
         [OT_TRIGGER_API] = "snapshot requested by oomtrace_dump()",
         [OT_TRIGGER_FLUSH] = "periodic flush",
+        [OT_TRIGGER_FRAMEWORK_OOM] = "OUT OF MEMORY in a framework's allocator (the fatal one)",
     };
-    if (m->trigger >= 1 && m->trigger <= OT_TRIGGER_FLUSH)
+    if (m->trigger >= 1 && m->trigger <= OT_TRIGGER_FRAMEWORK_OOM)
         fprintf(o, "oomtrace: %s", what[m->trigger]);
     else
         fprintf(o, "oomtrace: snapshot with unknown trigger %" PRIu64, m->trigger);
@@ -185,14 +187,22 @@ static void failure(struct tx *t)
     const struct snap_failure *f = &s->failure;
     char b1[32], b2[32], b3[48], dn[32];
     const char *rn = ot_result_name(f->result_code);
+    /* A framework's own refusal has no driver entry point: name the framework instead. */
+    char api[64];
+    const char *fwn = ot_fw_display_name(t->a->fw ? t->a->fw->fatal_framework : (struct ot_str){NULL, 0});
+    if (f->api == OT_API_framework_allocator)
+        snprintf(api, sizeof(api), "%s's allocator", fwn ? fwn : "the framework");
+    else
+        snprintf(api, sizeof(api), "%s", ot_api_name64(f->api));
     fprintf(o, "\nFailed request: %s (%s bytes) by %s on %s, category %s, returned ",
-            ot_fmt_bytes(b1, f->requested_bytes), ot_fmt_count(b2, f->requested_bytes), ot_api_name64(f->api),
+            ot_fmt_bytes(b1, f->requested_bytes), ot_fmt_count(b2, f->requested_bytes), api,
             dev_name(dn, f->device), ot_category_name64(f->category));
     if (rn)
         fprintf(o, "%s (%" PRIu64 ")", rn, f->result_code);
     else
         fprintf(o, "CUresult %" PRIu64, f->result_code);
     fprintf(o, "\n  at %s, seq %" PRIu64 ", thread %" PRIu64 "\n", reltime(b3, s, f->time_ns), f->seq, f->tid);
+    ot_fwview_failure_text(o, t->a);
     const struct snap_device *d = ot_snapshot_device(s, f->device);
     if (d && (d->flags & OT_DEV_MEMINFO_KNOWN)) {
         fprintf(o, "  %s had %s free of %s total (cuMemGetInfo at the snapshot)", dev_name(dn, f->device),
@@ -540,6 +550,7 @@ int ot_report_text(FILE *f, const struct ot_analysis *a, const struct ot_report_
     breakdown(&t);
     why(f, a->why);
     statements(f, a->remedies, "What to try (each remedy from the numbers above)");
+    ot_fwview_text(f, a, o->top);
     devices(&t);
     struct ot_moment_tables mt;
     ot_moment_tables(a, o->at, &mt);

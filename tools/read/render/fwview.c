@@ -1,0 +1,320 @@
+/* The allocator's view in text and JSON (see fwview.h). Numbers come from analyze/allocview and the
+ * framework's own counters; this file only lays them out. */
+#include "render/fwview.h"
+
+#include <inttypes.h>
+
+#include "analyze/stackview.h"
+
+static void put_fw(FILE *f, struct ot_str fw)
+{
+    const char *d = ot_fw_display_name(fw);
+    if (d)
+        fputs(d, f);
+    else
+        ot_fput_safe_max(f, fw.p ? fw : ot_cstr("a framework"), 40);
+}
+
+void ot_fwview_failure_text(FILE *f, const struct ot_analysis *a)
+{
+    const struct ot_allocview *v = a->fw;
+    const struct ot_snapshot *s = a->s;
+    if (!v || !v->fatal)
+        return;
+    fputs("  refused by ", f);
+    put_fw(f, v->fatal_framework);
+    fputs("'s allocator: no driver call failed for it; this is the fatal out-of-memory\n", f);
+    if (v->error && v->error->text.n) {
+        fputs("  its message: ", f);
+        ot_fput_safe_max(f, v->error->text, 1024);
+        fputc('\n', f);
+    }
+    if (s->probes.present) {
+        char b1[32];
+        fprintf(f, "  %zu driver-level snapshot%s before it %s the framework's retries and probes of this out-of-memory",
+                s->probes.n, s->probes.n == 1 ? "" : "s", s->probes.n == 1 ? "was" : "were");
+        fputs(s->probes.n ? ":\n" : "\n", f);
+        for (size_t i = 0; i < s->probes.n && i < 8; i++) {
+            const struct ot_probe *p = &s->probes.v[i];
+            fputs("    ", f);
+            ot_fput_safe_max(f, p->file_name, 200);
+            fprintf(f, " (%s on device %" PRIu64 ")\n", ot_fmt_bytes(b1, p->requested_bytes), p->device);
+        }
+        if (s->probes.n > 8)
+            fprintf(f, "    ... %zu more\n", s->probes.n - 8);
+    }
+}
+
+static void text_torch(FILE *f, const struct ot_analysis *a, const struct ot_fw_devview *d)
+{
+    const struct ot_snapshot *s = a->s;
+    char b1[32], b2[32], b3[32], b4[32];
+    fputs("  ", f);
+    put_fw(f, d->framework);
+    fprintf(f, ", device %" PRIu64 ": allocated %s of %s reserved in %zu segment%s", d->device,
+            ot_fmt_bytes(b1, d->allocated_bytes), ot_fmt_bytes(b2, d->reserved_bytes), d->nsegments,
+            d->nsegments == 1 ? "" : "s");
+    uint64_t peak;
+    if (ot_fw_stat(s, "torch", d->device, "allocated_peak_bytes", &peak) && ot_str_eq(d->framework, "torch"))
+        fprintf(f, " (peak allocated %s)", ot_fmt_bytes(b1, peak));
+    fprintf(f, "\n    free inside segments %s, largest free block %s", ot_fmt_bytes(b3, d->free_bytes),
+            ot_fmt_bytes(b4, d->largest_free));
+    if (s->has_failure && s->failure.device >= 0 && (uint64_t)s->failure.device == d->device)
+        fprintf(f, " (the failed request: %s)", ot_fmt_bytes(b1, s->failure.requested_bytes));
+    fputc('\n', f);
+    if (d->ncached)
+        fprintf(f, "    %zu segment%s with no live tensor (%s): freed by the program, kept as cache\n", d->ncached,
+                d->ncached == 1 ? "" : "s", ot_fmt_bytes(b1, d->cached_bytes));
+    if (d->nprivate_segments)
+        fprintf(f, "    CUDA graph private pool%s: %zu, %s in %zu segment%s (%s allocated)\n",
+                d->nprivate_pools == 1 ? "" : "s", d->nprivate_pools, ot_fmt_bytes(b1, d->private_bytes),
+                d->nprivate_segments, d->nprivate_segments == 1 ? "" : "s", ot_fmt_bytes(b2, d->private_allocated_bytes));
+    if (d->nexpandable)
+        fprintf(f, "    expandable segment%s: %zu, %s\n", d->nexpandable == 1 ? "" : "s", d->nexpandable,
+                ot_fmt_bytes(b1, d->expandable_bytes));
+    if (d->nunjoined)
+        fprintf(f, "    %zu segment%s not found among the driver allocations this snapshot lists\n", d->nunjoined,
+                d->nunjoined == 1 ? "" : "s");
+}
+
+static void text_settings(FILE *f, const struct ot_framework *fw)
+{
+    for (size_t i = 0; i < fw->nsettings; i++) {
+        const struct ot_fw_settings *st = &fw->settings[i];
+        fputs("  ", f);
+        put_fw(f, st->framework);
+        fputs(" settings:", f);
+        size_t shown = 0;
+        for (size_t k = 0; k < st->n && shown < 16; k++) {
+            fputc(' ', f);
+            ot_fput_safe_max(f, st->v[k].key, 64);
+            fputc('=', f);
+            ot_fput_safe_max(f, st->v[k].value.n ? st->v[k].value : ot_cstr("(unset)"), 128);
+            shown++;
+        }
+        fputc('\n', f);
+    }
+}
+
+static void text_others(FILE *f, const struct ot_analysis *a)
+{
+    const struct ot_snapshot *s = a->s;
+    const struct ot_framework *fw = &s->fw;
+    char b1[32], b2[32], b3[32], b4[32];
+    for (size_t i = 0; i < fw->nstats; i++) {
+        const struct ot_fw_stats *st = &fw->stats[i];
+        uint64_t dev = st->device, x, y, z;
+        if (ot_str_eq(st->framework, "cupy") && ot_fw_stat(s, "cupy", dev, "pool_used_bytes", &x) &&
+            ot_fw_stat(s, "cupy", dev, "pool_free_bytes", &y) && ot_fw_stat(s, "cupy", dev, "pool_total_bytes", &z))
+            fprintf(f, "  CuPy memory pool: %s in use by arrays, %s free (freed by the program, kept by the pool),"
+                    " %s in all\n", ot_fmt_bytes(b1, x), ot_fmt_bytes(b2, y), ot_fmt_bytes(b3, z));
+        if (ot_str_eq(st->framework, "jax") && ot_fw_stat(s, "jax", dev, "bytes_in_use", &x)) {
+            fprintf(f, "  JAX, device %" PRIu64 ": %s in use", dev, ot_fmt_bytes(b1, x));
+            if (ot_fw_stat(s, "jax", dev, "bytes_limit", &y))
+                fprintf(f, " of a %s limit", ot_fmt_bytes(b2, y));
+            if (ot_fw_stat(s, "jax", dev, "peak_bytes_in_use", &z))
+                fprintf(f, " (peak %s)", ot_fmt_bytes(b3, z));
+            if (ot_fw_stat(s, "jax", dev, "largest_free_block_bytes", &z))
+                fprintf(f, ", largest free block %s", ot_fmt_bytes(b4, z));
+            struct ot_str pre = ot_fw_setting_get(fw, "jax", "preallocate_effective");
+            if (pre.p)
+                fputs(ot_str_eq(pre, "true") ? "; preallocated at start" : "; allocating on demand", f);
+            fputc('\n', f);
+        }
+    }
+    size_t shown = 0;
+    for (size_t i = 0; i < fw->narrays && shown < 8; i++, shown++) {
+        const struct ot_fw_array *r = &fw->arrays[i];
+        if (!shown)
+            fputs("  live arrays by shape (largest groups as listed):\n", f);
+        fprintf(f, "    %s in %s array%s ", ot_fmt_bytes(b1, r->bytes), ot_fmt_count(b2, r->count), r->count == 1 ? "" : "s");
+        ot_fput_safe_max(f, r->dtype, 32);
+        fputc(' ', f);
+        ot_fput_safe_max(f, r->shape, 96);
+        fprintf(f, " on device %" PRIu64 "\n", r->device);
+    }
+    if (fw->narrays > shown)
+        fprintf(f, "    ... %zu more groups\n", fw->narrays - shown);
+}
+
+void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
+{
+    const struct ot_allocview *v = a->fw;
+    if (!v || !v->present)
+        return;
+    char b1[32], b2[32], b3[32];
+    fputs("\nAllocator's view (as the frameworks reported it", f);
+    if (v->info) {
+        fputs(": ", f);
+        put_fw(f, v->info->framework);
+        if (v->info->version.n) {
+            fputc(' ', f);
+            ot_fput_safe_max(f, v->info->version, 40);
+        }
+        char tb[48];
+        fprintf(f, ", %s, collection took %.1f ms", ot_fmt_reltime(tb, v->info->taken_ns, a->s->meta.start_mono_ns),
+                (double)v->info->collect_ns / 1e6);
+    }
+    fputs("):\n", f);
+    for (size_t i = 0; i < v->ndevs; i++)
+        text_torch(f, a, &v->devs[i]);
+    text_settings(f, v->fw);
+    text_others(f, a);
+    if (v->ncreators) {
+        fputs("  segments by the call site whose driver allocation holds them:\n", f);
+        size_t n = v->ncreators < top ? v->ncreators : top;
+        for (size_t i = 0; i < n; i++) {
+            const struct ot_fw_creator *c = &v->creators[i];
+            fprintf(f, "    %s reserved, %s allocated, %s free in %zu segment%s", ot_fmt_bytes(b1, c->reserved_bytes),
+                    ot_fmt_bytes(b2, c->allocated_bytes), ot_fmt_bytes(b3, c->free_bytes), c->nsegments,
+                    c->nsegments == 1 ? "" : "s");
+            if (c->ncached)
+                fprintf(f, " (%zu with no live tensor)", c->ncached);
+            if (c->has_stack) {
+                struct ot_stack_info si;
+                ot_stack_info(a->res, a->s, c->stack_id, &si);
+                fputs(": ", f);
+                ot_put_headline(f, &si, false);
+                fprintf(f, " (stack %" PRIu64 ")\n", c->stack_id);
+            } else {
+                fputs(": no driver allocation found\n", f);
+            }
+        }
+        if (v->ncreators > n)
+            fprintf(f, "    ... %zu more sites (--top)\n", v->ncreators - n);
+    }
+    if (v->blocks_with_stacks)
+        fprintf(f, "  %" PRIu64 " block%s carry the Python stack that allocated them (OOMTRACE_TORCH_STACKS=python)\n",
+                v->blocks_with_stacks, v->blocks_with_stacks == 1 ? "" : "s");
+}
+
+/* ---- JSON ---- */
+
+static void json_stats(struct ot_json *j, const struct ot_framework *fw)
+{
+    ot_json_arr(j, "stats");
+    for (size_t i = 0; i < fw->nstats; i++) {
+        const struct ot_fw_stats *st = &fw->stats[i];
+        ot_json_obj(j, NULL);
+        ot_json_str(j, "framework", st->framework);
+        ot_json_u64_or_null(j, "device", st->device != OT_FW_DEVICE_ALL, st->device);
+        ot_json_arr(j, "values");
+        for (size_t k = 0; k < st->n; k++) {
+            ot_json_obj(j, NULL);
+            ot_json_str(j, "key", st->v[k].key);
+            ot_json_i64(j, "value", st->v[k].value);
+            ot_json_obj_end(j);
+        }
+        ot_json_arr_end(j);
+        ot_json_obj_end(j);
+    }
+    ot_json_arr_end(j);
+    ot_json_arr(j, "settings");
+    for (size_t i = 0; i < fw->nsettings; i++) {
+        const struct ot_fw_settings *st = &fw->settings[i];
+        for (size_t k = 0; k < st->n; k++) {
+            ot_json_obj(j, NULL);
+            ot_json_str(j, "framework", st->framework);
+            ot_json_str(j, "key", st->v[k].key);
+            ot_json_str(j, "value", st->v[k].value);
+            ot_json_obj_end(j);
+        }
+    }
+    ot_json_arr_end(j);
+}
+
+void ot_fwview_json(struct ot_json *j, const struct ot_analysis *a)
+{
+    const struct ot_allocview *v = a->fw;
+    const struct ot_snapshot *s = a->s;
+    if (!v || !v->present) {
+        ot_json_null(j, "frameworks");
+        return;
+    }
+    ot_json_obj(j, "frameworks");
+    if (v->info) {
+        ot_json_str(j, "framework", v->info->framework);
+        ot_json_str(j, "version", v->info->version);
+        ot_json_str(j, "reason", v->info->reason);
+        ot_json_u64(j, "taken_ns", v->info->taken_ns);
+        ot_json_u64(j, "collect_ns", v->info->collect_ns);
+    }
+    ot_json_bool(j, "fatal", v->fatal);
+    if (v->fatal)
+        ot_json_str(j, "fatal_framework", v->fatal_framework);
+    if (v->error) {
+        ot_json_obj(j, "error");
+        ot_json_str(j, "framework", v->error->framework);
+        ot_json_str(j, "text", v->error->text);
+        ot_json_u64(j, "device", v->error->device);
+        ot_json_u64_or_null(j, "request_bytes", v->error->request_bytes != 0, v->error->request_bytes);
+        ot_json_obj_end(j);
+    }
+    if (s->probes.present) {
+        ot_json_arr(j, "probes");
+        for (size_t i = 0; i < s->probes.n; i++) {
+            const struct ot_probe *p = &s->probes.v[i];
+            ot_json_obj(j, NULL);
+            ot_json_str(j, "file", p->file_name);
+            ot_json_u64(j, "failure_seq", p->failure_seq);
+            ot_json_u64(j, "requested_bytes", p->requested_bytes);
+            ot_json_u64(j, "device", p->device);
+            ot_json_obj_end(j);
+        }
+        ot_json_arr_end(j);
+    }
+    ot_json_arr(j, "allocators");
+    for (size_t i = 0; i < v->ndevs; i++) {
+        const struct ot_fw_devview *d = &v->devs[i];
+        ot_json_obj(j, NULL);
+        ot_json_str(j, "framework", d->framework);
+        ot_json_u64(j, "device", d->device);
+        ot_json_u64(j, "segments", d->nsegments);
+        ot_json_u64(j, "reserved_bytes", d->reserved_bytes);
+        ot_json_u64(j, "allocated_bytes", d->allocated_bytes);
+        ot_json_u64(j, "free_in_segments_bytes", d->free_bytes);
+        ot_json_u64(j, "largest_free_block_bytes", d->largest_free);
+        ot_json_u64(j, "default_pools_free_bytes", d->default_free_bytes);
+        ot_json_u64(j, "cached_segments", d->ncached);
+        ot_json_u64(j, "cached_bytes", d->cached_bytes);
+        ot_json_u64(j, "graph_pools", d->nprivate_pools);
+        ot_json_u64(j, "graph_pool_segments", d->nprivate_segments);
+        ot_json_u64(j, "graph_pool_bytes", d->private_bytes);
+        ot_json_u64(j, "graph_pool_allocated_bytes", d->private_allocated_bytes);
+        ot_json_u64(j, "expandable_segments", d->nexpandable);
+        ot_json_u64(j, "expandable_bytes", d->expandable_bytes);
+        ot_json_u64(j, "segments_without_driver_allocation", d->nunjoined);
+        ot_json_obj_end(j);
+    }
+    ot_json_arr_end(j);
+    ot_json_arr(j, "creators");
+    for (size_t i = 0; i < v->ncreators; i++) {
+        const struct ot_fw_creator *c = &v->creators[i];
+        ot_json_obj(j, NULL);
+        ot_json_u64_or_null(j, "stack_id", c->has_stack, c->stack_id);
+        ot_json_u64(j, "segments", c->nsegments);
+        ot_json_u64(j, "cached_segments", c->ncached);
+        ot_json_u64(j, "reserved_bytes", c->reserved_bytes);
+        ot_json_u64(j, "allocated_bytes", c->allocated_bytes);
+        ot_json_u64(j, "free_bytes", c->free_bytes);
+        ot_json_u64(j, "cached_bytes", c->cached_bytes);
+        ot_json_obj_end(j);
+    }
+    ot_json_arr_end(j);
+    json_stats(j, v->fw);
+    ot_json_arr(j, "arrays");
+    for (size_t i = 0; i < v->fw->narrays; i++) {
+        const struct ot_fw_array *r = &v->fw->arrays[i];
+        ot_json_obj(j, NULL);
+        ot_json_str(j, "framework", r->framework);
+        ot_json_str(j, "dtype", r->dtype);
+        ot_json_str(j, "shape", r->shape);
+        ot_json_u64(j, "device", r->device);
+        ot_json_u64(j, "count", r->count);
+        ot_json_u64(j, "bytes", r->bytes);
+        ot_json_obj_end(j);
+    }
+    ot_json_arr_end(j);
+    ot_json_u64(j, "blocks_with_stacks", v->blocks_with_stacks);
+    ot_json_obj_end(j);
+}
