@@ -301,7 +301,9 @@ static int parse_body(struct fctx *x, struct ot_framework *f, struct tables *t, 
             uint64_t seg = col[4 * n + i];
             if (b->state > OT_FW_BLOCK_PENDING_FREE)
                 return ferr(x, "block %zu: state %" PRIu64 " is not 0, 1 or 2", i, b->state);
-            if (b->requested_size > b->size)
+            /* A free block's requested size is stale (torch 2.11 keeps the last tensor's): only an
+             * allocated block's must fit. */
+            if (b->state != OT_FW_BLOCK_INACTIVE && b->requested_size > b->size)
                 return ferr(x, "block %zu: %" PRIu64 " bytes requested in a block of %" PRIu64, i,
                             b->requested_size, b->size);
             b->segment = (size_t)(seg > SIZE_MAX ? SIZE_MAX : seg);
