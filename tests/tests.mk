@@ -89,7 +89,7 @@ $(TEST_BIN)/hostile: tests/doors/hostile.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -pthread -o $@ $< -L$(B)/fake -lcuda -ldl
 $(TEST_BIN)/test_hostile: $(TEST_BIN)/hostile
-TEST_PROGS += $(TEST_BIN)/hostile
+TEST_PROGS += $(TEST_BIN)/hostile $(TEST_BIN)/test_hostile
 
 # Synthetic and damaged snapshots (tests/snapgen): used by tests/sh/malformed.sh and report_formats.sh.
 $(B)/snapgen: tests/snapgen/snapgen.c include/oomtrace_format.h
