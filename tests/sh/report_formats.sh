@@ -33,6 +33,13 @@ if [ -x "$SNAPGEN" ]; then
     "$SNAPGEN" --devices 3 --hostile-strings --events 20000 -o "$T/hostile.oomt" >/dev/null || fail "snapgen"
     "$SNAPGEN" --trigger exit --events 0 --live 0 -o "$T/empty.oomt" >/dev/null || fail "snapgen"
     snaps="$snaps $T/dropped.oomt $T/hostile.oomt $T/empty.oomt"
+    # Every trigger the format defines has a title in each format (a framework OOM once read "unknown").
+    "$SNAPGEN" --trigger framework-oom --framework torch --probes 2 -o "$T/fwoom.oomt" >/dev/null || fail "snapgen"
+    for fmt in text markdown html; do
+        "$READER" --format "$fmt" -o "$T/fwoom.$fmt" "$T/fwoom.oomt" || fail "$fmt of a framework OOM"
+        grep -qi 'unknown trigger' "$T/fwoom.$fmt" && fail "$fmt calls a framework OOM an unknown trigger"
+        grep -Eq "framework(&#39;|')s allocator" "$T/fwoom.$fmt" || fail "$fmt does not title a framework OOM"
+    done
 else
     echo "report_formats: no $SNAPGEN: only the tracer's snapshot"
 fi

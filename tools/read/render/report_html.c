@@ -131,8 +131,9 @@ static void header(struct hx *h)
         [OT_TRIGGER_SIGNAL] = "snapshot on a signal",
         [OT_TRIGGER_API] = "snapshot requested by oomtrace_dump()",
         [OT_TRIGGER_FLUSH] = "periodic flush",
+        [OT_TRIGGER_FRAMEWORK_OOM] = "out of memory in a framework's allocator (the fatal one)",
     };
-    const char *w = m->trigger >= 1 && m->trigger <= OT_TRIGGER_FLUSH ? what[m->trigger] : "snapshot (unknown trigger)";
+    const char *w = m->trigger >= 1 && m->trigger <= OT_TRIGGER_FRAMEWORK_OOM ? what[m->trigger] : "snapshot (unknown trigger)";
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>oomtrace: ", f);
     h_cstr(f, w);

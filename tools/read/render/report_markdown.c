@@ -84,8 +84,9 @@ static void title(struct md *m)
         [OT_TRIGGER_SIGNAL] = "snapshot on a signal",
         [OT_TRIGGER_API] = "snapshot requested by oomtrace_dump()",
         [OT_TRIGGER_FLUSH] = "periodic flush",
+        [OT_TRIGGER_FRAMEWORK_OOM] = "out of memory in a framework's allocator (the fatal one)",
     };
-    if (mt->trigger >= 1 && mt->trigger <= OT_TRIGGER_FLUSH)
+    if (mt->trigger >= 1 && mt->trigger <= OT_TRIGGER_FRAMEWORK_OOM)
         fprintf(f, "## oomtrace: %s\n\n", what[mt->trigger]);
     else
         fprintf(f, "## oomtrace: snapshot (unknown trigger %" PRIu64 ")\n\n", mt->trigger);
