@@ -1,6 +1,7 @@
 /* The allocator's view: segments joined to driver allocations by address (see allocview.h). */
 #include "analyze/allocview.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 /* A driver allocation as an address range: a live record itself, or a VMM mapping of one. */
@@ -48,14 +49,7 @@ static int cmp_hrec(const void *a, const void *b)
 
 static const struct ot_record *find_handle(const struct hrec *h, size_t n, uint64_t handle)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (h[mid].handle < handle)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = ot_lower_bound_u64(h, n, sizeof(*h), offsetof(struct hrec, handle), handle);
     return lo < n && h[lo].handle == handle ? h[lo].rec : NULL;
 }
 

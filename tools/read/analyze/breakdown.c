@@ -1,42 +1,34 @@
 #include "analyze/breakdown.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analyze/stackview.h"
 
-static const char *const row_names[OT_BD_NROWS] = {
-    [OT_BD_PARAMETERS] = "parameters",
-    [OT_BD_GRADIENTS] = "gradients",
-    [OT_BD_OPTIMIZER] = "optimizer state",
-    [OT_BD_BUFFERS] = "module buffers",
-    [OT_BD_ACTIVATIONS] = "activations and temporaries",
-    [OT_BD_WORKSPACES] = "library workspaces",
-    [OT_BD_CACHE] = "framework cache (reserved, not allocated)",
-    [OT_BD_CONTEXT] = "CUDA context and untracked",
-    [OT_BD_OTHERS] = "other processes",
-};
-
-static const char *const row_keys[OT_BD_NROWS] = {
-    [OT_BD_PARAMETERS] = "parameters",
-    [OT_BD_GRADIENTS] = "gradients",
-    [OT_BD_OPTIMIZER] = "optimizer_state",
-    [OT_BD_BUFFERS] = "buffers",
-    [OT_BD_ACTIVATIONS] = "activations",
-    [OT_BD_WORKSPACES] = "workspaces",
-    [OT_BD_CACHE] = "framework_cache",
-    [OT_BD_CONTEXT] = "context_untracked",
-    [OT_BD_OTHERS] = "other_processes",
+/* Each row's name in reports and its key in JSON. */
+static const struct {
+    const char *name, *key;
+} rows[OT_BD_NROWS] = {
+    [OT_BD_PARAMETERS] = {"parameters", "parameters"},
+    [OT_BD_GRADIENTS] = {"gradients", "gradients"},
+    [OT_BD_OPTIMIZER] = {"optimizer state", "optimizer_state"},
+    [OT_BD_BUFFERS] = {"module buffers", "buffers"},
+    [OT_BD_ACTIVATIONS] = {"activations and temporaries", "activations"},
+    [OT_BD_WORKSPACES] = {"library workspaces", "workspaces"},
+    [OT_BD_CACHE] = {"framework cache (reserved, not allocated)", "framework_cache"},
+    [OT_BD_CONTEXT] = {"CUDA context and untracked", "context_untracked"},
+    [OT_BD_OTHERS] = {"other processes", "other_processes"},
 };
 
 const char *ot_bd_row_name(enum ot_bd_row r)
 {
-    return r < OT_BD_NROWS ? row_names[r] : "unknown";
+    return r < OT_BD_NROWS ? rows[r].name : "unknown";
 }
 
 const char *ot_bd_row_key(enum ot_bd_row r)
 {
-    return r < OT_BD_NROWS ? row_keys[r] : "unknown";
+    return r < OT_BD_NROWS ? rows[r].key : "unknown";
 }
 
 /* What a stack says about the memory it allocated, when no identity is known. */
@@ -191,14 +183,7 @@ static enum ot_bd_row role_row(uint64_t category)
 /* The role whose storage starts inside [a, a + size), from roles sorted by address; NULL when none. */
 static const struct span *role_in(const struct span *roles, size_t n, uint64_t a, uint64_t size)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (roles[mid].address < a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = ot_lower_bound_u64(roles, n, sizeof(*roles), offsetof(struct span, address), a);
     return lo < n && roles[lo].address - a < size ? &roles[lo] : NULL;
 }
 

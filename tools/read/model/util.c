@@ -398,3 +398,19 @@ int ot_mem_cmp(const void *a, size_t na, const void *b, size_t nb)
         return c;
     return na == nb ? 0 : na < nb ? -1 : 1;
 }
+
+size_t ot_lower_bound_u64(const void *base, size_t n, size_t elem_size, size_t key_off, uint64_t key)
+{
+    const unsigned char *p = base;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t k;
+        memcpy(&k, p + mid * elem_size + key_off, sizeof(k));
+        if (k < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}

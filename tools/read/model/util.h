@@ -131,4 +131,8 @@ struct ot_notes {
 void ot_note(struct ot_notes *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ot_notes_free(struct ot_notes *n);
 
+/* In n elements of elem_size bytes sorted by the uint64_t key at key_off in each: the index of the first
+ * whose key is >= key, n when none. */
+size_t ot_lower_bound_u64(const void *base, size_t n, size_t elem_size, size_t key_off, uint64_t key);
+
 #endif

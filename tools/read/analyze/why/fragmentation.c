@@ -48,12 +48,9 @@ void why_fragmentation(struct ot_why *w, const struct ot_analysis *a)
             fputs(". Setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before the process starts lets"
                   " segments grow in place instead of leaving pieces", b.f);
         fputc('.', b.f);
-        why_num_u(&b, "device", d->device);
-        why_num_u(&b, "requested_bytes", req);
-        why_num_u(&b, "largest_free_block_bytes", d->largest_free);
-        why_num_u(&b, "free_in_segments_bytes", d->default_free_bytes);
-        why_num_u(&b, "reserved_bytes", d->reserved_bytes);
-        why_num_u(&b, "allocated_bytes", d->allocated_bytes);
+        WHY_NUMS_U(&b, {"device", d->device}, {"requested_bytes", req}, {"largest_free_block_bytes", d->largest_free},
+                   {"free_in_segments_bytes", d->default_free_bytes}, {"reserved_bytes", d->reserved_bytes},
+                   {"allocated_bytes", d->allocated_bytes});
         if (has_split)
             why_num_u(&b, "inactive_split_bytes", split);
         why_item_end(&b);
@@ -89,10 +86,8 @@ void why_framework_cache(struct ot_why *w, const struct ot_analysis *a, int64_t 
             fputs(", which holds no tensor there now", b.f);
         }
         fputc('.', b.f);
-        why_num_u(&b, "device", d->device);
-        why_num_u(&b, "cached_bytes", d->cached_bytes);
-        why_num_u(&b, "cached_segments", d->ncached);
-        why_num_u(&b, "reserved_bytes", d->reserved_bytes);
+        WHY_NUMS_U(&b, {"device", d->device}, {"cached_bytes", d->cached_bytes}, {"cached_segments", d->ncached},
+                   {"reserved_bytes", d->reserved_bytes});
         if (top && top->has_stack) {
             why_num_u(&b, "creator_stack_id", top->stack_id);
             why_num_u(&b, "creator_cached_bytes", top->cached_bytes);

@@ -22,9 +22,7 @@ void why_fw_pools(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
             fprintf(b.f, " (%s the failed request of %s)", freeb >= s->failure.requested_bytes ? "more than" : "less than",
                     why_bytes(b1, s->failure.requested_bytes));
         fputc('.', b.f);
-        why_num_u(&b, "pool_free_bytes", freeb);
-        why_num_u(&b, "pool_used_bytes", used);
-        why_num_u(&b, "pool_total_bytes", total);
+        WHY_NUMS_U(&b, {"pool_free_bytes", freeb}, {"pool_used_bytes", used}, {"pool_total_bytes", total});
         why_item_end(&b);
     }
     struct ot_str pre = ot_fw_setting_get(&s->fw, "jax", "preallocate_effective");
@@ -34,9 +32,7 @@ void why_fw_pools(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         why_item_begin(&b, w, "framework_pool_cached")) {
         fprintf(b.f, "XLA's allocator for JAX kept %s on device %" PRId64 " beyond what live arrays use (pool %s, in use %s).",
                 why_bytes(b1, pool - in_use), dev, why_bytes(b2, pool), why_bytes(b3, in_use));
-        why_num_u(&b, "pool_bytes", pool);
-        why_num_u(&b, "bytes_in_use", in_use);
-        why_num_u(&b, "pool_free_bytes", pool - in_use);
+        WHY_NUMS_U(&b, {"pool_bytes", pool}, {"bytes_in_use", in_use}, {"pool_free_bytes", pool - in_use});
         why_item_end(&b);
     }
 }

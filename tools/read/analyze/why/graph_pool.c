@@ -26,12 +26,9 @@ void why_graph_pool(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         if (d->reserved_bytes)
             fprintf(b.f, " (%.1f%% of what it reserved)", 100.0 * why_share(d->private_bytes, d->reserved_bytes));
         fputc('.', b.f);
-        why_num_u(&b, "device", d->device);
-        why_num_u(&b, "pools", d->nprivate_pools);
-        why_num_u(&b, "segments", d->nprivate_segments);
-        why_num_u(&b, "reserved_bytes", d->private_bytes);
-        why_num_u(&b, "allocated_bytes", d->private_allocated_bytes);
-        why_num_u(&b, "framework_reserved_bytes", d->reserved_bytes);
+        WHY_NUMS_U(&b, {"device", d->device}, {"pools", d->nprivate_pools}, {"segments", d->nprivate_segments},
+                   {"reserved_bytes", d->private_bytes}, {"allocated_bytes", d->private_allocated_bytes},
+                   {"framework_reserved_bytes", d->reserved_bytes});
         why_item_end(&b);
     }
 }

@@ -50,6 +50,12 @@ void why_num_u(struct why_item_b *b, const char *key, uint64_t v)
     }
 }
 
+void why_nums_u(struct why_item_b *b, const struct why_kv *kv, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        why_num_u(b, kv[i].key, kv[i].v);
+}
+
 void why_num_i(struct why_item_b *b, const char *key, int64_t v)
 {
     struct ot_why_number *n = num(b, key);

@@ -22,6 +22,16 @@ void why_num_u(struct why_item_b *b, const char *key, uint64_t v);
 void why_num_i(struct why_item_b *b, const char *key, int64_t v);
 void why_num_f(struct why_item_b *b, const char *key, double v);
 
+/* Several unsigned numbers in order: WHY_NUMS_U(&b, {"key", value}, ...). */
+struct why_kv {
+    const char *key;
+    uint64_t v;
+};
+void why_nums_u(struct why_item_b *b, const struct why_kv *kv, size_t n);
+#define WHY_NUMS_U(b, ...)                                                                                             \
+    why_nums_u((b), (const struct why_kv[]){__VA_ARGS__},                                                              \
+               sizeof((const struct why_kv[]){__VA_ARGS__}) / sizeof(struct why_kv))
+
 /* A call site's one-line name and its stack id; a marker by its label, or by its seq when MARKERS no
  * longer keeps it. */
 void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id);

@@ -87,10 +87,8 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     }
     fputc('.', b.f);
     why_num_i(&b, "device", dev);
-    why_num_u(&b, "other_bytes", other);
-    why_num_u(&b, "other_processes", nother);
-    why_num_u(&b, "largest_other_pid", top_pid);
-    why_num_u(&b, "largest_other_bytes", top_bytes);
+    WHY_NUMS_U(&b, {"other_bytes", other}, {"other_processes", nother}, {"largest_other_pid", top_pid},
+               {"largest_other_bytes", top_bytes});
     if (d)
         why_num_u(&b, "tracked_bytes", tracked);
     why_item_end(&b);

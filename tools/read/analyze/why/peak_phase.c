@@ -77,9 +77,7 @@ void why_peak_phase(struct ot_why *w, const struct ot_analysis *a)
             why_bytes(b1, gbytes[best]), why_bytes(b2, p->bytes), p->device, 100.0 * sh, ot_fmt_count(b3, gcount[best]),
             gcount[best] == 1 ? "" : "s");
     why_num_i(&b, "device", p->device);
-    why_num_u(&b, "peak_bytes", p->bytes);
-    why_num_u(&b, "phase_bytes", gbytes[best]);
-    why_num_u(&b, "phase_count", gcount[best]);
+    WHY_NUMS_U(&b, {"peak_bytes", p->bytes}, {"phase_bytes", gbytes[best]}, {"phase_count", gcount[best]});
     why_num_f(&b, "share", sh);
     if (best == m) {
         fputs("was allocated before the first kept ", b.f);

@@ -22,9 +22,7 @@ void why_peak_site(struct ot_why *w, const struct ot_analysis *a)
     why_put_headline(b.f, a, top->stack_id);
     fputc('.', b.f);
     why_num_i(&b, "device", p->device);
-    why_num_u(&b, "peak_bytes", p->bytes);
-    why_num_u(&b, "site_bytes", top->bytes);
-    why_num_u(&b, "site_count", top->count);
+    WHY_NUMS_U(&b, {"peak_bytes", p->bytes}, {"site_bytes", top->bytes}, {"site_count", top->count});
     why_num_f(&b, "share", sh);
     why_num_u(&b, "stack_id", top->stack_id);
     why_item_end(&b);

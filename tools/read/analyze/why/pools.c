@@ -18,10 +18,8 @@ void why_pools(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
             " reserved %s while their allocations used %s, so %s sat in the pools (cuMemPoolGetAttribute at the snapshot)",
             pt.count, pt.count == 1 ? "" : "s", dev, why_bytes(b1, pt.reserved_bytes), why_bytes(b2, pt.used_bytes), why_bytes(b3, cached));
     why_num_i(&b, "device", dev);
-    why_num_u(&b, "pools", pt.count);
-    why_num_u(&b, "reserved_bytes", pt.reserved_bytes);
-    why_num_u(&b, "used_bytes", pt.used_bytes);
-    why_num_u(&b, "cached_bytes", cached);
+    WHY_NUMS_U(&b, {"pools", pt.count}, {"reserved_bytes", pt.reserved_bytes}, {"used_bytes", pt.used_bytes},
+               {"cached_bytes", cached});
     const struct snap_device *d = ot_snapshot_device(s, dev);
     if (s->has_failure && s->failure.device == dev && d && (d->flags & OT_DEV_MEMINFO_KNOWN) &&
         s->failure.requested_bytes > d->free_bytes) {

@@ -117,9 +117,8 @@ static void fragmentation(struct ot_why *w, const struct ot_analysis *a, int64_t
             "blocks of its cache: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before the process starts "
             "(torch.cuda.empty_cache() only returns the cache; it does not join the pieces).",
             why_bytes(b1, req), why_bytes(b2, largest), why_bytes(b3, free_total), nfree);
-    why_num_u(&b, "requested_bytes", req);
-    why_num_u(&b, "largest_free_block_bytes", largest);
-    why_num_u(&b, "free_in_cache_bytes", free_total);
+    WHY_NUMS_U(&b, {"requested_bytes", req}, {"largest_free_block_bytes", largest},
+               {"free_in_cache_bytes", free_total});
     why_item_end(&b);
 }
 
@@ -151,9 +150,7 @@ static void other_process(struct ot_why *w, const struct ot_analysis *a, int64_t
         fputs(", this process's parent,", b.f);
     fprintf(b.f, " holds %s, %.0f%% of device %" PRId64 ": stop it (check it is not a zombie of an earlier run) or "
             "use another card (CUDA_VISIBLE_DEVICES).", why_bytes(b1, top->used_bytes), share(top->used_bytes, d->total_bytes), dev);
-    why_num_u(&b, "pid", top->pid);
-    why_num_u(&b, "used_bytes", top->used_bytes);
-    why_num_u(&b, "total_bytes", d->total_bytes);
+    WHY_NUMS_U(&b, {"pid", top->pid}, {"used_bytes", top->used_bytes}, {"total_bytes", d->total_bytes});
     why_item_end(&b);
 }
 
@@ -241,9 +238,8 @@ static void headroom(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
             "advise 15-20%% of headroom below the largest batch that fits: a smaller batch, or fixed input shapes so "
             "that one long input cannot exceed it.", why_bytes(b1, p->bytes), why_bytes(b2, d->baseline_used_bytes),
             share(d->total_bytes - high, d->total_bytes), dev);
-    why_num_u(&b, "peak_bytes", p->bytes);
-    why_num_u(&b, "baseline_bytes", d->baseline_used_bytes);
-    why_num_u(&b, "total_bytes", d->total_bytes);
+    WHY_NUMS_U(&b, {"peak_bytes", p->bytes}, {"baseline_bytes", d->baseline_used_bytes},
+               {"total_bytes", d->total_bytes});
     why_item_end(&b);
 }
 

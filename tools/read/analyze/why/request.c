@@ -38,9 +38,7 @@ void why_request(struct ot_why *w, const struct ot_analysis *a)
                 why_bytes(b1, req), why_bytes(b2, d->free_bytes), fl->device);
     }
     why_num_i(&b, "device", fl->device);
-    why_num_u(&b, "requested_bytes", req);
-    why_num_u(&b, "free_bytes", d->free_bytes);
-    why_num_u(&b, "total_bytes", d->total_bytes);
+    WHY_NUMS_U(&b, {"requested_bytes", req}, {"free_bytes", d->free_bytes}, {"total_bytes", d->total_bytes});
     if (req > d->free_bytes)
         why_num_u(&b, "short_bytes", req - d->free_bytes);
     if (a->has_at_failure)

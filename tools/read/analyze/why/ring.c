@@ -315,16 +315,10 @@ static void why_growth(struct ot_why *w, struct replay *r)
               " cache growing rather than a leak)", b.f);
     fputc('.', b.f);
     why_num_i(&b, "device", r->dev);
-    why_num_u(&b, "stack_id", best->stack_id);
-    why_num_u(&b, "intervals", best->best_run);
-    why_num_u(&b, "from_count", best->best_from_count);
-    why_num_u(&b, "from_bytes", best->best_from_bytes);
-    why_num_u(&b, "to_count", best->best_to_count);
-    why_num_u(&b, "to_bytes", best->best_to_bytes);
-    why_num_u(&b, "from_marker_seq", r->mseq[best->best_start]);
-    why_num_u(&b, "to_marker_seq", r->mseq[best->best_end]);
-    why_num_u(&b, "sites", qualifying);
-    why_num_u(&b, "frees_in_ring", r->frees_on_dev);
+    WHY_NUMS_U(&b, {"stack_id", best->stack_id}, {"intervals", best->best_run}, {"from_count", best->best_from_count},
+               {"from_bytes", best->best_from_bytes}, {"to_count", best->best_to_count},
+               {"to_bytes", best->best_to_bytes}, {"from_marker_seq", r->mseq[best->best_start]},
+               {"to_marker_seq", r->mseq[best->best_end]}, {"sites", qualifying}, {"frees_in_ring", r->frees_on_dev});
     why_item_end(&b);
 }
 
@@ -342,9 +336,7 @@ static void why_rise(struct ot_why *w, struct replay *r, const char *what)
         why_put_headline(b.f, a, r->big_stack);
         fputs(" (the ring has no marker to divide it into phases).", b.f);
         why_num_i(&b, "device", r->dev);
-        why_num_u(&b, "bytes", r->big_size);
-        why_num_u(&b, "seq", r->big_seq);
-        why_num_u(&b, "stack_id", r->big_stack);
+        WHY_NUMS_U(&b, {"bytes", r->big_size}, {"seq", r->big_seq}, {"stack_id", r->big_stack});
         why_item_end(&b);
         return;
     }
@@ -376,10 +368,8 @@ static void why_rise(struct ot_why *w, struct replay *r, const char *what)
     fputc('.', b.f);
     why_num_i(&b, "device", r->dev);
     why_num_i(&b, "rise_bytes", r->best_delta);
-    why_num_u(&b, "from_seq", from_seq);
-    why_num_u(&b, "to_seq", to_seq);
-    why_num_u(&b, "allocations", r->best_allocs);
-    why_num_u(&b, "frees", r->best_frees);
+    WHY_NUMS_U(&b, {"from_seq", from_seq}, {"to_seq", to_seq}, {"allocations", r->best_allocs},
+               {"frees", r->best_frees});
     if (r->big_size) {
         why_num_u(&b, "largest_allocation_bytes", r->big_size);
         why_num_u(&b, "largest_allocation_seq", r->big_seq);
