@@ -203,7 +203,7 @@ int ot_analysis_build(struct ot_analysis *a, const struct ot_snapshot *s, struct
     const struct ot_meta *m = &s->meta;
     if (m->trigger == OT_TRIGGER_OOM && !s->has_failure)
         ot_note(&a->notes, "the trigger is oom but the snapshot records no failed request");
-    if (s->has_failure && m->trigger != OT_TRIGGER_OOM)
+    if (s->has_failure && m->trigger != OT_TRIGGER_OOM && m->trigger != OT_TRIGGER_FRAMEWORK_OOM)
         ot_note(&a->notes, "a failed request in a snapshot whose trigger is not oom");
     if (s->seen & (1u << OT_SEC_EVENTS)) {
         if (s->chunk_events != m->events_kept)

@@ -191,9 +191,10 @@ static int identity_build(const struct ot_snapshot *s, int64_t device, struct id
 {
     const struct ot_framework *fw = &s->fw;
     memset(id, 0, sizeof(*id));
-    if (!fw->present || !fw->nroles)
+    /* Without roles the free blocks still say what is cache; the allocated ones are left to the stacks. */
+    if (!fw->present || (!fw->nroles && !fw->nblocks))
         return 0;
-    struct span *roles = malloc(fw->nroles * sizeof(*roles));
+    struct span *roles = malloc((fw->nroles + 1) * sizeof(*roles));
     size_t nblocks = 0;
     for (size_t i = 0; i < fw->nblocks; i++)
         if (fw->blocks[i].segment < fw->nsegments && (int64_t)fw->segments[fw->blocks[i].segment].device == device)
@@ -217,6 +218,8 @@ static int identity_build(const struct ot_snapshot *s, int64_t device, struct id
                 continue;
             struct span x = {b->address, b->size, OT_BD_CACHE, {NULL, 0}};
             if (b->state != OT_FW_BLOCK_INACTIVE) {
+                if (!fw->nroles)
+                    continue;
                 const struct span *r = role_in(roles, fw->nroles, b->address, b->size);
                 x.row = r ? r->row : OT_BD_ACTIVATIONS;
                 x.label = r ? r->label : (struct ot_str){NULL, 0};

@@ -24,6 +24,18 @@ static double share(uint64_t part, uint64_t whole)
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
+/* The activation remedies are PyTorch's (checkpointing, autocast): a snapshot whose frameworks' view names
+ * only others (JAX, CuPy) does not get them from stack guesses. */
+static bool pytorch_or_unknown(const struct ot_framework *fw)
+{
+    if (!fw->present || !fw->ninfo)
+        return true;
+    for (size_t i = 0; i < fw->ninfo; i++)
+        if (ot_str_eq(fw->info[i].framework, "torch"))
+            return true;
+    return false;
+}
+
 static void activations(struct ot_why *w, const struct ot_breakdown *bd, bool python)
 {
     const struct ot_bd_moment *m = bd->peak.known ? &bd->peak : &bd->now;
@@ -257,7 +269,7 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     fragmentation(w, a, w->device);
     jax_preallocation(w, a, w->device);
     if (bd && bd->has_device) {
-        activations(w, bd, a->s->meta.python_version.n > 0);
+        activations(w, bd, a->s->meta.python_version.n > 0 && pytorch_or_unknown(&a->s->fw));
         optimizer_state(w, bd);
         parameters(w, bd);
     }

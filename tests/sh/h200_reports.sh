@@ -1,0 +1,60 @@
+#!/bin/sh
+# Reports on real snapshots from the H200 (docs/validation.md, runs 7 and 8; tests/gpu/fw_*.py and
+# cupy_alloc.py under torch 2.11, JAX 0.11.2, CuPy 14.2): each one's first screen must name what the user
+# needs, from the numbers the companion recorded. A statement that goes missing or turns wrong fails here.
+set -u
+cd "$(dirname "$0")/../.."
+READER=${READER:-build/oomtrace-read}
+D=tests/h200
+T=$(mktemp)
+trap 'rm -f "$T"' EXIT INT TERM
+failed=0
+has() { # file, pattern, what
+    if ! grep -Eq -- "$2" "$T"; then
+        echo "h200_reports: FAIL: $1: $3 (no line matching: $2)"
+        failed=1
+    fi
+}
+hasnt() {
+    if grep -Eq -- "$2" "$T"; then
+        echo "h200_reports: FAIL: $1: $3 (a line matches: $2)"
+        failed=1
+    fi
+}
+read_one() {
+    "$READER" "$D/$1.oomt" >"$T" 2>&1 || { echo "h200_reports: FAIL: $1: exit $?"; failed=1; }
+    hasnt "$1" 'unknown trigger|trigger is not oom' "a framework OOM read as an odd trigger"
+}
+
+read_one fw_fragmentation
+has fw_fragmentation "OUT OF MEMORY in a framework's allocator" "title"
+has fw_fragmentation '2 driver-level snapshots before it' "the probes"
+has fw_fragmentation 'framework cache \(reserved, not allocated\) +57\.1 GiB' "freed-but-cached memory in the breakdown"
+has fw_fragmentation 'Fragmentation: .*largest free block was 424 MiB' "the fragmentation statement"
+has fw_fragmentation 'expandable_segments:True before the process starts' "the remedy"
+
+read_one fw_fraction
+has fw_fraction "per-process memory fraction refused the request, not a full device" "the fraction statement"
+has fw_fraction '0 driver-level snapshots' "no probes"
+
+read_one fw_jax_prealloc
+has fw_jax_prealloc 'JAX preallocated its pool' "the preallocation statement"
+has fw_jax_prealloc 'XLA_PYTHON_CLIENT_PREALLOCATE=false' "the preallocation remedy"
+hasnt fw_jax_prealloc 'gradient checkpointing' "PyTorch's remedy for a JAX program"
+
+read_one fw_cupy_then_torch
+has fw_cupy_then_torch "CuPy's memory pool kept 64\.0 GiB that the program had freed" "CuPy's pool cache"
+
+read_one fw_graph_pool
+has fw_graph_pool 'CUDA graph private pool: 1 pool of PyTorch on device 0 reserved 310 MiB in 4 segments' "the graph pool"
+
+read_one fw_cudnn_probes
+has fw_cudnn_probes '54 driver-level snapshots before it' "cuDNN's probes counted"
+has fw_cudnn_probes 'Failed request: 16\.0 GiB .* by PyTorch' "PyTorch's request"
+
+read_one cupy_alloc
+has cupy_alloc 'larger than the whole device: requested 200 GiB' "the request"
+hasnt cupy_alloc 'gradient checkpointing' "PyTorch's remedy for a CuPy program"
+
+[ "$failed" -eq 0 ] && echo "h200_reports: ok (7 snapshots)"
+exit "$failed"
