@@ -89,6 +89,39 @@ bad_gate "an empty growth" --baseline "$base" --max-growth=
 run --dir "$work/f" --max-peak 1G -- true >"$work/f.out" 2>&1
 [ $? -eq 1 ] || fail "a gate with no snapshot did not fail"
 
+# A framework's own out-of-memory (the fatal one) is reported before the driver-level ones of the same process
+# that came before it (its retries and probes), and the launcher says how many there were; a driver-level one
+# after it is no probe of it. The command only copies snapgen's snapshots into the run's directory, whose path
+# holds a space.
+src=$work/fwsrc
+mkdir -p "$src"
+for i in 1 2 3; do
+    build/snapgen --seed "$i" --events 200 -o "$src/oomtrace-snapgen-host-4242-$i-oom.oomt" || fail "snapgen $i"
+done
+build/snapgen --seed 10 --events 3000 -o "$src/oomtrace-snapgen-host-4242-10-oom.oomt" || fail "snapgen 10"
+build/snapgen --trigger framework-oom --framework torch --probes 3 --events 300 \
+    -o "$src/oomtrace-snapgen-host-4242-4-framework-oom.oomt" || fail "snapgen framework-oom"
+run --dir "$work/fw dir" -- sh -c 'cp "$0"/*.oomt "$OOMTRACE_DIR"/' "$src" >"$work/fw.out" 2>&1
+grep -q "== oomtrace: 5 snapshot(s) from 1 process(es)" "$work/fw.out" ||
+    fail "a framework out-of-memory counted as another process: $(grep '== oomtrace' "$work/fw.out")"
+grep -q "== oomtrace: the framework's out-of-memory (the fatal one) is reported; 3 driver-level snapshots before it were the framework's retries and probes" "$work/fw.out" ||
+    fail "the probes before the fatal snapshot are not said: $(grep '== oomtrace' "$work/fw.out")"
+grep -q "OUT OF MEMORY in a framework's allocator (the fatal one)" "$work/fw.out" ||
+    fail "the report is not the fatal snapshot's: $(grep -m1 'OUT OF MEMORY' "$work/fw.out")"
+# The reader's directory view keeps the fatal snapshot for the process and says the same, from the snapshot's
+# own list of probes; without that list, from the process's driver-level ones of the seconds before it.
+build/oomtrace-read "$src" >"$work/fwdir.out" 2>&1 || fail "oomtrace-read DIR: $(tail -1 "$work/fwdir.out")"
+grep -q "^Report of the first process to fail, rank 3 (oomtrace-snapgen-host-4242-4-framework-oom.oomt)" "$work/fwdir.out" ||
+    fail "the directory view does not report the fatal snapshot: $(grep '^Report' "$work/fwdir.out")"
+grep -q "^  the framework's own out-of-memory, the fatal one; 3 driver-level snapshots before it were the framework's retries and probes\$" "$work/fwdir.out" ||
+    fail "the directory view does not count the probes: $(grep 'fatal one' "$work/fwdir.out")"
+build/oomtrace-read --format json "$src" | grep -q '"probes_before": 3' || fail "no probes_before in the JSON run view"
+build/snapgen --trigger framework-oom --framework torch --no-probes --events 300 \
+    -o "$src/oomtrace-snapgen-host-4242-4-framework-oom.oomt" || fail "snapgen --no-probes"
+build/oomtrace-read "$src" >"$work/fwdir2.out" 2>&1 || fail "oomtrace-read DIR: $(tail -1 "$work/fwdir2.out")"
+grep -q "fatal one; 3 driver-level snapshots before it were the framework's retries and probes (this process's out-of-memory snapshots of the seconds before it)" "$work/fwdir2.out" ||
+    fail "without its list, the probes are not counted from the process's snapshots: $(grep 'fatal one' "$work/fwdir2.out")"
+
 # Usage: --help prints the usage on stdout (status 0), no arguments print it on stderr (status 2); neither
 # shows the script's own lines.
 "$prefix/bin/oomtrace" --help >"$work/help.out" 2>&1

@@ -221,6 +221,7 @@ static struct cfg {
     unsigned frameworks; /* FW_* bits: the frameworks' view the companion would have written */
     uint64_t fraction_pct; /* torch's per-process memory fraction, percent (0: none) */
     uint64_t probes;       /* driver-level OOM snapshots before a framework OOM */
+    bool no_probes;        /* a framework OOM without its list of them (an older companion's) */
     enum corrupt corrupt;
     const char *out;
 } cfg = {
@@ -1423,7 +1424,7 @@ static void write_framework(void)
     free_buf(&recs);
     section(OT_SEC_FRAMEWORK, &b, cfg.compress);
 
-    if (fatal) {
+    if (fatal && !cfg.no_probes) {
         put_uv(&b, cfg.probes + (cfg.corrupt == C_PROBES_COUNT ? 100 : 0));
         for (uint64_t i = 0; i < cfg.probes; i++) {
             char name[96];
@@ -1834,12 +1835,13 @@ static const char usage[] =
     "                      pool and live arrays; cupy: a pool caching freed memory)\n"
     "  --fraction PCT      torch's per-process memory fraction, percent (its framework OOM hits the limit)\n"
     "  --probes N          driver-level OOM snapshots listed before a framework OOM (default 3)\n"
+    "  --no-probes         a framework OOM without that list\n"
     "  --corrupt MODE      damage the file (the fw-* and probes-* modes imply --framework); MODE is one of:\n"
     "                      ";
 
 enum { O_SEED = 256, O_TRIGGER, O_EVENTS, O_LIVE, O_STACKS, O_DEVICES, O_CHUNK, O_DROP, O_MARKERS,
        O_INCOMPLETE, O_NOCOMPRESS, O_REAL, O_FUTURE, O_HOSTILE, O_CORRUPT, O_SEQ_ORDER, O_FRAMEWORK, O_FRACTION,
-       O_PROBES, O_HELP };
+       O_PROBES, O_NO_PROBES, O_HELP };
 
 static uint64_t num(const char *opt, const char *s)
 {
@@ -1861,7 +1863,8 @@ int main(int argc, char **argv)
         {"incomplete", 0, 0, O_INCOMPLETE}, {"no-compress", 0, 0, O_NOCOMPRESS}, {"real-stacks", 0, 0, O_REAL},
         {"future", 0, 0, O_FUTURE},      {"hostile-strings", 0, 0, O_HOSTILE}, {"corrupt", 1, 0, O_CORRUPT},
         {"seq-order", 0, 0, O_SEQ_ORDER}, {"help", 0, 0, O_HELP},          {"framework", 1, 0, O_FRAMEWORK},
-        {"fraction", 1, 0, O_FRACTION},  {"probes", 1, 0, O_PROBES},         {0, 0, 0, 0},
+        {"fraction", 1, 0, O_FRACTION},  {"probes", 1, 0, O_PROBES},         {"no-probes", 0, 0, O_NO_PROBES},
+        {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
@@ -1882,6 +1885,7 @@ int main(int argc, char **argv)
         case O_SEQ_ORDER: cfg.seq_order = true; break;
         case O_FRACTION: cfg.fraction_pct = num("--fraction", optarg); break;
         case O_PROBES: cfg.probes = num("--probes", optarg); break;
+        case O_NO_PROBES: cfg.no_probes = true; break;
         case O_FRAMEWORK: {
             char *list = strdup(optarg), *save = NULL;
             for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {

@@ -1,7 +1,8 @@
 /* A directory of snapshots: one job's processes (torchrun, Slurm, MPI), each with one or more files
  * named oomtrace-HOST-PID[-rankR]-N-TRIGGER.oomt, and -flush.oomt files left by processes that did not
  * finish. Processes are told apart by META host and pid, not by file name. Per process the most
- * informative snapshot is kept: its first out-of-memory one (by the failure's time), else its latest.
+ * informative snapshot is kept: its framework out-of-memory one (the fatal one: a framework refused its own
+ * request), else its first out-of-memory one (by the failure's time), else its latest.
  * The view: a table per rank, which rank failed first by wall time, the imbalance of peaks between
  * ranks, and the report of the first failing process. */
 #include <errno.h>
@@ -34,6 +35,10 @@ struct snapinfo {
     uint64_t max_peak;
     int64_t max_peak_device;
     char uuid[80];
+    bool fatal;          /* a framework out-of-memory snapshot */
+    bool probes_known;   /* nprobes is known (from its probe list, or counted from the process's files) */
+    size_t nprobes;      /* driver-level out-of-memory snapshots before it: the framework's retries and probes */
+    bool probes_listed;  /* nprobes came from the snapshot's own list */
 };
 
 struct proc {
@@ -85,6 +90,11 @@ static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
         snprintf(x->uuid, sizeof(x->uuid), "%s", u ? u : "");
     }
     x->max_peak = ot_max_peak(a, &x->max_peak_device);
+    x->fatal = m->trigger == OT_TRIGGER_FRAMEWORK_OOM;
+    if (x->fatal && s->probes.present) {
+        x->probes_known = x->probes_listed = true;
+        x->nprobes = s->probes.n;
+    }
 }
 
 static const struct snapinfo *g_infos; /* qsort context */
@@ -115,9 +125,12 @@ static int cmp_rank(const void *p, const void *q)
     return a->pid < b->pid ? -1 : a->pid > b->pid;
 }
 
-/* Is x a better snapshot to keep than y? The first failure, else the latest. */
+/* Is x a better snapshot to keep than y? The framework's refusal (the out-of-memory the program saw: the
+ * driver-level ones before it were retries and probes it survived), else the first failure, else the latest. */
 static bool better(const struct snapinfo *x, const struct snapinfo *y)
 {
+    if (x->fatal != y->fatal)
+        return x->fatal;
     if (x->failed != y->failed)
         return x->failed;
     if (x->failed) {
@@ -177,6 +190,19 @@ static const char *finished_word(const struct proc *p)
     return p->has_exit ? "yes" : p->has_incomplete ? "no" : "?";
 }
 
+/* The fatal snapshot's line about the driver-level ones before it. */
+static void put_probes(FILE *f, const struct snapinfo *x)
+{
+    if (!x->fatal)
+        return;
+    fputs("  the framework's own out-of-memory, the fatal one", f);
+    if (x->probes_known)
+        fprintf(f, "; %zu driver-level snapshot%s before it %s the framework's retries and probes%s", x->nprobes,
+                x->nprobes == 1 ? "" : "s", x->nprobes == 1 ? "was" : "were",
+                x->probes_listed ? "" : " (this process's out-of-memory snapshots of the seconds before it)");
+    fputc('\n', f);
+}
+
 static void text_table(FILE *f, struct run *u)
 {
     char b1[32], b2[32];
@@ -229,6 +255,7 @@ static void text_summary(FILE *f, struct run *u)
             fprintf(f, " at %s", fmt_wall(wb, sizeof(wb), x->fail_wall_ns));
         fprintf(f, ": %s by %s on device %" PRId64 "; %zu of %zu process%s failed\n", ot_fmt_bytes(b1, x->requested),
                 ot_api_name64(x->fail_api), x->fail_device, u->nfailed, u->nprocs, u->nprocs == 1 ? "" : "es");
+        put_probes(f, x);
         /* The others, by how long after the first they failed. */
         for (size_t i = 0; i < u->nprocs; i++) {
             const struct proc *p = &u->procs[i];
@@ -259,6 +286,12 @@ static void text_summary(FILE *f, struct run *u)
     }
 }
 
+static void json_probes(struct ot_json *j, const struct snapinfo *x)
+{
+    ot_json_bool(j, "fatal", x->fatal);
+    ot_json_u64_or_null(j, "probes_before", x->probes_known, x->nprobes);
+}
+
 static void json_rank(struct ot_json *j, const struct run *u, const struct proc *p)
 {
     const struct snapinfo *x = &u->infos[p->kept];
@@ -281,6 +314,7 @@ static void json_rank(struct ot_json *j, const struct run *u, const struct proc 
     ot_json_cstr(j, "snapshot", x->path);
     ot_json_cstr(j, "trigger", ot_trigger_name(x->trigger));
     ot_json_u64(j, "snapshots", p->n);
+    json_probes(j, x);
     if (x->failed) {
         ot_json_obj(j, "failure");
         ot_json_u64(j, "requested_bytes", x->requested);
@@ -355,6 +389,7 @@ static int write_json(FILE *f, struct run *u)
         ot_json_i64(&j, "device", x->fail_device);
         ot_json_cstr(&j, "snapshot", x->path);
         ot_json_u64(&j, "failed_processes", u->nfailed);
+        json_probes(&j, x);
         ot_json_obj_end(&j);
     } else {
         ot_json_null(&j, "first_failure");
@@ -409,6 +444,25 @@ static int write_text(FILE *f, struct run *u)
     int rc = ot_report_text(f, &l.an, &ro);
     ot_loaded_free(&l);
     return rc;
+}
+
+/* A fatal snapshot without its own probe list (written by an older companion): the same process's
+ * driver-level out-of-memory snapshots that failed within OT_PROBE_WINDOW_NS before it (one monotonic
+ * clock: one process) are taken as the framework's retries and probes of it. */
+#define OT_PROBE_WINDOW_NS (5ull * 1000000000ull)
+
+static void count_probes(struct run *u, struct proc *p)
+{
+    struct snapinfo *x = &u->infos[p->kept];
+    if (!x->fatal || x->probes_known)
+        return;
+    x->probes_known = true;
+    for (size_t k = p->first; k < p->first + p->n; k++) {
+        const struct snapinfo *y = &u->infos[u->order[k]];
+        if (y != x && y->failed && !y->fatal && y->fail_time_ns <= x->fail_time_ns &&
+            x->fail_time_ns - y->fail_time_ns <= OT_PROBE_WINDOW_NS)
+            x->nprobes++;
+    }
 }
 
 static void run_free(struct run *u)
@@ -489,6 +543,8 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         if (!x->complete)
             p->has_incomplete = true;
     }
+    for (size_t i = 0; i < u.nprocs; i++)
+        count_probes(&u, &u.procs[i]);
     qsort(u.procs, u.nprocs, sizeof(*u.procs), cmp_rank);
     for (size_t i = 0; i < u.nprocs; i++) {
         const struct proc *p = &u.procs[i];
