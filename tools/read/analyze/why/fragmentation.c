@@ -33,12 +33,12 @@ void why_fragmentation(struct ot_why *w, const struct ot_analysis *a)
         char nb[40], b1[32], b2[32], b3[32], b4[32], b5[32];
         const char *fw = name_of(d->framework, nb, sizeof(nb));
         struct why_item_b b;
-        if (!why_item_begin(&b, w, "fragmentation"))
-            return;
-        fprintf(b.f, "Fragmentation: %s's segments on device %" PRIu64 " held %s free (reserved %s, allocated %s), more"
+        if (!why_item_say(&b, w, "fragmentation",
+                "Fragmentation: %s's segments on device %" PRIu64 " held %s free (reserved %s, allocated %s), more"
                 " than the %s requested, but their largest free block was %s",
                 fw, d->device, why_bytes(b1, d->default_free_bytes), why_bytes(b2, d->reserved_bytes),
-                why_bytes(b3, d->allocated_bytes), why_bytes(b4, req), why_bytes(b5, d->largest_free));
+                why_bytes(b3, d->allocated_bytes), why_bytes(b4, req), why_bytes(b5, d->largest_free)))
+            return;
         uint64_t split = 0;
         bool has_split = ot_str_eq(d->framework, "torch") && ot_fw_stat(s, "torch", d->device, "inactive_split_bytes", &split);
         if (has_split)
@@ -60,11 +60,9 @@ void why_fragmentation(struct ot_why *w, const struct ot_analysis *a)
 void why_framework_cache(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 {
     const struct ot_allocview *v = a->fw;
-    if (!v || dev < 0)
-        return;
-    for (size_t i = 0; i < v->ndevs; i++) {
-        const struct ot_fw_devview *d = &v->devs[i];
-        if (d->device != (uint64_t)dev || !d->ncached)
+    const struct ot_fw_devview *d;
+    for (size_t i = 0; (d = why_fw_dev_next(a, dev, &i));) {
+        if (!d->ncached)
             continue;
         /* The creator that made most of the cached segments: its tensors are gone. */
         const struct ot_fw_creator *top = NULL;
@@ -74,12 +72,12 @@ void why_framework_cache(struct ot_why *w, const struct ot_analysis *a, int64_t 
         char nb[40], b1[32], b2[32];
         const char *fw = name_of(d->framework, nb, sizeof(nb));
         struct why_item_b b;
-        if (!why_item_begin(&b, w, "framework_cache"))
-            return;
-        fprintf(b.f, "%s kept %s in %zu segment%s on device %" PRIu64 " with no live tensor in them: memory the program"
+        if (!why_item_say(&b, w, "framework_cache",
+                "%s kept %s in %zu segment%s on device %" PRIu64 " with no live tensor in them: memory the program"
                 " freed, cached by %s and still reserved from the device (of %s reserved)",
                 fw, why_bytes(b1, d->cached_bytes), d->ncached, d->ncached == 1 ? "" : "s", d->device, fw,
-                why_bytes(b2, d->reserved_bytes));
+                why_bytes(b2, d->reserved_bytes)))
+            return;
         if (top && top->has_stack) {
             fprintf(b.f, "; %s of it was first allocated at ", why_bytes(b1, top->cached_bytes));
             why_put_headline(b.f, a, top->stack_id);

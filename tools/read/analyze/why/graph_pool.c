@@ -5,12 +5,9 @@
 
 void why_graph_pool(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 {
-    const struct ot_allocview *v = a->fw;
-    if (!v || dev < 0)
-        return;
-    for (size_t i = 0; i < v->ndevs; i++) {
-        const struct ot_fw_devview *d = &v->devs[i];
-        if (d->device != (uint64_t)dev || !d->nprivate_segments)
+    const struct ot_fw_devview *d;
+    for (size_t i = 0; (d = why_fw_dev_next(a, dev, &i));) {
+        if (!d->nprivate_segments)
             continue;
         char b1[32], b2[32], b3[32];
         struct why_item_b b;

@@ -2,6 +2,7 @@
 #include "analyze/why/item.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,17 @@ bool why_item_begin(struct why_item_b *b, struct ot_why *w, const char *kind)
     b->it->kind = kind;
     b->f = open_memstream(&b->buf, &b->len);
     return b->f != NULL;
+}
+
+bool why_item_say(struct why_item_b *b, struct ot_why *w, const char *kind, const char *fmt, ...)
+{
+    if (!why_item_begin(b, w, kind))
+        return false;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(b->f, fmt, ap);
+    va_end(ap);
+    return true;
 }
 
 void why_item_end(struct why_item_b *b)
@@ -72,6 +84,19 @@ void why_num_f(struct why_item_b *b, const char *key, double v)
         n->kind = OT_WHY_F64;
         n->f = v;
     }
+}
+
+const struct ot_fw_devview *why_fw_dev_next(const struct ot_analysis *a, int64_t dev, size_t *i)
+{
+    const struct ot_allocview *v = a->fw;
+    if (!v || dev < 0)
+        return NULL;
+    while (*i < v->ndevs) {
+        const struct ot_fw_devview *d = &v->devs[(*i)++];
+        if (d->device == (uint64_t)dev)
+            return d;
+    }
+    return NULL;
 }
 
 void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id)

@@ -18,6 +18,9 @@ struct why_item_b {
 /* false when the list is full or out of memory: the detector then says nothing. */
 bool why_item_begin(struct why_item_b *b, struct ot_why *w, const char *kind);
 void why_item_end(struct why_item_b *b);
+/* why_item_begin, then the sentence's first words. */
+bool why_item_say(struct why_item_b *b, struct ot_why *w, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 void why_num_u(struct why_item_b *b, const char *key, uint64_t v);
 void why_num_i(struct why_item_b *b, const char *key, int64_t v);
 void why_num_f(struct why_item_b *b, const char *key, double v);
@@ -46,6 +49,9 @@ static inline double why_share(uint64_t part, uint64_t whole)
 {
     return whole ? (double)part / (double)whole : 0.0;
 }
+
+/* The frameworks' views of device dev, one at a time from *i on (start at 0); NULL after the last. */
+const struct ot_fw_devview *why_fw_dev_next(const struct ot_analysis *a, int64_t dev, size_t *i);
 
 /* The detectors, in the order their statements are listed. */
 void why_request(struct ot_why *w, const struct ot_analysis *a);

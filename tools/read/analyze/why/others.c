@@ -18,10 +18,10 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         return;
     char b1[32], b2[32], b3[32], b4[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "other_processes"))
+    if (!why_item_say(&b, w, "other_processes",
+            "Memory was held by other processes: %s in %zu other process%s on device %" PRId64 " (", why_bytes(b1, other),
+            nother, nother == 1 ? "" : "es", dev))
         return;
-    fprintf(b.f, "Memory was held by other processes: %s in %zu other process%s on device %" PRId64 " (", why_bytes(b1, other),
-            nother, nother == 1 ? "" : "es", dev);
     size_t shown = 0;
     uint64_t top_pid = 0, top_bytes = 0;
     for (size_t i = 0; i < s->nprocesses; i++) {

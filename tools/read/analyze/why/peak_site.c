@@ -14,11 +14,11 @@ void why_peak_site(struct ot_why *w, const struct ot_analysis *a)
         return;
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "peak_site"))
-        return;
-    fprintf(b.f, "Most of the peak came from one call site: %s of the %s peak on device %" PRId64 " (%.1f%%), in %s allocation%s, at ",
+    if (!why_item_say(&b, w, "peak_site",
+            "Most of the peak came from one call site: %s of the %s peak on device %" PRId64 " (%.1f%%), in %s allocation%s, at ",
             why_bytes(b1, top->bytes), why_bytes(b2, p->bytes), p->device, 100.0 * sh, ot_fmt_count(b3, top->count),
-            top->count == 1 ? "" : "s");
+            top->count == 1 ? "" : "s"))
+        return;
     why_put_headline(b.f, a, top->stack_id);
     fputc('.', b.f);
     why_num_i(&b, "device", p->device);

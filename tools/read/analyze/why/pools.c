@@ -12,11 +12,11 @@ void why_pools(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     uint64_t cached = pt.reserved_bytes - pt.used_bytes;
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "pool_cached"))
-        return;
-    fprintf(b.f, "Memory was returned to stream-ordered pools but not to the device: %zu pool%s on device %" PRId64
+    if (!why_item_say(&b, w, "pool_cached",
+            "Memory was returned to stream-ordered pools but not to the device: %zu pool%s on device %" PRId64
             " reserved %s while their allocations used %s, so %s sat in the pools (cuMemPoolGetAttribute at the snapshot)",
-            pt.count, pt.count == 1 ? "" : "s", dev, why_bytes(b1, pt.reserved_bytes), why_bytes(b2, pt.used_bytes), why_bytes(b3, cached));
+            pt.count, pt.count == 1 ? "" : "s", dev, why_bytes(b1, pt.reserved_bytes), why_bytes(b2, pt.used_bytes), why_bytes(b3, cached)))
+        return;
     why_num_i(&b, "device", dev);
     WHY_NUMS_U(&b, {"pools", pt.count}, {"reserved_bytes", pt.reserved_bytes}, {"used_bytes", pt.used_bytes},
                {"cached_bytes", cached});

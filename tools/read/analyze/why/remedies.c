@@ -48,13 +48,13 @@ static void activations(struct ot_why *w, const struct ot_breakdown *bd, bool py
         return;
     char b1[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "activations"))
-        return;
-    fprintf(b.f, "Activations and temporaries are %.0f%% of the %s (%s%s): gradient checkpointing "
+    if (!why_item_say(&b, w, "activations",
+            "Activations and temporaries are %.0f%% of the %s (%s%s): gradient checkpointing "
             "(torch.utils.checkpoint on the largest blocks), or half the batch with twice the gradient accumulation steps; "
             "autocast to bf16 halves them again where the model runs in fp32.",
             share(act, m->whole), m == &bd->peak ? "peak" : "used memory", why_bytes(b1, act),
-            m->inferred[OT_BD_ACTIVATIONS] * 2 > act ? ", inferred from stacks" : "");
+            m->inferred[OT_BD_ACTIVATIONS] * 2 > act ? ", inferred from stacks" : ""))
+        return;
     why_num_u(&b, "activations_bytes", act);
     why_num_u(&b, "whole_bytes", m->whole);
     why_item_end(&b);
@@ -68,11 +68,11 @@ static void optimizer_state(struct ot_why *w, const struct ot_breakdown *bd)
         return;
     char b1[32], b2[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "optimizer_state"))
-        return;
-    fprintf(b.f, "The optimizer state is %.1fx the parameters (%s against %s): an 8-bit optimizer "
+    if (!why_item_say(&b, w, "optimizer_state",
+            "The optimizer state is %.1fx the parameters (%s against %s): an 8-bit optimizer "
             "(bitsandbytes.optim.Adam8bit), or ZeRO-2 / FSDP to shard it (and the gradients) across ranks.",
-            (double)st / (double)par, why_bytes(b1, st), why_bytes(b2, par));
+            (double)st / (double)par, why_bytes(b1, st), why_bytes(b2, par)))
+        return;
     why_num_u(&b, "optimizer_state_bytes", st);
     why_num_u(&b, "parameters_bytes", par);
     why_item_end(&b);
@@ -86,11 +86,11 @@ static void parameters(struct ot_why *w, const struct ot_breakdown *bd)
         return;
     char b1[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "parameters"))
-        return;
-    fprintf(b.f, "Parameters are %.0f%% of the used memory (%s): load them in bf16, 8-bit or 4-bit "
+    if (!why_item_say(&b, w, "parameters",
+            "Parameters are %.0f%% of the used memory (%s): load them in bf16, 8-bit or 4-bit "
             "(quantized loading), or train adapters (LoRA, QLoRA) instead of every weight.",
-            share(par, m->whole), why_bytes(b1, par));
+            share(par, m->whole), why_bytes(b1, par)))
+        return;
     why_num_u(&b, "parameters_bytes", par);
     why_num_u(&b, "whole_bytes", m->whole);
     why_item_end(&b);
@@ -123,12 +123,12 @@ static void fragmentation(struct ot_why *w, const struct ot_analysis *a, int64_t
         return; /* already on: the remedy is in place */
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "fragmentation"))
-        return;
-    fprintf(b.f, "The request of %s is larger than PyTorch's largest free block (%s) while %s sit free in %zu "
+    if (!why_item_say(&b, w, "fragmentation",
+            "The request of %s is larger than PyTorch's largest free block (%s) while %s sit free in %zu "
             "blocks of its cache: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before the process starts "
             "(torch.cuda.empty_cache() only returns the cache; it does not join the pieces).",
-            why_bytes(b1, req), why_bytes(b2, largest), why_bytes(b3, free_total), nfree);
+            why_bytes(b1, req), why_bytes(b2, largest), why_bytes(b3, free_total), nfree))
+        return;
     WHY_NUMS_U(&b, {"requested_bytes", req}, {"largest_free_block_bytes", largest},
                {"free_in_cache_bytes", free_total});
     why_item_end(&b);
@@ -150,9 +150,8 @@ static void other_process(struct ot_why *w, const struct ot_analysis *a, int64_t
         return;
     char b1[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "other_process"))
+    if (!why_item_say(&b, w, "other_process", "pid %" PRIu64, top->pid))
         return;
-    fprintf(b.f, "pid %" PRIu64, top->pid);
     if (top->name.n) {
         fputs(" (", b.f);
         ot_fput_safe_max(b.f, top->name, 128);
@@ -178,11 +177,11 @@ static void jax_preallocation(struct ot_why *w, const struct ot_analysis *a, int
         return;
     char b1[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "jax_preallocation"))
-        return;
-    fprintf(b.f, "JAX preallocated %s, %.0f%% of device %" PRId64 ", for its own pool: XLA_PYTHON_CLIENT_PREALLOCATE=false "
+    if (!why_item_say(&b, w, "jax_preallocation",
+            "JAX preallocated %s, %.0f%% of device %" PRId64 ", for its own pool: XLA_PYTHON_CLIENT_PREALLOCATE=false "
             "(allocate on demand), or XLA_PYTHON_CLIENT_MEM_FRACTION to size the pool, if another framework or process "
-            "shares the card.", why_bytes(b1, (uint64_t)limit), share((uint64_t)limit, d->total_bytes), dev);
+            "shares the card.", why_bytes(b1, (uint64_t)limit), share((uint64_t)limit, d->total_bytes), dev))
+        return;
     why_num_u(&b, "bytes_limit", (uint64_t)limit);
     why_num_u(&b, "total_bytes", d->total_bytes);
     why_item_end(&b);
@@ -244,12 +243,12 @@ static void headroom(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         return;
     char b1[32], b2[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "headroom"))
-        return;
-    fprintf(b.f, "The peak (%s, with %s in use before this process) left only %.1f%% of device %" PRId64 " free; the guides "
+    if (!why_item_say(&b, w, "headroom",
+            "The peak (%s, with %s in use before this process) left only %.1f%% of device %" PRId64 " free; the guides "
             "advise 15-20%% of headroom below the largest batch that fits: a smaller batch, or fixed input shapes so "
             "that one long input cannot exceed it.", why_bytes(b1, p->bytes), why_bytes(b2, d->baseline_used_bytes),
-            share(d->total_bytes - high, d->total_bytes), dev);
+            share(d->total_bytes - high, d->total_bytes), dev))
+        return;
     WHY_NUMS_U(&b, {"peak_bytes", p->bytes}, {"baseline_bytes", d->baseline_used_bytes},
                {"total_bytes", d->total_bytes});
     why_item_end(&b);

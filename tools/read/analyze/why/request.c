@@ -17,25 +17,25 @@ void why_request(struct ot_why *w, const struct ot_analysis *a)
     struct why_item_b b;
     uint64_t req = fl->requested_bytes;
     if (req > d->total_bytes) {
-        if (!why_item_begin(&b, w, "request_exceeds_total"))
+        if (!why_item_say(&b, w, "request_exceeds_total",
+                "The failed request alone is larger than the whole device: requested %s > total %s of device %" PRId64 ".",
+                why_bytes(b1, req), why_bytes(b2, d->total_bytes), fl->device))
             return;
-        fprintf(b.f, "The failed request alone is larger than the whole device: requested %s > total %s of device %" PRId64 ".",
-                why_bytes(b1, req), why_bytes(b2, d->total_bytes), fl->device);
     } else if (req > d->free_bytes) {
-        if (!why_item_begin(&b, w, "request_exceeds_free"))
-            return;
-        fprintf(b.f, "The failed request alone exceeded the device's free memory: requested %s > free %s on device %" PRId64
+        if (!why_item_say(&b, w, "request_exceeds_free",
+                "The failed request alone exceeded the device's free memory: requested %s > free %s on device %" PRId64
                 " (cuMemGetInfo at the snapshot), %s short",
-                why_bytes(b1, req), why_bytes(b2, d->free_bytes), fl->device, why_bytes(b3, req - d->free_bytes));
+                why_bytes(b1, req), why_bytes(b2, d->free_bytes), fl->device, why_bytes(b3, req - d->free_bytes)))
+            return;
         if (a->has_at_failure)
             fprintf(b.f, "; this process held %s live on the device at the failure", why_bytes(b1, a->at_failure.bytes));
         fputc('.', b.f);
     } else {
-        if (!why_item_begin(&b, w, "request_within_free"))
-            return;
-        fprintf(b.f, "The failed request (%s) was not larger than the free memory measured at the snapshot (%s on device %" PRId64
+        if (!why_item_say(&b, w, "request_within_free",
+                "The failed request (%s) was not larger than the free memory measured at the snapshot (%s on device %" PRId64
                 ", cuMemGetInfo).",
-                why_bytes(b1, req), why_bytes(b2, d->free_bytes), fl->device);
+                why_bytes(b1, req), why_bytes(b2, d->free_bytes), fl->device))
+            return;
     }
     why_num_i(&b, "device", fl->device);
     WHY_NUMS_U(&b, {"requested_bytes", req}, {"free_bytes", d->free_bytes}, {"total_bytes", d->total_bytes});

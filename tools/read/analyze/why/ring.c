@@ -296,12 +296,12 @@ static void why_growth(struct ot_why *w, struct replay *r)
         return;
     char b1[32], b2[32], b3[32], b4[32];
     struct why_item_b b;
-    if (!why_item_begin(&b, w, "growing_site"))
-        return;
-    fprintf(b.f, "One call site grew across marker intervals%s: its live allocations on device %" PRId64
+    if (!why_item_say(&b, w, "growing_site",
+            "One call site grew across marker intervals%s: its live allocations on device %" PRId64
             " rose in each of %zu consecutive intervals, from %s allocation%s (%s) at ",
             r->frees_on_dev ? " (a suspected leak)" : "", r->dev, best->best_run, ot_fmt_count(b1, best->best_from_count),
-            best->best_from_count == 1 ? "" : "s", why_bytes(b2, best->best_from_bytes));
+            best->best_from_count == 1 ? "" : "s", why_bytes(b2, best->best_from_bytes)))
+        return;
     why_put_marker(b.f, s, r->mseq[best->best_start]);
     fprintf(b.f, " to %s allocation%s (%s) at ", ot_fmt_count(b3, best->best_to_count), best->best_to_count == 1 ? "" : "s",
             why_bytes(b4, best->best_to_bytes));
@@ -342,11 +342,11 @@ static void why_rise(struct ot_why *w, struct replay *r, const char *what)
     }
     if (!r->have_best || r->best_delta <= 0)
         return;
-    if (!why_item_begin(&b, w, "largest_rise"))
-        return;
-    fprintf(b.f, "The largest rise in live bytes on device %" PRId64 " between markers before %s: +%s (%s allocation%s, %s free%s) from ",
+    if (!why_item_say(&b, w, "largest_rise",
+            "The largest rise in live bytes on device %" PRId64 " between markers before %s: +%s (%s allocation%s, %s free%s) from ",
             r->dev, what, why_bytes(b1, (uint64_t)r->best_delta), ot_fmt_count(b2, r->best_allocs), r->best_allocs == 1 ? "" : "s",
-            ot_fmt_count(b3, r->best_frees), r->best_frees == 1 ? "" : "s");
+            ot_fmt_count(b3, r->best_frees), r->best_frees == 1 ? "" : "s"))
+        return;
     uint64_t from_seq, to_seq;
     if (r->best_from == NO_MARK) {
         from_seq = r->ring_first_seq;
