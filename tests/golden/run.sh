@@ -137,6 +137,9 @@ assert s.rstrip().lower().endswith("</html>"), "no </html>"
 assert "http://" not in s.replace("http://www.w3.org", "") and "https://" not in s.replace("https://pytorch.org", ""), "network reference"
 for w in ("load_weights", "forward", "accumulate_loss"):
     assert w in s, w
+# A C call site is named with its file:line, as in the text report.
+for w in ("forward (workload.c:53)", "load_weights (workload.c:38)"):
+    assert w in s, f"html: no {w!r}"
 EOF
 fi
 if has_format memviz; then

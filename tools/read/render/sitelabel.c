@@ -136,6 +136,12 @@ static void frame_name(struct ot_sb *b, const struct ot_frame *f, bool base_file
     }
     if (f->function.p && f->function.n) {
         ot_sb_str(b, f->function);
+        /* A label names a C site as the text report does, "function (file:line)", when debug info gave them. */
+        if (base_file && f->file.p && f->file.n && f->has_line) {
+            ot_sb_cstr(b, " (");
+            ot_sb_str(b, ot_lbl_basename(f->file));
+            ot_sb_printf(b, ":%" PRIu64 ")", f->line);
+        }
         return;
     }
     if (f->module.p && f->has_module_offset) {

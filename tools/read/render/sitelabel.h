@@ -37,8 +37,8 @@ void ot_lbl_frame(struct ot_sb *b, const struct ot_frame *f);
 bool ot_lbl_is_plumbing(const struct ot_frame *f);
 
 /* Labels for sites v[0..n): the innermost meaningful frame of each (the innermost Python frame, else
- * the innermost native frame that is not plumbing; C++ parameter lists dropped, Python files outside
- * site-packages shortened to their base name). Where sites share that frame, each adds the first outer
+ * the innermost native frame that is not plumbing, with its "(file:line)" when debug info gave them; C++
+ * parameter lists dropped, Python files outside site-packages and C files shortened to their base name). Where sites share that frame, each adds the first outer
  * frame that tells it from the others: "f (a.py:1) ← g (b.py:2)", or "f ← … ← g" past frames
  * they share (arrows and ellipsis in UTF-8); "(stack N)" when nothing does. Returns n malloc'd strings
  * (free with ot_strv_free), or NULL when out of memory. max_bytes caps one frame's name ("..." past it). */
