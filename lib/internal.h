@@ -30,6 +30,7 @@ struct ot_options {
     int signal;            /* OOMTRACE_SIGNAL: a signal number, 0 = none */
     int depth;             /* OOMTRACE_DEPTH: native frames kept per backtrace */
     int max_snapshots;     /* OOMTRACE_MAX_SNAPSHOTS */
+    size_t max_bytes;      /* OOMTRACE_MAX_BYTES: snapshot bytes one process may write */
     int python;            /* OOMTRACE_PYTHON: read Python frames */
     unsigned flush_ms;     /* OOMTRACE_FLUSH_MS: crash-surviving flush interval */
     int quiet;             /* OOMTRACE_QUIET: no "snapshot written" lines */

@@ -29,7 +29,8 @@ static const struct opt table[] = {
     {"OOMTRACE_DUMP", OPT_DUMP, "oom", 0, 0, NULL},               /* oom,exit,crash, or none alone: when to write */
     {"OOMTRACE_SIGNAL", OPT_SIGNAL, "", 0, 0, &ot_opt.signal},    /* e.g. USR1: snapshot on signal */
     {"OOMTRACE_DEPTH", OPT_INT, "64", 1, OT_MAX_FRAMES - 16, &ot_opt.depth},   /* native frames */
-    {"OOMTRACE_MAX_SNAPSHOTS", OPT_INT, "100", 0, 1000000, &ot_opt.max_snapshots},
+    {"OOMTRACE_MAX_SNAPSHOTS", OPT_INT, "100", 0, 1000000, &ot_opt.max_snapshots}, /* 0: no count cap */
+    {"OOMTRACE_MAX_BYTES", OPT_SIZE, "1G", 0, (1LL << 50), &ot_opt.max_bytes}, /* snapshot bytes; 0: no cap */
     {"OOMTRACE_PYTHON", OPT_BOOL, "1", 0, 1, &ot_opt.python},    /* read Python frames */
     {"OOMTRACE_FLUSH_MS", OPT_INT, "1000", 10, 3600000, &ot_opt.flush_ms},
     {"OOMTRACE_QUIET", OPT_BOOL, "0", 0, 1, &ot_opt.quiet},      /* no line per snapshot */

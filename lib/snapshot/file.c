@@ -1,10 +1,15 @@
 /* The file: its name, its creation, compression of each section, and the write. A snapshot is written
- * to a new file, never over another; the crash-surviving flush replaces its last flush as a whole. */
+ * under a hidden temporary name and published whole by rename, never over another file; the crash-surviving
+ * flush replaces its own run's last flush as a whole. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -63,90 +68,167 @@ static void snapshot_name(char *path, size_t len, const char *tag, const struct 
     snprintf(path, len, "%s/oomtrace-%s-%d%s-%s.oomt", ot_opt.dir, host, (int)getpid(), rank, tag);
 }
 
+/* This run of this process: start time in ns and 32 random bits. Host and pid do not name a run (a
+ * container restarts its program as PID 1 again), and a forked child is a run of its own. */
+static struct {
+    int pid;
+    char id[40];
+} run;
+
+static const char *run_id(void)
+{
+    int pid = (int)getpid();
+    if (__atomic_load_n(&run.pid, __ATOMIC_ACQUIRE) != pid) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint32_t r = 0;
+        if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+            r = (uint32_t)ts.tv_nsec ^ (uint32_t)pid << 16; /* no entropy yet: the time still differs */
+        snprintf(run.id, sizeof run.id, "%llx%08x",
+                 (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec, r);
+        __atomic_store_n(&run.pid, pid, __ATOMIC_RELEASE);
+    }
+    return run.id;
+}
+
+/* DIR/.NAME.tmp-RUN beside DIR/NAME: hidden, not a *.oomt, on the same file system so that rename works. */
+static void tmp_name(char *tmp, size_t len, const char *final)
+{
+    const char *base = strrchr(final, '/');
+    int dir = (int)(base - final);
+    snprintf(tmp, len, "%.*s/.%s.tmp-%s", dir, final, base + 1, run_id());
+}
+
 /* Never follow a link planted in the directory, never overwrite. */
 static int create_private(const char *path)
 {
     return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
-static int open_snapshot(char *path, size_t len, enum ot_trigger trigger, unsigned seq, const struct trace_rank *rk)
+/* Gives the finished file its name, never over another file's: the name takes a suffix when taken. */
+static int publish_snapshot(const char *tmp, char *path, size_t len, enum ot_trigger trigger, unsigned seq,
+                            const struct trace_rank *rk)
 {
     for (unsigned attempt = 0; attempt < 100; attempt++) {
         char tag[48];
         snprintf(tag, sizeof tag, attempt ? "%u-%s.%u" : "%u-%s", seq, ot_trigger_name(trigger), attempt);
         snapshot_name(path, len, tag, rk);
-        int fd = create_private(path);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
+        int rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
+        if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) { /* a file system without it: link, unlink */
+            rc = link(tmp, path);
+            if (rc == 0)
+                unlink(tmp);
+        }
+        if (rc == 0 || errno != EEXIST)
+            return rc;
     }
     return -1;
 }
 
-/* The crash-surviving trace is one file per process, replaced as a whole at each flush (written beside it,
- * then renamed over it), so a kill at any moment leaves the last complete flush. */
-static int open_flush(char *tmp, size_t len, char *final, const struct trace_rank *rk)
+/* The crash-surviving trace is one file per run, replaced as a whole at each flush (written beside it,
+ * then renamed over it), so a kill at any moment leaves the last flush whole. Its name carries the run id:
+ * another run with the same pid neither replaces nor removes it. */
+static struct {
+    int pid;
+    dev_t dev;
+    ino_t ino;
+} flushed;
+
+static void flush_name(char *path, size_t len, const struct trace_rank *rk)
 {
-    snapshot_name(final, len - 8, "flush", rk);
-    snprintf(tmp, len, "%.1000s.tmp", final);
-    unlink(tmp); /* our own leftover from a flush that failed */
-    return create_private(tmp);
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s-flush", run_id());
+    snapshot_name(path, len, tag, rk);
 }
 
 void ot_flush_file_remove(void)
 {
     struct trace_rank rk;
     ot_gather_rank(&rk);
-    char path[1024];
-    snapshot_name(path, sizeof path, "flush", &rk);
-    unlink(path);
+    char path[OT_PATH_MAX];
+    flush_name(path, sizeof path, &rk);
+    struct stat st;
+    /* Only the file this process published last: not one put there since, nor a parent's. */
+    if (flushed.pid == (int)getpid() && lstat(path, &st) == 0 && st.st_dev == flushed.dev &&
+        st.st_ino == flushed.ino)
+        unlink(path);
 }
 
 int ot_file_write(const struct trace_sections *secs, enum ot_trigger trigger, unsigned seq,
-                  const struct trace_rank *rk, char path[OT_PATH_MAX])
+                  const struct trace_rank *rk, char path[OT_PATH_MAX], unsigned long long room,
+                  unsigned long long *written)
 {
     int flush = trigger == OT_TRIGGER_FLUSH, rc = -1;
     int oom = 0;
+    *written = 0;
     for (int i = 0; i < secs->n; i++)
         oom |= secs->s[i].b.oom;
-    char final[OT_PATH_MAX];
+    char tmp[OT_PATH_MAX + 64];
+    if (flush)
+        flush_name(path, OT_PATH_MAX, rk);
+    else
+        snapshot_name(path, OT_PATH_MAX, ot_trigger_name(trigger), rk);
+    tmp_name(tmp, sizeof tmp, path);
     int fd = -1;
     if (oom) {
         ot_log("not enough memory to build a snapshot (trigger %s); none written", ot_trigger_name(trigger));
-    } else if ((fd = flush ? open_flush(path, OT_PATH_MAX, final, rk)
-                           : open_snapshot(path, OT_PATH_MAX, trigger, seq, rk)) < 0) {
+        return -1;
+    }
+    unlink(tmp); /* this run's own leftover from a write that failed */
+    if ((fd = create_private(tmp)) < 0) {
         /* Said once: at the first allocation when the directory was already unusable, else here. */
         if (!ot_dir_warned && (!flush || !__atomic_exchange_n(&warned_flush, 1, __ATOMIC_RELAXED)))
             ot_log("cannot create a snapshot in %s: %s", ot_opt.dir, strerror(errno));
+        return -1;
+    }
+    /* The header says COMPLETE only once everything after it is written, and the file has its name only
+     * then: a write cut off leaves a hidden temporary file, never a snapshot that reads as whole. A flush is
+     * not a finished file: if it is what remains, the process did not finish. */
+    struct ot_file_header fh = {.version_major = OT_VERSION_MAJOR, .version_minor = OT_VERSION_MINOR, .flags = 0};
+    memcpy(fh.magic, OT_MAGIC, 8);
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    int bad = write_all(fd, &fh, sizeof fh), no_room = 0;
+    for (int i = 0; i < secs->n && !bad; i++) {
+        bad = write_section(fd, &secs->s[i], cctx);
+        off_t at = lseek(fd, 0, SEEK_CUR);
+        if (!bad && room && at > 0 && (unsigned long long)at > room)
+            bad = no_room = 1;
+    }
+    ZSTD_freeCCtx(cctx);
+    if (!bad && !flush) {
+        fh.flags = OT_FILE_COMPLETE;
+        bad = pwrite(fd, &fh, sizeof fh, 0) != (ssize_t)sizeof fh;
+    }
+    int err = errno;
+    struct stat st;
+    if (!bad && fstat(fd, &st) != 0) {
+        bad = 1;
+        err = errno;
+    }
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    if (!bad && (flush ? rename(tmp, path) : publish_snapshot(tmp, path, OT_PATH_MAX, trigger, seq, rk)) != 0) {
+        bad = 1;
+        err = errno;
+    }
+    if (bad) {
+        unlink(tmp);
+        if (no_room)
+            return OT_FILE_NO_ROOM;
+        if (!flush || !__atomic_exchange_n(&warned_flush, 1, __ATOMIC_RELAXED))
+            ot_log("cannot write snapshot %s: %s; removed the partial file", path, strerror(err));
+    } else if (flush) {
+        flushed.dev = st.st_dev;
+        flushed.ino = st.st_ino;
+        flushed.pid = (int)getpid();
+        rc = 0;
     } else {
-        /* A flush is not a finished file: if it is what remains, the process did not finish. */
-        struct ot_file_header fh = {.version_major = OT_VERSION_MAJOR, .version_minor = OT_VERSION_MINOR,
-                                    .flags = flush ? 0 : OT_FILE_COMPLETE};
-        memcpy(fh.magic, OT_MAGIC, 8);
-        ZSTD_CCtx *cctx = ZSTD_createCCtx();
-        int bad = write_all(fd, &fh, sizeof fh);
-        for (int i = 0; i < secs->n && !bad; i++)
-            bad = write_section(fd, &secs->s[i], cctx);
-        ZSTD_freeCCtx(cctx);
-        int err = errno;
-        if (close(fd) != 0 && !bad) {
-            bad = 1;
-            err = errno;
-        }
-        if (!bad && flush && rename(path, final) != 0) {
-            bad = 1;
-            err = errno;
-        }
-        if (bad) {
-            if (!flush || !__atomic_exchange_n(&warned_flush, 1, __ATOMIC_RELAXED))
-                ot_log("cannot write snapshot %s: %s; removed the partial file", path, strerror(err));
-            unlink(path);
-        } else if (flush) {
-            rc = 0;
-        } else {
-            rc = 0;
-            if (!ot_opt.quiet)
-                ot_log("snapshot written: %s (%s)", path, ot_trigger_name(trigger));
-        }
+        rc = 0;
+        *written = (unsigned long long)st.st_size;
+        if (!ot_opt.quiet)
+            ot_log("snapshot written: %s (%s)", path, ot_trigger_name(trigger));
     }
     return rc;
 }

@@ -3,6 +3,7 @@
  * says whether this trigger writes now, numbers the snapshot, and runs gather, encode and file. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -12,6 +13,15 @@
 
 static unsigned snapshot_seq;
 static int warned_max, exit_written, last_flush;
+static unsigned long long bytes_written; /* by the snapshots of this process, for OOMTRACE_MAX_BYTES */
+
+/* A loop of failing allocations must not fill the disk: a count and a byte budget per process, and one line
+ * when either ends it. */
+static void budget_reached(const char *what)
+{
+    if (!__atomic_exchange_n(&warned_max, 1, __ATOMIC_RELAXED))
+        ot_log("snapshot budget of %s reached; no more snapshots from this process", what);
+}
 
 void ot_snapshot_last_flush(void)
 {
@@ -21,6 +31,8 @@ void ot_snapshot_last_flush(void)
 void ot_snapshot_forked(void)
 {
     exit_written = 0;
+    bytes_written = 0; /* the child is a process of its own, with a budget of its own */
+    warned_max = 0;
 }
 
 static int wanted(enum ot_trigger trigger)
@@ -39,11 +51,20 @@ static int write_snapshot(enum ot_trigger trigger, const char *reason)
 {
     int flush = trigger == OT_TRIGGER_FLUSH;
     unsigned seq = flush ? 0 : __atomic_add_fetch(&snapshot_seq, 1, __ATOMIC_RELAXED);
+    char what[64];
     if (!flush && ot_opt.max_snapshots && seq > (unsigned)ot_opt.max_snapshots) {
-        if (!__atomic_exchange_n(&warned_max, 1, __ATOMIC_RELAXED))
-            ot_log("OOMTRACE_MAX_SNAPSHOTS=%d reached; no more snapshots from pid %d", ot_opt.max_snapshots,
-                   (int)getpid());
+        snprintf(what, sizeof what, "%d snapshots (OOMTRACE_MAX_SNAPSHOTS)", ot_opt.max_snapshots);
+        budget_reached(what);
         return -1;
+    }
+    unsigned long long used = __atomic_load_n(&bytes_written, __ATOMIC_RELAXED), room = 0;
+    if (!flush && ot_opt.max_bytes) {
+        snprintf(what, sizeof what, "%zu bytes (OOMTRACE_MAX_BYTES)", ot_opt.max_bytes);
+        if (used >= ot_opt.max_bytes) {
+            budget_reached(what);
+            return -1;
+        }
+        room = ot_opt.max_bytes - used;
     }
     /* The last flush after a fatal signal must not wait forever on a lock the crashing thread may hold. */
     int bounded = flush && __atomic_load_n(&last_flush, __ATOMIC_ACQUIRE);
@@ -54,7 +75,13 @@ static int write_snapshot(enum ot_trigger trigger, const char *reason)
         struct trace_failure failed;
         char path[OT_PATH_MAX];
         if (ot_encode(secs, f, trigger, reason, seq, bounded, &failed) == 0) {
-            rc = ot_file_write(secs, trigger, seq, &f->rk, path);
+            unsigned long long written;
+            rc = ot_file_write(secs, trigger, seq, &f->rk, path, room, &written);
+            __atomic_add_fetch(&bytes_written, written, __ATOMIC_RELAXED);
+            if (rc == OT_FILE_NO_ROOM) {
+                budget_reached(what);
+                rc = -1;
+            }
             /* The framework OOM that may follow lists it as one of its probes. */
             if (rc == 0 && trigger == OT_TRIGGER_OOM && failed.valid)
                 ot_probe_note(path, failed.seq, failed.req.size, failed.req.device);

@@ -84,6 +84,11 @@ uint32_t ot_encode_live(struct ot_buf *b, uint64_t peak_shared[OT_MAX_DEVICES]);
 /* Writes the sections to a new file in OOMTRACE_DIR (a flush: over the last flush), named in path; says
  * what went wrong on stderr. 0 when written. */
 #define OT_PATH_MAX 1024
+/* Writes and publishes one snapshot of at most `room` bytes (0: any size); 0 on success, OT_FILE_NO_ROOM when
+ * it would not fit (nothing is left behind), -1 on another failure (said on stderr). `*written` gets the
+ * size of the file published. */
+#define OT_FILE_NO_ROOM (-2)
 int ot_file_write(const struct trace_sections *secs, enum ot_trigger trigger, unsigned seq,
-                  const struct trace_rank *rk, char path[OT_PATH_MAX]);
+                  const struct trace_rank *rk, char path[OT_PATH_MAX], unsigned long long room,
+                  unsigned long long *written);
 #endif

@@ -10,7 +10,8 @@
  *   hostile stacks              threads with small stacks allocate, and one hits an OOM
  *   hostile fd2 PATH            stderr closed, fd 2 reopened as the program's data file PATH
  *   hostile segv                allocates, then dereferences NULL
- *   hostile exec                allocates, then execs a program that is not traced */
+ *   hostile exec                allocates, then execs a program that is not traced
+ *   hostile oomloop N           holds 64 allocations, then N allocations that fail (one snapshot each) */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -255,6 +256,23 @@ static int mode_fd2(const char *path)
 
 /* ---- a real fault ---- */
 
+/* ---- oomloop ---- */
+
+static int mode_oomloop(long n)
+{
+    alarm(120);
+    device_init();
+    CUdeviceptr p;
+    for (int i = 0; i < 64; i++)
+        if (cuMemAlloc_v2(&p, (size_t)(i + 1) * 4096) != CUDA_SUCCESS)
+            return 1;
+    long failed = 0;
+    for (long i = 0; i < n; i++)
+        failed += cuMemAlloc_v2(&p, 4096 * MiB) == CUDA_ERROR_OUT_OF_MEMORY;
+    printf("failed %ld\n", failed);
+    return failed == n ? 0 : 1;
+}
+
 static int mode_segv(void)
 {
     device_init();
@@ -300,6 +318,8 @@ int main(int argc, char **argv)
         return mode_fd2(argv[2]);
     if (strcmp(mode, "segv") == 0)
         return mode_segv();
+    if (strcmp(mode, "oomloop") == 0)
+        return mode_oomloop(n ? n : 100);
     if (strcmp(mode, "exec") == 0)
         return mode_exec();
     fprintf(stderr, "usage: hostile MODE [N]\n");

@@ -1,0 +1,87 @@
+#!/bin/sh
+# The snapshot files on disk (issue 15, items 8, 9 and 11): a write cut off leaves no file that reads as a
+# snapshot (it is written under a hidden name and published by rename once whole); the crash-surviving file of
+# one run is neither replaced nor removed by a later run with the same pid (two runs as PID 1 of a fresh PID
+# namespace, a container restart); and a loop of failing allocations stops at the byte budget, with one line.
+set -u
+cd "$(dirname "$0")/../.."
+fail() { echo "snapshot_files: FAIL: $*"; exit 1; }
+work=$(mktemp -d /tmp/oomtrace-files.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+traced() { # traced DIR PROGRAM ARGS...: under the tracer, stderr in $work/err
+    d=$1
+    shift
+    LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR=$d \
+        LD_PRELOAD="$PWD/build/liboomtrace.so" "$@" >/dev/null 2>"$work/err"
+}
+
+# 8: the file size limit kills the process (SIGXFSZ) in the middle of its first snapshot's write. Nothing
+# may be left under a snapshot's name: before, the cut-off file had its COMPLETE flag and read as whole.
+mkdir "$work/d8"
+(ulimit -f 2 && traced "$work/d8" build/tests/hostile oomloop 1)
+st=$?
+[ "$st" -eq $((128 + 25)) ] || fail "hostile oomloop under a 1 KiB file size limit: status $st, want SIGXFSZ (153)"
+for f in "$work"/d8/*.oomt; do
+    [ -e "$f" ] && fail "a snapshot cut off at 1 KiB was published as $(basename "$f")"
+done
+# The same write without the limit publishes a snapshot that reads as finished, and no temporary file.
+traced "$work/d8" build/tests/hostile oomloop 1 || fail "hostile oomloop: $(cat "$work/err")"
+rm -f "$work"/d8/.*.tmp-* # the one the killed process left
+set -- "$work"/d8/oomtrace-*-oom.oomt
+[ $# -eq 1 ] && [ -f "$1" ] || fail "want one OOM snapshot, have: $(ls -A "$work/d8")"
+[ -z "$(ls -A "$work/d8" | grep -v '^oomtrace-.*-oom\.oomt$')" ] || fail "left beside it: $(ls -A "$work/d8")"
+build/oomtrace-read "$1" >"$work/report" 2>&1 || fail "oomtrace-read: $(cat "$work/report")"
+grep -q 'did not finish' "$work/report" && fail "a finished snapshot reads as unfinished"
+
+# 9: two runs as PID 1 (skipped where a PID namespace cannot be made: not root).
+if unshare --pid --fork --kill-child true 2>/dev/null; then
+    mkdir "$work/d9"
+    LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$work/d9" OOMTRACE_DUMP=crash \
+        OOMTRACE_FLUSH_MS=20 LD_PRELOAD="$PWD/build/liboomtrace.so" \
+        unshare --pid --fork --kill-child build/tests/crash_workload run >/dev/null 2>&1 &
+    first=$!
+    n=0
+    until ls "$work"/d9/*-flush.oomt >/dev/null 2>&1; do
+        n=$((n + 1))
+        [ $n -lt 500 ] || { kill -KILL $first; fail "the first run left no flush file in 10 s"; }
+        sleep 0.02
+    done
+    sleep 0.1
+    kill -KILL $first
+    wait $first 2>/dev/null
+    one=$(ls "$work"/d9/*-flush.oomt)
+    [ "$(echo "$one" | wc -l)" -eq 1 ] || fail "the first run left $(ls -A "$work/d9")"
+    case "$one" in *-1-*) ;; *) fail "the first run was not PID 1: $one" ;; esac
+    sum=$(cksum <"$one")
+    # The second run flushes, then finishes normally and removes its own flush file.
+    LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$work/d9" OOMTRACE_DUMP=crash \
+        OOMTRACE_FLUSH_MS=20 LD_PRELOAD="$PWD/build/liboomtrace.so" \
+        unshare --pid --fork --kill-child build/tests/crash_workload exit 100 >/dev/null 2>"$work/err" ||
+        fail "the second run: $(cat "$work/err")"
+    [ -f "$one" ] || fail "the second run as PID 1 removed the first run's flush file (left: $(ls -A "$work/d9"))"
+    [ "$(cksum <"$one")" = "$sum" ] || fail "the second run as PID 1 replaced the first run's flush file"
+    [ "$(ls -A "$work/d9" | wc -l)" -eq 1 ] || fail "left after the second run: $(ls -A "$work/d9")"
+    build/oomtrace-read "$one" >"$work/report" 2>&1 || fail "oomtrace-read on the flush file: $(cat "$work/report")"
+    grep -q 'did not finish' "$work/report" || fail "a flush file does not read as unfinished"
+else
+    echo "snapshot_files: skipped item 9 (no PID namespace here)"
+fi
+
+# 11: no count cap, a byte budget of 40 KiB (a snapshot here is about 2 KiB): the files stop within it.
+mkdir "$work/d11"
+OOMTRACE_MAX_SNAPSHOTS=0 OOMTRACE_MAX_BYTES=40K traced "$work/d11" build/tests/hostile oomloop 200 ||
+    fail "hostile oomloop with a byte budget: $(cat "$work/err")"
+bytes=$(cat "$work"/d11/*.oomt | wc -c)
+n=$(ls "$work/d11" | wc -l)
+[ "$bytes" -le 40960 ] || fail "$n snapshots of $bytes bytes in all over a budget of 40960"
+[ "$n" -ge 10 ] || fail "only $n snapshots within a budget of 40 KiB"
+[ "$(grep -c 'snapshot budget of 40960 bytes (OOMTRACE_MAX_BYTES) reached; no more snapshots from this process' "$work/err")" -eq 1 ] ||
+    fail "not one line for the byte budget: $(grep -v 'snapshot written' "$work/err")"
+[ -z "$(ls -A "$work/d11" | grep -v '\.oomt$')" ] || fail "left beside the snapshots: $(ls -A "$work/d11" | grep -v '\.oomt$')"
+# The count cap stays, and ends the same way.
+mkdir "$work/d11c"
+OOMTRACE_MAX_SNAPSHOTS=3 traced "$work/d11c" build/tests/hostile oomloop 20 || fail "hostile oomloop with a count cap"
+[ "$(ls "$work/d11c" | wc -l)" -eq 3 ] || fail "count cap 3: $(ls "$work/d11c" | wc -l) snapshots"
+[ "$(grep -c 'snapshot budget of 3 snapshots (OOMTRACE_MAX_SNAPSHOTS) reached; no more snapshots from this process' "$work/err")" -eq 1 ] ||
+    fail "not one line for the count cap: $(grep -v 'snapshot written' "$work/err")"
+echo "snapshot_files: ok"
