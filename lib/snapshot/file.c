@@ -68,7 +68,8 @@ static void snapshot_name(char *path, size_t len, const char *tag, const struct 
     snprintf(path, len, "%s/oomtrace-%s-%d%s-%s.oomt", ot_opt.dir, host, (int)getpid(), rank, tag);
 }
 
-/* This run of this process: start time in ns and 32 random bits. Host and pid do not name a run (a
+/* This run of this process: "r", then start time in ns and 32 random bits in hex (the "r" keeps it from
+ * reading as a snapshot's sequence number). Host and pid do not name a run (a
  * container restarts its program as PID 1 again), and a forked child is a run of its own. */
 static struct {
     int pid;
@@ -84,7 +85,7 @@ static const char *run_id(void)
         uint32_t r = 0;
         if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
             r = (uint32_t)ts.tv_nsec ^ (uint32_t)pid << 16; /* no entropy yet: the time still differs */
-        snprintf(run.id, sizeof run.id, "%llx%08x",
+        snprintf(run.id, sizeof run.id, "r%llx%08x",
                  (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec, r);
         __atomic_store_n(&run.pid, pid, __ATOMIC_RELEASE);
     }

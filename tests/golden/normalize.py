@@ -26,7 +26,7 @@ def common(s, a):
     for p in a.pid:
         s = re.sub(r"(?<![\w.])" + re.escape(p) + r"(?![\w.])", "PID", s)
     # A flush file's name carries its run's id (start time in ns and random bits), new at every run.
-    s = re.sub(r"-[0-9a-f]{17,}-flush\.oomt", "-RUN-flush.oomt", s)
+    s = re.sub(r"-r[0-9a-f]{17,}-flush\.oomt", "-RUN-flush.oomt", s)
     return s
 
 

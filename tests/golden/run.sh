@@ -64,7 +64,7 @@ USER_SNAP=$(ls "$TMP"/user/*.oomt)
 
 PIDS=""
 for f in "$TMP"/*/oomtrace-*.oomt; do
-    p=$(basename "$f" | sed -n 's/^oomtrace-.*-\([0-9][0-9]*\)\(-rank[0-9]*\)\{0,1\}-\([0-9]*-[a-z]*\|[0-9a-f]*-flush\)\.oomt$/\1/p')
+    p=$(basename "$f" | sed -n 's/^oomtrace-.*-\([0-9][0-9]*\)\(-rank[0-9]*\)\{0,1\}-\([0-9]*-[a-z]*\|r[0-9a-f]*-flush\)\.oomt$/\1/p')
     [ -n "$p" ] && PIDS="$PIDS --pid $p"
 done
 norm() { python3 "$ROOT/tests/golden/normalize.py" "$1" --root "$ROOT" --tmp "$TMP" --host "$HOST" $PIDS; }
