@@ -112,6 +112,35 @@ check userterms.md text "$READER" --format markdown "$USER_SNAP"
 SAVED_PIDS=$PIDS
 PIDS=""
 check framework.txt text "$READER" --top 2 "$TMP/framework.oomt"
+# The allocator's view in four framework cases: PyTorch's own out-of-memory from fragmentation (a request
+# beyond the largest free block, with the probes before it), PyTorch's per-process fraction, JAX's
+# preallocated pool, and memory CuPy's pool keeps after the program freed it.
+fwcase() { # fwcase NAME KIND SNAPGEN-OPTIONS...: a snapgen snapshot's --top 2 report against expected/NAME
+    name=$1 kind=$2
+    shift 2
+    "$ROOT/build/snapgen" "$@" -o "$TMP/$name.oomt" || { echo "golden: snapgen $*"; exit 1; }
+    if [ "$kind" = json ]; then
+        check "$name" json "$READER" --format json --top 2 "$TMP/$name.oomt"
+    else
+        check "$name" text "$READER" --top 2 "$TMP/$name.oomt"
+    fi
+}
+fwcase fw-fragmentation.txt text --trigger framework-oom --framework torch --probes 3
+fwcase fw-fragmentation.json json --trigger framework-oom --framework torch --probes 3
+fwcase fw-fraction.txt text --trigger framework-oom --framework torch --fraction 40
+fwcase fw-jax.txt text --trigger framework-oom --framework jax
+fwcase fw-cupy.txt text --framework cupy
+# Each case states its cause (the statement kinds in the JSON report), whatever the wording.
+for c in "fw-fragmentation fragmentation" "fw-fraction framework_limit" "fw-jax jax_preallocation" \
+    "fw-cupy framework_pool_cached"; do
+    set -- $c
+    "$READER" --format json "$TMP/$1.txt.oomt" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+kinds = [w["kind"] for w in r["why"]]
+assert sys.argv[1] in kinds, kinds
+' "$2" || { echo "golden: $1 does not state $2"; fail=1; }
+done
 PIDS=$SAVED_PIDS
 check diff.txt text "$READER" --diff "$A" "$B"
 check diff.json json "$READER" --format json --diff "$A" "$B"
