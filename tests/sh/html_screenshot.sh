@@ -64,6 +64,8 @@ drawn=$(sed -n 's/.*id="timeline" data-drawn="\([0-9]*\)".*/\1/p' "$T/dom.html" 
 paths=$(grep -o 'data-series="[0-9]*"' "$T/dom.html" | wc -l)
 [ "$paths" -eq "$drawn" ] || fail "data-drawn=$drawn but $paths series paths in the SVG"
 echo "html_screenshot: --dump-dom: timeline data-drawn=$drawn, $paths series paths"
+# The legend lists what held memory at the peak: no row of 0 B (the "other sites" of a run whose peak is all named).
+grep -o '<div class="legend" id="legend">.*' "$T/dom.html" | grep -q '<b>0 B </b>' && fail "the legend has a 0 B row"
 
 browse --screenshot="$T/shot.png" "file://$T/report.html" >/dev/null || fail "chromium --screenshot failed"
 [ -s "$T/shot.png" ] || fail "no screenshot written"

@@ -87,7 +87,8 @@ const char h_script[] =
     "for(var s=0;s<NSER;s++){var c=new Float64Array(N),v=S[s].v;for(var i=0;i<N;i++){tot[i]+=v[i];c[i]=tot[i];}cum.push(c);}\n"
     "var maxTot=0;for(var i=0;i<N;i++)if(tot[i]>maxTot)maxTot=tot[i];\n"
     "function legend(){var L=document.getElementById('legend');if(!L)return;L.textContent='';"
-    "for(var s=NSER-1;s>=0;s--){var it=document.createElement('span');it.className='item';"
+    /* The legend lists what held memory at the peak: a series with 0 B there has no row (it is still drawn). */
+    "for(var s=NSER-1;s>=0;s--){if(S[s].peak===0)continue;var it=document.createElement('span');it.className='item';"
     "var sw=document.createElement('span');sw.className='sw';sw.style.background=PAL[s];it.appendChild(sw);"
     "if(S[s].peak!=null){var bb=document.createElement('b');bb.textContent=fmtB(S[s].peak)+' ';it.appendChild(bb);}"
     "it.appendChild(document.createTextNode(S[s].name));"
