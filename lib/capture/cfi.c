@@ -201,6 +201,16 @@ static int cfa_expr(const uint8_t *p, uint64_t n, struct row *r)
 
 #define MAX_REMEMBER 8
 
+/* The rule for register reg: rbp's when reg is rbp, the return address's when it is the CIE's return
+ * column; other registers are not followed by the walk. */
+static void set_rule(struct row *r, const struct cie *cie, uint64_t reg, uint8_t rbp, uint8_t ra)
+{
+    if (reg == REG_RBP)
+        r->rbp = rbp;
+    else if (reg == cie->ra_reg)
+        r->ra = ra;
+}
+
 /* Runs CFA instructions up to (not past) pc. init is the CIE's row, for DW_CFA_restore. */
 static int run(struct cursor *c, const struct cie *cie, uint64_t loc, uint64_t pc, struct row *r,
                const struct row *init)
@@ -240,25 +250,16 @@ static int run(struct cursor *c, const struct cie *cie, uint64_t loc, uint64_t p
         case 0x06: reg = uleb(c); goto restore;
         case 0x07: /* undefined */
             reg = uleb(c);
-            if (reg == REG_RBP)
-                r->rbp = SAVE_UNDEF;
-            else if (reg == cie->ra_reg)
-                r->ra = SAVE_UNDEF;
+            set_rule(r, cie, reg, SAVE_UNDEF, SAVE_UNDEF);
             break;
         case 0x08: /* same_value */
             reg = uleb(c);
-            if (reg == REG_RBP)
-                r->rbp = SAVE_SAME;
-            else if (reg == cie->ra_reg)
-                r->ra = SAVE_UNKNOWN;
+            set_rule(r, cie, reg, SAVE_SAME, SAVE_UNKNOWN);
             break;
         case 0x09: /* register: the value kept in another register, which the walk does not follow */
             reg = uleb(c);
             uleb(c);
-            if (reg == REG_RBP)
-                r->rbp = SAVE_UNKNOWN;
-            else if (reg == cie->ra_reg)
-                r->ra = SAVE_UNKNOWN;
+            set_rule(r, cie, reg, SAVE_UNKNOWN, SAVE_UNKNOWN);
             break;
         case 0x0a:
             if (nsaved == MAX_REMEMBER)
@@ -327,10 +328,7 @@ static int run(struct cursor *c, const struct cie *cie, uint64_t loc, uint64_t p
                 uleb(c);
             else
                 sleb(c);
-            if (reg == REG_RBP)
-                r->rbp = SAVE_UNKNOWN;
-            else if (reg == cie->ra_reg)
-                r->ra = SAVE_UNKNOWN;
+            set_rule(r, cie, reg, SAVE_UNKNOWN, SAVE_UNKNOWN);
             break;
         case 0x2e: uleb(c); break; /* GNU_args_size */
         case 0x2f:                 /* GNU_negative_offset_extended */

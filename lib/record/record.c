@@ -242,6 +242,17 @@ static void vmm_maybe_free(struct ot_rec *r, uint16_t api, uint32_t tid, struct 
         close_undoable(r, api, tid, u);
 }
 
+/* One reference or mapping less (count is r's refs or maps; undo kind restores it), then free r when
+ * it has neither. */
+static void vmm_drop(struct ot_rec *r, uint32_t *count, uint8_t kind, uint16_t api, uint32_t tid, struct ot_undo *u)
+{
+    if (*count) {
+        (*count)--;
+        undo_push(u, kind, r);
+    }
+    vmm_maybe_free(r, api, tid, u);
+}
+
 void ot_vmm_retain(uint64_t handle)
 {
     pthread_mutex_lock(&ot_lock);
@@ -257,11 +268,7 @@ void ot_vmm_release(uint64_t handle, struct ot_undo *u)
     pthread_mutex_lock(&ot_lock);
     struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
     if (r) {
-        if (r->refs) {
-            r->refs--;
-            undo_push(u, OT_UNDO_REF, r);
-        }
-        vmm_maybe_free(r, OT_API_cuMemRelease, tid, u);
+        vmm_drop(r, &r->refs, OT_UNDO_REF, OT_API_cuMemRelease, tid, u);
     } else {
         S.unknown_frees++;
     }
@@ -300,11 +307,7 @@ static void unmap_one(uint64_t key, uint32_t tid, struct ot_undo *u)
     ot_live_del(&S.maps, m);
     struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
     if (r) {
-        if (r->maps) {
-            r->maps--;
-            undo_push(u, OT_UNDO_MAPREF, r);
-        }
-        vmm_maybe_free(r, OT_API_cuMemUnmap, tid, u);
+        vmm_drop(r, &r->maps, OT_UNDO_MAPREF, OT_API_cuMemUnmap, tid, u);
     }
 }
 
