@@ -127,6 +127,7 @@ fwcase() { # fwcase NAME KIND SNAPGEN-OPTIONS...: a snapgen snapshot's --top 2 r
 }
 fwcase fw-fragmentation.txt text --trigger framework-oom --framework torch --probes 3
 fwcase fw-fragmentation.json json --trigger framework-oom --framework torch --probes 3
+check fw-fragmentation.md text "$READER" --format markdown --top 2 "$TMP/fw-fragmentation.txt.oomt"
 fwcase fw-fraction.txt text --trigger framework-oom --framework torch --fraction 40
 fwcase fw-jax.txt text --trigger framework-oom --framework jax
 fwcase fw-cupy.txt text --framework cupy

@@ -1,4 +1,4 @@
-/* The allocator's view in text and JSON (see fwview.h). Numbers come from analyze/allocview and the
+/* The allocator's view in text, markdown and JSON (see fwview.h). Numbers come from analyze/allocview and the
  * framework's own counters; this file only lays them out. */
 #include "render/fwview.h"
 
@@ -317,4 +317,66 @@ void ot_fwview_json(struct ot_json *j, const struct ot_analysis *a)
     ot_json_arr_end(j);
     ot_json_u64(j, "blocks_with_stacks", v->blocks_with_stacks);
     ot_json_obj_end(j);
+}
+
+/* ---- markdown ---- */
+
+/* A framework's name in a table cell: its display name, else only letters, digits, '_', '-' and '.' of the
+ * snapshot's string (a '|', '`' or control character there would break the table or inject markup). */
+static void md_fw(FILE *f, struct ot_str fw)
+{
+    const char *d = ot_fw_display_name(fw);
+    if (d) {
+        fputs(d, f);
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; fw.p && i < fw.n && n < 40; i++) {
+        unsigned char c = (unsigned char)fw.p[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+            c == '.') {
+            fputc(c, f);
+            n++;
+        }
+    }
+    if (!n)
+        fputs("a framework", f);
+}
+
+void ot_fwview_markdown(FILE *f, const struct ot_analysis *a, size_t top)
+{
+    (void)top;
+    const struct ot_allocview *v = a->fw;
+    const struct ot_snapshot *s = a->s;
+    if (!v || !v->present || !v->ndevs)
+        return;
+    char b[8][32];
+    fputs("\n## Allocator's view\n\n", f);
+    fputs("| framework | device | reserved | allocated | free inside segments | largest free block | cached (no live"
+          " tensor) | CUDA graph pools |\n|---|---:|---:|---:|---:|---:|---:|---|\n",
+          f);
+    for (size_t i = 0; i < v->ndevs; i++) {
+        const struct ot_fw_devview *d = &v->devs[i];
+        fputs("| ", f);
+        md_fw(f, d->framework);
+        fprintf(f, " | %" PRIu64 " | %s | %s | %s | %s | %s in %zu segment%s | ", d->device,
+                ot_fmt_bytes(b[0], d->reserved_bytes), ot_fmt_bytes(b[1], d->allocated_bytes),
+                ot_fmt_bytes(b[2], d->free_bytes), ot_fmt_bytes(b[3], d->largest_free), ot_fmt_bytes(b[4], d->cached_bytes),
+                d->ncached, d->ncached == 1 ? "" : "s");
+        if (d->nprivate_pools)
+            fprintf(f, "%zu pool%s, %s reserved, %s allocated |\n", d->nprivate_pools, d->nprivate_pools == 1 ? "" : "s",
+                    ot_fmt_bytes(b[5], d->private_bytes), ot_fmt_bytes(b[6], d->private_allocated_bytes));
+        else
+            fputs("none |\n", f);
+    }
+    fputs("\nLargest free block: in the default pools' segments (where an ordinary request can go), not in CUDA graph pools.\n", f);
+    for (size_t i = 0; i < v->ndevs; i++) {
+        const struct ot_fw_devview *d = &v->devs[i];
+        if (!s->has_failure || s->failure.device < 0 || (uint64_t)s->failure.device != d->device)
+            continue;
+        fprintf(f, "\nThe failed request of %s against ", ot_fmt_bytes(b[0], s->failure.requested_bytes));
+        md_fw(f, d->framework);
+        fprintf(f, "'s largest free block of %s, with %s free in its default pools' segments.\n", ot_fmt_bytes(b[1], d->largest_free),
+                ot_fmt_bytes(b[2], d->default_free_bytes));
+    }
 }

@@ -9,6 +9,7 @@
 #include "render/sitelabel.h"
 #include "analyze/breakdown.h"
 #include "analyze/why.h"
+#include "render/fwview.h"
 
 #define MD_NAME_MAX 160 /* bytes of one frame name in a label */
 #define MD_DEVICES_MAX 16
@@ -343,6 +344,7 @@ int ot_report_markdown(FILE *f, const struct ot_analysis *a, const struct ot_rep
     breakdown(&m);
     statements(&m, m.a->why, "Why");
     statements(&m, m.a->remedies, "What to try");
+    ot_fwview_markdown(f, a, o->top);
     devices(&m);
     sites(&m);
     events(&m);
