@@ -144,7 +144,7 @@ static void start_thread(void *(*fn)(void *), const char *what)
 
 static void start_threads(void)
 {
-    threads_pid = (int)getpid();
+    __atomic_store_n(&threads_pid, (int)getpid(), __ATOMIC_RELEASE);
     if (ot_opt.signal)
         start_thread(dumper, "OOMTRACE_SIGNAL snapshot");
     if (ot_opt.dump_crash)
@@ -192,7 +192,7 @@ static void install_handlers(void)
 /* The process finished: its crash-surviving file would only mislead. */
 static void finish_flush(void)
 {
-    if (!ot_opt.dump_crash || threads_pid != (int)getpid())
+    if (!ot_opt.dump_crash || __atomic_load_n(&threads_pid, __ATOMIC_ACQUIRE) != (int)getpid())
         return;
     pthread_mutex_lock(&flush_mu);
     flush_finished = 1;
@@ -255,7 +255,7 @@ void ot_after_first_alloc(void)
 static void atfork_child(void)
 {
     ot_self.tid = 0;
-    threads_pid = 0; /* restarted on the child's next tracer call */
+    __atomic_store_n(&threads_pid, 0, __ATOMIC_RELEASE); /* restarted on the child's next tracer call */
     pthread_mutex_init(&flush_mu, NULL);
     ot_record_reset(1);
     ot_snapshot_forked();
@@ -289,7 +289,7 @@ int ot_ready(void)
         pthread_once(&once, init_once);
         s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     }
-    if (OT_UNLIKELY(s == ST_READY && threads_pid == 0 && __atomic_load_n(&helpers_on, __ATOMIC_ACQUIRE)))
+    if (OT_UNLIKELY(s == ST_READY && __atomic_load_n(&threads_pid, __ATOMIC_ACQUIRE) == 0 && __atomic_load_n(&helpers_on, __ATOMIC_ACQUIRE)))
         start_threads(); /* a forked child: threads do not survive fork */
     return s == ST_READY;
 }
