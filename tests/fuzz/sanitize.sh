@@ -50,7 +50,12 @@ asan)
     # library may not come before it.
     for t in "$SB"/tests/fakecuda_smoke "$SB"/tests/test_*; do
         [ -x "$t" ] || continue
-        run "$(basename "$t")" env LD_PRELOAD="$RT $skip" "$t"
+        # ASan owns SIGSEGV in the process: a real fault reaches its handler, not the one test_hostile's
+        # refused-OOMTRACE_SIGNAL case expects, so that case is skipped here (it runs in make test).
+        case "$t" in
+        */test_hostile) run "$(basename "$t")" env OOMTRACE_TEST_SKIP=test_fatal_signal_refused LD_PRELOAD="$RT $skip" "$t" ;;
+        *) run "$(basename "$t")" env LD_PRELOAD="$RT $skip" "$t" ;;
+        esac
     done
     # The reader on every damaged and valid snapgen variant (SNAPGEN: a snapgen binary, when there is one).
     if [ -x "${SNAPGEN:-}" ] && [ -f tests/snapgen/check.sh ]; then
