@@ -167,6 +167,10 @@ enum ot_flag {
 #undef OT_X_ENUM
 };
 
+/* PYFRAMES: the file name of the Python companion's own modules starts with this (they are loaded from
+ * source embedded in the library). Stacks taken from its hooks keep those frames; readers leave them out. */
+#define OT_TRACER_PYFILE_PREFIX "<oomtrace>/"
+
 /* The driver entry points oomtrace wraps. X(id, exact_name). Ids are stable across versions of the
  * format: append, never renumber. */
 #define OT_API_LIST(X)                                                                             \

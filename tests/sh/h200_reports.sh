@@ -56,5 +56,18 @@ read_one cupy_alloc
 has cupy_alloc 'larger than the whole device: requested 200 GiB' "the request"
 hasnt cupy_alloc 'gradient checkpointing' "PyTorch's remedy for a CuPy program"
 
-[ "$failed" -eq 0 ] && echo "h200_reports: ok (7 snapshots)"
+# The companion's own frames (Companion.framework_oom, on_exception, on_raise) top the failed request's
+# stack of a framework OOM: they are the tracer's, never shown in any format; the full native view counts them.
+for w in fw_fragmentation ut_adam_first_step ut_gpt2_batch; do
+    for f in text json markdown html folded memviz; do
+        "$READER" --format "$f" "$D/$w.oomt" >"$T" 2>&1 || { echo "h200_reports: FAIL: $w --format $f: exit $?"; failed=1; }
+        hasnt "$w ($f)" '_oomtrace_companion|<oomtrace>/|Companion\.' "the tracer's own frames shown"
+    done
+done
+"$READER" --native "$D/fw_fragmentation.oomt" >"$T" 2>&1
+has fw_fragmentation '\(3 tracer frames hidden\)' "--native counts the tracer's frames"
+"$READER" "$D/ut_adam_first_step.oomt" >"$T" 2>&1
+has ut_adam_first_step '^    #0  .*/torch/optim/adam\.py:178 in Adam\._init_group' "the failed request's stack starts at the program's side"
+
+[ "$failed" -eq 0 ] && echo "h200_reports: ok (9 snapshots)"
 exit "$failed"

@@ -335,6 +335,8 @@ void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snaps
         fprintf(f, "%s... %zu more frame%s (--frames)\n", indent, total - shown, total - shown == 1 ? "" : "s");
     if (st->flags & OT_STACK_TRUNCATED)
         fprintf(f, "%s(the tracer cut this stack at its maximum depth)\n", indent);
+    if (st->tracer_frames)
+        fprintf(f, "%s(%zu tracer frame%s hidden)\n", indent, st->tracer_frames, st->tracer_frames == 1 ? "" : "s");
     if (st->flags & OT_STACK_NO_PYTHON)
         fprintf(f, "%s(no Python frames: a native thread of a Python process)\n", indent);
 }

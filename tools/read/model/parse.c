@@ -44,6 +44,42 @@ static uint64_t le64(const uint8_t *p)
     return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
+/* The Python companion runs inside the program, so a stack taken from its hooks (a framework's OOM seen
+ * by on_raise) starts with the companion's own frames. They are the tracer's, not the program's: every
+ * view leaves them out, and the stack keeps their count for the full views (FORMAT.md, STACKS). */
+static bool tracer_word(const struct ot_snapshot *s, uint64_t w)
+{
+    if (!(w & OT_FRAME_PYTHON))
+        return false;
+    const struct ot_pyframe *pf = ot_snapshot_pyframe(s, w >> 1);
+    return pf && ot_str_starts(pf->file, OT_TRACER_PYFILE_PREFIX);
+}
+
+static int hide_tracer_frames(struct ot_snapshot *s, char errbuf[OT_ERRBUF])
+{
+    for (size_t i = 0; i < s->nstacks; i++) {
+        struct ot_stack *st = &s->stacks[i];
+        size_t n = 0;
+        for (size_t k = 0; k < st->nframes; k++)
+            n += tracer_word(s, st->frames[k]);
+        if (!n)
+            continue;
+        uint64_t *kept = st->nframes > n ? ot_arena_array(&s->arena, st->nframes - n, sizeof(uint64_t)) : NULL;
+        if (st->nframes > n && !kept) {
+            snprintf(errbuf, OT_ERRBUF, "out of memory (the snapshot's model is over its memory budget)");
+            return -1;
+        }
+        size_t o = 0;
+        for (size_t k = 0; k < st->nframes; k++)
+            if (!tracer_word(s, st->frames[k]))
+                kept[o++] = st->frames[k];
+        st->frames = kept;
+        st->nframes = o;
+        st->tracer_frames = n;
+    }
+    return 0;
+}
+
 static int parse_section(struct ot_snapshot *s, const uint8_t *hdr, const uint8_t *payload, uint64_t off,
                          struct ot_zbuf *z, char *errbuf)
 {
@@ -157,6 +193,8 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
     }
     ot_zbuf_free(&z);
     if (rc == 0 && sec_resolve_peak_refs(snap, errbuf) < 0)
+        rc = -1;
+    if (rc == 0 && hide_tracer_frames(snap, errbuf) < 0)
         rc = -1;
     if (rc == 0 && !(snap->seen & (1u << OT_SEC_META))) {
         snprintf(errbuf, OT_ERRBUF, "no META section (%zu sections read)", snap->nsections);

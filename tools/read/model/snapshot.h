@@ -77,6 +77,7 @@ struct ot_stack {
     uint64_t id, flags;
     size_t nframes;
     const uint64_t *frames; /* raw frame words, innermost first (see OT_FRAME_PYTHON) */
+    size_t tracer_frames;   /* the tracer's own Python frames (file "<oomtrace>/..."), left out of frames */
 };
 
 struct ot_record {

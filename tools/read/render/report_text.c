@@ -85,32 +85,7 @@ static void put_stack(struct tx *t, uint64_t stack_id, const char *indent)
 {
     if (!t->o->native && ot_put_stack_python_first(t->f, t->a->res, t->s, stack_id, indent, t->o->frames))
         return;
-    const struct ot_stack *st = ot_snapshot_stack(t->s, stack_id);
-    if (!st) {
-        fprintf(t->f, "%s(stack %" PRIu64 " is not among the snapshot's recorded stacks)\n", indent, stack_id);
-        return;
-    }
-    if (st->nframes == 0)
-        fprintf(t->f, "%s(empty stack)\n", indent);
-    size_t shown = 0, total = 0;
-    for (size_t i = 0; i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(t->a->res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++, total++) {
-            if (shown >= t->o->frames)
-                continue;
-            fprintf(t->f, "%s#%-2zu ", indent, shown);
-            ot_put_frame(t->f, &fr[k]);
-            fputc('\n', t->f);
-            shown++;
-        }
-    }
-    if (total > shown)
-        fprintf(t->f, "%s... %zu more frame%s (--frames)\n", indent, total - shown, total - shown == 1 ? "" : "s");
-    if (st->flags & OT_STACK_TRUNCATED)
-        fprintf(t->f, "%s(the tracer cut this stack at its maximum depth)\n", indent);
-    if (st->flags & OT_STACK_NO_PYTHON)
-        fprintf(t->f, "%s(no Python frames: a native thread of a Python process)\n", indent);
+    ot_put_stack_native(t->f, t->a->res, t->s, stack_id, indent, t->o->frames);
 }
 
 static void header(struct tx *t)
