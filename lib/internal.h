@@ -47,6 +47,7 @@ void ot_log_init(void); /* remembers which file fd 2 is at start (log.c) */
 struct trace_thread {
     int busy;     /* reentrancy guard: set while the tracer itself runs on this thread */
     uint32_t tid; /* cached gettid() */
+    int in_loader; /* inside a walk of the loaded objects (capture/loader.c) */
 };
 extern __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
 uint32_t ot_tid(void);

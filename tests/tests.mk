@@ -87,7 +87,7 @@ TEST_PROGS += $(TEST_BIN)/fork_workload $(TEST_BIN)/test_procs
 # Hostile hosts (issue 15): cancellation, fork storms, inherited signal dispositions, small stacks, fd 2.
 $(TEST_BIN)/hostile: tests/doors/hostile.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -pthread -o $@ $< -L$(B)/fake -lcuda -ldl
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -pthread -rdynamic -o $@ $< -L$(B)/fake -lcuda -ldl
 $(TEST_BIN)/test_hostile: $(TEST_BIN)/hostile
 TEST_PROGS += $(TEST_BIN)/hostile $(TEST_BIN)/test_hostile
 

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "capture/cfi.h"
+#include "capture/loader.h"
 #include "internal.h"
 
 static uintptr_t self_lo, self_hi;
@@ -68,7 +69,9 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *data)
 void ot_backtrace_init(void)
 {
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    ot_loader_enter();
     dl_iterate_phdr(find_self, (void *)(uintptr_t)&ot_backtrace_init);
+    ot_loader_leave();
     walker_key_ok = pthread_key_create(&walker_key, walker_free) == 0;
 }
 
@@ -195,8 +198,11 @@ int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
     } else {
         walk_rest--;
     }
-    if (n < 0)
+    if (n < 0) {
+        ot_loader_enter(); /* libunwind finds each frame's module with dl_iterate_phdr */
         n = unw_backtrace((void **)frames, want);
+        ot_loader_leave();
+    }
     int skip = 0;
     while (skip < n && frames[skip] >= self_lo && frames[skip] < self_hi)
         skip++;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capture/loader.h"
 #include "capture/modules.h"
 
 struct walk {
@@ -74,7 +75,9 @@ void ot_modules_serialize(struct ot_buf *out)
 {
     struct ot_buf body = {0};
     struct walk w = {&body, 0};
+    ot_loader_enter();
     dl_iterate_phdr(add_module, &w);
+    ot_loader_leave();
     ot_buf_uv(out, w.count);
     ot_buf_put(out, body.p, body.len);
     if (body.oom)
@@ -86,6 +89,7 @@ void ot_symbols_serialize(struct ot_buf *out, const uint64_t *addrs, uint64_t n)
 {
     struct ot_buf body = {0};
     uint64_t count = 0;
+    ot_loader_enter();
     for (uint64_t i = 0; i < n; i++) {
         Dl_info info;
         /* A return address points after the call; the call itself is one byte before. */
@@ -96,6 +100,7 @@ void ot_symbols_serialize(struct ot_buf *out, const uint64_t *addrs, uint64_t n)
         ot_buf_uv(&body, addrs[i] - (uint64_t)(uintptr_t)info.dli_saddr);
         count++;
     }
+    ot_loader_leave();
     ot_buf_uv(out, count);
     ot_buf_put(out, body.p, body.len);
     if (body.oom)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capture/loader.h"
 #include "record/record.h"
 #include "snapshot/snapshot.h"
 
@@ -275,6 +276,9 @@ static void init_once(void)
     }
     ot_backtrace_init();
     pthread_atfork(ot_record_fork_prepare, ot_record_fork_parent, atfork_child);
+    /* Registered after the state lock's, so its prepare runs first: fork waits for the walks of the loaded
+     * objects, which never hold the state lock. */
+    pthread_atfork(ot_loader_fork_prepare, ot_loader_fork_parent, ot_loader_fork_child);
     /* Ready before any handler exists: a signal that arrives before the first allocation finds them. */
     sem_init(&dump_sem, 0, 0);
     sem_init(&flush_sem, 0, 0);

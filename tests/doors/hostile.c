@@ -3,8 +3,10 @@
  * "key value" lines and exits 0 when the host saw what it would see untraced. Every mode arms alarm(),
  * so a hang ends as a death by SIGALRM (exit status 142) instead of stalling the test run.
  *   hostile cancel ROUNDS       a worker loops on failing allocations and is cancelled, ROUNDS times
- *   hostile forkdlopen N        N children forked while the tracer's threads run; each dlopens and exits
- *   hostile forkalloc N         the same, the children allocate
+ *   hostile forkdlopen N [MS]   N children forked while the tracer's threads run; each dlopens and exits.
+ *                               MS: every walk of the loaded objects (dl_iterate_phdr, which holds glibc's
+ *                               loader lock) lingers MS ms inside that lock, so that forks meet it
+ *   hostile forkalloc N [MS]    the same, the children allocate
  *   hostile sigign              SIGTERM inherited as ignored stays ignored (re-executes itself)
  *   hostile unshare             unshare(CLONE_NEWUSER), which needs a single-threaded process
  *   hostile stacks              threads with small stacks allocate, and one hits an OOM
@@ -17,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -25,6 +28,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #define MiB (1024ull * 1024)
@@ -84,6 +88,40 @@ static int mode_cancel(long rounds)
 
 /* ---- fork while the tracer's threads run ---- */
 
+/* The program's own dl_iterate_phdr (exported: the build links with -rdynamic), which the tracer's calls
+ * bind to. With slow_walk_ms set, a walk sleeps inside glibc's, at its first loaded object, while glibc
+ * holds the lock that guards the list of loaded objects: the moment at which a fork copies that lock held
+ * becomes milliseconds wide instead of microseconds. A child forked then hangs in dlopen, as the issue saw
+ * it hang 4 times in 1,500 at its natural width. */
+static volatile int slow_walk_ms;
+
+struct slow_walk {
+    int (*cb)(struct dl_phdr_info *, size_t, void *);
+    void *data;
+    int ms;
+};
+
+static void sleep_ms(long ms);
+
+static int slow_walk_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct slow_walk *w = data;
+    if (w->ms) {
+        sleep_ms(w->ms);
+        w->ms = 0;
+    }
+    return w->cb(info, size, w->data);
+}
+
+int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
+{
+    static int (*real)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "dl_iterate_phdr");
+    struct slow_walk w = {cb, data, slow_walk_ms};
+    return real(slow_walk_cb, &w);
+}
+
 /* Reaps a batch of children, waiting up to two seconds in all; those that do not end are killed and
  * counted as hung. */
 static long reap(pid_t *pids, int n)
@@ -115,12 +153,38 @@ static long reap(pid_t *pids, int n)
     return hung;
 }
 
-static int mode_fork(long n, int allocate)
+/* A child's allocation runs on a stack of its own, as a coroutine's would: the tracer's own stack walk
+ * stops at the switch, so the backtrace is libunwind's, which walks the loaded objects (dl_iterate_phdr). */
+static ucontext_t child_main, child_co;
+static int child_rc;
+
+static void child_alloc(void)
+{
+    CUdeviceptr p;
+    child_rc = cuMemAlloc_v2(&p, 4096) != CUDA_SUCCESS;
+}
+
+static int alloc_on_own_stack(void)
+{
+    static char stack[256 * 1024];
+    if (getcontext(&child_co) != 0)
+        return 1;
+    child_co.uc_stack.ss_sp = stack;
+    child_co.uc_stack.ss_size = sizeof stack;
+    child_co.uc_link = &child_main;
+    makecontext(&child_co, child_alloc, 0);
+    if (swapcontext(&child_main, &child_co) != 0)
+        return 1;
+    return child_rc;
+}
+
+static int mode_fork(long n, int allocate, int walk_ms)
 {
     device_init();
     CUdeviceptr keep;
     if (cuMemAlloc_v2(&keep, MiB) != CUDA_SUCCESS) /* the first allocation: the tracer's threads start */
         return 3;
+    slow_walk_ms = walk_ms;
     long hung = 0, done = 0;
     double until = now_s() + 2.0;
     enum { BATCH = 16 };
@@ -128,13 +192,17 @@ static int mode_fork(long n, int allocate)
         pid_t pids[BATCH];
         int k = 0;
         for (; k < BATCH && done < n; k++, done++) {
+            /* The parent keeps allocating, so that every flush interval has something new to write. */
+            CUdeviceptr q;
+            if (cuMemAlloc_v2(&q, 4096) != CUDA_SUCCESS || cuMemFree_v2(q) != CUDA_SUCCESS)
+                return 7;
             pid_t pid = fork();
             if (pid < 0)
                 return 5;
             if (pid == 0) {
+                slow_walk_ms = 0;
                 if (allocate) {
-                    CUdeviceptr p;
-                    if (cuMemAlloc_v2(&p, 4096) != CUDA_SUCCESS)
+                    if (alloc_on_own_stack() != 0)
                         _exit(6);
                 } else {
                     void *h = dlopen("libm.so.6", RTLD_NOW);
@@ -305,9 +373,9 @@ int main(int argc, char **argv)
     if (strcmp(mode, "cancel") == 0)
         return mode_cancel(n ? n : 200);
     if (strcmp(mode, "forkdlopen") == 0)
-        return mode_fork(n ? n : 1500, 0);
+        return mode_fork(n ? n : 1500, 0, argc > 3 ? atoi(argv[3]) : 0);
     if (strcmp(mode, "forkalloc") == 0)
-        return mode_fork(n ? n : 1500, 1);
+        return mode_fork(n ? n : 1500, 1, argc > 3 ? atoi(argv[3]) : 0);
     if (strcmp(mode, "sigign") == 0)
         return mode_sigign(argc, argv);
     if (strcmp(mode, "unshare") == 0)

@@ -2,8 +2,8 @@
  * then traced, where it must see exactly the same. Before the fixes each traced run failed: a deadlock
  * after pthread_cancel, EINTR from an ignored SIGTERM, SIG_DFL reported as None to Python, EINVAL from
  * unshare, crashes on small stacks, the tracer's line inside the program's data, a SIGSEGV that spun, and a
- * flush file left by a process that exec'd. The fork storms are bounded in time, so they catch a lock held
- * across fork with some probability per run, not with certainty. */
+ * flush file left by a process that exec'd. The fork storms are bounded in time (2 s), and widen the moment
+ * a fork can meet the tracer inside glibc's loader lock from microseconds to milliseconds. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -86,20 +86,22 @@ static void test_cancel_during_snapshot(void **st)
     traced_cleanup(&t);
 }
 
-/* 2: the flusher walked the loaded modules (glibc's loader lock) every half interval; a child forked at
- * that moment inherited the lock held, and hung in dlopen or in unwinding. */
+/* 2: the flusher walked the loaded modules (dl_iterate_phdr, which holds glibc's loader lock) every half
+ * interval; a child forked at that moment inherited the lock held, and hung in dlopen, or in libunwind's
+ * backtrace with every signal blocked. The walk lingers 3 ms inside the lock here (hostile's own
+ * dl_iterate_phdr), so that about half the forks meet it: before the fix, children hung in every run. */
 static void test_fork_storm_dlopen(void **st)
 {
     (void)st;
     static const char *const env[] = {"OOMTRACE_DUMP=crash", "OOMTRACE_FLUSH_MS=10", "OOMTRACE_RING=1M", NULL};
-    same_traced((char *const[]){HOSTILE, "forkdlopen", "3000", NULL}, env, 0, "hung");
+    same_traced((char *const[]){HOSTILE, "forkdlopen", "3000", "3", NULL}, env, 0, "hung");
 }
 
 static void test_fork_storm_alloc(void **st)
 {
     (void)st;
-    static const char *const env[] = {"OOMTRACE_DUMP=crash", "OOMTRACE_RING=1M", NULL};
-    same_traced((char *const[]){HOSTILE, "forkalloc", "3000", NULL}, env, 0, "hung");
+    static const char *const env[] = {"OOMTRACE_DUMP=crash", "OOMTRACE_FLUSH_MS=10", "OOMTRACE_RING=1M", NULL};
+    same_traced((char *const[]){HOSTILE, "forkalloc", "3000", "3", NULL}, env, 0, "hung");
 }
 
 /* 3: SIGTERM inherited as ignored stays ignored: no handler, so nanosleep is not interrupted. */
