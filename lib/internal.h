@@ -58,6 +58,11 @@ extern int ot_dir_warned; /* OOMTRACE_DIR was reported unusable: later failures 
 extern uint64_t ot_start_ns; /* CLOCK_MONOTONIC at start-up */
 int ot_ready(void); /* 1 when the tracer is initialised and enabled */
 void ot_after_first_alloc(void);
+int ot_exec_begin(void);  /* before an exec: 1 when the crash-surviving file was taken away */
+void ot_exec_failed(void); /* after one that returned, when ot_exec_begin said 1 */
+
+/* ---- intercept/exec.c ---- */
+void ot_exec_resolve(void); /* the real exec functions, looked up at start-up */
 
 /* ---- backtrace.c ---- */
 int ot_backtrace(uint64_t *frames, int max, unsigned *flags);

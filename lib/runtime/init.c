@@ -201,6 +201,44 @@ static void finish_flush(void)
     pthread_mutex_unlock(&flush_mu);
 }
 
+/* flush_mu, waiting at most a second: an exec must not hang on a flusher stuck in a full disk's write. */
+static int flush_lock_briefly(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    return pthread_mutex_timedlock(&flush_mu, &until) == 0;
+}
+
+/* An exec replaces this image: the trace of this run ends here as at exit, and its crash-surviving file
+ * would say the process did not finish. Only in the process whose flusher wrote it: a forked or vforked
+ * child that execs passes straight through (between fork and exec only getpid and a load run here). */
+int ot_exec_begin(void)
+{
+    if (!ot_opt.dump_crash || __atomic_load_n(&threads_pid, __ATOMIC_ACQUIRE) != (int)getpid())
+        return 0;
+    if (!flush_lock_briefly())
+        return 0;
+    int was = flush_finished;
+    flush_finished = 1;
+    if (!was)
+        ot_flush_file_remove();
+    pthread_mutex_unlock(&flush_mu);
+    return !was;
+}
+
+/* The exec failed and the process goes on: so does its crash-surviving file, rewritten at once. */
+void ot_exec_failed(void)
+{
+    int saved = errno;
+    if (flush_lock_briefly()) {
+        flush_finished = 0;
+        pthread_mutex_unlock(&flush_mu);
+        sem_post(&flush_sem); /* a woken flusher writes even when nothing changed */
+    }
+    errno = saved;
+}
+
 /* Creates a missing OOMTRACE_DIR and its missing parents with mode 0700, as heaptrack and PyTorch do for their
  * outputs: users point it at a fresh per-job directory, and finding it missing only at the first OOM, hours
  * later, would lose that snapshot. mkdir never follows a symbolic link as its last component (EEXIST), so a
@@ -267,6 +305,7 @@ static void init_once(void)
     int was_busy = ot_self.busy;
     ot_self.busy = 1;
     ot_start_ns = ot_now_ns();
+    ot_exec_resolve();
     ot_log_init();
     ot_options_load();
     if (ot_opt.disabled) {

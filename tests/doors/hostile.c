@@ -15,6 +15,7 @@
  *   hostile exec                allocates, then execs a program that is not traced
  *   hostile oomloop N           holds 64 allocations, then N allocations that fail (one snapshot each) */
 #include <cuda.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -353,6 +354,22 @@ static int mode_segv(void)
 
 /* ---- exec ---- */
 
+/* Flush files in OOMTRACE_DIR now. */
+static int count_flush_files(void)
+{
+    const char *dir = getenv("OOMTRACE_DIR");
+    DIR *d = dir ? opendir(dir) : NULL;
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        n += e->d_name[0] != '.' && len > 11 && strcmp(e->d_name + len - 11, "-flush.oomt") == 0;
+    }
+    closedir(d);
+    return n;
+}
+
 static int mode_exec(void)
 {
     device_init();
@@ -360,6 +377,12 @@ static int mode_exec(void)
     if (cuMemAlloc_v2(&p, MiB) != CUDA_SUCCESS)
         return 3;
     sleep_ms(300); /* a flush or two (the test sets OOMTRACE_FLUSH_MS=20) */
+    /* An exec that fails leaves the process running: its crash-surviving file must be there again. */
+    execl("/nonexistent/program", "program", (char *)NULL);
+    if (errno != ENOENT)
+        return 5;
+    sleep_ms(100);
+    printf("flush_after_failed_exec %d\n", count_flush_files());
     execl("/usr/bin/env", "env", "-u", "LD_PRELOAD", "/bin/true", (char *)NULL);
     return 4;
 }

@@ -212,19 +212,23 @@ static void test_small_stacks(void **st)
     same_traced((char *const[]){HOSTILE, "stacks", NULL}, NULL, 0, "stack44");
 }
 
-/* 10: a process that execs a program without the tracer did finish: its flush file must not stay. */
+#endif
+
+/* 10: a process that execs a program without the tracer did finish: its flush file must not stay. One
+ * whose exec failed goes on, and so does its flush file. */
 static void test_exec_leaves_no_flush(void **st)
 {
     (void)st;
     static const char *const env[] = {"OOMTRACE_DUMP=crash", "OOMTRACE_FLUSH_MS=20", NULL};
     struct traced_run t;
-    traced_run(&t, (char *const[]){HOSTILE, "exec", NULL}, env);
+    traced_run_capture(&t, (char *const[]){HOSTILE, "exec", NULL}, env);
     assert_int_equal(t.status, 0);
+    assert_non_null(run_value(&t, "flush_after_failed_exec"));
+    assert_string_equal(run_value(&t, "flush_after_failed_exec"), "1");
     assert_int_equal(clean_dir(&t, NULL), 0);
     traced_cleanup(&t);
 }
 
-#endif
 
 int main(void)
 {
@@ -237,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_unshare_without_device),
         cmocka_unit_test(test_fd2_is_program_data),
         cmocka_unit_test(test_fatal_signal_refused),
+        cmocka_unit_test(test_exec_leaves_no_flush),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

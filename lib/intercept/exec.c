@@ -1,0 +1,126 @@
+/* The exec family. A process that replaces its image finished as far as its trace goes: atexit does not
+ * run, so without these its crash-surviving file stayed and read as "process did not finish" (issue 15,
+ * item 10). Each wrapper tells the runtime before the real call, and again when the call failed and the
+ * process goes on. glibc's exec functions reach the kernel through an internal execve, so each public one
+ * is wrapped. Called between fork (or vfork) and exec, a wrapper only compares the pid and calls on. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+
+static struct {
+    execve_fn execve, execvpe;
+    execveat_fn execveat;
+    fexecve_fn fexecve;
+} real;
+
+/* At start-up (ot_ready), never between fork and exec: dlsym is not async-signal-safe. */
+void ot_exec_resolve(void)
+{
+    *(void **)&real.execve = dlsym(RTLD_NEXT, "execve");
+    *(void **)&real.execvpe = dlsym(RTLD_NEXT, "execvpe");
+    *(void **)&real.execveat = dlsym(RTLD_NEXT, "execveat");
+    *(void **)&real.fexecve = dlsym(RTLD_NEXT, "fexecve");
+}
+
+static int missing(void)
+{
+    errno = ENOSYS;
+    return -1;
+}
+
+/* The real call between the runtime's two notes; errno is the call's. */
+#define AROUND_EXEC(call)                                                                                    \
+    do {                                                                                                     \
+        int began = ot_exec_begin();                                                                         \
+        int rc = (call);                                                                                     \
+        if (began) {                                                                                         \
+            int err = errno;                                                                                 \
+            ot_exec_failed();                                                                                \
+            errno = err;                                                                                     \
+        }                                                                                                    \
+        return rc;                                                                                           \
+    } while (0)
+
+OT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    if (!real.execve)
+        return missing();
+    AROUND_EXEC(real.execve(path, argv, envp));
+}
+
+OT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    if (!real.execvpe)
+        return missing();
+    AROUND_EXEC(real.execvpe(file, argv, envp));
+}
+
+OT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+    if (!real.execveat)
+        return missing();
+    AROUND_EXEC(real.execveat(dirfd, path, argv, envp, flags));
+}
+
+OT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    if (!real.fexecve)
+        return missing();
+    AROUND_EXEC(real.fexecve(fd, argv, envp));
+}
+
+OT_EXPORT int execv(const char *path, char *const argv[])
+{
+    return execve(path, argv, environ);
+}
+
+OT_EXPORT int execvp(const char *file, char *const argv[])
+{
+    return execvpe(file, argv, environ);
+}
+
+/* The list forms: the arguments into an array on the stack, as glibc does. */
+#define ARGV_FROM_LIST(first, argv)                                                                          \
+    va_list ap;                                                                                              \
+    size_t n = 1;                                                                                            \
+    va_start(ap, first);                                                                                     \
+    while (va_arg(ap, char *))                                                                               \
+        n++;                                                                                                 \
+    va_end(ap);                                                                                              \
+    char *argv[n + 1];                                                                                       \
+    argv[0] = (char *)(first);                                                                               \
+    va_start(ap, first);                                                                                     \
+    for (size_t i = 1; i <= n; i++) /* the last one read is the terminating NULL */                          \
+        argv[i] = va_arg(ap, char *);                                                                        \
+    va_end(ap)
+
+OT_EXPORT int execl(const char *path, const char *arg, ...)
+{
+    ARGV_FROM_LIST(arg, argv);
+    return execve(path, argv, environ);
+}
+
+OT_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    ARGV_FROM_LIST(arg, argv);
+    return execvpe(file, argv, environ);
+}
+
+OT_EXPORT int execle(const char *path, const char *arg, ...)
+{
+    ARGV_FROM_LIST(arg, argv);
+    va_start(ap, arg); /* the environment follows the terminating NULL */
+    while (va_arg(ap, char *))
+        ;
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return execve(path, argv, envp);
+}
