@@ -122,6 +122,19 @@ build/oomtrace-read "$src" >"$work/fwdir2.out" 2>&1 || fail "oomtrace-read DIR: 
 grep -q "fatal one; 3 driver-level snapshots before it were the framework's retries and probes (this process's out-of-memory snapshots of the seconds before it)" "$work/fwdir2.out" ||
     fail "without its list, the probes are not counted from the process's snapshots: $(grep 'fatal one' "$work/fwdir2.out")"
 
+# A process killed after an out-of-memory leaves its crash-surviving file (named by its run id, not by a
+# sequence number) beside its snapshot: one process, and its out-of-memory snapshot is the one reported.
+src=$work/flushsrc
+mkdir -p "$src"
+build/snapgen --seed 3 --events 200 -o "$src/oomtrace-snapgen-host-4243-rank1-2-oom.oomt" || fail "snapgen oom"
+build/snapgen --seed 4 --events 200 -o "$src/oomtrace-snapgen-host-4243-rank1-r18ed1cca00690fec785903d1-flush.oomt" ||
+    fail "snapgen flush"
+run --dir "$work/flush" -- sh -c 'cp "$0"/*.oomt "$OOMTRACE_DIR"/' "$src" >"$work/flush.out" 2>&1
+grep -q "== oomtrace: 2 snapshot(s) from 1 process(es)" "$work/flush.out" ||
+    fail "a crash-surviving file counted as another process: $(grep '== oomtrace' "$work/flush.out")"
+grep -q "^Report of the first process to fail" "$work/flush.out" &&
+    fail "one process's files reported as a merged view of several"
+
 # Usage: --help prints the usage on stdout (status 0), no arguments print it on stderr (status 2); neither
 # shows the script's own lines.
 "$prefix/bin/oomtrace" --help >"$work/help.out" 2>&1
