@@ -68,6 +68,13 @@ void ot_exec_resolve(void); /* the real exec functions, looked up at start-up */
 int ot_backtrace(uint64_t *frames, int max, unsigned *flags);
 void ot_backtrace_init(void);
 int ot_native_walk(uint64_t *frames, int want); /* raw return addresses from the caller out; -1: use libunwind */
+/* Bytes of this thread's stack below the caller's frame; SIZE_MAX where unknown (on another stack). The
+ * tracer's deep work checks it, so that threads with small stacks (PTHREAD_STACK_MIN, 16 KiB) never
+ * overflow in it: libunwind's backtrace needs OT_UNWIND_STACK, a snapshot's writer OT_WRITER_STACK (both
+ * with a wide margin over what docs/RELIABILITY.md measured). */
+size_t ot_stack_room(void);
+#define OT_UNWIND_STACK (24 * 1024)
+#define OT_WRITER_STACK (128 * 1024)
 
 /* ---- stacks.c: interned backtraces ---- */
 uint32_t ot_stack_intern(const uint64_t *frames, int n, unsigned flags); /* caller holds ot_lock */

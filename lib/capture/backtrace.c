@@ -180,6 +180,15 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     return n;
 }
 
+size_t ot_stack_room(void)
+{
+    struct walker *w = walker_get();
+    uint64_t sp = (uint64_t)(uintptr_t)__builtin_frame_address(0);
+    if (!w || sp < w->stack_lo || sp >= w->stack_hi)
+        return SIZE_MAX;
+    return (size_t)(sp - w->stack_lo);
+}
+
 /* Fills frames (room for OT_MAX_FRAMES) with return addresses, innermost first, each shifted left by one
  * (the low bit tags Python frames, see OT_FRAME_PYTHON). Returns how many, at most max; sets
  * OT_STACK_TRUNCATED in *flags when the stack went deeper. Unwinds straight into the caller's buffer and
@@ -197,6 +206,10 @@ int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
             walk_rest = WALK_REST;
     } else {
         walk_rest--;
+    }
+    if (n < 0 && ot_stack_room() < OT_UNWIND_STACK) {
+        n = 0; /* a thread with a small stack (PTHREAD_STACK_MIN): no backtrace rather than a crash */
+        *flags |= OT_STACK_TRUNCATED;
     }
     if (n < 0) {
         ot_loader_enter(); /* libunwind finds each frame's module with dl_iterate_phdr */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -364,10 +365,11 @@ struct cache_entry {
     uint64_t code, lasti, name;
     uint32_t id;
 };
-static __thread struct cache_entry cache[CACHE] __attribute__((tls_model("initial-exec")));
 
-static uint32_t frame_id(const void *code, uint64_t lasti, const void *name)
+static uint32_t frame_id(struct cache_entry *cache, const void *code, uint64_t lasti, const void *name)
 {
+    if (!cache)
+        return intern(code, lasti, name);
     struct cache_entry *c = &cache[(key_hash((uint64_t)(uintptr_t)code, lasti) >> 24) & (CACHE - 1)];
     if (c->id && c->code == (uint64_t)(uintptr_t)code && c->lasti == lasti && c->name == (uint64_t)(uintptr_t)name)
         return c->id;
@@ -395,10 +397,47 @@ struct chain {
     uint32_t id[MAXPY];
 };
 
-/* The thread's previous walk: in a loop the same call sites come back, and a chain equal to the last one
- * in every (code, instruction) pair has the same ids, found with three memcmp and no lookup. The code
- * objects are alive (the frames hold them), so equal pointers mean the same code. */
-static __thread struct chain last __attribute__((tls_model("initial-exec")));
+/* A thread's cache, and its previous walk: in a loop the same call sites come back, and a chain equal to
+ * the last one in every (code, instruction) pair has the same ids, found with three memcmp and no lookup.
+ * The code objects are alive (the frames hold them), so equal pointers mean the same code.
+ * Mapped at the thread's first walk rather than kept in static TLS: glibc carves a thread's static TLS out
+ * of its stack, and these 11 KB made pthread_create fail on PTHREAD_STACK_MIN stacks (issue 15, item 5). */
+struct py_thread {
+    struct cache_entry cache[CACHE];
+    struct chain last;
+};
+#define PY_THREAD_NONE ((struct py_thread *)1) /* none to be had (exited, or mmap failed): walks go uncached */
+static __thread struct py_thread *py_tls __attribute__((tls_model("initial-exec")));
+static pthread_key_t py_key;
+static int py_key_ok;
+static pthread_once_t py_key_once = PTHREAD_ONCE_INIT;
+
+/* At thread exit. Destructors that run after this one may still allocate: they walk uncached. */
+static void py_thread_free(void *p)
+{
+    py_tls = PY_THREAD_NONE;
+    munmap(p, sizeof(struct py_thread));
+}
+
+static void py_key_make(void)
+{
+    py_key_ok = pthread_key_create(&py_key, py_thread_free) == 0;
+}
+
+static struct py_thread *py_thread_get(void)
+{
+    struct py_thread *t = py_tls;
+    if (OT_LIKELY(t != NULL))
+        return t == PY_THREAD_NONE ? NULL : t;
+    py_tls = PY_THREAD_NONE;
+    pthread_once(&py_key_once, py_key_make);
+    t = py_key_ok ? mmap(NULL, sizeof *t, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    if (t == MAP_FAILED)
+        return NULL;
+    pthread_setspecific(py_key, t);
+    py_tls = t;
+    return t;
+}
 
 /* The chain as plain loads; called once the layout is validated. */
 static int gather_fast(void *frame, struct chain *c)
@@ -491,10 +530,12 @@ static int walk(struct chain *c)
     if (n > 0)
         c->entry[n - 1] = 1;
     c->n = n < 0 ? 0 : n;
-    if (!bad && fast && n == last.n && memcmp(c->code, last.code, (size_t)n * sizeof c->code[0]) == 0 &&
-        memcmp(c->instr, last.instr, (size_t)n * sizeof c->instr[0]) == 0 &&
-        memcmp(c->entry, last.entry, (size_t)n) == 0) {
-        memcpy(c->id, last.id, (size_t)n * sizeof c->id[0]);
+    struct py_thread *t = py_thread_get();
+    struct chain *last = t ? &t->last : NULL;
+    if (!bad && fast && last && n == last->n && memcmp(c->code, last->code, (size_t)n * sizeof c->code[0]) == 0 &&
+        memcmp(c->instr, last->instr, (size_t)n * sizeof c->instr[0]) == 0 &&
+        memcmp(c->entry, last->entry, (size_t)n) == 0) {
+        memcpy(c->id, last->id, (size_t)n * sizeof c->id[0]);
         return n;
     }
     for (int i = 0; i < n && !bad; i++) {
@@ -505,11 +546,12 @@ static int walk(struct chain *c)
             const char *begin = (const char *)c->code[i] + L->co_code;
             lasti = c->instr[i] >= begin ? (uint64_t)(c->instr[i] - begin) / 2 : 0;
         }
-        c->id[i] = frame_id(c->code[i], lasti, rd_ptr(c->code[i], L->co_qualname));
+        c->id[i] = frame_id(t ? t->cache : NULL, c->code[i], lasti, rd_ptr(c->code[i], L->co_qualname));
         bad |= c->id[i] == 0;
     }
     if (bad) {
-        last.n = 0;
+        if (last)
+            last->n = 0;
         if (!fast) {
             ot_log("Python %s: frame layout check failed; stacks stay native", version);
             publish(PY_OFF);
@@ -518,22 +560,16 @@ static int walk(struct chain *c)
     }
     if (n && !fast)
         __atomic_store_n(&validated, 1, __ATOMIC_RELEASE);
-    if (n)
-        memcpy(&last, c, sizeof last);
+    if (n && last)
+        memcpy(last, c, sizeof *last);
     return n;
 }
 
 /* Puts the Python frames where the interpreter ran them: each native frame inside the eval loop is
- * replaced by the Python frames that run of the loop executed. */
-int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
+ * replaced by the Python frames that run of the loop executed. Apart from ot_python_merge, so that a
+ * program without Python never reserves its 5 KB of stack (threads with 16 KiB stacks allocate too). */
+static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, unsigned *flags)
 {
-    int state = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
-    if (OT_UNLIKELY(state == PY_UNPROBED)) {
-        pthread_once(&probe_once, probe);
-        state = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
-    }
-    if (state != PY_ON)
-        return n;
     struct chain c;
     int np = walk(&c);
     if (np == 0) {
@@ -560,6 +596,16 @@ int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
     if (i < n || p < np) /* the Python frames made the stack longer than a stack may be */
         *flags |= OT_STACK_TRUNCATED;
     return out;
+}
+
+int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
+{
+    int state = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
+    if (OT_UNLIKELY(state == PY_UNPROBED)) {
+        pthread_once(&probe_once, probe);
+        state = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
+    }
+    return state == PY_ON ? merge(frames, n, max, flags) : n;
 }
 
 const char *ot_python_version(void)

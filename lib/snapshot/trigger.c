@@ -3,6 +3,7 @@
  * says whether this trigger writes now, numbers the snapshot, and runs gather, encode and file. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -94,6 +95,40 @@ static int write_snapshot(enum ot_trigger trigger, const char *reason)
     return rc;
 }
 
+/* A snapshot asked for on a thread whose stack is too small for the writer is written by a thread of its
+ * own, with the default stack, while the asking thread waits: the program's thread sees the same call
+ * return, only later. */
+struct handoff {
+    enum ot_trigger trigger;
+    const char *reason;
+    int rc;
+};
+
+static void *write_handed(void *arg)
+{
+    struct handoff *h = arg;
+    ot_self.busy = 1; /* this thread's own driver calls (NVML, the framework's) are never recorded */
+    h->rc = write_snapshot(h->trigger, h->reason);
+    return NULL;
+}
+
+static int write_on_own_stack(enum ot_trigger trigger, const char *reason)
+{
+    struct handoff h = {trigger, reason, -1};
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread never runs the program's signal handlers */
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, write_handed, &h);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        ot_log("this thread's stack is too small to write a snapshot, and no thread could be started for it");
+        return -1;
+    }
+    pthread_join(t, NULL);
+    return h.rc;
+}
+
 int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason)
 {
     int saved_errno = errno;
@@ -104,7 +139,9 @@ int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason)
      * made. A cancel requested meanwhile acts at the program's next cancellation point. */
     int cancel_state;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-    int rc = wanted(trigger) ? write_snapshot(trigger, reason) : -1;
+    int rc = -1;
+    if (wanted(trigger))
+        rc = ot_stack_room() < OT_WRITER_STACK ? write_on_own_stack(trigger, reason) : write_snapshot(trigger, reason);
     pthread_setcancelstate(cancel_state, NULL);
     ot_self.busy = was_busy;
     errno = saved_errno;

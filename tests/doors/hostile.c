@@ -10,6 +10,8 @@
  *   hostile sigign              SIGTERM inherited as ignored stays ignored (re-executes itself)
  *   hostile unshare             unshare(CLONE_NEWUSER), which needs a single-threaded process
  *   hostile stacks              threads with small stacks allocate, and one hits an OOM
+ *   hostile stackuse            bytes of a thread's stack used (static TLS included) by a thread that does
+ *                               nothing, one that allocates, one whose allocation fails (a snapshot)
  *   hostile fd2 PATH            stderr closed, fd 2 reopened as the program's data file PATH
  *   hostile segv                allocates, then dereferences NULL
  *   hostile exec                allocates, then execs a program that is not traced
@@ -262,6 +264,8 @@ static int mode_unshare(void)
 static void *alloc_small(void *arg)
 {
     size_t bytes = (size_t)(uintptr_t)arg;
+    if (!bytes)
+        return NULL;
     CUdeviceptr p;
     CUresult r = cuMemAlloc_v2(&p, bytes);
     if (r == CUDA_SUCCESS)
@@ -299,6 +303,38 @@ static int mode_stacks(void)
         bad |= small != CUDA_SUCCESS || oom != CUDA_ERROR_OUT_OF_MEMORY;
     }
     return bad;
+}
+
+/* A thread on a painted stack of our own: the deepest byte it changed is how much it used, the static TLS
+ * that glibc puts at the top of a thread's stack included. */
+static size_t stack_used(size_t bytes)
+{
+    enum { SIZE = 1 << 20 };
+    static unsigned char stack[SIZE] __attribute__((aligned(4096)));
+    memset(stack, 0xa5, sizeof stack);
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    if (pthread_attr_setstack(&a, stack, sizeof stack) != 0)
+        return 0;
+    pthread_t t;
+    int rc = pthread_create(&t, &a, alloc_small, (void *)(uintptr_t)bytes);
+    pthread_attr_destroy(&a);
+    if (rc != 0)
+        return 0;
+    pthread_join(t, NULL);
+    size_t low = 0;
+    while (low < sizeof stack && stack[low] == 0xa5)
+        low++;
+    return sizeof stack - low;
+}
+
+static int mode_stackuse(void)
+{
+    device_init();
+    printf("stack_idle %zu\n", stack_used(0));
+    printf("stack_alloc %zu\n", stack_used(MiB));
+    printf("stack_oom %zu\n", stack_used(4096 * MiB));
+    return 0;
 }
 
 /* ---- fd 2 reused for the program's data ---- */
@@ -405,6 +441,8 @@ int main(int argc, char **argv)
         return mode_unshare();
     if (strcmp(mode, "stacks") == 0)
         return mode_stacks();
+    if (strcmp(mode, "stackuse") == 0)
+        return mode_stackuse();
     if (strcmp(mode, "fd2") == 0 && argc > 2)
         return mode_fd2(argv[2]);
     if (strcmp(mode, "segv") == 0)
