@@ -1,8 +1,10 @@
 /* The file: its name, its creation, compression of each section, and the write. A snapshot is written
  * under a hidden temporary name and published whole by rename, never over another file; the crash-surviving
  * flush replaces its own run's last flush as a whole. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,14 +56,21 @@ static int write_section(int fd, const struct trace_section *s, ZSTD_CCtx *cctx)
     return rc;
 }
 
-/* oomtrace-HOST-PID[-rankR]-TAG.oomt, with '/' and ' ' kept out of the host part. */
-static void snapshot_name(char *path, size_t len, const char *tag, const struct trace_rank *rk)
+/* The host part of a snapshot's name, with '/' and ' ' kept out. */
+static void host_part(char host[128])
 {
-    char host[128] = "";
-    gethostname(host, sizeof host - 1);
+    memset(host, 0, 128);
+    gethostname(host, 127);
     for (char *c = host; *c; c++)
         if (*c == '/' || *c == ' ')
             *c = '_';
+}
+
+/* oomtrace-HOST-PID[-rankR]-TAG.oomt. */
+static void snapshot_name(char *path, size_t len, const char *tag, const struct trace_rank *rk)
+{
+    char host[128];
+    host_part(host);
     char rank[32] = "";
     if (rk->rank >= 0)
         snprintf(rank, sizeof rank, "-rank%ld", rk->rank);
@@ -98,6 +107,46 @@ static void tmp_name(char *tmp, size_t len, const char *final)
     const char *base = strrchr(final, '/');
     int dir = (int)(base - final);
     snprintf(tmp, len, "%.*s/.%s.tmp-%s", dir, final, base + 1, run_id());
+}
+
+/* Hidden temporary files that processes of this host left when they were killed while writing (SIGKILL, a
+ * file size limit) hold no evidence: the snapshot was never whole. The first process to write into the
+ * directory after them removes them, once. Only those whose writer is gone (its pid names no process) and
+ * that have not changed for a minute: a pid of another PID namespace may name nothing here and still be
+ * writing. This process's own are never touched (another thread may be writing one). */
+#define LEFTOVER_AGE_S 60
+
+static void sweep_leftovers(void)
+{
+    static int swept;
+    if (__atomic_exchange_n(&swept, 1, __ATOMIC_RELAXED))
+        return;
+    char host[128], prefix[160];
+    host_part(host);
+    int plen = snprintf(prefix, sizeof prefix, ".oomtrace-%s-", host);
+    DIR *d = opendir(ot_opt.dir);
+    if (!d || plen <= 0 || (size_t)plen >= sizeof prefix) {
+        if (d)
+            closedir(d);
+        return;
+    }
+    time_t now = time(NULL);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *n = e->d_name;
+        if (strncmp(n, prefix, (size_t)plen) != 0 || !strstr(n, ".oomt.tmp-r"))
+            continue;
+        char *end;
+        long pid = strtol(n + plen, &end, 10);
+        if (end == n + plen || *end != '-' || pid <= 0 || pid == (long)getpid())
+            continue;
+        struct stat st;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH ||
+            fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_mtime > now - LEFTOVER_AGE_S)
+            continue;
+        unlinkat(dirfd(d), n, 0);
+    }
+    closedir(d);
 }
 
 /* Never follow a link planted in the directory, never overwrite. */
@@ -176,6 +225,7 @@ int ot_file_write(const struct trace_sections *secs, enum ot_trigger trigger, un
         return -1;
     }
     unlink(tmp); /* this run's own leftover from a write that failed */
+    sweep_leftovers();
     if ((fd = create_private(tmp)) < 0) {
         /* Said once: at the first allocation when the directory was already unusable, else here. */
         if (!ot_dir_warned && (!flush || !__atomic_exchange_n(&warned_flush, 1, __ATOMIC_RELAXED)))

@@ -135,6 +135,17 @@ grep -q "== oomtrace: 2 snapshot(s) from 1 process(es)" "$work/flush.out" ||
 grep -q "^Report of the first process to fail" "$work/flush.out" &&
     fail "one process's files reported as a merged view of several"
 
+# A process killed while writing a snapshot leaves its hidden temporary file: the launcher removes it once
+# the command is over and says so; a live process's stays.
+host=$(hostname | tr '/ ' '__')
+dead=$(sh -c 'echo $$')
+run --dir "$work/cut" -- sh -c ': >"$OOMTRACE_DIR/.oomtrace-$1-$2-oom.oomt.tmp-r1"; : >"$OOMTRACE_DIR/.oomtrace-$1-$3-oom.oomt.tmp-r1"; exec "$4"' \
+    sh "$host" "$dead" "$$" "$door" >"$work/cut.out" 2>&1 || fail "the run that leaves temporary files"
+grep -q "== oomtrace: 1 snapshot(s) cut off while being written (the process died); their unfinished files are removed" "$work/cut.out" ||
+    fail "the cut-off snapshot is not said: $(grep '== oomtrace' "$work/cut.out")"
+[ -e "$(ls -d "$work"/cut/run-*)/.oomtrace-$host-$dead-oom.oomt.tmp-r1" ] && fail "a dead process's temporary file stays"
+[ -e "$(ls -d "$work"/cut/run-*)/.oomtrace-$host-$$-oom.oomt.tmp-r1" ] || fail "a live process's temporary file was removed"
+
 # Usage: --help prints the usage on stdout (status 0), no arguments print it on stderr (status 2); neither
 # shows the script's own lines.
 "$prefix/bin/oomtrace" --help >"$work/help.out" 2>&1

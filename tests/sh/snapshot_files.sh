@@ -1,6 +1,7 @@
 #!/bin/sh
 # The snapshot files on disk (issue 15, items 8, 9 and 11): a write cut off leaves no file that reads as a
-# snapshot (it is written under a hidden name and published by rename once whole); the crash-surviving file of
+# snapshot (it is written under a hidden name and published by rename once whole), and its hidden file is
+# removed by the next process that writes there; the crash-surviving file of
 # one run is neither replaced nor removed by a later run with the same pid (two runs as PID 1 of a fresh PID
 # namespace, a container restart); and a loop of failing allocations stops at the byte budget, with one line.
 set -u
@@ -24,9 +25,28 @@ st=$?
 for f in "$work"/d8/*.oomt; do
     [ -e "$f" ] && fail "a snapshot cut off at 1 KiB was published as $(basename "$f")"
 done
+# The killed process left its hidden temporary file. The next process to write here removes it, once it is
+# a minute old and its writer is gone; it leaves alone the one of a live process, another host's, and a
+# fresh one (a writer of another PID namespace may still be at it).
+set -- "$work"/d8/.oomtrace-*.tmp-*
+[ $# -eq 1 ] && [ -f "$1" ] || fail "the killed write left no single temporary file: $(ls -A "$work/d8")"
+killed=$1
+host=$(hostname | tr '/ ' '__')
+dead=$(sh -c 'echo $$')
+touch -d '2 minutes ago' "$killed"
+for keep in ".oomtrace-$host-$$-oom.oomt.tmp-r1" ".oomtrace-elsewhere-$dead-oom.oomt.tmp-r1"; do
+    : >"$work/d8/$keep"
+    touch -d '2 minutes ago' "$work/d8/$keep"
+done
+: >"$work/d8/.oomtrace-$host-$dead-exit.oomt.tmp-r1"
 # The same write without the limit publishes a snapshot that reads as finished, and no temporary file.
 traced "$work/d8" build/tests/hostile oomloop 1 || fail "hostile oomloop: $(cat "$work/err")"
-rm -f "$work"/d8/.*.tmp-* # the one the killed process left
+[ -e "$killed" ] && fail "the temporary file of a process killed while writing was not removed"
+for keep in ".oomtrace-$host-$$-oom.oomt.tmp-r1" ".oomtrace-elsewhere-$dead-oom.oomt.tmp-r1" \
+    ".oomtrace-$host-$dead-exit.oomt.tmp-r1"; do
+    [ -e "$work/d8/$keep" ] || fail "$keep was removed (a live writer's, another host's or a fresh one)"
+    rm -f "$work/d8/$keep"
+done
 set -- "$work"/d8/oomtrace-*-oom.oomt
 [ $# -eq 1 ] && [ -f "$1" ] || fail "want one OOM snapshot, have: $(ls -A "$work/d8")"
 [ -z "$(ls -A "$work/d8" | grep -v '^oomtrace-.*-oom\.oomt$')" ] || fail "left beside it: $(ls -A "$work/d8")"
