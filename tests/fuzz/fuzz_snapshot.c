@@ -34,6 +34,30 @@
 #include "model/snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* The memory limits travel with the target, not only with fuzz.mk's command line: run by hand, on a saved
+ * input or a corpus, an input that amplifies past them is still a finding. The reader's budget (32 x the
+ * input + 32 MiB, model/snapshot.h) keeps every input of libFuzzer's sizes far below them, sanitizer
+ * shadow included. A limit given on the command line wins (libFuzzer takes a flag's last value, and these
+ * come first). */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    static const char *const limits[] = {"-rss_limit_mb=1024", "-malloc_limit_mb=512"};
+    enum { NLIMITS = sizeof limits / sizeof limits[0] };
+    char **args = malloc(((size_t)*argc + NLIMITS + 1) * sizeof *args);
+    if (!args)
+        return 0;
+    args[0] = (*argv)[0];
+    for (int i = 0; i < NLIMITS; i++)
+        args[1 + i] = (char *)limits[i];
+    for (int i = 1; i < *argc; i++)
+        args[NLIMITS + i] = (*argv)[i];
+    *argc += NLIMITS;
+    args[*argc] = NULL;
+    *argv = args;
+    return 0;
+}
 
 /* The checks of rendered bytes stay out of coverage: they are not code to explore, and their
  * instrumented comparisons (one per output byte) cost more than the rendering itself. */
