@@ -319,64 +319,104 @@ void ot_fwview_json(struct ot_json *j, const struct ot_analysis *a)
     ot_json_obj_end(j);
 }
 
-/* ---- markdown ---- */
+/* ---- the allocator table (markdown and HTML) ---- */
+
+const char *const ot_fwview_columns[OT_FWVIEW_NCOLS] = {
+    "framework", "device", "reserved", "allocated", "free inside segments", "largest free block",
+    "cached (no live tensor)", "CUDA graph pools",
+};
 
 /* A framework's name in a table cell: its display name, else only letters, digits, '_', '-' and '.' of the
- * snapshot's string (a '|', '`' or control character there would break the table or inject markup). */
-static void md_fw(FILE *f, struct ot_str fw)
+ * snapshot's string (a '|', '`', '<' or control character there would break the table or inject markup). */
+static void safe_fw(char *out, size_t len, struct ot_str fw)
 {
     const char *d = ot_fw_display_name(fw);
     if (d) {
-        fputs(d, f);
+        snprintf(out, len, "%s", d);
         return;
     }
     size_t n = 0;
-    for (size_t i = 0; fw.p && i < fw.n && n < 40; i++) {
+    for (size_t i = 0; fw.p && i < fw.n && n < 40 && n + 1 < len; i++) {
         unsigned char c = (unsigned char)fw.p[i];
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-            c == '.') {
-            fputc(c, f);
-            n++;
-        }
+            c == '.')
+            out[n++] = (char)c;
     }
+    out[n] = 0;
     if (!n)
-        fputs("a framework", f);
+        snprintf(out, len, "a framework");
 }
+
+void ot_fwview_cells(const struct ot_fw_devview *d, char cells[OT_FWVIEW_NCOLS][OT_FWVIEW_CELL])
+{
+    char b[3][32];
+    safe_fw(cells[0], OT_FWVIEW_CELL, d->framework);
+    snprintf(cells[1], OT_FWVIEW_CELL, "%" PRIu64, d->device);
+    ot_fmt_bytes(cells[2], d->reserved_bytes);
+    ot_fmt_bytes(cells[3], d->allocated_bytes);
+    ot_fmt_bytes(cells[4], d->free_bytes);
+    ot_fmt_bytes(cells[5], d->largest_free);
+    snprintf(cells[6], OT_FWVIEW_CELL, "%s in %zu segment%s", ot_fmt_bytes(b[0], d->cached_bytes), d->ncached,
+             d->ncached == 1 ? "" : "s");
+    if (d->nprivate_pools)
+        snprintf(cells[7], OT_FWVIEW_CELL, "%zu pool%s, %s reserved, %s allocated", d->nprivate_pools,
+                 d->nprivate_pools == 1 ? "" : "s", ot_fmt_bytes(b[1], d->private_bytes),
+                 ot_fmt_bytes(b[2], d->private_allocated_bytes));
+    else
+        snprintf(cells[7], OT_FWVIEW_CELL, "none");
+}
+
+const char ot_fwview_largest_note[] =
+    "Largest free block: in the default pools' segments (where an ordinary request can go), not in CUDA graph pools.";
+
+const struct ot_fw_devview *ot_fwview_failing(const struct ot_analysis *a, size_t *i)
+{
+    const struct ot_allocview *v = a->fw;
+    const struct ot_snapshot *s = a->s;
+    if (!v || !s->has_failure || s->failure.device < 0)
+        return NULL;
+    while (*i < v->ndevs) {
+        const struct ot_fw_devview *d = &v->devs[(*i)++];
+        if (d->device == (uint64_t)s->failure.device)
+            return d;
+    }
+    return NULL;
+}
+
+void ot_fwview_request_sentence(char *out, size_t len, const struct ot_analysis *a, const struct ot_fw_devview *d)
+{
+    char b[3][32], fw[OT_FWVIEW_CELL];
+    safe_fw(fw, sizeof(fw), d->framework);
+    snprintf(out, len, "The failed request of %s against %s's largest free block of %s, with %s free in its default "
+             "pools' segments.", ot_fmt_bytes(b[0], a->s->failure.requested_bytes), fw, ot_fmt_bytes(b[1], d->largest_free),
+             ot_fmt_bytes(b[2], d->default_free_bytes));
+}
+
+/* ---- markdown ---- */
 
 void ot_fwview_markdown(FILE *f, const struct ot_analysis *a, size_t top)
 {
     (void)top;
     const struct ot_allocview *v = a->fw;
-    const struct ot_snapshot *s = a->s;
     if (!v || !v->present || !v->ndevs)
         return;
-    char b[8][32];
-    fputs("\n## Allocator's view\n\n", f);
-    fputs("| framework | device | reserved | allocated | free inside segments | largest free block | cached (no live"
-          " tensor) | CUDA graph pools |\n|---|---:|---:|---:|---:|---:|---:|---|\n",
-          f);
+    fputs("\n## Allocator's view\n\n|", f);
+    for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
+        fprintf(f, " %s |", ot_fwview_columns[c]);
+    fputs("\n|---|---:|---:|---:|---:|---:|---:|---|\n", f);
+    char cells[OT_FWVIEW_NCOLS][OT_FWVIEW_CELL];
     for (size_t i = 0; i < v->ndevs; i++) {
-        const struct ot_fw_devview *d = &v->devs[i];
-        fputs("| ", f);
-        md_fw(f, d->framework);
-        fprintf(f, " | %" PRIu64 " | %s | %s | %s | %s | %s in %zu segment%s | ", d->device,
-                ot_fmt_bytes(b[0], d->reserved_bytes), ot_fmt_bytes(b[1], d->allocated_bytes),
-                ot_fmt_bytes(b[2], d->free_bytes), ot_fmt_bytes(b[3], d->largest_free), ot_fmt_bytes(b[4], d->cached_bytes),
-                d->ncached, d->ncached == 1 ? "" : "s");
-        if (d->nprivate_pools)
-            fprintf(f, "%zu pool%s, %s reserved, %s allocated |\n", d->nprivate_pools, d->nprivate_pools == 1 ? "" : "s",
-                    ot_fmt_bytes(b[5], d->private_bytes), ot_fmt_bytes(b[6], d->private_allocated_bytes));
-        else
-            fputs("none |\n", f);
+        ot_fwview_cells(&v->devs[i], cells);
+        fputc('|', f);
+        for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
+            fprintf(f, " %s |", cells[c]);
+        fputc('\n', f);
     }
-    fputs("\nLargest free block: in the default pools' segments (where an ordinary request can go), not in CUDA graph pools.\n", f);
-    for (size_t i = 0; i < v->ndevs; i++) {
-        const struct ot_fw_devview *d = &v->devs[i];
-        if (!s->has_failure || s->failure.device < 0 || (uint64_t)s->failure.device != d->device)
-            continue;
-        fprintf(f, "\nThe failed request of %s against ", ot_fmt_bytes(b[0], s->failure.requested_bytes));
-        md_fw(f, d->framework);
-        fprintf(f, "'s largest free block of %s, with %s free in its default pools' segments.\n", ot_fmt_bytes(b[1], d->largest_free),
-                ot_fmt_bytes(b[2], d->default_free_bytes));
+    fprintf(f, "\n%s\n", ot_fwview_largest_note);
+    char line[512];
+    size_t it = 0;
+    for (const struct ot_fw_devview *d; (d = ot_fwview_failing(a, &it));) {
+        ot_fwview_request_sentence(line, sizeof(line), a, d);
+        fprintf(f, "\n%s\n", line);
     }
 }

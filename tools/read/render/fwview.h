@@ -15,6 +15,18 @@ void ot_fwview_failure_text(FILE *f, const struct ot_analysis *a);
 /* The "Allocator's view" block; top bounds the creator rows. */
 void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top);
 void ot_fwview_markdown(FILE *f, const struct ot_analysis *a, size_t top);
+/* The allocator table of markdown and HTML: its columns, one row's cells per framework and device (plain
+ * text, safe in markdown and HTML: the framework's name keeps only letters, digits, '_', '-' and '.'), the
+ * note on the largest free block, and for each view of the failing device the sentence setting the request
+ * against its largest free block. */
+#define OT_FWVIEW_NCOLS 8
+#define OT_FWVIEW_CELL 96
+extern const char *const ot_fwview_columns[OT_FWVIEW_NCOLS];
+extern const char ot_fwview_largest_note[];
+void ot_fwview_cells(const struct ot_fw_devview *d, char cells[OT_FWVIEW_NCOLS][OT_FWVIEW_CELL]);
+/* The next framework view (from *i on) of the failing device; NULL when none is left. */
+const struct ot_fw_devview *ot_fwview_failing(const struct ot_analysis *a, size_t *i);
+void ot_fwview_request_sentence(char *out, size_t len, const struct ot_analysis *a, const struct ot_fw_devview *d);
 /* The "frameworks" member of the report (docs/JSON.md); null without a framework view. */
 void ot_fwview_json(struct ot_json *j, const struct ot_analysis *a);
 

@@ -33,8 +33,17 @@ void h_cstr(FILE *f, const char *s);
 /* The timeline card: its notes, and the JSON the script draws it from. */
 void h_timeline_section(struct hx *h);
 
+/* The cards from analyze/'s summaries (html_views.c): What held the memory, a list of statements (Why,
+ * What to try; id is the section's element id), the allocator's view. Each writes nothing without data. */
+struct ot_why;
+void h_breakdown_section(struct hx *h);
+void h_statements(struct hx *h, const struct ot_why *w, const char *id, const char *title);
+void h_allocator_section(struct hx *h);
+
 /* Series colours: the top sites, then "other" (last). Shared by the CSS and the script. */
 extern const char *const h_palette[OT_TL_TOP + 1];
+/* Breakdown category colours, by enum ot_bd_row (classes .bdN). */
+extern const char *const h_bd_palette[];
 extern const char h_css[];
 extern const char h_script[];
 

@@ -17,6 +17,7 @@
 #include "render/sitelabel.h"
 #include "analyze/stackview.h"
 #include "analyze/timeline.h"
+#include "analyze/breakdown.h"
 #include "analyze/why.h"
 
 /* One byte of text outside UTF-8 sequences, escaped for HTML (h_text). */
@@ -143,6 +144,8 @@ static void header(struct hx *h)
     fputs(h_css, f);
     for (size_t i = 0; i <= OT_TL_TOP; i++)
         fprintf(f, ".s%zu{background:%s}\n", i, h_palette[i]);
+    for (size_t i = 0; i < OT_BD_NROWS; i++)
+        fprintf(f, ".bd%zu{background:%s}\n", i, h_bd_palette[i]);
     fputs("</style>\n</head>\n<body>\n<header><h1>oomtrace: ", f);
     h_cstr(f, w);
     fputs("</h1><p class=\"sub\"><code>", f);
@@ -219,20 +222,6 @@ static void failure(struct hx *h)
     fputs("</code></summary>", f);
     stack_list(h, x->stack_id);
     fputs("</details></section>\n", f);
-}
-
-static void why(struct hx *h)
-{
-    const struct ot_why *w = h->a->why;
-    if (!w || !w->n)
-        return;
-    fputs("<section class=\"card\"><h2>Why</h2><ul class=\"why\">", h->f);
-    for (size_t i = 0; i < w->n; i++) {
-        fputs("<li>", h->f);
-        h_cstr(h->f, w->v[i].text ? w->v[i].text : "");
-        fputs("</li>", h->f);
-    }
-    fputs("</ul></section>\n", h->f);
 }
 
 static void sites_section(struct hx *h)
@@ -419,8 +408,11 @@ int ot_report_html(FILE *f, const struct ot_analysis *a, const struct ot_report_
 
     header(&h);
     failure(&h);
+    h_breakdown_section(&h);
     h_timeline_section(&h);
-    why(&h);
+    h_statements(&h, a->why, "why", "Why");
+    h_statements(&h, a->remedies, "remedies", "What to try");
+    h_allocator_section(&h);
     sites_section(&h);
     devices_section(&h);
     events_section(&h);
