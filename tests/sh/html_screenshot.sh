@@ -4,7 +4,8 @@
 # drawn: the page's script sets data-drawn="N" (N series paths) on #timeline (checked in --dump-dom), and
 # the screenshot must show the series' colours in a region of more than 3 distinct colours (the PNG is
 # decoded here with python3's zlib). A second snapshot carries a marker label that tries to close the
-# data's <script> element: the page must still draw, and nothing of the label may become markup.
+# data's <script> element: the page must still draw, and nothing of the label may become markup. Third,
+# the layout of a few pages measured in the browser (below, at 3).
 #
 # Chromium comes from Debian's "chromium" package (tools/deps.sh installs it). When it is missing and
 # cannot be installed here, the test prints SKIP and passes.
@@ -153,4 +154,164 @@ grep -q '<title>oomtrace' "$T/dom2.html" || fail "the marker label ran as script
 grep -q '<b id="injected"' "$T/dom2.html" && fail "the marker label became markup"
 grep -q '&lt;/script&gt;&lt;script&gt;document.title="INJECTED"' "$T/dom2.html" || fail "the marker label is not shown as text"
 echo "html_screenshot: a marker label with </script> stays text; the timeline is drawn"
+# 3. The layout, measured in the browser (issue 12's "checked in headless Chromium", issue 13
+# item 14). Each page gets a small script of this test appended, which runs after the page's own: it reads
+# the element boxes (getBoundingClientRect) of the breakdown's stacked bars and their labels, the allocator
+# view's bars, the timeline's marker labels, and writes them as JSON into an attribute of <body>, which
+# `chromium --dump-dom` returns. Checked:
+#   - H200 fragmentation (tests/h200/fw_fragmentation.oomt): two stacked bars (failure, peak) that fill
+#     their track, share labels inside their segments, a legend with the cache row; the allocator view's
+#     table and the failed request against the largest free block drawn to scale (2.00 GiB : 424 MiB);
+#     What to try present.
+#   - H200 Adam first step: the legend splits optimizer state into Adam.exp_avg / exp_avg_sq.
+#   - A traced program whose markers crowd (30 in a few milliseconds on each side of the phase the Why
+#     section cites): the cited markers' labels are shown, no two marker labels overlap, and some of the
+#     others were left out (else nothing was crowded).
+#   - A traced program that made no device allocation: no chart, a sentence saying why.
+#   - No page scrolls sideways.
+traced_any() { # traced_any DIR PROGRAM...: as traced, for a program that may write any kind of snapshot
+    d=$1
+    shift
+    mkdir -p "$d"
+    LD_LIBRARY_PATH="$ROOT/build/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKECUDA_CAPACITY=8G OOMTRACE_DIR="$d" \
+        OOMTRACE_QUIET=1 LD_PRELOAD="$LIB" "$@" >"$T/run.out" 2>&1
+    ls "$d"/*.oomt >/dev/null 2>&1 || { cat "$T/run.out"; fail "no snapshot from $*"; }
+}
+
+# measure NAME SNAPSHOT: the page, with the measuring script before </body>, rendered; its JSON in $T/NAME.json
+measure() {
+    "$READER" --format html -o "$T/$1.html" "$2" || fail "$1: oomtrace-read --format html exited $?"
+    python3 - "$T/$1.html" <<'EOF' || fail "$1: could not append the measuring script"
+import sys
+p = sys.argv[1]
+page = open(p, encoding="utf-8").read()
+probe = r"""<script>
+(function(){
+function box(e){var b=e.getBoundingClientRect();return [b.left,b.top,b.right,b.bottom];}
+var r={},bd=document.getElementById('breakdown');
+r.breakdown=!!bd;r.bars=[];r.legend=[];
+if(bd){bd.querySelectorAll('.bdrow').forEach(function(row){var bar=row.querySelector('.bdbar'),bb=bar.getBoundingClientRect(),segs=[],sum=0;
+ bar.querySelectorAll('i').forEach(function(i){var b=i.getBoundingClientRect(),sp=i.querySelector('span'),s=sp?sp.getBoundingClientRect():null;sum+=b.width;
+  segs.push({w:b.width,title:i.title,label:sp?sp.textContent:null,fits:!s||(s.left>=b.left-0.5&&s.right<=b.right+0.5)});});
+ r.bars.push({moment:row.getAttribute('data-moment'),width:bb.width,sum:sum,segs:segs});});
+ r.legend=[].map.call(bd.querySelectorAll('table.bdleg tbody tr'),function(tr){return tr.textContent;});}
+var al=document.getElementById('allocator');r.allocator=!!al;
+if(al){r.fwrows=al.querySelectorAll('table.fw tbody tr').length;var rb=al.querySelector('.reqbar'),fb=al.querySelector('.freebar');
+ if(rb&&fb){r.req=rb.getBoundingClientRect().width;r.free=fb.getBoundingClientRect().width;}}
+var tl=document.getElementById('timeline');r.drawn=tl?+tl.getAttribute('data-drawn'):null;r.empty=tl?tl.getAttribute('data-empty'):null;
+r.svgs=tl?tl.querySelectorAll('svg').length:0;r.tltext=tl?tl.textContent.slice(0,400):'';
+r.markers=JSON.parse((document.getElementById('oomtrace-data')||{textContent:'{"markers":[]}'}).textContent).markers.length;
+r.marks=[].map.call(document.querySelectorAll('#timeline text.mlab'),function(t){return {text:t.textContent,cited:t.getAttribute('data-cited')==='1',box:box(t)};});
+r.overflowX=document.documentElement.scrollWidth>window.innerWidth+1;
+r.remedies=!!document.getElementById('remedies');
+document.body.setAttribute('data-layout',JSON.stringify(r));
+})();
+</script>
+"""
+i = page.rindex("</body>")
+open(p, "w", encoding="utf-8").write(page[:i] + probe + page[i:])
+EOF
+    browse --dump-dom "file://$T/$1.html" >"$T/$1.dom" ||
+        fail "$1: chromium --dump-dom failed: $(tail -n 3 "$T/chromium.log")"
+    python3 - "$T/$1.dom" "$T/$1.json" <<'EOF' || fail "$1: the measuring script left no result"
+import html, re, sys
+m = re.search(r'<body[^>]*data-layout="([^"]*)"', open(sys.argv[1], encoding="utf-8").read())
+assert m, "no data-layout on <body>"
+open(sys.argv[2], "w").write(html.unescape(m.group(1)))
+EOF
+}
+
+# check NAME PYTHON: asserts about $T/NAME.json (as r), each failure one line
+check() {
+    python3 - "$T/$1.json" "$1" "$2" <<'EOF' || fail "$1: layout check failed"
+import json, sys
+r, name = json.load(open(sys.argv[1])), sys.argv[2]
+def bars_ok():
+    assert r["breakdown"], "no breakdown"
+    for b in r["bars"]:
+        assert b["segs"], f"{b['moment']}: an empty bar"
+        assert b["sum"] <= b["width"] + 1, f"{b['moment']}: segments overflow their bar ({b['sum']} > {b['width']})"
+        for s in b["segs"]:
+            assert s["fits"], f"{b['moment']}: the label {s['label']!r} spills out of its segment ({s['title']})"
+def no_overlap(marks):
+    for i, a in enumerate(marks):
+        for b in marks[i + 1:]:
+            x = a["box"][0] < b["box"][2] and b["box"][0] < a["box"][2]
+            y = a["box"][1] < b["box"][3] and b["box"][1] < a["box"][3]
+            assert not (x and y), f"marker labels overlap: {a['text']!r} {a['box']} and {b['text']!r} {b['box']}"
+assert not r["overflowX"], "the page scrolls sideways"
+exec(sys.argv[3])
+print(f"html_screenshot: layout: {name}: ok")
+EOF
+}
+
+# 3a. The H200's fragmentation OOM: breakdown, allocator view, What to try.
+measure frag "$ROOT/tests/h200/fw_fragmentation.oomt"
+check frag '
+bars_ok()
+assert [b["moment"] for b in r["bars"]] == ["failure", "peak"], r["bars"]
+for b in r["bars"]:
+    assert b["sum"] >= 0.95 * b["width"], "%s: the shares cover %.0f of %.0f px" % (b["moment"], b["sum"], b["width"])
+assert any(s["label"] == "58%" for s in r["bars"][0]["segs"]), r["bars"][0]["segs"]
+assert any(l.startswith("framework cache") and "57.1 GiB" in l for l in r["legend"]), r["legend"]
+assert r["allocator"] and r["fwrows"] == 1, r
+ratio = r["req"] / r["free"]
+assert abs(ratio - 2048 / 424) < 0.05 * 2048 / 424, f"request:largest free drawn {ratio:.2f}, numbers {2048/424:.2f}"
+assert r["remedies"], "no What to try"
+assert r["drawn"] >= 1, r["drawn"]
+'
+# 3b. The H200's Adam first step: optimizer state split by state name.
+measure adam "$ROOT/tests/h200/ut_adam_first_step.oomt"
+check adam '
+bars_ok()
+assert any(l.startswith("optimizer state") for l in r["legend"]), r["legend"]
+assert any(l.startswith("Adam.exp_avg_sq") for l in r["legend"]), r["legend"]
+assert not r["allocator"] or r["fwrows"] >= 1
+'
+# 3c. Crowded markers around the phase the Why section cites.
+cat >"$T/crowd.py" <<'EOF'
+import ctypes, os, sys
+sys.path.insert(0, os.path.join(os.getcwd(), "python"))
+import oomtrace
+MiB = 1 << 20
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+cuda.cuMemFree_v2.argtypes = [ctypes.c_uint64]
+assert cuda.cuInit(0) == 0
+p = ctypes.c_uint64()
+def alloc(n):
+    return p.value if cuda.cuMemAlloc_v2(ctypes.byref(p), n) == 0 else None
+for i in range(30):
+    oomtrace.mark(f"warmup step {i}")
+    cuda.cuMemFree_v2(alloc(MiB))
+oomtrace.mark("load the big tables")
+held = [alloc(512 * MiB) for _ in range(8)]
+for i in range(30):
+    oomtrace.mark(f"eval step {i}")
+    cuda.cuMemFree_v2(alloc(MiB))
+assert alloc(16 << 30) is None
+EOF
+traced_any "$T/crowd" python3 "$T/crowd.py"
+measure crowd "$(ls "$T"/crowd/*-oom.oomt | head -n 1)"
+check crowd '
+cited = [m["text"] for m in r["marks"] if m["cited"]]
+assert "load the big tables" in cited, "the cited marker has no label; labels: %r" % [m["text"] for m in r["marks"]]
+no_overlap(r["marks"])
+assert len(r["marks"]) < r["markers"], "all %d labels shown: the markers did not crowd" % r["markers"]
+assert r["drawn"] >= 1
+'
+# 3d. No device allocation at all.
+cat >"$T/none.py" <<'EOF'
+import ctypes, os, sys
+sys.path.insert(0, os.path.join(os.getcwd(), "python"))
+import oomtrace
+assert ctypes.CDLL("libcuda.so.1").cuInit(0) == 0
+oomtrace.dump()
+EOF
+traced_any "$T/none" python3 "$T/none.py"
+measure none "$(ls "$T"/none/*.oomt | head -n 1)"
+check none '
+assert r["empty"] == "1" and r["svgs"] == 0 and r["drawn"] == 0, r
+assert "Nothing to draw: this process made no device allocation" in r["tltext"], r["tltext"]
+'
 echo "html_screenshot: ok"

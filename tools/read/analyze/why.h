@@ -54,6 +54,9 @@ struct ot_why {
 struct ot_why *ot_why_new(const struct ot_analysis *a);
 void ot_why_free(struct ot_why *w);
 
+/* Does a statement name the marker at this seq (why/cited.c)? The seq must be a marker's. */
+bool ot_why_cites_marker(const struct ot_why *w, uint64_t seq);
+
 /* "What to try" (why/remedies.c): the remedies whose numbers this snapshot supports, as statements of
  * the same shape (kinds listed there). Built after the statements. NULL only when out of memory. */
 struct ot_why *ot_remedies_new(const struct ot_analysis *a);

@@ -42,6 +42,7 @@ const char h_css[] =
     "ol.stack .dim{color:#98a0ad}\n"
     "ol.stack .loc{color:var(--muted)}\n"
     "#timeline{position:relative;width:100%;min-height:440px}\n"
+    "#timeline.empty{min-height:0}\n"
     "#timeline svg{display:block;width:100%;height:440px;font:12px system-ui,Arial,sans-serif}\n"
     "#timeline .axis text{fill:#4a5263}\n"
     "#timeline .grid line{stroke:#e9edf3}\n"
@@ -90,7 +91,8 @@ const char h_css[] =
 /* The timeline: data from the JSON blob, drawn as SVG. Loops are bounded by the data's length. */
 const char h_script[] =
     "(function(){'use strict';\n"
-    "var D=JSON.parse(document.getElementById('oomtrace-data').textContent);\n"
+    "var de=document.getElementById('oomtrace-data');if(!de)return;\n"
+    "var D=JSON.parse(de.textContent);\n"
     "var el=document.getElementById('timeline'),tip=document.getElementById('tip');\n"
     "var NS='http://www.w3.org/2000/svg',GiB=1073741824,MiB=1048576,KiB=1024;\n"
     "var T=D.t,S=D.series,N=T.length,NSER=S.length,PAL=D.palette;\n"
@@ -128,7 +130,7 @@ const char h_script[] =
     " var u=unitFor(top);\n"
     " function X(t){return ml+(t-t0)/(t1-t0)*pw;}function Y(b){return mt+ph-b/top*ph;}\n"
     " var svg=mk('svg',{viewBox:'0 0 '+W+' '+H,preserveAspectRatio:'none',role:'img'},null);\n"
-    " svg.setAttribute('aria-label','Live device bytes over time');\n"
+    " svg.setAttribute('aria-label','Live device bytes over time');el.insertBefore(svg,el.firstChild);\n"
     " var clipId='clip'+Math.floor(Math.random()*1e9);var cp=mk('clipPath',{id:clipId},mk('defs',{},svg));mk('rect',{x:ml,y:mt,width:pw,height:ph},cp);\n"
     " var hat=mk('pattern',{id:'hatch',width:6,height:6,patternUnits:'userSpaceOnUse',patternTransform:'rotate(45)'},svg.firstChild);mk('rect',{width:6,height:6,fill:'rgba(192,57,43,.12)'},hat);mk('line',{x1:0,y1:0,x2:0,y2:6,stroke:'#c0392b','stroke-width':2},hat);\n"
     " var yt=ticks(0,top/u[0],6),g=mk('g',{class:'grid'},svg),ax=mk('g',{class:'axis'},svg);\n"
@@ -153,10 +155,19 @@ const char h_script[] =
     /* the capacity line */
     " if(D.capacity&&D.capacity<=top){var yc=Y(D.capacity);mk('line',{x1:ml,x2:ml+pw,y1:yc,y2:yc,stroke:'#8e1b10','stroke-width':1.6,'stroke-dasharray':'7 4'},svg);"
     "txt(svg,ml+6,yc-5,'device total '+fmtB(D.capacity),{class:'halo',fill:'#8e1b10','font-weight':600});}\n"
-    /* markers: a line each, labels where they fit */
-    " var lastEnd=-1e9,lastLine=-1e9,mg=mk('g',{},svg);(D.markers||[]).forEach(function(m){var x=X(m.t);if(x<ml-0.5||x>ml+pw+0.5)return;"
-    "if(x-lastLine<4)return;lastLine=x;mk('line',{x1:x,x2:x,y1:mt,y2:mt+ph,stroke:'#6b7385','stroke-width':0.8,'stroke-dasharray':'2 3'},mg);"
-    "var lab=m.label.length>28?m.label.slice(0,27)+'\\u2026':m.label;if(x-3>lastEnd&&x+3+lab.length*6.2<=W){txt(mg,x+3,mt-6,lab,{fill:'#4a5263','font-size':11});lastEnd=x+3+lab.length*6.2;}});\n"
+    /* markers: a dashed line each; labels in two rows above the plot. The markers the statements cite are
+     * placed first and always labelled; the others only where their label overlaps no other. */
+    " var mg=mk('g',{class:'markers'},svg),lanes=[[],[]],lastLine=-1e9;\n"
+    " var ms=(D.markers||[]).filter(function(m){var x=X(m.t);return x>=ml-0.5&&x<=ml+pw+0.5;});\n"
+    " ms.forEach(function(m){var x=X(m.t);if(!m.cited&&x-lastLine<4)return;lastLine=x;"
+    "mk('line',{x1:x,x2:x,y1:mt,y2:mt+ph,stroke:m.cited?'#1d2330':'#6b7385','stroke-width':m.cited?1.2:0.8,'stroke-dasharray':'2 3'},mg);});\n"
+    " function place(m,force){var x=X(m.t),lab=m.label.length>28?m.label.slice(0,27)+'\\u2026':m.label;"
+    "var t=txt(mg,x+3,mt-6,lab,{class:'mlab',fill:m.cited?'#1d2330':'#4a5263','font-size':11});"
+    "if(m.cited){t.setAttribute('font-weight',600);t.setAttribute('data-cited','1');}"
+    "var w=t.getComputedTextLength()||lab.length*6.2,x0=x+3;if(x0+w>W-2)x0=x-3-w;if(x0<2)x0=2;t.setAttribute('x',x0.toFixed(1));"
+    "for(var L=0;L<lanes.length;L++){if(lanes[L].every(function(r){return x0+w+4<=r[0]||x0>=r[1]+4;})){lanes[L].push([x0,x0+w]);"
+    "t.setAttribute('y',mt-6-13*L);return;}}if(force)lanes[0].push([x0,x0+w]);else t.remove();}\n"
+    " ms.forEach(function(m){if(m.cited)place(m,true);});ms.forEach(function(m){if(!m.cited)place(m,false);});\n"
     /* the ring's start, when it forgot older events */
     " if(D.dropped>0){var xs=X(T[0]);mk('line',{x1:xs,x2:xs,y1:mt,y2:mt+ph,stroke:'#8a5300','stroke-width':1.2},svg);"
     "txt(svg,xs+4,mt+ph-6,'ring starts here ('+D.dropped.toLocaleString('en-US')+' older events dropped)',{fill:'#8a5300','font-size':11});}\n"
@@ -182,7 +193,7 @@ const char h_script[] =
     "  var near=(D.markers||[]).filter(function(m){return Math.abs(X(m.t)-px)<5;}).slice(0,4);near.forEach(function(m){h+='<span class=\"t\">marker '+fmtT(m.t,xd+2)+':</span> '+esc(m.label)+'<br>';});\n"
     "  tip.innerHTML=h;tip.style.display='block';var er=el.getBoundingClientRect(),lx=ev.clientX-er.left+14;if(lx+tip.offsetWidth>er.width)lx=ev.clientX-er.left-tip.offsetWidth-14;"
     "tip.style.left=Math.max(0,lx)+'px';tip.style.top=Math.max(0,ev.clientY-er.top-10)+'px';});\n"
-    " el.insertBefore(svg,el.firstChild);el.setAttribute('data-drawn',String(drawn));\n"
+    " el.setAttribute('data-drawn',String(drawn));\n"
     " var b=document.getElementById('scale');if(b){b.style.display=D.capacity?'':'none';b.textContent=fitCap?'Zoom to the data':'Show the device total';}\n"
     "}\n"
     "function esc(s){return String(s).replace(/[&<>\"']/g,function(c){return'&#'+c.charCodeAt(0)+';';});}\n"

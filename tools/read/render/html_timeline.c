@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "render/json_writer.h"
+#include "analyze/why.h"
 
 /* Writes the JSON in buf compactly (no whitespace outside strings) with '<', '>' and '&' as \u escapes,
  * so that nothing in it can end the <script> element it sits in. */
@@ -139,15 +140,20 @@ static int timeline_json(struct hx *h)
     ot_json_arr(&j, "markers");
     uint64_t lo = tl->npoints ? tl->t_ns[0] : 0, hi = tl->npoints ? tl->t_ns[tl->npoints - 1] : 0;
     size_t shown = 0;
-    for (size_t i = 0; i < s->nmarkers && shown < H_MARKERS_TIMELINE; i++) {
+    for (size_t i = 0; i < s->nmarkers; i++) {
         const struct snap_marker *mk = &s->markers[i];
         if (mk->time_ns < lo || mk->time_ns > hi)
+            continue;
+        /* A marker the statements name is always drawn, and its label always shown (the script places it first). */
+        bool cited = ot_why_cites_marker(h->a->why, mk->seq);
+        if (!cited && shown >= H_MARKERS_TIMELINE)
             continue;
         ot_json_obj(&j, NULL);
         ot_json_i64(&j, "t", rel_us(s, mk->time_ns));
         ot_json_str(&j, "label", mk->label.p ? mk->label : ot_cstr(""));
+        ot_json_bool(&j, "cited", cited);
         ot_json_obj_end(&j);
-        shown++;
+        shown += !cited;
     }
     ot_json_arr_end(&j);
     ot_json_u64(&j, "dropped", s->meta.events_dropped);
@@ -171,6 +177,21 @@ void h_timeline_section(struct hx *h)
     const struct ot_snapshot *s = h->s;
     const struct ot_timeline *tl = &h->tl;
     char b1[32], b2[32], tb[48];
+    if (!tl->events && !tl->max_total) {
+        /* Nothing live and no event to replay: an empty plot would only repeat its axis; say why instead. */
+        const struct ot_meta *m = &s->meta;
+        fputs("<section class=\"card\"><h2>Device memory over time</h2>\n<div id=\"timeline\" class=\"empty\" "
+              "data-drawn=\"0\" data-empty=\"1\"><p>Nothing to draw: ", f);
+        if (!m->events_recorded)
+            fputs("this process made no device allocation that oomtrace saw (no allocation or free was recorded, and "
+                  "nothing was live at the snapshot).", f);
+        else
+            fprintf(f, "none of this process's device allocations was live at the snapshot, and the event ring keeps "
+                    "no allocation or free on a device (%s events recorded, %s dropped).",
+                    ot_fmt_count(b1, m->events_recorded), ot_fmt_count(b2, m->events_dropped));
+        fputs("</p></div>\n</section>\n", f);
+        return;
+    }
     fprintf(f, "<section class=\"card\"><div class=\"controls\"><button id=\"scale\" type=\"button\">Show the device total</button>"
             "</div><h2>Device memory over time<small>device %" PRId64, tl->device);
     const struct snap_device *d = ot_snapshot_device(s, tl->device);

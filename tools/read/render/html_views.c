@@ -11,6 +11,7 @@
 
 #include "analyze/breakdown.h"
 #include "analyze/why.h"
+#include "render/bdcell.h"
 #include "render/fwview.h"
 
 #define BD_LABEL_MIN_PCT 7.0
@@ -52,15 +53,9 @@ static void bd_bar(FILE *f, const struct ot_bd_moment *m, const char *moment, co
 
 static void bd_cells(FILE *f, const struct ot_bd_moment *m, enum ot_bd_row r, uint64_t bytes)
 {
-    char b[32];
-    if (!m->known)
-        fputs("<td class=\"num\"></td><td class=\"num\"></td>", f);
-    else if (!m->measured[r])
-        fputs("<td class=\"num\">not measured</td><td class=\"num\"></td>", f);
-    else if (m->whole)
-        fprintf(f, "<td class=\"num\">%s</td><td class=\"num\">%.1f%%</td>", ot_fmt_bytes(b, bytes), pct(bytes, m->whole));
-    else
-        fprintf(f, "<td class=\"num\">%s</td><td class=\"num\"></td>", ot_fmt_bytes(b, bytes));
+    char by[32], sh[16];
+    ot_bd_cell_text(m, r, bytes, by, sh);
+    fprintf(f, "<td class=\"num\">%s</td><td class=\"num\">%s</td>", by, sh);
 }
 
 void h_breakdown_section(struct hx *h)

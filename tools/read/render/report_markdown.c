@@ -8,6 +8,7 @@
 
 #include "render/sitelabel.h"
 #include "analyze/breakdown.h"
+#include "render/bdcell.h"
 #include "analyze/why.h"
 #include "render/fwview.h"
 
@@ -161,15 +162,9 @@ static void failure(struct md *m)
 
 static void bd_cell(FILE *f, const struct ot_bd_moment *m, enum ot_bd_row r, uint64_t bytes)
 {
-    char b[32];
-    if (!m->known)
-        fputs(" | ", f);
-    else if (!m->measured[r])
-        fputs(" | not measured", f);
-    else if (m->whole)
-        fprintf(f, " | %s (%.1f%%)", ot_fmt_bytes(b, bytes), 100.0 * (double)bytes / (double)m->whole);
-    else
-        fprintf(f, " | %s", ot_fmt_bytes(b, bytes));
+    char by[32], sh[16];
+    ot_bd_cell_text(m, r, bytes, by, sh);
+    fprintf(f, " | %s%s%s%s", by, *sh ? " (" : "", sh, *sh ? ")" : "");
 }
 
 static void breakdown(struct md *m)
