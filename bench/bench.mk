@@ -37,6 +37,13 @@ HOP_COPIES := 500
 HOP_KINDS := std nofde expr drap
 BENCH_PROGS += $(BENCH_BIN)/alloc_objects $(BENCH_BIN)/hops/.stamp
 
+# A library whose own thread allocates (bench/py_borrow.py): the cost of borrowing a waiting thread's
+# Python stack.
+$(BENCH_BIN)/libnative_thread.so: tests/doors/native_thread.c $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O2 -g $(WARN) -fPIC -shared -pthread -o $@ $< -L$(B)/fake -lcuda
+BENCH_PROGS += $(BENCH_BIN)/libnative_thread.so
+
 $(BENCH_BIN)/alloc_objects: bench/alloc_objects.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -ldl -lunwind

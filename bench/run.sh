@@ -147,6 +147,11 @@ for r in $(seq 1 "$PY_ROUNDS"); do
         esac
     done
 done
+# Borrowing: a native thread allocates while the main thread waits (its stack is borrowed) or holds the GIL.
+for r in $(seq 1 "$PY_ROUNDS"); do
+    OOMTRACE_PYTHON=1 traced $PY bench/py_borrow.py "$OUT/libnative_thread.so" "$PY_CALLS" > "$RAW/py/$r-b1.txt"
+    OOMTRACE_PYTHON=0 traced $PY bench/py_borrow.py "$OUT/libnative_thread.so" "$PY_CALLS" > "$RAW/py/$r-b0.txt"
+done
 OOMTRACE_DIR=$SNAPS OOMTRACE_PYTHON=1 traced $PY bench/py_alloc.py 1024 --check-dump > /dev/null
 "$OUT/snapinfo" --stacks "$(ls -t "$SNAPS"/*.oomt | head -1)" > "$RAW/py/stacks.txt"
 rm -f "$SNAPS"/*.oomt

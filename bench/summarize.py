@@ -178,6 +178,19 @@ def section_alloc():
     row(S, "Python process: free over untraced (OOMTRACE_PYTHON=1)", pydiff("pyfree", "p1", "u"), "ns",
         "≤ 100 ns", "—", lambda x: x <= 100)
 
+    def borrowdiff(mode):
+        vals = []
+        for r, v in P.items():
+            x, y = pick(v.get("b1", []), kind="borrow", mode=mode), pick(v.get("b0", []), kind="borrow", mode=mode)
+            if x and y:
+                vals.append(x["ns"] - y["ns"])
+        return Fig(vals)
+
+    row(S, "native thread, main thread waiting 20 frames deep: borrowing its stack, extra per alloc+free "
+        "(OOMTRACE_PYTHON=1 − =0)", borrowdiff("wait"), "ns")
+    row(S, "native thread, main thread holding the GIL: nothing to borrow, extra per alloc+free "
+        "(OOMTRACE_PYTHON=1 − =0)", borrowdiff("hold"), "ns")
+
 
 # ---- 2. trace size and footprint --------------------------------------------------------------------
 def section_steady():

@@ -74,7 +74,8 @@ struct ot_section_header {
     X(16, LIVE_SEQ, "LIVE_SEQ", "since 1.1: LIVE in seq order, by column")                         \
     X(17, PEAK_REF, "PEAK_REF", "since 1.1: PEAK by reference to the live set")                    \
     X(18, FRAMEWORK, "FRAMEWORK", "since 1.2: the frameworks' own view, stored as the Python companion gave it") \
-    X(19, PROBES, "PROBES", "since 1.2: with a framework OOM, the driver OOM snapshots since the last one")
+    X(19, PROBES, "PROBES", "since 1.2: with a framework OOM, the driver OOM snapshots since the last one") \
+    X(20, BORROWED, "BORROWED", "since 1.2: the thread each borrowed stack took its Python frames from")
 
 enum ot_section {
 #define OT_X_ENUM(id, NAME, name, doc) OT_SEC_##NAME = id,
@@ -155,6 +156,7 @@ static inline int ot_category_is_device(uint64_t c)
     X(DEV, BASELINE_KNOWN, 0x2, "DEVICES: the used bytes before the first tracked allocation are known") \
     X(STACK, TRUNCATED, 0x1, "STACKS: the backtrace was cut at the maximum depth")                 \
     X(STACK, NO_PYTHON, 0x2, "STACKS: the process runs Python, this thread had no Python frames")  \
+    X(STACK, BORROWED, 0x4, "STACKS: since 1.2, the Python frames are another thread's, which waited meanwhile") \
     X(REC, SIZE_ESTIMATED, 0x1, "record: size computed from a descriptor (arrays, imported memory)") \
     X(REC, HOST_LOCATION, 0x2, "record: VMM memory whose location is the host")                    \
     X(POOL, DEFAULT, 0x1, "POOLS: the device's default pool")                                      \

@@ -77,6 +77,11 @@ size_t ot_stack_room(void);
 #define OT_WRITER_STACK (128 * 1024)
 
 /* ---- stacks.c: interned backtraces ---- */
+/* A stack's flags carry, above the file's OT_STACK_* bits, the OS thread id it borrowed its Python frames
+ * from (OT_STACK_BORROWED; 0 unknown): two lenders with the same frames make two stacks. The snapshot
+ * writes the bits below the shift in STACKS, the lender in BORROWED. */
+#define OT_STACK_LENDER_SHIFT 8
+#define OT_STACK_LENDER_MAX 0xffffffu
 uint32_t ot_stack_intern(const uint64_t *frames, int n, unsigned flags); /* caller holds ot_lock */
 struct ot_stack_view {
     const uint64_t *frames;
@@ -123,6 +128,7 @@ void ot_companion_poke(enum ot_poke why); /* never from signal context, never wi
 /* ---- pyframes.c: Python frames of the calling thread, merged into a native backtrace ---- */
 int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags);
 const char *ot_python_version(void); /* "3.12", or "" when the process runs no Python */
+void ot_pyframes_forked(void); /* in the child of a fork: forget the parent's pid and threads */
 struct ot_buf;
 void ot_pyframes_serialize(struct ot_buf *b);
 

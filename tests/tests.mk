@@ -30,6 +30,13 @@ $(TEST_BIN)/test_doors: tests/e2e/test_doors.c tests/e2e/harness.c tests/e2e/har
 		$(READ_LIB_OBJ) -lcmocka -lzstd $(READ_LIBS) -lm
 TEST_PROGS += $(TEST_BIN)/test_doors
 
+# A library whose own thread allocates (tests/py/borrow_native.py loads it with ctypes).
+$(TEST_BIN)/libnative_thread.so: tests/doors/native_thread.c $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -pthread -o $@ $< -L$(B)/fake -lcuda
+$(TEST_BIN)/test_doors: $(TEST_BIN)/libnative_thread.so
+TEST_PROGS += $(TEST_BIN)/libnative_thread.so
+
 # Every allocation family and every interposer pitfall (tests/doors/families.c, pitfalls.c). The programs
 # reach the driver only through dlopen/dlsym/cuGetProcAddress, like cudart; libpitfall.so is a library the
 # pitfall program dlopens RTLD_LOCAL, to look symbols up from a caller that is not in the global scope.

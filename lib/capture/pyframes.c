@@ -42,7 +42,18 @@ struct layout {
     int frame_objects;
     int lasti_bytes;    /* f_lasti counts bytes (3.9) */
     int table;          /* TABLE_LOCATIONS (3.11+), TABLE_LINES (3.10), TABLE_LNOTAB (3.9) */
+    /* Borrowing (a native thread's allocation takes a waiting Python thread's stack): the thread state's
+     * next (same offset, 8, in every version), its OS thread id (0: not kept, 3.9 and 3.10), and how to
+     * tell which thread state holds the GIL. */
+    unsigned ts_native_tid;
+    int holder;          /* HOLDER_CURRENT or HOLDER_GIL */
+    unsigned interp_gil; /* 3.12, 3.13: PyInterpreterState.ceval.gil */
 };
+
+/* 3.9 to 3.11: _PyThreadState_UncheckedGet() is the runtime's current thread state, the GIL holder (NULL
+ * while nobody holds it). 3.12 and 3.13: that is thread-local; the interpreter's GIL (a
+ * _gil_runtime_state: interval, last_holder at 8, locked at 16) says who holds it. */
+enum { HOLDER_CURRENT = 0, HOLDER_GIL = 1 };
 
 enum { TABLE_LOCATIONS = 0, TABLE_LINES = 1, TABLE_LNOTAB = 2 };
 
@@ -51,7 +62,7 @@ static const struct layout py311 = {
     .fr_code = 32, .fr_previous = 48, .fr_instr = 56, .fr_owner = 69, .fr_is_entry = 68, .owner_cstack = -1,
     .co_firstlineno = 72, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 184,
     .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
-    .var_size = 16, .bytes_data = 32,
+    .var_size = 16, .bytes_data = 32, .ts_native_tid = 160, .holder = HOLDER_CURRENT,
 };
 
 static const struct layout py312 = {
@@ -59,7 +70,7 @@ static const struct layout py312 = {
     .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = -1, .owner_cstack = 3,
     .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 192,
     .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
-    .var_size = 16, .bytes_data = 32,
+    .var_size = 16, .bytes_data = 32, .ts_native_tid = 144, .holder = HOLDER_GIL, .interp_gil = 384,
 };
 
 /* 3.9 and 3.10 (offsets checked against each version's headers): ts->frame, f_back, f_code, f_lasti. */
@@ -84,7 +95,7 @@ static const struct layout py313 = {
     .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = -1, .owner_cstack = 3,
     .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 200,
     .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
-    .var_size = 16, .bytes_data = 32,
+    .var_size = 16, .bytes_data = 32, .ts_native_tid = 160, .holder = HOLDER_GIL, .interp_gil = 16,
 };
 
 enum { PY_UNPROBED, PY_ABSENT, PY_ON, PY_OFF };
@@ -93,6 +104,7 @@ static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static const struct layout *L;
 static void *(*get_tstate)(void);
 static int (*is_initialized)(void);
+static void *(*main_interp)(void), *(*thread_head)(void *), *(*gil_current)(void);
 static const void *code_type, *unicode_type, *bytes_type;
 static uintptr_t eval_lo, eval_hi;
 static char version[32];
@@ -143,6 +155,11 @@ static void probe(void)
     code_type = sym("PyCode_Type");
     unicode_type = sym("PyUnicode_Type");
     bytes_type = sym("PyBytes_Type");
+    main_interp = (void *(*)(void))sym("PyInterpreterState_Main");
+    if (!main_interp)
+        main_interp = (void *(*)(void))sym("PyInterpreterState_Head");
+    thread_head = (void *(*)(void *))sym("PyInterpreterState_ThreadHead");
+    gil_current = (void *(*)(void))sym("_PyThreadState_UncheckedGet");
     if (!L || !is_initialized || !code_type || !unicode_type || !bytes_type) {
         ot_log("Python %s: frame layout not supported (3.9 to 3.13 are); stacks stay native", version);
         publish(PY_OFF);
@@ -160,6 +177,20 @@ static void probe(void)
 
 /* ---- memory reads ---- */
 
+/* getpid() is a system call (glibc keeps no copy), and the checked reads need it each time; the child of
+ * a fork forgets it (ot_pyframes_forked). */
+static pid_t pid_cache;
+
+static pid_t self_pid(void)
+{
+    pid_t p = __atomic_load_n(&pid_cache, __ATOMIC_RELAXED);
+    if (!p) {
+        p = getpid();
+        __atomic_store_n(&pid_cache, p, __ATOMIC_RELAXED);
+    }
+    return p;
+}
+
 /* Until the layout is validated, reads go through process_vm_readv, which fails instead of faulting; after
  * that they are plain loads (the hot path: a handful per frame). */
 static int slow_read(const void *addr, void *out, size_t n)
@@ -167,7 +198,7 @@ static int slow_read(const void *addr, void *out, size_t n)
     if ((uintptr_t)addr < 4096)
         return -1;
     struct iovec local = {out, n}, remote = {(void *)addr, n};
-    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+    return process_vm_readv(self_pid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
 }
 
 static inline int rd_u8(const void *base, unsigned off, char *out)
@@ -185,7 +216,7 @@ static int checked_read(const void *addr, void *out, size_t n)
     if ((uintptr_t)addr < 4096)
         return -1;
     struct iovec local = {out, n}, remote = {(void *)addr, n};
-    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+    return process_vm_readv(self_pid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
 }
 
 static inline void *rd_ptr(const void *base, unsigned off)
@@ -402,9 +433,18 @@ struct chain {
  * The code objects are alive (the frames hold them), so equal pointers mean the same code.
  * Mapped at the thread's first walk rather than kept in static TLS: glibc carves a thread's static TLS out
  * of its stack, and these 11 KB made pthread_create fail on PTHREAD_STACK_MIN stacks (issue 15, item 5). */
+struct lent {
+    void *ts, *cframe, *frame;
+    const void *code;
+    const char *instr;
+    uint32_t tid;
+    uint64_t walked_ns;
+    struct chain c;
+};
 struct py_thread {
     struct cache_entry cache[CACHE];
     struct chain last;
+    struct lent lent; /* a native thread's last borrow (borrow_again) */
 };
 #define PY_THREAD_NONE ((struct py_thread *)1) /* none to be had (exited, or mmap failed): walks go uncached */
 static __thread struct py_thread *py_tls __attribute__((tls_model("initial-exec")));
@@ -515,6 +555,15 @@ static int gather_objects(void *frame, struct chain *c, int fast)
     return n;
 }
 
+/* Frame i's instruction, counted in code units from the start of its code object. */
+static uint64_t instr_index(const struct chain *c, int i)
+{
+    if (L->frame_objects)
+        return (uint64_t)(uintptr_t)c->instr[i] >> (L->lasti_bytes ? 1 : 0);
+    const char *begin = (const char *)c->code[i] + L->co_code;
+    return c->instr[i] >= begin ? (uint64_t)(c->instr[i] - begin) / 2 : 0;
+}
+
 static int walk(struct chain *c)
 {
     if (!is_initialized())
@@ -539,13 +588,7 @@ static int walk(struct chain *c)
         return n;
     }
     for (int i = 0; i < n && !bad; i++) {
-        uint64_t lasti;
-        if (L->frame_objects) {
-            lasti = (uint64_t)(uintptr_t)c->instr[i] >> (L->lasti_bytes ? 1 : 0);
-        } else {
-            const char *begin = (const char *)c->code[i] + L->co_code;
-            lasti = c->instr[i] >= begin ? (uint64_t)(c->instr[i] - begin) / 2 : 0;
-        }
+        uint64_t lasti = instr_index(c, i);
         c->id[i] = frame_id(t ? t->cache : NULL, c->code[i], lasti, rd_ptr(c->code[i], L->co_qualname));
         bad |= c->id[i] == 0;
     }
@@ -565,6 +608,229 @@ static int walk(struct chain *c)
     return n;
 }
 
+/* ---- borrowing: a native thread's allocation takes a waiting Python thread's stack ---- */
+
+/* Autograd's device threads, NCCL's and the libraries' own threads allocate with no Python frame while a
+ * Python thread waits for them in a call that released the GIL (loss.backward() waits in
+ * _engine_run_backward). Their allocations then carry that thread's Python stack, flagged borrowed. The
+ * rule is general: a thread of the interpreter, not this one, with Python frames, that does not hold the
+ * GIL; the main thread first when it is one, else the most recently started.
+ *
+ * The other thread may return and pop its frames at any moment, and its thread state may be freed, so
+ * every read here goes through process_vm_readv (one call per thread state and per frame), never a plain
+ * load; no lock is taken (the interpreter's own head lock could be held by a thread that waits on us). */
+
+#define MAX_THREADS 64
+#define TS_BYTES 176 /* the largest thread state offset read below, rounded up */
+
+/* 3.12, 3.13: the main interpreter's GIL, found once. It lives in the interpreter's (static) state as long
+ * as the process: plain loads are safe there, unlike in a thread state. */
+static void *gil_state;
+
+/* The thread state that holds the GIL, or NULL (nobody holds it, or it cannot be told). */
+static void *gil_holder(void *interp)
+{
+    if (L->holder == HOLDER_CURRENT)
+        return gil_current ? gil_current() : NULL;
+    if (!gil_state) {
+        void *g = NULL;
+        int locked = 0;
+        if (!interp || checked_read((const char *)interp + L->interp_gil, &g, sizeof g) || !g ||
+            checked_read((const char *)g + 16, &locked, sizeof locked) || (locked != 0 && locked != 1))
+            return NULL;
+        gil_state = g;
+    }
+    void *last_holder = __atomic_load_n((void *const *)((const char *)gil_state + 8), __ATOMIC_RELAXED);
+    return __atomic_load_n((const int *)((const char *)gil_state + 16), __ATOMIC_RELAXED) == 1 ? last_holder : NULL;
+}
+
+/* The bytes of one frame that the walk reads: code, previous, instruction and owner. */
+static unsigned frame_need(void)
+{
+    unsigned need = L->fr_code + 8;
+    need = need > L->fr_previous + 8 ? need : L->fr_previous + 8;
+    unsigned instr_end = L->fr_instr + (L->frame_objects ? 4 : 8); /* f_lasti is an int */
+    need = need > instr_end ? need : instr_end;
+    if (!L->frame_objects)
+        need = need > L->fr_owner + 1 ? need : L->fr_owner + 1;
+    return need;
+}
+
+/* A chain read frame by frame with one checked read each. */
+static int gather_borrowed(void *frame, struct chain *c)
+{
+    unsigned need = frame_need();
+    char f[128];
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        if (need > sizeof f || checked_read(frame, f, need))
+            return -1;
+        void *prev, *code;
+        memcpy(&prev, f + L->fr_previous, sizeof prev);
+        memcpy(&code, f + L->fr_code, sizeof code);
+        if (L->frame_objects) {
+            int lasti;
+            memcpy(&lasti, f + L->fr_instr, sizeof lasti);
+            if (!code)
+                return -1;
+            c->code[n] = code;
+            c->instr[n] = (const char *)(uintptr_t)(lasti < 0 ? 0 : lasti);
+            c->entry[n++] = 1;
+        } else if (L->owner_cstack >= 0 && f[L->fr_owner] == L->owner_cstack) {
+            if (n)
+                c->entry[n - 1] = 1;
+        } else {
+            if (!code)
+                return -1;
+            c->code[n] = code;
+            memcpy(&c->instr[n], f + L->fr_instr, sizeof c->instr[n]);
+            c->entry[n++] = L->fr_is_entry >= 0 && f[L->fr_is_entry] != 0;
+        }
+        frame = prev;
+    }
+    return n;
+}
+
+/* A native thread's last borrow. While the lender still waits at the same innermost frame (the same
+ * thread state, _PyCFrame, frame, code and instruction, and it does not hold the GIL), its chain is the
+ * one read before: checked with one vectored read instead of a walk (a read costs a system call, a few
+ * microseconds on a loaded machine). A full walk all the same every BORROW_RECHECK_NS, since a deeper
+ * frame could differ under an equal innermost one, and another thread may have started waiting. */
+static void *single; /* the interpreter's only thread state at the last walk, or NULL */
+#define BORROW_RECHECK_NS 10000000ull
+
+static int borrow_again(struct lent *l, struct chain *c, uint32_t *lender)
+{
+    if (!l || !l->ts || ot_now_ns() - l->walked_ns > BORROW_RECHECK_NS)
+        return 0;
+    char ts[TS_BYTES], fr[128], cf[64];
+    unsigned need = frame_need(), ncf = L->cframe_current + 8;
+    struct iovec local[4] = {{ts, sizeof ts}, {fr, need}}, remote[4] = {{l->ts, sizeof ts}, {l->frame, need}};
+    int k = 2;
+    size_t total = sizeof ts + need;
+    if (l->cframe) {
+        local[k] = (struct iovec){cf, ncf};
+        remote[k++] = (struct iovec){l->cframe, ncf};
+        total += ncf;
+    }
+    if (process_vm_readv(self_pid(), local, (unsigned long)k, remote, (unsigned long)k, 0) != (ssize_t)total)
+        return 0;
+    void *p, *code;
+    memcpy(&p, ts + L->ts_cframe, sizeof p);
+    if (p != (l->cframe ? l->cframe : l->frame))
+        return 0;
+    if (l->cframe) {
+        memcpy(&p, cf + L->cframe_current, sizeof p);
+        if (p != l->frame)
+            return 0;
+    }
+    memcpy(&code, fr + L->fr_code, sizeof code);
+    if (code != l->code)
+        return 0;
+    if (L->frame_objects) {
+        int lasti;
+        memcpy(&lasti, fr + L->fr_instr, sizeof lasti);
+        if ((const char *)(uintptr_t)(lasti < 0 ? 0 : lasti) != l->instr)
+            return 0;
+    } else {
+        memcpy(&p, fr + L->fr_instr, sizeof p);
+        if (p != l->instr)
+            return 0;
+    }
+    if (gil_holder(NULL) == l->ts)
+        return 0;
+    memcpy(c, &l->c, sizeof *c);
+    *lender = l->tid;
+    return c->n;
+}
+
+void ot_pyframes_forked(void)
+{
+    __atomic_store_n(&pid_cache, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&single, NULL, __ATOMIC_RELAXED);
+    if (py_tls && py_tls != PY_THREAD_NONE)
+        py_tls->lent.ts = NULL;
+}
+
+/* Fills c with the lender's chain (ids interned); returns its length, 0 when no thread waits, and sets
+ * *lender to the lender's OS thread id (0 when this CPython keeps none and it is not the main thread). */
+static int borrow(struct chain *c, uint32_t *lender)
+{
+    if (!main_interp || !thread_head)
+        return 0;
+    struct py_thread *t = py_thread_get();
+    struct lent *l = t ? &t->lent : NULL;
+    int n = borrow_again(l, c, lender);
+    if (n)
+        return n;
+    if (l)
+        l->ts = NULL;
+    void *interp = main_interp();
+    if (!interp)
+        return 0;
+    void *self = get_tstate(), *holder = gil_holder(interp), *head = thread_head(interp);
+    /* The interpreter had one thread state at the last walk, and the head is still it (a new thread
+     * state would be the head): when it is this thread's or holds the GIL, nobody waits, and no read is
+     * needed (the main thread of a one-thread program runs Python while a library's thread allocates). */
+    if (head && head == __atomic_load_n(&single, __ATOMIC_RELAXED) && (head == self || head == holder))
+        return 0;
+    void *pick = NULL, *oldest = NULL;
+    char ts[TS_BYTES], pick_ts[TS_BYTES];
+    __atomic_store_n(&single, NULL, __ATOMIC_RELAXED);
+    for (void *th = head; th && n < MAX_THREADS; n++) {
+        if (checked_read(th, ts, sizeof ts))
+            return 0;
+        void *next;
+        memcpy(&next, ts + 8, sizeof next);
+        int waiting = th != self && th != holder;
+        /* The list runs newest first: the main thread's state is its last. The main thread is the one
+         * when it waits; else the most recently started that waits. */
+        oldest = waiting ? th : NULL;
+        if (waiting && (!pick || !next)) {
+            pick = th;
+            memcpy(pick_ts, ts, sizeof ts);
+        }
+        th = next;
+    }
+    if (n == 1)
+        __atomic_store_n(&single, head, __ATOMIC_RELAXED);
+    if (!pick)
+        return 0;
+    void *cf = NULL, *frame = NULL;
+    memcpy(&cf, pick_ts + L->ts_cframe, sizeof cf);
+    if (L->ts_direct)
+        frame = cf, cf = NULL;
+    else if (!cf || checked_read((const char *)cf + L->cframe_current, &frame, sizeof frame))
+        return 0;
+    uint32_t tid = 0;
+    if (L->ts_native_tid) {
+        unsigned long ntid;
+        memcpy(&ntid, pick_ts + L->ts_native_tid, sizeof ntid);
+        tid = (uint32_t)ntid;
+    }
+    if (!tid && pick == oldest)
+        tid = (uint32_t)self_pid();
+    if (!frame || (n = gather_borrowed(frame, c)) <= 0)
+        return 0;
+    c->entry[n - 1] = 1;
+    for (int i = 0; i < n; i++) {
+        uint64_t lasti = instr_index(c, i);
+        void *name = NULL;
+        if (checked_read((const char *)c->code[i] + L->co_qualname, &name, sizeof name))
+            return 0;
+        if (!(c->id[i] = frame_id(t ? t->cache : NULL, c->code[i], lasti, name)))
+            return 0;
+    }
+    c->n = n;
+    *lender = tid;
+    if (l) {
+        *l = (struct lent){.ts = pick, .cframe = cf, .frame = frame, .code = c->code[0], .instr = c->instr[0],
+                           .tid = tid, .walked_ns = ot_now_ns()};
+        memcpy(&l->c, c, sizeof *c);
+    }
+    return n;
+}
+
 /* Puts the Python frames where the interpreter ran them: each native frame inside the eval loop is
  * replaced by the Python frames that run of the loop executed. Apart from ot_python_merge, so that a
  * program without Python never reserves its 5 KB of stack (threads with 16 KiB stacks allocate too). */
@@ -573,9 +839,14 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     struct chain c;
     int np = walk(&c);
     if (np == 0) {
-        if (__atomic_load_n(&py_state, __ATOMIC_ACQUIRE) == PY_ON)
-            *flags |= OT_STACK_NO_PYTHON; /* a native thread of a Python process */
-        return n;
+        if (__atomic_load_n(&py_state, __ATOMIC_ACQUIRE) != PY_ON)
+            return n;
+        uint32_t lender = 0;
+        if (!is_initialized() || (np = borrow(&c, &lender)) == 0) {
+            *flags |= OT_STACK_NO_PYTHON; /* a native thread of a Python process, no thread waiting */
+            return n;
+        }
+        *flags |= OT_STACK_BORROWED | (lender & OT_STACK_LENDER_MAX) << OT_STACK_LENDER_SHIFT;
     }
     uint64_t native[OT_MAX_FRAMES];
     memcpy(native, frames, (size_t)n * sizeof *frames);

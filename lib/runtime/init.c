@@ -298,6 +298,7 @@ static void atfork_child(void)
     pthread_mutex_init(&flush_mu, NULL);
     ot_record_reset(1);
     ot_snapshot_forked();
+    ot_pyframes_forked();
 }
 
 static void init_once(void)

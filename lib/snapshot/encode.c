@@ -149,7 +149,7 @@ static void put_stacks(struct ot_buf *b, struct addrset *addrs)
         if (ot_buf_reserve(b, ((size_t)v.n + 3) * 10) != 0)
             return;
         uint8_t *p = ot_put_uvarint(b->p + b->len, id);
-        p = ot_put_uvarint(p, v.flags);
+        p = ot_put_uvarint(p, v.flags & ((1u << OT_STACK_LENDER_SHIFT) - 1));
         p = ot_put_uvarint(p, v.n);
         for (uint32_t i = 0; i < v.n; i++) {
             p = ot_put_uvarint(p, v.frames[i]);
@@ -158,6 +158,25 @@ static void put_stacks(struct ot_buf *b, struct addrset *addrs)
         }
         b->len = (size_t)(p - b->p);
     }
+}
+
+/* The lender of each borrowed stack (internal.h: it rides in the stack's flags); false when none is. */
+static int put_borrowed(struct ot_buf *b)
+{
+    uint32_t n = ot_stack_count(), count = 0;
+    struct ot_stack_view v;
+    for (uint32_t id = 1; id < n; id++)
+        count += ot_stack_get(id, &v) == 0 && (v.flags & OT_STACK_BORROWED);
+    if (!count)
+        return 0;
+    ot_buf_uv(b, count);
+    for (uint32_t id = 1; id < n; id++) {
+        if (ot_stack_get(id, &v) != 0 || !(v.flags & OT_STACK_BORROWED))
+            continue;
+        ot_buf_uv(b, id);
+        ot_buf_uv(b, v.flags >> OT_STACK_LENDER_SHIFT);
+    }
+    return 1;
 }
 
 /* The recent markers and those pinned at each device's peak, by seq, each once. */
@@ -265,6 +284,9 @@ int ot_encode(struct trace_sections *secs, const struct trace_facts *f, enum ot_
     }
 
     put_stacks(section(secs, OT_SEC_STACKS), &addrs);
+    secs->s[secs->n].type = OT_SEC_BORROWED;
+    if (put_borrowed(&secs->s[secs->n].b))
+        secs->n++;
 
     uint64_t peak_shared[OT_MAX_DEVICES];
     secs->s[secs->n].type = ot_encode_live(&secs->s[secs->n].b, peak_shared);

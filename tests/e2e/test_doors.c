@@ -184,10 +184,10 @@ static void test_python_ctypes_frames(void **st)
 }
 
 /* Every CPython minor version with a frame layout (3.9 to 3.13), where this machine has the
- * interpreter: on PATH as python3.N, or under pyenv. Versions it lacks are said, not failed. */
-static void test_python_versions(void **st)
+ * interpreter: on PATH as python3.N, or under pyenv. Versions it lacks are said, not failed. Returns how
+ * many ran. */
+static int each_python(const char *test, void (*check)(const char *interp))
 {
-    (void)st;
     static const char *const versions[] = {"3.9", "3.10", "3.11", "3.12", "3.13"};
     int ran = 0;
     for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++) {
@@ -203,14 +203,81 @@ static void test_python_versions(void **st)
         if (p)
             pclose(p);
         if (!path[0] || strstr(path, "/shims/")) {
-            fprintf(stderr, "test_python_versions: no python%s here; not run\n", versions[v]);
+            fprintf(stderr, "%s: no python%s here; not run\n", test, versions[v]);
             continue;
         }
-        fprintf(stderr, "test_python_versions: %s\n", path);
-        check_python_with(path, NULL, NULL);
+        fprintf(stderr, "%s: %s\n", test, path);
+        check(path);
         ran++;
     }
-    assert_true(ran > 0);
+    return ran;
+}
+
+static void check_python_plain(const char *interp)
+{
+    check_python_with(interp, NULL, NULL);
+}
+
+static void test_python_versions(void **st)
+{
+    (void)st;
+    assert_true(each_python("test_python_versions", check_python_plain) > 0);
+}
+
+/* tests/py/borrow_native.py: allocations of a thread with no Python frame take the Python stack of the
+ * main thread, which waits in a call that released the GIL, flagged borrowed and naming the main thread;
+ * while the main thread holds the GIL, nothing is borrowed. */
+static void check_borrowed(const char *interp)
+{
+    const char *py = "tests/py/borrow_native.py";
+    char *argv[] = {(char *)interp, (char *)py, "build/tests/libnative_thread.so", NULL};
+    struct traced_run r;
+    traced_run_capture(&r, argv, NULL);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.nsnaps, 1);
+    uint64_t pid = run_u64(&r, "pid");
+    struct loaded l;
+    load_snapshot(&l, r.paths[0]);
+    const struct ot_snapshot *s = &l.s;
+    int borrowed = 0, native = 0;
+    for (size_t i = 0; i < s->nlive; i++) {
+        const struct ot_record *rec = &s->live[i];
+        const struct ot_stack *stk = ot_snapshot_stack(s, rec->stack_id);
+        assert_non_null(stk);
+        if (rec->size == 64 * MiB) {
+            assert_true(stk->flags & OT_STACK_BORROWED);
+            assert_false(stk->flags & OT_STACK_NO_PYTHON);
+            assert_int_equal(stk->lender_tid, pid);
+            assert_int_not_equal(rec->tid, pid);
+            assert_int_equal(stack_python_line(&l, rec->stack_id, "backward", "borrow_native.py"),
+                             marker_line(py, "backward"));
+            assert_true(stack_python_line(&l, rec->stack_id, "main", "borrow_native.py") > 0);
+            borrowed++;
+        } else if (rec->size == 32 * MiB) {
+            assert_false(stk->flags & OT_STACK_BORROWED);
+            assert_true(stk->flags & OT_STACK_NO_PYTHON);
+            assert_int_equal(stack_python_line(&l, rec->stack_id, "busy", "borrow_native.py"), -1);
+            native++;
+        }
+    }
+    assert_int_equal(borrowed, 3);
+    assert_int_equal(native, 2);
+    assert_true(s->has_failure);
+    const struct ot_stack *fs = ot_snapshot_stack(s, s->failure.stack_id);
+    assert_non_null(fs);
+    assert_true(fs->flags & OT_STACK_BORROWED);
+    assert_int_equal(fs->lender_tid, pid);
+    assert_int_equal(stack_python_line(&l, s->failure.stack_id, "too_big", "borrow_native.py"),
+                     marker_line(py, "too_big"));
+    unload_snapshot(&l);
+    traced_cleanup(&r);
+}
+
+static void test_python_borrowed(void **st)
+{
+    (void)st;
+    check_borrowed("python3");
+    each_python("test_python_borrowed", check_borrowed);
 }
 
 /* Four threads allocate through ctypes while the main thread runs the scenario: no deadlock, and the
@@ -232,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_python_ctypes_frames),
         cmocka_unit_test(test_python_threads_no_deadlock),
         cmocka_unit_test(test_python_versions),
+        cmocka_unit_test(test_python_borrowed),
     };
     return cmocka_run_group_tests_name("doors", tests, NULL, NULL);
 }

@@ -34,6 +34,7 @@ g valid-fw-torch $small --no-compress --framework torch --trigger framework-oom
 g valid-fw-driver $small --no-compress --framework torch,cupy
 g valid-fw-fraction $small --no-compress --framework torch --fraction 40 --trigger framework-oom
 g valid-fw-jax $small --no-compress --framework jax --trigger framework-oom
+g valid-borrowed $small --no-compress --borrowed
 
 # Every way snapgen can damage a file (the list is snapgen's own, from its --help).
 for mode in $("$SNAPGEN" --help | sed -n 's/^ *\(truncated,.*\)$/\1/p' | tr -d ','); do
@@ -60,6 +61,7 @@ traced() {
 traced door-linked build/tests/door_linked
 OOMTRACE_DUMP=oom,exit traced door-dlsym build/tests/door_dlsym
 traced python python3 tests/py/alloc_ctypes.py
+traced python-borrowed python3 tests/py/borrow_native.py build/tests/libnative_thread.so
 for fam in async vmm host; do
     [ -x build/tests/families ] && traced "families-$fam" build/tests/families "$fam"
 done

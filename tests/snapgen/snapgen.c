@@ -143,6 +143,10 @@ enum corrupt {
     C_LIVE_SEQ_SHORT,
     C_BOTH_LIVE,
     C_PEAK_REF_NO_LIVE,
+    /* These damage the borrowed stacks' list and imply --borrowed. */
+    C_BORROWED_STACK,
+    C_BORROWED_UNFLAGGED,
+    C_BORROWED_COUNT,
     /* From here on the modes damage the frameworks' view and imply --framework torch when none is given. */
     C_FW_LAYOUT,
     C_FW_RECORD_PAST_END,
@@ -192,6 +196,9 @@ static const char *const corrupt_names[] = {
     [C_LIVE_SEQ_SHORT] = "live-seq-short",
     [C_BOTH_LIVE] = "both-live",
     [C_PEAK_REF_NO_LIVE] = "peak-ref-no-live",
+    [C_BORROWED_STACK] = "borrowed-stack",
+    [C_BORROWED_UNFLAGGED] = "borrowed-unflagged",
+    [C_BORROWED_COUNT] = "borrowed-count",
     [C_FW_LAYOUT] = "fw-layout",
     [C_FW_RECORD_PAST_END] = "fw-record-past-end",
     [C_FW_BODY_LEFTOVER] = "fw-body-leftover",
@@ -222,6 +229,7 @@ static struct cfg {
     uint64_t fraction_pct; /* torch's per-process memory fraction, percent (0: none) */
     uint64_t probes;       /* driver-level OOM snapshots before a framework OOM */
     bool no_probes;        /* a framework OOM without its list of them (an older companion's) */
+    bool borrowed;         /* some stacks borrowed their Python frames from a waiting thread (BORROWED) */
     enum corrupt corrupt;
     const char *out;
 } cfg = {
@@ -392,6 +400,8 @@ static void make_fake_stacks(void)
                 NATIVE(4);
                 s->frames[s->n++] = (pys[below(npys)].id << 1) | OT_FRAME_PYTHON;
             }
+            if (cfg.borrowed && i % 5 == 1) /* after the random draws: the rest of the file is unchanged */
+                s->flags |= OT_STACK_BORROWED;
         } else {
             s->flags |= OT_STACK_NO_PYTHON;
         }
@@ -547,10 +557,12 @@ static void make_real_stacks(void)
                 add_sym(a, di.dli_sname, a - (uint64_t)(uintptr_t)di.dli_saddr);
             s->frames[s->n++] = a << 1;
         }
-        if (i % 2 == 0)
+        if (i % 2 == 0) {
             for (int k = 0; k < 3; k++)
                 s->frames[s->n++] = (pys[below(npys)].id << 1) | OT_FRAME_PYTHON;
-        else
+            if (cfg.borrowed && i % 5 == 1)
+                s->flags |= OT_STACK_BORROWED;
+        } else
             s->flags |= OT_STACK_NO_PYTHON;
     }
 }
@@ -1532,6 +1544,32 @@ static void write_stacks(void)
         put_uv(&b, 2);
     }
     section(OT_SEC_STACKS, &b, cfg.compress && cfg.corrupt != C_STRING_PAST_END);
+    if (!cfg.borrowed)
+        return;
+    /* Every stack flagged borrowed (make_*_stacks: every fifth), lent by the main thread (the pid), by
+     * another thread, or by one the tracer could not name (0). */
+    size_t n = 0;
+    for (size_t i = 0; i < nstacks; i++)
+        n += (stacks[i].flags & OT_STACK_BORROWED) != 0;
+    put_uv(&b, n + (cfg.corrupt == C_BORROWED_COUNT ? 1000 : 0));
+    for (size_t i = 0, k = 0; i < nstacks; i++) {
+        if (!(stacks[i].flags & OT_STACK_BORROWED))
+            continue;
+        put_uv(&b, stacks[i].id + (cfg.corrupt == C_BORROWED_STACK && k == 0 ? 1000000 : 0));
+        put_uv(&b, k % 3 == 0 ? 4242 : k % 3 == 1 ? 4250 + k : 0);
+        k++;
+    }
+    if (cfg.corrupt == C_BORROWED_UNFLAGGED) {
+        for (size_t i = 0; i < nstacks; i++)
+            if (!(stacks[i].flags & OT_STACK_BORROWED)) {
+                b.n = 0;
+                put_uv(&b, 1);
+                put_uv(&b, stacks[i].id);
+                put_uv(&b, 4242);
+                break;
+            }
+    }
+    section(OT_SEC_BORROWED, &b, cfg.compress);
 }
 
 /* snapgen's record, field by field in the order of OT_RECORD_FIELDS. */
@@ -1836,12 +1874,13 @@ static const char usage[] =
     "  --fraction PCT      torch's per-process memory fraction, percent (its framework OOM hits the limit)\n"
     "  --probes N          driver-level OOM snapshots listed before a framework OOM (default 3)\n"
     "  --no-probes         a framework OOM without that list\n"
+    "  --borrowed          every fifth stack borrowed its Python frames from a waiting thread (BORROWED)\n"
     "  --corrupt MODE      damage the file (the fw-* and probes-* modes imply --framework); MODE is one of:\n"
     "                      ";
 
 enum { O_SEED = 256, O_TRIGGER, O_EVENTS, O_LIVE, O_STACKS, O_DEVICES, O_CHUNK, O_DROP, O_MARKERS,
        O_INCOMPLETE, O_NOCOMPRESS, O_REAL, O_FUTURE, O_HOSTILE, O_CORRUPT, O_SEQ_ORDER, O_FRAMEWORK, O_FRACTION,
-       O_PROBES, O_NO_PROBES, O_HELP };
+       O_PROBES, O_NO_PROBES, O_BORROWED, O_HELP };
 
 static uint64_t num(const char *opt, const char *s)
 {
@@ -1864,6 +1903,7 @@ int main(int argc, char **argv)
         {"future", 0, 0, O_FUTURE},      {"hostile-strings", 0, 0, O_HOSTILE}, {"corrupt", 1, 0, O_CORRUPT},
         {"seq-order", 0, 0, O_SEQ_ORDER}, {"help", 0, 0, O_HELP},          {"framework", 1, 0, O_FRAMEWORK},
         {"fraction", 1, 0, O_FRACTION},  {"probes", 1, 0, O_PROBES},         {"no-probes", 0, 0, O_NO_PROBES},
+        {"borrowed", 0, 0, O_BORROWED},
         {0, 0, 0, 0},
     };
     int c;
@@ -1886,6 +1926,7 @@ int main(int argc, char **argv)
         case O_FRACTION: cfg.fraction_pct = num("--fraction", optarg); break;
         case O_PROBES: cfg.probes = num("--probes", optarg); break;
         case O_NO_PROBES: cfg.no_probes = true; break;
+        case O_BORROWED: cfg.borrowed = true; break;
         case O_FRAMEWORK: {
             char *list = strdup(optarg), *save = NULL;
             for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
@@ -1941,6 +1982,8 @@ int main(int argc, char **argv)
         fputs("snapgen: --devices must be 1..16, --stacks and --chunk at least 1\n", stderr);
         return 2;
     }
+    if (cfg.corrupt >= C_BORROWED_STACK && cfg.corrupt <= C_BORROWED_COUNT)
+        cfg.borrowed = true;
     if (cfg.corrupt >= C_FW_LAYOUT) {
         cfg.frameworks |= cfg.frameworks ? 0 : FW_TORCH;
         cfg.frameworks |= cfg.corrupt == C_FW_ARRAYS_SHORT ? FW_JAX : 0;

@@ -260,6 +260,33 @@ void ot_put_frame(FILE *o, const struct ot_frame *f)
         fputs(" [inlined]", o);
 }
 
+void ot_put_borrowed_note(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, const struct ot_stack *st,
+                          const char *indent)
+{
+    if (!(st->flags & OT_STACK_BORROWED))
+        return;
+    const struct ot_frame *wait = NULL;
+    for (size_t i = 0; i < st->nframes && !wait; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(res, st->frames[i], &fr);
+        for (size_t k = 0; k < n && !wait; k++)
+            if (fr[k].kind == OT_FRAME_PY)
+                wait = &fr[k];
+    }
+    fprintf(f, "%s(Python stack borrowed from ", indent);
+    if (st->lender_tid && st->lender_tid == s->meta.pid)
+        fprintf(f, "the main thread (%" PRIu64 ")", st->lender_tid);
+    else if (st->lender_tid)
+        fprintf(f, "thread %" PRIu64, st->lender_tid);
+    else
+        fputs("another thread", f);
+    if (wait) {
+        fputs(", which waited in ", f);
+        ot_put_short_frame(f, wait);
+    }
+    fputs(")\n", f);
+}
+
 bool ot_put_stack_python_first(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,
                                const char *indent, size_t max_frames)
 {
@@ -305,6 +332,7 @@ bool ot_put_stack_python_first(FILE *f, struct ot_resolver *res, const struct ot
         fprintf(f, "%s(%zu native frame%s hidden; --native shows every frame)\n", indent, hidden, hidden == 1 ? "" : "s");
     if (st->flags & OT_STACK_TRUNCATED)
         fprintf(f, "%s(the tracer cut this stack at its maximum depth)\n", indent);
+    ot_put_borrowed_note(f, res, s, st, indent);
     return true;
 }
 
@@ -339,4 +367,5 @@ void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snaps
         fprintf(f, "%s(%zu tracer frame%s hidden)\n", indent, st->tracer_frames, st->tracer_frames == 1 ? "" : "s");
     if (st->flags & OT_STACK_NO_PYTHON)
         fprintf(f, "%s(no Python frames: a native thread of a Python process)\n", indent);
+    ot_put_borrowed_note(f, res, s, st, indent);
 }

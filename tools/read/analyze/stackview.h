@@ -51,6 +51,10 @@ void ot_put_frame(FILE *f, const struct ot_frame *fr);
 
 /* The Python-first rendering of a stack: returns false (and writes nothing) when the stack has no
  * Python frame, so the caller shows the native frames instead. max_frames limits the Python frames. */
+/* Under a borrowed stack (OT_STACK_BORROWED): one line naming the thread that lent its Python frames and
+ * the call it waited in. Nothing for other stacks. */
+void ot_put_borrowed_note(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, const struct ot_stack *st,
+                          const char *indent);
 bool ot_put_stack_python_first(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,
                                const char *indent, size_t max_frames);
 

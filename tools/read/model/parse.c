@@ -23,7 +23,7 @@ static const ot_section_parser section_parsers[] = {
     [OT_SEC_EVENTS] = parse_events,     [OT_SEC_MARKERS] = parse_markers,   [OT_SEC_POOLS] = parse_pools,
     [OT_SEC_MAPPINGS] = parse_mappings, [OT_SEC_PROCESSES] = parse_processes, [OT_SEC_THREADS] = parse_threads,
     [OT_SEC_LIVE_SEQ] = parse_live_seq, [OT_SEC_PEAK_REF] = parse_peak_ref,
-    [OT_SEC_FRAMEWORK] = parse_framework, [OT_SEC_PROBES] = parse_probes,
+    [OT_SEC_FRAMEWORK] = parse_framework, [OT_SEC_PROBES] = parse_probes, [OT_SEC_BORROWED] = parse_borrowed,
 };
 #define OT_NPARSERS (sizeof(section_parsers) / sizeof(section_parsers[0]))
 
@@ -193,6 +193,8 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
     }
     ot_zbuf_free(&z);
     if (rc == 0 && sec_resolve_peak_refs(snap, errbuf) < 0)
+        rc = -1;
+    if (rc == 0 && sec_resolve_borrowed(snap, errbuf) < 0)
         rc = -1;
     if (rc == 0 && hide_tracer_frames(snap, errbuf) < 0)
         rc = -1;

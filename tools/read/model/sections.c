@@ -390,6 +390,42 @@ int parse_threads(struct sec_ctx *x)
     return 0;
 }
 
+int parse_borrowed(struct sec_ctx *x)
+{
+    struct ot_snapshot *s = x->snap;
+    uint64_t count = U();
+    if (sec_check_count(x, count, 2, "borrowed stack") < 0)
+        return -1;
+    if (!(s->borrowed = sec_alloc(x, (size_t)count, 2 * sizeof(uint64_t))))
+        return -1;
+    for (size_t i = 0; i < count; i++) {
+        s->borrowed[2 * i] = U();
+        s->borrowed[2 * i + 1] = U();
+        if (x->c.err)
+            return sec_item_err(x, "borrowed stack", i);
+    }
+    s->nborrowed = (size_t)count;
+    s->borrowed_off = x->hdr_off;
+    return 0;
+}
+
+int sec_resolve_borrowed(struct ot_snapshot *s, char *errbuf)
+{
+    struct sec_ctx x = {.snap = s, .type = OT_SEC_BORROWED, .hdr_off = s->borrowed_off, .err = errbuf};
+    for (size_t i = 0; i < s->nborrowed; i++) {
+        uint64_t id = s->borrowed[2 * i], tid = s->borrowed[2 * i + 1];
+        uint32_t k = ot_u64map_get(&s->stack_index, id);
+        if (k == OT_U64MAP_NONE)
+            return sec_err(&x, "entry %zu names stack %" PRIu64 ", which the file does not hold", i, id);
+        if (!(s->stacks[k].flags & OT_STACK_BORROWED))
+            return sec_err(&x, "entry %zu names stack %" PRIu64 ", which is not marked borrowed", i, id);
+        if (tid > UINT32_MAX)
+            return sec_err(&x, "entry %zu: thread id %" PRIu64 " is out of range", i, tid);
+        s->stacks[k].lender_tid = tid;
+    }
+    return 0;
+}
+
 /* FRAMEWORK and PROBES: the payload alone goes to framework.c's parsers. */
 int parse_framework(struct sec_ctx *x)
 {

@@ -75,6 +75,7 @@ struct ot_pyframe {
 
 struct ot_stack {
     uint64_t id, flags;
+    uint64_t lender_tid; /* OT_STACK_BORROWED: the OS thread whose Python frames these are; 0 unknown */
     size_t nframes;
     const uint64_t *frames; /* raw frame words, innermost first (see OT_FRAME_PYTHON) */
     size_t tracer_frames;   /* the tracer's own Python frames (file "<oomtrace>/..."), left out of frames */
@@ -187,6 +188,10 @@ struct ot_snapshot {
 
     size_t nthreads;
     struct snap_thread *threads;
+
+    size_t nborrowed; /* while parsing only: BORROWED's pairs, applied to the stacks after the last section */
+    uint64_t *borrowed; /* stack id, lender tid, ... */
+    uint64_t borrowed_off;
 
     struct ot_framework fw; /* the frameworks' own view (fw.present), framework.h */
     struct ot_probes probes; /* a framework OOM's retries and probes (probes.present) */

@@ -45,10 +45,15 @@ static void stack(struct jx *x, uint64_t id)
     ot_json_u64(j, "stack_id", id);
     if (!st) {
         ot_json_null(j, "stack_truncated");
+        ot_json_null(j, "stack_borrowed_from_tid");
         ot_json_null(j, "stack");
         return;
     }
     ot_json_bool(j, "stack_truncated", st->flags & OT_STACK_TRUNCATED);
+    if (st->flags & OT_STACK_BORROWED)
+        ot_json_u64(j, "stack_borrowed_from_tid", st->lender_tid);
+    else
+        ot_json_null(j, "stack_borrowed_from_tid");
     ot_json_arr(j, "stack");
     for (size_t i = 0; i < st->nframes; i++) {
         const struct ot_frame *fr;
