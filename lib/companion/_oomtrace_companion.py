@@ -332,7 +332,29 @@ class Torch:
             del self.steps[0]
         self.comp.mark(("step %d %s" % (int(step), input_shapes)) if input_shapes else "step %d" % int(step))
 
-    def collect(self, records):
+    def moment(self):
+        """At an OOM, on the thread that raised it: whether autograd was recording (an evaluation run with
+        grad on reads as training without it), and the optimizer step under way with the model's inputs,
+        where the step hook sees them (the latest STEPS entry is the step before)."""
+        stats, settings = [], []
+        grad = getattr(self.torch, "is_grad_enabled", None)
+        if grad is not None:
+            stats.append(("grad_enabled", 1 if grad() else 0))
+        roles = sys.modules.get("_oomtrace_roles")
+        now = roles.step_in_progress() if roles is not None else None
+        if now is not None:
+            stats.append(("step_in_progress", int(now[0])))
+            if now[1]:
+                settings.append(("step_in_progress_input_shapes", str(now[1])))
+        return stats, settings
+
+    def collect(self, records, reason=None):
+        if reason in ("oom", "driver-oom"):
+            stats, settings = self.moment()
+            if stats:
+                records.append(rec_stats("torch", ALL_DEVICES, stats))
+            if settings:
+                records.append(rec_settings("torch", settings))
         if self.steps:
             records.append(rec_steps("torch", self.steps))
         roles = sys.modules.get("_oomtrace_roles")
@@ -428,7 +450,7 @@ class Jax:
     def device_of(self, exc):
         return _device_from_text(str(exc))
 
-    def collect(self, records):
+    def collect(self, records, reason=None):
         env = os.environ
         pre = env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "")
         alloc = env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "")
@@ -493,7 +515,7 @@ class Cupy:
     def device_of(self, exc):
         return int(self.cupy.cuda.runtime.getDevice())
 
-    def collect(self, records):
+    def collect(self, records, reason=None):
         pool = self.cupy.get_default_memory_pool()
         dev = int(self.cupy.cuda.runtime.getDevice())
         items = [("pool_used_bytes", int(pool.used_bytes())), ("pool_total_bytes", int(pool.total_bytes())),
@@ -582,7 +604,7 @@ class Companion:
             try:
                 if _TEST_FAIL == "collect":
                     raise RuntimeError("oomtrace test: collection fails")
-                adapter.collect(recs)
+                adapter.collect(recs, reason)
             except Exception as e:
                 if name not in self.collect_failed:  # said once; later snapshots lack it the same way
                     self.collect_failed.add(name)

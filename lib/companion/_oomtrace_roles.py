@@ -187,6 +187,7 @@ class _StepHook:
         self.primary = None
         self.step = 0
         self.shapes = ""
+        self.started = False  # a forward of the model or an optimizer step ran since the last step ended
         self.watched = False
         self.handles = []
         self.broken = False
@@ -195,6 +196,7 @@ class _StepHook:
         if self.broken:
             return None
         try:
+            self.started = True
             self.shapes = _shape_text(args, kwargs or {}, self.torch)
         except Exception as e:
             self.broken = True
@@ -238,6 +240,7 @@ class _StepHook:
             if not self.watched:
                 self.watch_roots(opt)
             self.step += 1
+            self.started = False
             self.on_step(self.step, self.shapes)
         except Exception as e:
             self.broken = True
@@ -262,16 +265,18 @@ def install_step_hook(torch, on_step):
         pre = getattr(optmod, "register_optimizer_step_pre_hook", None)
         if pre is not None:
             # Known from its first step on, before its state exists: the first-step OOM case.
-            _hook.handles.append(pre(lambda opt, args, kwargs: _remember(opt)))
+            _hook.handles.append(pre(lambda opt, args, kwargs: _remember(opt, _hook)))
         return True
     except Exception as e:
         _warn("installing the optimizer step hook", e)
         return False
 
 
-def _remember(opt):
+def _remember(opt, hook=None):
     try:
         _optimizers.add(opt)
+        if hook is not None and (hook.primary is None or hook.primary() is opt):
+            hook.started = True  # the first step's forward ran before the model's hook existed
     except Exception:
         pass
     return None
@@ -281,3 +286,14 @@ def last_input_shapes():
     """The outermost module's input shapes at its latest forward ("" when unknown): the step that is
     running when a snapshot is taken has no STEPS entry yet, this says what it was fed."""
     return _hook.shapes if _hook is not None else ""
+
+
+def step_in_progress():
+    """(number, input shapes) of the optimizer step under way: its model's forward or its optimizer's step
+    ran since the last step ended (None when nothing ran since, or there is no step hook). The number is
+    the one its STEPS entry will have; the shapes are the outermost module's inputs at its latest forward
+    ("" when not seen yet: the first step's forward runs before the model is known)."""
+    h = _hook
+    if h is None or h.broken or not h.started:
+        return None
+    return (h.step + 1, h.shapes)

@@ -59,6 +59,8 @@ def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True
 
     torch.Tensor = Tensor
     torch.nn = types.SimpleNamespace(Module=Module)
+    torch.grad_on = True  # what torch.is_grad_enabled() says on this (the raising) thread
+    torch.is_grad_enabled = lambda: torch.grad_on
     optimizer = types.ModuleType("torch.optim.optimizer")
     optimizer.register_optimizer_step_post_hook = torch.step_hooks.append
     torch.optim = types.ModuleType("torch.optim")

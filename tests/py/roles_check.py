@@ -68,6 +68,11 @@ for i, seq in enumerate((12, 12, 24)):
 assert [s for s, _ in steps] == [1, 2, 3], steps
 assert steps[1][1] == "(48,)" and steps[2][1] == "(96,)", steps
 assert roles.last_input_shapes() == "(96,)"
+# Between steps nothing is under way; a forward of the model starts the next step, which is numbered and
+# fed as its STEPS entry will be.
+assert roles.step_in_progress() is None, roles.step_in_progress()
+net(torch.randint(0, 100, (200,)))
+assert roles.step_in_progress() == (4, "(200,)"), roles.step_in_progress()
 
 got = roles.collect(torch, include_cpu=True)
 ptrs = [p for _, _, p, _ in got]

@@ -246,6 +246,44 @@ run_with({"cupy": cupy}, lambda: (c.scan(), c.on_raise(None, 0, cupy.cuda.memory
     "Out of memory allocating 2,048 bytes (allocated so far: 0 bytes)."))))
 expect(len(lib.ooms) == 2 and lib.ooms[1][:2] == (b"cupy", 2048), "CuPy OOM")
 
+# 6. At a framework OOM, torch's grad mode on the raising thread and the optimizer step under way (its
+# number and the model's inputs, from the step hook of _oomtrace_roles); not in other snapshots.
+import _oomtrace_roles as R  # noqa: E402
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch()
+sys.modules["_oomtrace_roles"] = R
+try:
+    run_with({"torch": t, "torch.optim": t.optim, "torch.optim.optimizer": t.optim.optimizer}, c.scan)
+    expect(len(t.step_hooks) == 1 and R._hook is not None, "the step hook is installed")
+
+
+    def moment(payload):
+        r = records(payload)
+        st = [x["stats"] for x in r if x["kind"] == "STATS" and x["device"] == C.ALL_DEVICES]
+        se = [x["settings"] for x in r if x["kind"] == "SETTINGS" and "step_in_progress_input_shapes" in x["settings"]]
+        return (st[0] if st else {}), (se[0] if se else {})
+
+    t.observers[0](0, 1 << 30, 5, 6)  # no step ran: grad mode only
+    st, se = moment(lib.ooms[-1][3])
+    expect(st == {"grad_enabled": 1} and not se, "OOM outside a step: grad_enabled only (%s, %s)" % (st, se))
+    R._hook.step, R._hook.started, R._hook.shapes = 2, True, "input_ids=(64, 1024)"
+    t.grad_on = False
+    t.observers[0](0, 1 << 30, 5, 6)
+    st, se = moment(lib.ooms[-1][3])
+    expect(st == {"grad_enabled": 0, "step_in_progress": 3}, "OOM in step 3 with grad off: %s" % st)
+    expect(se == {"step_in_progress_input_shapes": "input_ids=(64, 1024)"}, "step 3's inputs: %s" % se)
+    c.refresh("api")
+    st, se = moment(lib.states[-1])
+    expect(not st and not se, "a snapshot that is not an OOM says neither")
+    del t.is_grad_enabled
+    t.observers[0](0, 1 << 30, 5, 6)
+    st, se = moment(lib.ooms[-1][3])
+    expect(st == {"step_in_progress": 3}, "a torch without is_grad_enabled: the step still (%s)" % st)
+finally:
+    sys.modules.pop("_oomtrace_roles", None)
+    R._hook = None
+
 # 5. Debian's torch (CPU), where installed: real objects, CUDA never initialized by us.
 try:
     import torch as real_torch
