@@ -31,7 +31,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #define MiB (1024ull * 1024)
@@ -156,13 +155,13 @@ static long reap(pid_t *pids, int n)
     return hung;
 }
 
-/* A child's allocation runs on a stack of its own, as a coroutine's would: the tracer's own stack walk
- * stops at the switch, so the backtrace is libunwind's, which walks the loaded objects (dl_iterate_phdr). */
-static ucontext_t child_main, child_co;
-static int child_rc;
+/* A child's allocation runs on a stack of its own (a signal handler on sigaltstack): the tracer's own stack
+ * walk stops there, so the backtrace is libunwind's, which walks the loaded objects (dl_iterate_phdr). */
+static volatile sig_atomic_t child_rc;
 
-static void child_alloc(void)
+static void child_alloc(int sig)
 {
+    (void)sig;
     CUdeviceptr p;
     child_rc = cuMemAlloc_v2(&p, 4096) != CUDA_SUCCESS;
 }
@@ -170,14 +169,13 @@ static void child_alloc(void)
 static int alloc_on_own_stack(void)
 {
     static char stack[256 * 1024];
-    if (getcontext(&child_co) != 0)
+    stack_t ss = {.ss_sp = stack, .ss_size = sizeof stack};
+    struct sigaction sa = {.sa_handler = child_alloc, .sa_flags = SA_ONSTACK};
+    sigemptyset(&sa.sa_mask);
+    child_rc = 1;
+    if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGUSR2, &sa, NULL) != 0)
         return 1;
-    child_co.uc_stack.ss_sp = stack;
-    child_co.uc_stack.ss_size = sizeof stack;
-    child_co.uc_link = &child_main;
-    makecontext(&child_co, child_alloc, 0);
-    if (swapcontext(&child_main, &child_co) != 0)
-        return 1;
+    raise(SIGUSR2);
     return child_rc;
 }
 
