@@ -69,5 +69,29 @@ has fw_fragmentation '\(3 tracer frames hidden\)' "--native counts the tracer's 
 "$READER" "$D/ut_adam_first_step.oomt" >"$T" 2>&1
 has ut_adam_first_step '^    #0  .*/torch/optim/adam\.py:178 in Adam\._init_group' "the failed request's stack starts at the program's side"
 
-[ "$failed" -eq 0 ] && echo "h200_reports: ok (9 snapshots)"
+# Issue 12's workloads (tests/gpu/ut_*.py, H200 run of 2026-12-01): each report ends with the remedies its
+# numbers support, and only those.
+read_one ut_adam_first_step
+has ut_adam_first_step 'What to try' "a remedy for the optimizer state being created"
+has ut_adam_first_step 'The optimizer state was being created when the device ran out: Adam keeps 2 states per parameter \(exp_avg, exp_avg_sq\), which would need 2\.0 x the parameters \(80\.0 GiB' "Adam's need, from its states"
+has ut_adam_first_step '58\.0 GiB of it, 42% of the used memory, existed at the failure' "what existed at the failure"
+has ut_adam_first_step 'Adam8bit.*ZeRO-1/2 or FSDP.*SGD with momentum' "the optimizer-state remedies"
+hasnt ut_adam_first_step 'grew through the event ring|Live memory grew' "building the state in one step is not a leak"
+
+read_one ut_eval_grad
+has ut_eval_grad 'no gradient and no optimizer state exist and no optimizer step ran.*torch\.no_grad\(\) or torch\.inference_mode\(\)' "evaluation with autograd on"
+hasnt ut_eval_grad 'gradient checkpointing' "checkpointing for a loop that never runs backward"
+
+read_one ut_summed_loss
+has ut_summed_loss 'rose in each of 182 consecutive steps.*\+256 MiB per step' "the site's growth per step"
+has ut_summed_loss 'live memory on the device grew in each of them, by 769 MiB per step in all' "the device's growth per step"
+has ut_summed_loss 'not cached: this is live tensors' "the allocator's view: live tensors, not cache"
+has ut_summed_loss 'Live memory grew by 769 MiB per optimizer step over 182 steps.*loss\.item\(\).*retain_graph=True' "the leak remedy"
+hasnt ut_summed_loss 'gradient checkpointing \(torch' "checkpointing for memory held across steps"
+
+read_one ut_gpt2_batch
+has ut_gpt2_batch 'Activations and temporaries are 93% of the peak' "the activation remedy"
+hasnt ut_gpt2_batch 'Adam8bit' "an 8-bit optimizer for state that is 4.5% of the device"
+
+[ "$failed" -eq 0 ] && echo "h200_reports: ok (11 snapshots)"
 exit "$failed"

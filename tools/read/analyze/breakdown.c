@@ -396,6 +396,11 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
     return rc;
 }
 
+enum ot_bd_row ot_bd_guess(const struct ot_analysis *a, uint64_t stack_id)
+{
+    return guess_stack(a, stack_id).row;
+}
+
 enum ot_bd_row ot_bd_largest(const struct ot_bd_moment *m)
 {
     enum ot_bd_row best = OT_BD_NROWS;

@@ -63,4 +63,8 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out);
  * cache, context and others when measured); OT_BD_NROWS when the moment is unknown or empty. */
 enum ot_bd_row ot_bd_largest(const struct ot_bd_moment *m);
 
+/* The row a stack's frames and libraries suggest for what it allocated (the inferred rows' rule), e.g. the
+ * failed request's: OT_BD_OPTIMIZER when it came from inside an optimizer. */
+enum ot_bd_row ot_bd_guess(const struct ot_analysis *a, uint64_t stack_id);
+
 #endif

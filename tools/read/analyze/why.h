@@ -24,7 +24,7 @@
 #include "analyze/analysis.h"
 
 #define OT_WHY_MAX_ITEMS 16
-#define OT_WHY_MAX_NUMBERS 14
+#define OT_WHY_MAX_NUMBERS 16
 
 enum ot_why_numkind { OT_WHY_U64, OT_WHY_I64, OT_WHY_F64 };
 

@@ -2,15 +2,26 @@
  * exact setting and the number that justifies it. A remedy whose number does not support it is left out:
  * nothing here is generic advice.
  *
- *   activations     activations and temporaries are at least half of the peak
- *   optimizer_state optimizer state is at least 1.5x the parameters
+ *   no_grad         activations are at least half of the peak while no gradient, no optimizer state and no
+ *                   optimizer step exist (PyTorch identity): evaluation or inference with autograd on
+ *   activations     activations and temporaries are at least half of the peak (not with no_grad, nor with a
+ *                   leak that grew by at least half of the peak)
+ *   optimizer_state optimizer state is at least 15% of the used memory and at least 1.5x the parameters,
+ *                   or was being created at the failure (less than its states x the gradients, or the
+ *                   failed request came from the optimizer) toward at least 1.5x the parameters
  *   parameters      parameters are at least half of the device's used memory
  *   fragmentation   PyTorch's request is larger than its largest free block while its free blocks would hold it
  *   other_process   another process holds at least 10% of the device
  *   jax_preallocation  JAX preallocated at least half of the device
- *   leak            a call site grew in every marker interval by at least 1% of the peak, and the ring saw
- *                   frees (why: growing_site)
- *   headroom        no failure, but the peak left less than 15% of the device free */
+ *   leak            a call site grew in every interval (why: growing_site) by at least 1% of the peak in all,
+ *                   and the ring saw frees or the framework's view says the growth is allocated tensors
+ *   headroom        no failure, but the peak left less than 15% of the device free
+ *
+ * Strongest first: remedies for what refused this very request while memory existed (other_process,
+ * fragmentation, jax_preallocation) first, then the rest by the bytes each addresses; only the first two
+ * are kept (the guides' "fix the largest share first"; a third remedy addresses less than either). A category under 15%
+ * of the used memory gets no remedy: removing all of it gives back less than the 15-20% headroom the guides
+ * advise keeping free, so it cannot be what made the program not fit. */
 #include "analyze/why/item.h"
 
 #include <inttypes.h>
@@ -34,6 +45,57 @@ static bool pytorch_or_unknown(const struct ot_framework *fw)
         if (ot_str_eq(fw->info[i].framework, "torch"))
             return true;
     return false;
+}
+
+/* The minimum share of the used memory for a category to get a remedy (see the head of this file). */
+#define MIN_SHARE_PCT 15
+
+/* Evaluation or inference with autograd on: PyTorch's identity shows parameters but no gradient and no
+ * optimizer state, and the companion saw no optimizer step. Autograd then keeps every activation for a
+ * backward that never comes. torch's grad_enabled (torch.is_grad_enabled() at the framework OOM), when
+ * recorded, must say 1: with autograd off the activations are the program's own tensors. */
+static bool inference_with_grad(const struct ot_analysis *a, const struct ot_breakdown *bd, int *grad_enabled)
+{
+    const struct ot_snapshot *s = a->s;
+    const struct ot_bd_moment *m = &bd->now;
+    *grad_enabled = -1;
+    if (!bd->identity || !m->known || !m->bytes[OT_BD_PARAMETERS] || m->inferred[OT_BD_PARAMETERS] ||
+        m->bytes[OT_BD_GRADIENTS] || m->bytes[OT_BD_OPTIMIZER] || bd->peak.bytes[OT_BD_OPTIMIZER] ||
+        bd->peak.bytes[OT_BD_GRADIENTS])
+        return false;
+    for (size_t i = 0; i < s->fw.nsteps; i++)
+        if (ot_str_eq(s->fw.steps[i].framework, "torch"))
+            return false;
+    uint64_t ge;
+    if (ot_fw_stat(s, "torch", (uint64_t)bd->device, "grad_enabled", &ge)) {
+        *grad_enabled = ge != 0;
+        if (!ge)
+            return false;
+    }
+    return true;
+}
+
+static void no_grad(struct ot_why *w, const struct ot_breakdown *bd, int grad_enabled)
+{
+    const struct ot_bd_moment *m = bd->peak.known ? &bd->peak : &bd->now;
+    uint64_t act = m->bytes[OT_BD_ACTIVATIONS];
+    if (!m->known || !m->whole || act * 2 < m->whole)
+        return;
+    char b1[32];
+    struct why_item_b b;
+    if (!why_item_say(&b, w, "no_grad",
+            "Activations are %.0f%% of the %s (%s) while no gradient and no optimizer state exist and no optimizer "
+            "step ran%s: in evaluation or inference, autograd keeps every activation for a backward that never comes; "
+            "run it under torch.no_grad() or torch.inference_mode() (and model.eval()).",
+            share(act, m->whole), m == &bd->peak ? "peak" : "used memory", why_bytes(b1, act),
+            grad_enabled == 1 ? ", and autograd was on at the failure (torch.is_grad_enabled())" : ""))
+        return;
+    why_num_u(&b, "activations_bytes", act);
+    why_num_u(&b, "whole_bytes", m->whole);
+    why_num_u(&b, "parameters_bytes", bd->now.bytes[OT_BD_PARAMETERS]);
+    if (grad_enabled >= 0)
+        why_num_u(&b, "grad_enabled", (uint64_t)grad_enabled);
+    why_item_end(&b);
 }
 
 static void activations(struct ot_why *w, const struct ot_breakdown *bd, bool python)
@@ -60,21 +122,89 @@ static void activations(struct ot_why *w, const struct ot_breakdown *bd, bool py
     why_item_end(&b);
 }
 
-static void optimizer_state(struct ot_why *w, const struct ot_breakdown *bd)
+/* The optimizer's per-parameter states, from the state's split by label ("Adam.exp_avg"): those of one
+ * class with at least 1% of the parameters' bytes (Adam's scalar "step" is not one). Returns how many, with
+ * their class and names; 0 when the split names no state or several classes. */
+struct opt_states {
+    size_t n;
+    struct ot_str cls;
+    struct ot_str name[OT_BD_MAX_PARTS];
+    uint64_t largest; /* the largest state's bytes */
+};
+
+static size_t optimizer_states(const struct ot_bd_moment *m, uint64_t par, struct opt_states *o)
 {
+    memset(o, 0, sizeof(*o));
+    for (size_t i = 0; i < m->nparts; i++) {
+        const struct ot_bd_part *p = &m->parts[i];
+        if (p->row != OT_BD_OPTIMIZER || p->bytes * 100 < par)
+            continue;
+        const char *dot = p->label.n ? memchr(p->label.p, '.', p->label.n) : NULL;
+        if (!dot)
+            return o->n = 0;
+        struct ot_str cls = {p->label.p, (size_t)(dot - p->label.p)};
+        if (o->n && (cls.n != o->cls.n || memcmp(cls.p, o->cls.p, cls.n) != 0))
+            return o->n = 0; /* several optimizers: no one class's rule */
+        o->cls = cls;
+        o->name[o->n++] = (struct ot_str){dot + 1, p->label.n - cls.n - 1};
+        if (p->bytes > o->largest)
+            o->largest = p->bytes;
+    }
+    return o->n;
+}
+
+static void put_states(FILE *f, const struct opt_states *o)
+{
+    for (size_t i = 0; i < o->n; i++) {
+        if (i)
+            fputs(", ", f);
+        ot_fput_safe_max(f, o->name[i], 64);
+    }
+}
+
+static void optimizer_state(struct ot_why *w, const struct ot_analysis *a, const struct ot_breakdown *bd)
+{
+    const struct ot_snapshot *s = a->s;
     const struct ot_bd_moment *m = &bd->now;
-    uint64_t st = m->bytes[OT_BD_OPTIMIZER], par = m->bytes[OT_BD_PARAMETERS];
-    if (!m->known || !par || st * 2 < par * 3)
+    uint64_t st = m->bytes[OT_BD_OPTIMIZER], par = m->bytes[OT_BD_PARAMETERS], grad = m->bytes[OT_BD_GRADIENTS];
+    if (!m->known || !par || !st || !m->whole || st * 100 < m->whole * MIN_SHARE_PCT)
         return;
-    char b1[32], b2[32];
+    /* At the first step the state is created tensor by tensor: one state per parameter that has a gradient,
+     * for each of the optimizer's per-parameter states. Less than that at the failure, or the failed request
+     * made by the optimizer itself, means the device ran out while it was being created. */
+    struct opt_states o;
+    bool failed_here = s->has_failure && bd->at_failure;
+    uint64_t need = optimizer_states(m, par, &o) && grad ? o.n * grad : 0;
+    bool creating = failed_here && need && (o.largest * 100 < grad * 99 ||
+                                            (s->failure.stack_id && ot_bd_guess(a, s->failure.stack_id) == OT_BD_OPTIMIZER));
+    if (creating && st >= need)
+        creating = false;
+    if (!(st * 2 >= par * 3 || (creating && need * 2 >= par * 3)))
+        return;
+    char b1[32], b2[32], b3[32];
     struct why_item_b b;
-    if (!why_item_say(&b, w, "optimizer_state",
-            "The optimizer state is %.1fx the parameters (%s against %s): an 8-bit optimizer "
-            "(bitsandbytes.optim.Adam8bit), or ZeRO-2 / FSDP to shard it (and the gradients) across ranks.",
-            (double)st / (double)par, why_bytes(b1, st), why_bytes(b2, par)))
-        return;
-    why_num_u(&b, "optimizer_state_bytes", st);
-    why_num_u(&b, "parameters_bytes", par);
+    if (creating) {
+        if (!why_item_begin(&b, w, "optimizer_state"))
+            return;
+        fputs("The optimizer state was being created when the device ran out: ", b.f);
+        ot_fput_safe_max(b.f, o.cls, 64);
+        fprintf(b.f, " keeps %zu state%s per parameter (", o.n, o.n == 1 ? "" : "s");
+        put_states(b.f, &o);
+        fprintf(b.f, "), which would need %.1f x the parameters (%s: %zu x the %s of parameters that have gradients); %s of it, %.0f%% of the used "
+                "memory, existed at the failure. An 8-bit optimizer (bitsandbytes.optim.Adam8bit) stores it in a quarter "
+                "of that, ZeRO-1/2 or FSDP shards it across ranks, and a lighter optimizer needs less (SGD with momentum "
+                "keeps one state per parameter, Adafactor factors the second moment).",
+                (double)need / (double)par, why_bytes(b1, need), o.n, why_bytes(b2, grad), why_bytes(b3, st), share(st, m->whole));
+        WHY_NUMS_U(&b, {"optimizer_state_bytes", st}, {"parameters_bytes", par}, {"gradients_bytes", grad},
+                   {"states_per_parameter", o.n}, {"needed_bytes", need}, {"whole_bytes", m->whole});
+    } else {
+        if (!why_item_say(&b, w, "optimizer_state",
+                "The optimizer state is %.1fx the parameters (%s against %s, %.0f%% of the used memory): an 8-bit "
+                "optimizer (bitsandbytes.optim.Adam8bit), or ZeRO-2 / FSDP to shard it (and the gradients) across ranks.",
+                (double)st / (double)par, why_bytes(b1, st), why_bytes(b2, par), share(st, m->whole)))
+            return;
+        WHY_NUMS_U(&b, {"optimizer_state_bytes", st}, {"parameters_bytes", par}, {"whole_bytes", m->whole});
+    }
     why_item_end(&b);
 }
 
@@ -187,48 +317,64 @@ static void jax_preallocation(struct ot_why *w, const struct ot_analysis *a, int
     why_item_end(&b);
 }
 
+static uint64_t item_num(const struct ot_why_item *it, const char *key)
+{
+    for (size_t k = 0; k < it->nnum; k++)
+        if (strcmp(it->num[k].key, key) == 0)
+            return it->num[k].kind == OT_WHY_I64 ? (uint64_t)it->num[k].i : it->num[k].u;
+    return 0;
+}
+
+static const struct ot_why_item *why_find(const struct ot_why *why, const char *kind)
+{
+    for (size_t i = 0; why && i < why->n; i++)
+        if (strcmp(why->v[i].kind, kind) == 0)
+            return &why->v[i];
+    return NULL;
+}
+
+/* Live memory that grows by a steady amount every interval is held across intervals. The growth counts
+ * when the ring also saw frees, or when the framework's own view says the growth is allocated tensors (a
+ * caching allocator that frees nothing to the driver grows its cache the same way). */
 static void leak(struct ot_why *w, const struct ot_analysis *a)
 {
-    const struct ot_why *why = a->why;
-    if (!why)
+    const struct ot_why_item *site = why_find(a->why, "growing_site");
+    if (!site || !(item_num(site, "frees_in_ring") || item_num(site, "framework_allocated")))
         return;
-    for (size_t i = 0; i < why->n; i++) {
-        const struct ot_why_item *it = &why->v[i];
-        if (strcmp(it->kind, "growing_site") != 0)
-            continue;
-        uint64_t frees = 0, intervals = 0, to_bytes = 0, from_bytes = 0;
-        for (size_t k = 0; k < it->nnum; k++) {
-            if (strcmp(it->num[k].key, "frees_in_ring") == 0)
-                frees = it->num[k].u;
-            else if (strcmp(it->num[k].key, "intervals") == 0)
-                intervals = it->num[k].u;
-            else if (strcmp(it->num[k].key, "to_bytes") == 0)
-                to_bytes = it->num[k].u;
-            else if (strcmp(it->num[k].key, "from_bytes") == 0)
-                from_bytes = it->num[k].u;
-        }
-        if (!frees || to_bytes <= from_bytes)
-            return; /* a caching allocator frees nothing: growth alone is not a leak */
-        /* Growth too small to matter next to the peak supports no remedy. */
-        const struct ot_peak_view *p = a->peak;
-        if (!p || (to_bytes - from_bytes) * 100 < p->bytes)
-            return;
-        char b1[32];
-        struct why_item_b b;
-        if (!why_item_begin(&b, w, "leak"))
-            return;
-        if (a->s->meta.python_version.n)
-            fprintf(b.f, "A call site kept %s more after %" PRIu64 " intervals (the growing site above): if it accumulates a "
-                    "loss or a metric, add loss.item(), not the tensor; run evaluation under torch.no_grad(); drop "
-                    "references that keep graphs alive.", why_bytes(b1, to_bytes - from_bytes), intervals);
-        else
-            fprintf(b.f, "A call site kept %s more after %" PRIu64 " intervals (the growing site above): free what it "
-                    "allocates each interval, or bound what it keeps.", why_bytes(b1, to_bytes - from_bytes), intervals);
-        why_num_u(&b, "growth_bytes", to_bytes - from_bytes);
-        why_num_u(&b, "intervals", intervals);
-        why_item_end(&b);
+    uint64_t from = item_num(site, "from_bytes"), to = item_num(site, "to_bytes"), n = item_num(site, "intervals");
+    char b3[32];
+    uint64_t site_growth = to > from ? to - from : 0, growth = site_growth;
+    int64_t dev = (int64_t)item_num(site, "device_growth_bytes");
+    if (dev > 0 && (uint64_t)dev > growth)
+        growth = (uint64_t)dev; /* several sites grew together */
+    /* Growth too small to matter next to the peak supports no remedy. */
+    const struct ot_peak_view *p = a->peak;
+    if (!growth || !n || !p || growth * 100 < p->bytes)
         return;
-    }
+    char b1[32], b2[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "leak"))
+        return;
+    double secs = (double)item_num(site, "duration_ns") / 1e9;
+    if (item_num(site, "step_markers"))
+        fprintf(b.f, "Live memory grew by %s per optimizer step over %" PRIu64 " steps", why_bytes(b1, growth / n), n);
+    else if (item_num(site, "time_windows") && secs > 0)
+        fprintf(b.f, "Live memory grew by %s per second over %.3g s", why_bytes(b1, (uint64_t)((double)growth / secs)), secs);
+    else
+        fprintf(b.f, "Live memory grew by %s per marker interval over %" PRIu64 " intervals", why_bytes(b1, growth / n), n);
+    if (growth > site_growth)
+        fprintf(b.f, " (%s in all; the growing site above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, site_growth));
+    else
+        fprintf(b.f, " (%s in all, at the growing site above): ", why_bytes(b2, growth));
+    if (a->s->meta.python_version.n && pytorch_or_unknown(&a->s->fw))
+        fputs("memory that grows by the same amount every iteration is held across iterations, and gradient checkpointing "
+              "or a smaller batch only delays the failure: accumulate loss.item() (or loss.detach()), not the loss tensor; do "
+              "not keep outputs or their graphs in lists; drop retain_graph=True unless the graph is used again; "
+              "evaluate under torch.no_grad().", b.f);
+    else
+        fputs("free what the growing site allocates each iteration, or bound what it keeps.", b.f);
+    WHY_NUMS_U(&b, {"growth_bytes", growth}, {"bytes_per_interval", growth / n}, {"intervals", n});
+    why_item_end(&b);
 }
 
 static void headroom(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
@@ -254,6 +400,50 @@ static void headroom(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     why_item_end(&b);
 }
 
+/* The bytes a remedy addresses, from its numbers: what ranks it. */
+static uint64_t weight(const struct ot_why_item *it)
+{
+    static const char *const keys[] = {"used_bytes", "free_in_cache_bytes", "bytes_limit", "activations_bytes",
+                                       "optimizer_state_bytes", "parameters_bytes", "growth_bytes", "peak_bytes"};
+    /* A remedy's first key in this list is the one it rests on. */
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        for (size_t k = 0; k < it->nnum; k++)
+            if (strcmp(it->num[k].key, keys[i]) == 0)
+                return it->num[k].kind == OT_WHY_I64 ? (uint64_t)it->num[k].i : it->num[k].u;
+    return 0;
+}
+
+#define MAX_REMEDIES 2
+
+/* Remedies for what refused this very request while memory existed (another process on the card, the
+ * cache in pieces, a preallocated pool) come before those for the categories that filled it. */
+static bool direct(const struct ot_why_item *it)
+{
+    return strcmp(it->kind, "other_process") == 0 || strcmp(it->kind, "fragmentation") == 0 ||
+           strcmp(it->kind, "jax_preallocation") == 0;
+}
+
+static bool before(const struct ot_why_item *x, const struct ot_why_item *y)
+{
+    if (direct(x) != direct(y))
+        return direct(x);
+    return weight(x) > weight(y);
+}
+
+static void keep_strongest(struct ot_why *w)
+{
+    /* Insertion sort, stable: equal ranks keep the order they were found in. */
+    for (size_t i = 1; i < w->n; i++) {
+        struct ot_why_item x = w->v[i];
+        size_t j = i;
+        for (; j > 0 && before(&x, &w->v[j - 1]); j--)
+            w->v[j] = w->v[j - 1];
+        w->v[j] = x;
+    }
+    while (w->n > MAX_REMEDIES)
+        free(w->v[--w->n].text);
+}
+
 struct ot_why *ot_remedies_new(const struct ot_analysis *a)
 {
     struct ot_why *w = calloc(1, sizeof(*w));
@@ -267,13 +457,23 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     other_process(w, a, w->device);
     fragmentation(w, a, w->device);
     jax_preallocation(w, a, w->device);
+    size_t before = w->n;
+    leak(w, a);
+    /* Memory held across steps that filled at least half of the peak: checkpointing or a smaller batch
+     * does not stop it from growing, so the activations' remedies would mislead. */
+    bool leaking = w->n > before && a->peak && item_num(&w->v[before], "growth_bytes") * 2 >= a->peak->bytes;
     if (bd && bd->has_device) {
-        activations(w, bd, a->s->meta.python_version.n > 0 && pytorch_or_unknown(&a->s->fw));
-        optimizer_state(w, bd);
+        int grad_enabled;
+        bool torch = a->s->meta.python_version.n > 0 && pytorch_or_unknown(&a->s->fw);
+        if (!leaking && torch && inference_with_grad(a, bd, &grad_enabled))
+            no_grad(w, bd, grad_enabled);
+        else if (!leaking)
+            activations(w, bd, torch);
+        optimizer_state(w, a, bd);
         parameters(w, bd);
     }
-    leak(w, a);
     if (w->has_device)
         headroom(w, a, w->device);
+    keep_strongest(w);
     return w;
 }

@@ -1,5 +1,9 @@
 /* growing_site, largest_rise, largest_allocation: what a replay of the event ring up to the failure
- * (or the peak) shows. */
+ * (or the peak) shows.
+ *
+ * Growth is measured between markers: the program's own (oomtrace.mark) or the companion's optimizer-step
+ * markers ("step N"), whose intervals are steps. A ring with no marker at all is cut into WINDOWS windows
+ * of equal event counts instead, and growth is then stated per second. */
 #include "analyze/why/item.h"
 
 #include <inttypes.h>
@@ -14,6 +18,10 @@
 #define OT_WHY_MAX_SITES (1u << 20)
 
 #define NO_MARK SIZE_MAX
+
+/* Without markers: the ring up to the target cut into this many windows. Eight leave room for the three
+ * consecutive rises a growing site needs, with windows still long enough to hold a loop's iterations. */
+#define WINDOWS 8
 
 struct site_state {
     uint64_t stack_id;
@@ -34,6 +42,16 @@ struct replay {
     /* markers in the ring before the target */
     uint64_t *mseq;
     size_t nm, mcap;
+    uint64_t *mtime;  /* each marker's time (ns) */
+    int64_t *mlive;   /* live bytes at each marker, relative to the ring's start */
+    bool *mstep;      /* the companion's optimizer-step marker */
+    uint64_t *mfrees; /* frees in the interval that ends at each marker */
+    size_t tcap, lcap, scap_, fcap;
+    int64_t live;     /* live bytes now, relative to the ring's start */
+    /* no markers in the ring: window boundaries (seq) stand for them */
+    bool windows;
+    uint64_t wb[WINDOWS];
+    size_t next_w;
     /* sites */
     struct ot_u64map site_idx;
     struct ot_replay *rp; /* while replaying */
@@ -49,7 +67,7 @@ struct replay {
     int64_t best_delta;
     size_t best_from, best_to; /* marker indexes; NO_MARK: ring start / the target */
     uint64_t best_allocs, best_frees;
-    uint64_t ring_first_seq, last_seq;
+    uint64_t ring_first_seq, last_seq, last_time;
     bool any_event;
     /* the largest allocation */
     uint64_t big_size, big_seq, big_stack;
@@ -129,13 +147,36 @@ static void close_window(struct replay *r, size_t from, size_t to)
     r->w_allocs = r->w_frees = 0;
 }
 
-static void on_marker(struct replay *r, uint64_t seq)
+/* The companion recorded optimizer steps: its markers are then those labelled "step N". */
+static bool companion_steps(const struct ot_snapshot *s)
 {
-    if (!grow((void **)&r->mseq, &r->mcap, r->nm + 1, sizeof(uint64_t))) {
+    for (size_t i = 0; i < s->fw.nsteps; i++)
+        if (ot_str_eq(s->fw.steps[i].framework, "torch"))
+            return true;
+    return false;
+}
+
+/* "step 12" or "step 12 input_ids=(2, 1024)": the companion's marker after an optimizer step. */
+static bool step_label(struct ot_str l)
+{
+    return l.n > 5 && memcmp(l.p, "step ", 5) == 0 && l.p[5] >= '0' && l.p[5] <= '9';
+}
+
+static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, bool step)
+{
+    if (!grow((void **)&r->mseq, &r->mcap, r->nm + 1, sizeof(uint64_t)) ||
+        !grow((void **)&r->mtime, &r->tcap, r->nm + 1, sizeof(uint64_t)) ||
+        !grow((void **)&r->mlive, &r->lcap, r->nm + 1, sizeof(int64_t)) ||
+        !grow((void **)&r->mstep, &r->scap_, r->nm + 1, sizeof(bool)) ||
+        !grow((void **)&r->mfrees, &r->fcap, r->nm + 1, sizeof(uint64_t))) {
         r->sites_off = true;
         return;
     }
     size_t k = r->nm;
+    r->mtime[k] = time_ns;
+    r->mlive[k] = r->live;
+    r->mstep[k] = step;
+    r->mfrees[k] = r->w_frees;
     r->mseq[r->nm++] = seq;
     close_window(r, k == 0 ? NO_MARK : k - 1, k);
     if (r->sites_off)
@@ -191,6 +232,7 @@ static void on_alloc(struct replay *r, const struct ot_replay_step *st)
 {
     const struct snap_event *e = st->e;
     r->delta = sat_step(r->delta, e->size, 1);
+    r->live = sat_step(r->live, e->size, 1);
     r->w_allocs++;
     if (e->size > r->big_size) {
         r->big_size = e->size;
@@ -222,6 +264,7 @@ static void on_alloc(struct replay *r, const struct ot_replay_step *st)
 static void on_free(struct replay *r, const struct ot_replay_step *st)
 {
     r->delta = sat_step(r->delta, st->e->size, -1);
+    r->live = sat_step(r->live, st->e->size, -1);
     r->w_frees++;
     r->frees_on_dev++;
     if (r->sites_off || !st->matched)
@@ -248,8 +291,11 @@ static void visit(const struct ot_replay_step *st, void *ctx)
         r->ring_first_seq = e->seq;
     }
     r->last_seq = e->seq;
+    r->last_time = e->time_ns;
+    while (r->windows && r->next_w < WINDOWS && e->seq >= r->wb[r->next_w])
+        on_marker(r, r->wb[r->next_w++], e->time_ns, false);
     if (e->kind == OT_EV_MARKER)
-        on_marker(r, e->seq);
+        on_marker(r, e->seq, e->time_ns, step_label(e->label));
     else if (st->tracked && e->kind == OT_EV_ALLOC)
         on_alloc(r, st);
     else if (st->tracked)
@@ -265,9 +311,49 @@ static int replay_ring(struct replay *r)
     r->rp = NULL;
     if (rc < 0)
         return -1;
+    if (r->windows && r->any_event) {
+        /* The last window ends at the target (or the ring's end). */
+        on_marker(r, r->target == UINT64_MAX ? r->last_seq : r->target, r->last_time, false);
+        return 0;
+    }
     if (r->nm > 0)
         close_window(r, r->nm - 1, NO_MARK);
     return 0;
+}
+
+/* Where a run of growth starts or ends: a marker, or a window's boundary. */
+static void put_mark(FILE *f, const struct replay *r, size_t k)
+{
+    if (r->windows)
+        fprintf(f, "seq %" PRIu64, r->mseq[k]);
+    else
+        why_put_marker(f, r->a->s, r->mseq[k]);
+}
+
+/* Windows are not iterations: a program that builds a model or an optimizer's state grows through the
+ * windows as steadily as one that leaks. A loop that leaks also frees its temporaries as it goes, so
+ * without markers a site's growth counts only when every window of its run saw frees. */
+static bool frees_throughout(const struct replay *r, const struct site_state *x)
+{
+    for (size_t k = x->best_start + 1; k <= x->best_end; k++)
+        if (!r->mfrees[k])
+            return false;
+    return true;
+}
+
+/* A caching allocator frees nothing to the driver: growth then may be its cache. Its own view tells:
+ * when its segments on the device hold less free space than a tenth of the growth, the growth is live
+ * tensors. */
+static bool framework_allocated(const struct ot_analysis *a, int64_t dev, uint64_t gain)
+{
+    if (!a->fw || !a->fw->present)
+        return false;
+    for (size_t i = 0; i < a->fw->ndevs; i++) {
+        const struct ot_fw_devview *v = &a->fw->devs[i];
+        if ((int64_t)v->device == dev && v->nsegments && v->free_bytes < gain / 10)
+            return true;
+    }
+    return false;
 }
 
 static void why_growth(struct ot_why *w, struct replay *r)
@@ -281,7 +367,7 @@ static void why_growth(struct ot_why *w, struct replay *r)
     size_t qualifying = 0;
     for (size_t i = 0; i < r->nsites; i++) {
         const struct site_state *x = &r->sites[i];
-        if (x->best_run < 3)
+        if (x->best_run < 3 || (r->windows && !frees_throughout(r, x)))
             continue;
         qualifying++;
         if (!best || x->best_run > best->best_run ||
@@ -294,23 +380,85 @@ static void why_growth(struct ot_why *w, struct replay *r)
     }
     if (!best)
         return;
-    char b1[32], b2[32], b3[32], b4[32];
+    /* The run's unit: optimizer steps when every marker it spans is the companion's step marker; seconds
+     * when the ring had no marker (windows); else marker intervals. */
+    bool steps = !r->windows && companion_steps(s);
+    for (size_t k = best->best_start; steps && k <= best->best_end; k++)
+        steps = r->mstep[k];
+    uint64_t t0 = r->mtime[best->best_start], t1 = r->mtime[best->best_end];
+    double secs = t1 > t0 ? (double)(t1 - t0) / 1e9 : 0.0;
+    uint64_t gain = best->best_to_bytes - best->best_from_bytes, n = best->best_run;
+    /* The device's growth over the same span, when it too rose in every interval of it (sites that grew
+     * together, as a summed loss keeps several tensors per step). */
+    int64_t dev_gain = r->mlive[best->best_end] - r->mlive[best->best_start];
+    for (size_t k = best->best_start + 1; k <= best->best_end; k++)
+        if (r->mlive[k] <= r->mlive[k - 1])
+            dev_gain = 0;
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
     struct why_item_b b;
-    if (!why_item_say(&b, w, "growing_site",
-            "One call site grew across marker intervals%s: its live allocations on device %" PRId64
-            " rose in each of %zu consecutive intervals, from %s allocation%s (%s) at ",
-            r->frees_on_dev ? " (a suspected leak)" : "", r->dev, best->best_run, ot_fmt_count(b1, best->best_from_count),
-            best->best_from_count == 1 ? "" : "s", why_bytes(b2, best->best_from_bytes)))
+    if (r->windows) {
+        if (!why_item_say(&b, w, "growing_site",
+                "One call site grew through the event ring%s: with no marker to divide it, the ring cut into %d windows of "
+                "equal event counts shows its live allocations on device %" PRId64 " rising in each of %zu consecutive "
+                "windows, from %s allocation%s (%s) at ",
+                r->frees_on_dev ? " (a suspected leak)" : "", WINDOWS, r->dev, best->best_run,
+                ot_fmt_count(b1, best->best_from_count), best->best_from_count == 1 ? "" : "s",
+                why_bytes(b2, best->best_from_bytes)))
+            return;
+    } else if (!why_item_say(&b, w, "growing_site",
+            "One call site grew across %s%s: its live allocations on device %" PRId64
+            " rose in each of %zu consecutive %s, from %s allocation%s (%s) at ",
+            steps ? "optimizer steps" : "marker intervals", r->frees_on_dev ? " (a suspected leak)" : "", r->dev,
+            best->best_run, steps ? "steps" : "intervals", ot_fmt_count(b1, best->best_from_count),
+            best->best_from_count == 1 ? "" : "s", why_bytes(b2, best->best_from_bytes))) {
         return;
-    why_put_marker(b.f, s, r->mseq[best->best_start]);
+    }
+    put_mark(b.f, r, best->best_start);
     fprintf(b.f, " to %s allocation%s (%s) at ", ot_fmt_count(b3, best->best_to_count), best->best_to_count == 1 ? "" : "s",
             why_bytes(b4, best->best_to_bytes));
-    why_put_marker(b.f, s, r->mseq[best->best_end]);
+    put_mark(b.f, r, best->best_end);
+    if (r->windows && secs > 0)
+        fprintf(b.f, ", %.3g s later", secs);
     fputs(": ", b.f);
     why_put_headline(b.f, a, best->stack_id);
-    if (qualifying > 1)
-        fprintf(b.f, "; %zu other site%s grew for 3 or more intervals too", qualifying - 1, qualifying == 2 ? "" : "s");
-    if (r->frees_on_dev == 0)
+    /* The rate: the site's, and the whole device's over the same span when other sites grew with it. */
+    if (steps)
+        fprintf(b.f, "; +%s per step", why_bytes(b5, gain / n));
+    else if (r->windows && secs > 0)
+        fprintf(b.f, "; +%s per second", why_bytes(b5, (uint64_t)((double)gain / secs)));
+    else
+        fprintf(b.f, "; +%s per interval", why_bytes(b5, gain / n));
+    if (qualifying > 1) {
+        fprintf(b.f, "; %zu other site%s grew for 3 or more %s too", qualifying - 1, qualifying == 2 ? "" : "s",
+                r->windows ? "windows" : steps ? "steps" : "intervals");
+        if (dev_gain > 0 && (uint64_t)dev_gain > gain) {
+            if (steps)
+                fprintf(b.f, ", and live memory on the device grew in each of them, by %s per step in all",
+                        why_bytes(b5, (uint64_t)dev_gain / n));
+            else if (r->windows && secs > 0)
+                fprintf(b.f, ", and live memory on the device grew in each of them, by %s per second in all",
+                        why_bytes(b5, (uint64_t)((double)dev_gain / secs)));
+            else
+                fprintf(b.f, ", and live memory on the device grew in each of them, by %s per interval in all",
+                        why_bytes(b5, (uint64_t)dev_gain / n));
+        }
+    }
+    /* How long the device's free memory lasts at this rate: only without a failure (with one it has run
+     * out already), while the growth is still going at the end of the ring, and with cuMemGetInfo's figure. */
+    const struct snap_device *d = ot_snapshot_device(s, r->dev);
+    uint64_t rate = dev_gain > 0 && (uint64_t)dev_gain > gain ? (uint64_t)dev_gain : gain;
+    bool project = !s->has_failure && best->best_end == r->nm - 1 && d && (d->flags & OT_DEV_MEMINFO_KNOWN) && rate;
+    if (project && steps)
+        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %" PRIu64 " more steps",
+                why_bytes(b5, d->free_bytes), d->free_bytes / (rate / n ? rate / n : 1));
+    else if (project && r->windows && secs > 0)
+        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %.3g more seconds",
+                why_bytes(b5, d->free_bytes), (double)d->free_bytes / ((double)rate / secs));
+    bool live = framework_allocated(a, r->dev, gain);
+    if (r->frees_on_dev == 0 && live)
+        fputs(" (the ring holds no free on this device, but the framework's allocator reports its segments allocated,"
+              " not cached: this is live tensors)", b.f);
+    else if (r->frees_on_dev == 0)
         fputs(" (the ring holds no free on this device at all: a caching allocator keeps what it takes, so this may be its"
               " cache growing rather than a leak)", b.f);
     fputc('.', b.f);
@@ -319,6 +467,12 @@ static void why_growth(struct ot_why *w, struct replay *r)
                {"from_bytes", best->best_from_bytes}, {"to_count", best->best_to_count},
                {"to_bytes", best->best_to_bytes}, {"from_marker_seq", r->mseq[best->best_start]},
                {"to_marker_seq", r->mseq[best->best_end]}, {"sites", qualifying}, {"frees_in_ring", r->frees_on_dev});
+    why_num_i(&b, "device_growth_bytes", dev_gain);
+    why_num_u(&b, "step_markers", steps);
+    why_num_u(&b, "time_windows", r->windows);
+    if (r->windows)
+        why_num_u(&b, "duration_ns", t1 > t0 ? t1 - t0 : 0);
+    why_num_u(&b, "framework_allocated", live);
     why_item_end(&b);
 }
 
@@ -328,7 +482,7 @@ static void why_rise(struct ot_why *w, struct replay *r, const char *what)
     const struct ot_snapshot *s = a->s;
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
-    if (r->nm == 0) {
+    if (r->nm == 0 || r->windows) {
         if (!r->big_size || !why_item_begin(&b, w, "largest_allocation"))
             return;
         fprintf(b.f, "The largest single allocation in the event ring before %s on device %" PRId64 ": %s at seq %" PRIu64 ", at ",
@@ -391,11 +545,22 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         r.target = a->peak->seq;
         what = "the peak";
     }
+    /* A ring without any marker is cut into windows (a.ev counted the markers when it decoded the ring). */
+    uint64_t end = r.target == UINT64_MAX || r.target > a->ev.last_seq ? a->ev.last_seq : r.target;
+    if (a->ev.decoded && !a->ev.by_kind[OT_EV_MARKER] && end > a->ev.first_seq + WINDOWS) {
+        r.windows = true;
+        for (size_t k = 0; k < WINDOWS; k++)
+            r.wb[k] = a->ev.first_seq + (end - a->ev.first_seq) / WINDOWS * k;
+    }
     if (replay_ring(&r) == 0) {
         why_growth(w, &r);
         why_rise(w, &r, what);
     }
     free(r.mseq);
+    free(r.mtime);
+    free(r.mlive);
+    free(r.mstep);
+    free(r.mfrees);
     free(r.sites);
     free(r.dirty);
     ot_u64map_free(&r.site_idx);
