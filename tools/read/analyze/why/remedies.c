@@ -75,30 +75,10 @@ static bool inference_with_grad(const struct ot_analysis *a, const struct ot_bre
     return true;
 }
 
-static void no_grad(struct ot_why *w, const struct ot_breakdown *bd, int grad_enabled)
-{
-    const struct ot_bd_moment *m = bd->peak.known ? &bd->peak : &bd->now;
-    uint64_t act = m->bytes[OT_BD_ACTIVATIONS];
-    if (!m->known || !m->whole || act * 2 < m->whole)
-        return;
-    char b1[32];
-    struct why_item_b b;
-    if (!why_item_say(&b, w, "no_grad",
-            "Activations are %.0f%% of the %s (%s) while no gradient and no optimizer state exist and no optimizer "
-            "step ran%s: in evaluation or inference, autograd keeps every activation for a backward that never comes; "
-            "run it under torch.no_grad() or torch.inference_mode() (and model.eval()).",
-            share(act, m->whole), m == &bd->peak ? "peak" : "used memory", why_bytes(b1, act),
-            grad_enabled == 1 ? ", and autograd was on at the failure (torch.is_grad_enabled())" : ""))
-        return;
-    why_num_u(&b, "activations_bytes", act);
-    why_num_u(&b, "whole_bytes", m->whole);
-    why_num_u(&b, "parameters_bytes", bd->now.bytes[OT_BD_PARAMETERS]);
-    if (grad_enabled >= 0)
-        why_num_u(&b, "grad_enabled", (uint64_t)grad_enabled);
-    why_item_end(&b);
-}
-
-static void activations(struct ot_why *w, const struct ot_breakdown *bd, bool python)
+/* Activations at least half of the peak (of the snapshot without one). In evaluation or inference with
+ * autograd on (inference: see inference_with_grad) the remedy is no_grad; otherwise checkpointing or a
+ * smaller batch. */
+static void activations(struct ot_why *w, const struct ot_breakdown *bd, bool python, bool inference, int grad_enabled)
 {
     const struct ot_bd_moment *m = bd->peak.known ? &bd->peak : &bd->now;
     uint64_t act = m->bytes[OT_BD_ACTIVATIONS];
@@ -108,17 +88,32 @@ static void activations(struct ot_why *w, const struct ot_breakdown *bd, bool py
      * identity, or at least a Python program whose framework frames were read. */
     if (!bd->identity && m->inferred[OT_BD_ACTIVATIONS] * 2 > act && !python)
         return;
+    const char *of = m == &bd->peak ? "peak" : "used memory";
     char b1[32];
     struct why_item_b b;
-    if (!why_item_say(&b, w, "activations",
-            "Activations and temporaries are %.0f%% of the %s (%s%s): gradient checkpointing "
-            "(torch.utils.checkpoint on the largest blocks), or half the batch with twice the gradient accumulation steps; "
-            "autocast to bf16 halves them again where the model runs in fp32.",
-            share(act, m->whole), m == &bd->peak ? "peak" : "used memory", why_bytes(b1, act),
-            m->inferred[OT_BD_ACTIVATIONS] * 2 > act ? ", inferred from stacks" : ""))
+    if (inference) {
+        if (!why_item_say(&b, w, "no_grad",
+                "Activations are %.0f%% of the %s (%s) while no gradient and no optimizer state exist and no optimizer "
+                "step ran%s: in evaluation or inference, autograd keeps every activation for a backward that never "
+                "comes; run it under torch.no_grad() or torch.inference_mode() (and model.eval()).",
+                share(act, m->whole), of, why_bytes(b1, act),
+                grad_enabled == 1 ? ", and autograd was on at the failure (torch.is_grad_enabled())" : ""))
+            return;
+    } else if (!why_item_say(&b, w, "activations",
+                   "Activations and temporaries are %.0f%% of the %s (%s%s): gradient checkpointing "
+                   "(torch.utils.checkpoint on the largest blocks), or half the batch with twice the gradient accumulation "
+                   "steps; autocast to bf16 halves them again where the model runs in fp32.",
+                   share(act, m->whole), of, why_bytes(b1, act),
+                   m->inferred[OT_BD_ACTIVATIONS] * 2 > act ? ", inferred from stacks" : "")) {
         return;
+    }
     why_num_u(&b, "activations_bytes", act);
     why_num_u(&b, "whole_bytes", m->whole);
+    if (inference) {
+        why_num_u(&b, "parameters_bytes", bd->now.bytes[OT_BD_PARAMETERS]);
+        if (grad_enabled >= 0)
+            why_num_u(&b, "grad_enabled", (uint64_t)grad_enabled);
+    }
     why_item_end(&b);
 }
 
@@ -463,12 +458,11 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
      * does not stop it from growing, so the activations' remedies would mislead. */
     bool leaking = w->n > before && a->peak && item_num(&w->v[before], "growth_bytes") * 2 >= a->peak->bytes;
     if (bd && bd->has_device) {
-        int grad_enabled;
+        int grad_enabled = -1;
         bool torch = a->s->meta.python_version.n > 0 && pytorch_or_unknown(&a->s->fw);
-        if (!leaking && torch && inference_with_grad(a, bd, &grad_enabled))
-            no_grad(w, bd, grad_enabled);
-        else if (!leaking)
-            activations(w, bd, torch);
+        bool inference = torch && inference_with_grad(a, bd, &grad_enabled);
+        if (!leaking)
+            activations(w, bd, torch, inference, grad_enabled);
         optimizer_state(w, a, bd);
         parameters(w, bd);
     }
