@@ -131,7 +131,16 @@ $(TEST_BIN)/cudart_program: tests/doors/cudart_program.c
 TEST_PROGS += $(TEST_BIN)/cudart_program
 endif
 
-$(TEST_BIN)/test_walk: tests/unit/test_walk.c tests/unit/walk_hops.S $(LIB_CORE_OBJ)
+# walk_lib_a.so and walk_lib_b.so: one library's two builds (tests/unit/walk_lib.S), loaded one after the
+# other at the same place by test_walk's unload case; test_walk finds them beside itself.
+$(TEST_BIN)/walk_lib_a.so: tests/unit/walk_lib.S
+	@mkdir -p $(dir $@)
+	$(CC) -shared -nostdlib -DFRAME=0x88 -o $@ $<
+$(TEST_BIN)/walk_lib_b.so: tests/unit/walk_lib.S
+	@mkdir -p $(dir $@)
+	$(CC) -shared -nostdlib -DFRAME=0x108 -o $@ $<
+
+$(TEST_BIN)/test_walk: tests/unit/test_walk.c tests/unit/walk_hops.S $(LIB_CORE_OBJ) | $(TEST_BIN)/walk_lib_a.so $(TEST_BIN)/walk_lib_b.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -fno-optimize-sibling-calls -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
 TEST_PROGS += $(TEST_BIN)/test_walk

@@ -14,6 +14,7 @@
 
 #include "capture/cfi.h"
 #include "capture/loader.h"
+#include "capture/modules.h"
 #include "internal.h"
 
 static uintptr_t self_lo, self_hi;
@@ -21,11 +22,28 @@ static uintptr_t self_lo, self_hi;
 #define RULE_BITS 11
 #define NRULES (1u << RULE_BITS)
 
-/* A thread's rules, and its stack's bounds: every read the walk makes is checked against them. */
+/* One step of a walk, the state of one frame: the address its rule is looked up by (pc), rsp and rbp
+ * there, and the stack slots its rule read besides the return address at the next step's sp - 8:
+ * deref_at (a CFA read through rbp) and bp_at (where the caller's rbp was saved), each valid under its
+ * flag. STEP_USES: the rule uses rbp (a CFA or a slot found from it); STEP_KILLS: it replaces rbp
+ * (restored from the stack, or undefined); STEP_LIVE: a later step of the walk uses this step's rbp;
+ * STEP_END: the last step of a walk that reached the end of the chain. */
+enum { STEP_USES = 1, STEP_KILLS = 2, STEP_LIVE = 4, STEP_DEREF = 8, STEP_BPAT = 16, STEP_END = 32 };
+struct step {
+    uint64_t pc, sp, bp, deref_at, bp_at, flags;
+};
+#define NSTEPS (OT_MAX_FRAMES + 1)
+
+/* A thread's rules, its stack's bounds (every read the walk makes is checked against them), and the
+ * steps of its previous walk (see replay in ot_native_walk). */
 struct walker {
     uint64_t stack_lo, stack_hi;
     uint32_t used;
+    uint32_t nprev;   /* steps of the previous walk in steps[prev]; 0: none to replay */
+    uint32_t prev;
+    uint64_t modgen;  /* the modules' generation the rules were read under */
     struct ot_frame_rule rules[NRULES];
+    struct step steps[2][NSTEPS];
 };
 
 static __thread struct walker *walker_tls __attribute__((tls_model("initial-exec")));
@@ -127,11 +145,72 @@ static const struct ot_frame_rule *rule_for(struct walker *w, uint64_t pc)
 
 static inline int on_stack(const struct walker *w, uint64_t lo, uint64_t a)
 {
-    return a >= lo && a <= w->stack_hi - 8 && !(a & 7);
+    return a - lo <= w->stack_hi - 8 - lo && !(a & 7);
+}
+
+/* Marks the steps whose rbp a later step uses. The last step's rbp counts as used when the walk stopped
+ * at want (a later walk may go on from there), not when the chain ended there. */
+static void mark_live(struct step *st, uint32_t nsteps)
+{
+    uint64_t live = !(st[nsteps - 1].flags & STEP_END);
+    st[nsteps - 1].flags = (st[nsteps - 1].flags & ~(uint64_t)STEP_LIVE) | live << 2;
+    for (uint32_t k = nsteps - 1; k-- > 0;) {
+        uint64_t f = st[k].flags;
+        live = (f | (~(f >> 1) & live)) & 1; /* STEP_USES, or passed on (not STEP_KILLS) to a live one */
+        st[k].flags = (f & ~(uint64_t)STEP_LIVE) | live << 2;
+    }
+}
+
+/* Replays the previous walk's steps from prev[0] (whose state is the walk's current one: pc, *sp, *bp),
+ * up to prev[stop], while the stack slots they read hold what they held. Returns how many steps it took;
+ * their frames go to frames[0..], the steps to cur[0..] with rbp as it really was at each, and the state
+ * reached to *sp and *bp (its pc is prev[taken].pc). A slot that a step read only to find an rbp that no
+ * later step uses may differ: rbp is then followed from the slot itself. */
+static inline uint32_t replay(const struct step *prev, uint32_t stop, uint64_t lo, uint64_t *frames,
+                              struct step *cur, uint64_t *sp, uint64_t *bp)
+{
+    uint64_t b = *bp;
+    const struct step *s = prev, *const last = prev + stop;
+    for (; s != last; s++, cur++, frames++) {
+        const struct step *nx = s + 1;
+        const uint64_t flags = s->flags, nsp = nx->sp, ra = nx->pc;
+        uint64_t nb = b;
+        if (OT_UNLIKELY(flags & (STEP_DEREF | STEP_BPAT | STEP_KILLS))) {
+            if ((flags & STEP_DEREF) && (s->deref_at < lo || *(const uint64_t *)(uintptr_t)s->deref_at != nsp))
+                break;
+            if (flags & STEP_BPAT) {
+                if (s->bp_at < lo)
+                    break;
+                nb = *(const uint64_t *)(uintptr_t)s->bp_at;
+                if ((nx->flags & STEP_LIVE) && nb != nx->bp)
+                    break;
+            } else {
+                nb = 0;
+            }
+        }
+        if (*(const uint64_t *)(uintptr_t)(nsp - 8) != ra)
+            break;
+        *cur = *s;
+        cur->bp = b;
+        b = nb;
+        *frames = ra;
+    }
+    *sp = s->sp;
+    *bp = b;
+    return (uint32_t)(s - prev);
 }
 
 /* Return addresses from this function's caller outwards, as unw_backtrace gives them; -1 when the stack
- * has a frame the rules cannot follow. */
+ * has a frame the rules cannot follow.
+ *
+ * Replay: a walk is a function of its state (pc, rsp, rbp) and of the stack slots it reads. So when a step
+ * reaches a state that a step of the thread's previous walk had (same pc and rsp, and the same rbp where
+ * a later step uses it), and the slots that step read hold the same values now, its result is the
+ * previous one: the previous walk's next step, taken without a rule lookup. That covers the tracer's own
+ * frames and a caller's unchanged outer frames (a loop that allocates from the same place), at a few
+ * loads and compares a frame. A slot that differs ends the replay at that step, which is then walked by
+ * its rule; rbp is followed exactly all along, and the steps kept for the next walk are this walk's, so
+ * what it returns is what a walk without replay returns (tests/unit/test_walk.c checks it). */
 __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
 {
     struct walker *w = walker_get();
@@ -142,41 +221,113 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     const uint64_t lo = sp;
     if (!on_stack(w, lo, sp))
         return -1; /* running on another stack (sigaltstack, a coroutine's) */
-    int n = 0;
-    for (int first = 1; n < want; first = 0) {
-        const struct ot_frame_rule *r = rule_for(w, first ? pc : pc - 1);
-        if (r->kind == OT_RULE_LAST)
+    uint64_t gen = ot_modules_generation();
+    if (OT_UNLIKELY(gen != w->modgen)) { /* a library was unloaded: its rules may now be another's */
+        memset(w->rules, 0, sizeof w->rules);
+        w->used = 0;
+        w->nprev = 0;
+        w->modgen = gen;
+    }
+    const struct step *P = w->steps[w->prev];
+    struct step *C = w->steps[w->prev ^ 1];
+    const uint32_t nprev = w->nprev;
+    uint32_t j = 0;   /* the first previous step whose sp is not below ours */
+    int n = 0;        /* frames so far; the current step is step n */
+    int walked = 0;   /* steps taken by their rules */
+    uint64_t end = 0; /* STEP_END when the chain ended */
+    w->nprev = 0;     /* until this walk completes */
+    for (;;) {
+        /* Replay while the state is one the previous walk had. j == 0 only at n == 0 (the first step's
+         * pc is looked up as is, the others' minus one). */
+        while (j < nprev && P[j].sp < sp)
+            j++;
+        if (j + 1 < nprev && P[j].sp == sp && P[j].pc == pc && (j == 0) == (n == 0) &&
+            (!(P[j].flags & STEP_LIVE) || P[j].bp == bp)) {
+            uint32_t stop = nprev - 1 - j;
+            if (stop > (uint32_t)(want - n))
+                stop = (uint32_t)(want - n);
+            uint32_t k = replay(&P[j], stop, lo, frames + n, &C[n], &sp, &bp);
+            n += (int)k;
+            j += k;
+            pc = P[j].pc;
+            if (OT_UNLIKELY(pc < 0x4000)) { /* the end of the chain, as the previous walk found it */
+                end = STEP_END;
+                n--; /* the step that read it emitted no frame */
+                goto finish_at;
+            }
+            if (j == nprev - 1 && (P[j].flags & STEP_END)) {
+                end = STEP_END; /* the previous walk's last step, where its chain ended */
+                goto finish;
+            }
+            j++; /* a mismatch at this state (or want): walked by its rule, and not matched again */
+        }
+        if (n >= want)
             break;
+        const struct ot_frame_rule *r = rule_for(w, n == 0 ? pc : pc - 1);
+        if (r->kind == OT_RULE_LAST) {
+            end = STEP_END;
+            break;
+        }
         if (r->kind != OT_RULE_OK)
             return -1;
-        uint64_t cfa;
+        struct step *st = &C[n];
+        uint64_t f = 0, cfa;
         if (r->cfa_reg == OT_CFA_RSP) {
             cfa = sp + (uint64_t)(int64_t)r->cfa_off;
         } else if (r->cfa_reg == OT_CFA_RBP) {
+            f = STEP_USES;
             cfa = bp + (uint64_t)(int64_t)r->cfa_off;
         } else {
             uint64_t at = bp + (uint64_t)(int64_t)r->cfa_off;
             if (!on_stack(w, lo, at))
                 return -1;
+            f = STEP_USES | STEP_DEREF;
+            st->deref_at = at;
             cfa = *(const uint64_t *)(uintptr_t)at;
         }
         if (cfa <= sp || !on_stack(w, lo, cfa - 8))
             return -1;
         uint64_t ra = *(const uint64_t *)(uintptr_t)(cfa - 8);
+        st->pc = pc;
+        st->sp = sp;
+        st->bp = bp;
         if (r->rbp_how == OT_RBP_AT_CFA || r->rbp_how == OT_RBP_AT_RBP) {
             uint64_t at = (r->rbp_how == OT_RBP_AT_CFA ? cfa : bp) + (uint64_t)(int64_t)r->rbp_off;
             if (!on_stack(w, lo, at))
                 return -1;
+            f |= r->rbp_how == OT_RBP_AT_RBP ? STEP_USES | STEP_KILLS | STEP_BPAT : STEP_KILLS | STEP_BPAT;
+            st->bp_at = at;
             bp = *(const uint64_t *)(uintptr_t)at;
         } else if (r->rbp_how == OT_RBP_UNDEF) {
+            f |= STEP_KILLS;
             bp = 0;
         }
+        st->flags = f;
+        walked++;
         sp = cfa;
         pc = ra;
-        if (ra < 0x4000) /* the end of the chain, as libunwind reads it */
-            break;
+        if (ra < 0x4000) { /* the end of the chain, as libunwind reads it */
+            end = STEP_END;
+            goto finish_at;
+        }
         frames[n++] = ra;
     }
+finish:
+    /* The step reached is kept too: a replay that reaches it ends there (the chain's end) or walks it by
+     * its rule. */
+    C[n] = (struct step){pc, sp, bp, 0, 0, end};
+    if (walked || !end) /* (all replayed to the same end: the same steps, marked as they were) */
+        mark_live(C, (uint32_t)n + 1);
+    w->nprev = (uint32_t)n + 1;
+    w->prev ^= 1;
+    return n;
+finish_at:
+    /* The chain ended at a return address below 0x4000: the step after step n holds it, and no frame. */
+    C[n + 1] = (struct step){pc, sp, bp, 0, 0, end};
+    if (walked)
+        mark_live(C, (uint32_t)n + 2);
+    w->nprev = (uint32_t)n + 2;
+    w->prev ^= 1;
     return n;
 }
 
@@ -223,7 +374,20 @@ int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
     /* A full buffer means the walk stopped at its end, not at the stack's. */
     if (n - skip > max || n == want)
         *flags |= OT_STACK_TRUNCATED;
-    for (int i = 0; i < out; i++)
-        frames[i] = frames[i + skip] << 1;
-    return out < 0 ? 0 : out;
+    if (out <= 0)
+        return 0;
+    /* Moved, then tagged in place, four at a time: at 50-60 frames a stack, a loop of one frame an
+     * iteration was a tenth of the event. */
+    if (skip)
+        memmove(frames, frames + skip, (size_t)out * sizeof *frames);
+    int i = 0;
+    for (; i + 4 <= out; i += 4) {
+        frames[i] <<= 1;
+        frames[i + 1] <<= 1;
+        frames[i + 2] <<= 1;
+        frames[i + 3] <<= 1;
+    }
+    for (; i < out; i++)
+        frames[i] <<= 1;
+    return out;
 }

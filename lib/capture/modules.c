@@ -8,6 +8,13 @@
 #include "capture/loader.h"
 #include "capture/modules.h"
 
+uint64_t ot_modules_gen;
+
+void ot_modules_unloaded(void)
+{
+    __atomic_add_fetch(&ot_modules_gen, 1, __ATOMIC_RELEASE);
+}
+
 struct walk {
     struct ot_buf *b;
     uint64_t count;

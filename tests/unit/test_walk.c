@@ -12,8 +12,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 
+#include "capture/modules.h"
 #include "internal.h"
 
 /* libunwind's slow path masks signals around its cache lock and its module lookups: counted here (the
@@ -117,6 +122,141 @@ static void test_walk_declines_frames_without_unwind_info(void **state)
     assert_int_equal(p.ours, -1); /* ot_backtrace then asks libunwind, which follows the frame chain */
 }
 
+/* Replay (ot_native_walk reuses the steps of the thread's previous walk where they still hold): walks
+ * that share some frames with the one before and differ in others, in every mix, each checked against
+ * libunwind. via_a and via_b have the same frame size, so a stack through one reaches the leaf with the
+ * same rsp as through the other: the frames inside are the same states, and only the return address
+ * into via_a or via_b tells the two stacks apart. */
+__attribute__((noinline)) static void via_a(struct probe *p)
+{
+    level(p);
+    sink++;
+}
+
+__attribute__((noinline)) static void via_b(struct probe *p)
+{
+    level(p);
+    sink += 2;
+}
+
+/* A frame found through rbp (alloca makes GCC keep a frame pointer) whose rbp moves with pad while the
+ * frames below it stay where they were: 16 * pad bytes more above it, 16 * pad bytes less in it. A replay
+ * that ignored rbp would take the previous walk's caller for this one's. */
+__attribute__((noinline)) static void fp_frame(struct probe *p, int pad, void (*via)(struct probe *))
+{
+    volatile char *room = __builtin_alloca(16 * (size_t)(3 - pad) + 16);
+    room[0] = 0;
+    via(p);
+    sink++;
+}
+
+/* Two callers of fp_frame with the same frames: a stack through one and a stack through the other differ
+ * only in that return address, which a replay that ignored rbp would read from where the previous walk
+ * found it (the alloca'd room still holds it). */
+__attribute__((noinline)) static void padded_a(struct probe *p, int pad, void (*via)(struct probe *))
+{
+    volatile char *room = __builtin_alloca(16 * (size_t)pad + 16);
+    room[0] = 0;
+    fp_frame(p, pad, via);
+    sink++;
+}
+
+__attribute__((noinline)) static void padded_b(struct probe *p, int pad, void (*via)(struct probe *))
+{
+    volatile char *room = __builtin_alloca(16 * (size_t)pad + 16);
+    room[0] = 1;
+    fp_frame(p, pad, via);
+    sink += 2;
+}
+
+static void padded(struct probe *p, int pad, void (*via)(struct probe *), int which)
+{
+    (which ? padded_b : padded_a)(p, pad, via);
+}
+
+static void test_walk_replay_follows_changes(void **state)
+{
+    (void)state;
+    void (*hops[])(next_fn, void *) = {NULL, walk_hop_expr, walk_hop_drap};
+    unsigned x = 12345;
+    for (int i = 0; i < 600; i++) {
+        x = x * 1103515245u + 12345u;
+        int depth = (int)(x >> 8) % 4 * 3, pad = (int)(x >> 12) % 3;
+        struct probe p = {.levels = depth, .hop = hops[(x >> 16) % 3], .hop_at = depth / 2};
+        padded(&p, pad, (x >> 20) & 1 ? via_a : via_b, (x >> 24) & 1);
+        check_same(&p);
+        /* the same stack again: all of it from the previous walk */
+        struct probe q = {.levels = depth, .hop = p.hop, .hop_at = depth / 2};
+        padded(&q, pad, (x >> 20) & 1 ? via_a : via_b, (x >> 24) & 1);
+        check_same(&q);
+    }
+}
+
+/* A library unloaded, and another loaded at the same place: the rules kept for the first (by return
+ * address) must not be used for the second. walk_lib_a.so and walk_lib_b.so put walk_lib_hop and its
+ * return address at the same offsets, with frames of different sizes (tests/unit/walk_lib.S). */
+__attribute__((noinline)) static void through_lib(void *handle, struct probe *p)
+{
+    void (*hop)(next_fn, void *) = (void (*)(next_fn, void *))dlsym(handle, "walk_lib_hop");
+    assert_non_null(hop);
+    hop(descend, p);
+    sink++;
+}
+
+static void lib_path(char *out, size_t cap, const char *name)
+{
+    char exe[PATH_MAX - 32];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    assert_true(n > 0);
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    assert_non_null(slash);
+    *slash = 0;
+    snprintf(out, cap, "%s/%s", exe, name);
+}
+
+static void test_walk_after_unload(void **state)
+{
+    (void)state;
+    char a[PATH_MAX], b[PATH_MAX];
+    lib_path(a, sizeof a, "walk_lib_a.so");
+    lib_path(b, sizeof b, "walk_lib_b.so");
+    void *h = dlopen(a, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    void *at_a = dlsym(h, "walk_lib_hop");
+    struct probe p[3];
+    uint64_t gen = 0;
+    for (int k = 0; k < 3; k++) { /* one call site for all three walks: the same return addresses */
+        if (k == 2) {
+            gen = ot_modules_generation();
+            void *again = dlopen(a, RTLD_NOW | RTLD_LOCAL); /* a second reference: unloads nothing */
+            assert_int_equal(dlclose(again), 0);
+            assert_true(ot_modules_generation() == gen);
+            assert_int_equal(dlclose(h), 0);
+            assert_true(ot_modules_generation() != gen); /* this one did */
+            h = dlopen(b, RTLD_NOW | RTLD_LOCAL);
+            assert_non_null(h);
+            if (dlsym(h, "walk_lib_hop") != at_a)
+                print_message("walk_lib_b.so was not loaded where walk_lib_a.so was: the stale case did not arise\n");
+        }
+        p[k] = (struct probe){.levels = 6};
+        through_lib(h, &p[k]); /* the first walk keeps the rule for walk_lib_hop's return address */
+    }
+    check_same(&p[1]);
+    /* libunwind 1.6 keeps its own rules across the unload (it reads walk_lib_b's frame with walk_lib_a's
+     * size), so the last walk is checked against the one through walk_lib_a.so instead: the same frames
+     * up to through_lib's caller, whose call site the compiler may have copied for k == 2. */
+    assert_int_equal(p[2].ours, p[1].ours);
+    int in_lib = -1;
+    for (int i = 0; i < p[1].ours; i++)
+        if (p[1].our[i] > (uint64_t)(uintptr_t)at_a && p[1].our[i] < (uint64_t)(uintptr_t)at_a + 0x18)
+            in_lib = i;
+    assert_true(in_lib > 0 && in_lib + 2 < p[1].ours);
+    for (int i = 0; i <= in_lib + 1; i++)
+        assert_true(p[2].our[i] == p[1].our[i]);
+    assert_int_equal(dlclose(h), 0);
+}
+
 /* A destructor that runs after the walker's own at thread exit (a later key) and still takes a backtrace,
  * as a library freeing or allocating device memory at thread exit would. */
 static pthread_key_t late_key;
@@ -157,6 +297,8 @@ int main(void)
         cmocka_unit_test(test_walk_matches_libunwind),
         cmocka_unit_test(test_walk_through_expression_frames),
         cmocka_unit_test(test_walk_declines_frames_without_unwind_info),
+        cmocka_unit_test(test_walk_replay_follows_changes),
+        cmocka_unit_test(test_walk_after_unload),
         cmocka_unit_test(test_backtrace_after_thread_exit_cleanup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
