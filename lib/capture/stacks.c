@@ -21,14 +21,32 @@ static uint64_t nframes, capframes;
 static uint32_t *index_; /* open addressing over entry ids; 0 = empty */
 static uint64_t index_mask;
 
+/* Four lanes, each a multiply/xor-shift chain over every fourth frame, folded at the end: one chain over
+ * all frames would wait on each multiply in turn (a deep stack is 50-60 frames, every allocation). */
 static uint64_t hash_frames(const uint64_t *f, int n, unsigned flags)
 {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n << 32) ^ flags;
-    for (int i = 0; i < n; i++) {
-        h ^= f[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
+    const uint64_t k = 0xff51afd7ed558ccdull;
+    uint64_t a = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n << 32) ^ flags, b = 0xC2B2AE3D27D4EB4Full, c = 0x165667B19E3779F9ull,
+             d = 0x27D4EB2F165667C5ull;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a = (a ^ f[i]) * k;
+        b = (b ^ f[i + 1]) * k;
+        c = (c ^ f[i + 2]) * k;
+        d = (d ^ f[i + 3]) * k;
+        a ^= a >> 32;
+        b ^= b >> 32;
+        c ^= c >> 32;
+        d ^= d >> 32;
     }
+    for (; i < n; i++) {
+        a = (a ^ f[i]) * k;
+        a ^= a >> 32;
+    }
+    uint64_t h = ((a * k) ^ b) * k;
+    h = ((h ^ (h >> 29) ^ c) * k);
+    h = ((h ^ (h >> 31) ^ d) * k);
+    h ^= h >> 32;
     return h ? h : 1;
 }
 
