@@ -322,11 +322,19 @@ NOCOV static void check_html(const char *out, size_t len)
             broken("html: invalid UTF-8", out, len, i);
         i += l;
     }
-    /* The page's own elements: one data block and one script; a snapshot string adds none. */
-    if (count(out, len, "<script") != 2 || count(out, len, "</script>") != 2)
+    /* The page's own elements: one data block and one script, or the script alone where the timeline says
+     * it has nothing to draw (data-empty); a snapshot string adds none. */
+    int empty = memmem(out, len, "data-empty=\"1\"", 14) != NULL;
+    size_t scripts = empty ? 1 : 2;
+    if (count(out, len, "<script") != scripts || count(out, len, "</script>") != scripts)
         broken("html: a string opened or closed a <script> element", out, len, 0);
     static const char open[] = "<script type=\"application/json\" id=\"oomtrace-data\">";
     const char *d = memmem(out, len, open, sizeof open - 1);
+    if (empty) {
+        if (d)
+            broken("html: oomtrace-data beside an empty timeline", out, len, (size_t)(d - out));
+        return;
+    }
     if (!d)
         broken("html: no oomtrace-data element", out, len, 0);
     d += sizeof open - 1;
