@@ -11,8 +11,14 @@ LIB_SRC := $(wildcard lib/*/*.c)
 LIB_ASM := $(wildcard lib/*/*.S)
 LIB_HDR := $(wildcard lib/*.h lib/*/*.h lib/*/*.def)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
-# The Python companion's sources, embedded as NUL-terminated strings ot_py_NAME (lib/runtime/companion.c).
-COMPANION_PY := $(sort $(wildcard lib/companion/*.py))
+# The Python companion's sources, embedded into the library as the table ot_py_modules (name, NUL-terminated
+# source), which lib/runtime/companion.c loads as modules in this order: each after the modules it
+# imports, the entry point _oomtrace_companion last. Every lib/companion/*.py must be listed.
+COMPANION_PY := lib/companion/_oomtrace_payload.py lib/companion/_oomtrace_frameworks.py \
+	lib/companion/_oomtrace_roles.py lib/companion/_oomtrace_companion.py
+ifneq ($(sort $(COMPANION_PY)),$(sort $(wildcard lib/companion/*.py)))
+$(error COMPANION_PY (Makefile) must list every lib/companion/*.py, in load order)
+endif
 READ_SRC := tools/oomtrace-read.c $(wildcard tools/read/*/*.c tools/read/*/*/*.c)
 READ_HDR := $(wildcard tools/read/*/*.h tools/read/*/*/*.h)
 READ_OBJ := $(READ_SRC:%.c=$(B)/%.o)
@@ -44,10 +50,14 @@ $(B)/lib/%.o: lib/%.S
 
 $(B)/lib/runtime/companion_src.S: $(COMPANION_PY) Makefile
 	@mkdir -p $(dir $@)
-	@{ printf '\t.section .rodata\n'; \
-	  for f in $(COMPANION_PY); do n=$$(basename $$f .py); \
-	    printf '\t.globl ot_py_%s\n\t.hidden ot_py_%s\not_py_%s:\n\t.incbin "%s"\n\t.byte 0\n' $$n $$n $$n $$f; \
-	  done; printf '\t.section .note.GNU-stack,"",@progbits\n'; } >$@
+	@{ printf '\t.section .rodata\n'; i=0; \
+	  for f in $(COMPANION_PY); do \
+	    printf 'ot_pyname_%d:\n\t.asciz "%s"\not_pysrc_%d:\n\t.incbin "%s"\n\t.byte 0\n' $$i $$(basename $$f .py) $$i $$f; \
+	    i=$$((i + 1)); \
+	  done; \
+	  printf '\t.section .data.rel.ro,"aw"\n\t.balign 8\n\t.globl ot_py_modules\n\t.hidden ot_py_modules\not_py_modules:\n'; \
+	  i=0; for f in $(COMPANION_PY); do printf '\t.quad ot_pyname_%d, ot_pysrc_%d\n' $$i $$i; i=$$((i + 1)); done; \
+	  printf '\t.quad 0, 0\n\t.section .note.GNU-stack,"",@progbits\n'; } >$@
 
 $(B)/lib/runtime/companion_src.o: $(B)/lib/runtime/companion_src.S
 	$(CC) -c $< -o $@

@@ -1,4 +1,4 @@
-"""Cost of the framework companion (lib/companion/_oomtrace_companion.py), no GPU needed:
+"""Cost of the framework companion (lib/companion/_oomtrace_companion.py and its modules), no GPU needed:
   collect   building the FRAMEWORK payload from a torch.cuda.memory._snapshot()-shaped dict of 100k blocks
             (the figure the issue bounds at 200 ms), with a stand-in torch module (tests/py/fakefw.py);
   step      a small CPU-bound PyTorch training step (12 x Linear(256), batch 32, Adam; Debian's
@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
 
 def collect(nblocks):
     import _oomtrace_companion as comp
+    import _oomtrace_frameworks as frameworks
     import fakefw
     per = 100
     snap = fakefw.torch_snapshot(n_segments=nblocks // per, blocks_per_segment=per)
@@ -30,7 +31,7 @@ def collect(nblocks):
     c.attached, c.given_up, c.watching, c.recent, c.in_oom = {}, set(), False, [], False
     c.collect_failed = set()
     c.sees_raises = False
-    adapter = comp.Torch(c, torch)
+    adapter = frameworks.Torch(c, torch)
     c.attached["torch"] = adapter
     wall, cpu = [], []
     size = 0

@@ -1,5 +1,5 @@
 """Stand-in framework modules for the companion's tests (no GPU here): objects shaped like the parts of
-torch and cupy that lib/companion/_oomtrace_companion.py reads, with the figures a test then looks for in
+torch and cupy that lib/companion/_oomtrace_frameworks.py reads, with the figures a test then looks for in
 the snapshot. Built from the shapes recorded on the GPU machine (docs: shared notes, framework layer)."""
 import types
 

@@ -10,6 +10,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib", "companion"))
 import _oomtrace_companion as C  # noqa: E402
+import _oomtrace_frameworks as F  # noqa: E402
+import _oomtrace_payload as P  # noqa: E402
 import fakefw  # noqa: E402
 import fwdecode  # noqa: E402
 
@@ -76,8 +78,8 @@ def run_with(mods, fn):
 
 # 1. Encoding: a recorded snapshot's shape goes in, the same figures come out.
 snap = fakefw.torch_snapshot(n_segments=3, blocks_per_segment=4, frames=True)
-recs = C.torch_segment_records(snap["segments"], with_frames=True)
-body = C.payload(recs)
+recs = P.torch_segment_records(snap["segments"], with_frames=True)
+body = P.payload(recs)
 r = records(body)
 expect([x["kind"] for x in r] == ["SEGMENTS", "BLOCKS", "BLOCK_FRAMES"], "segment records' kinds")
 segs, blks = r[0]["segments"], r[1]["blocks"]
@@ -94,20 +96,20 @@ expect(blks["requested_size"][:4] == [snap["segments"][0]["blocks"][0]["requeste
 # A state torch may add later is not a crash: it reads as inactive.
 odd = fakefw.torch_snapshot(1, 1)
 odd["segments"][0]["blocks"][0]["state"] = "something_new"
-expect(records(C.payload(C.torch_segment_records(odd["segments"])))[1]["blocks"]["state"] == [0], "unknown state")
+expect(records(P.payload(P.torch_segment_records(odd["segments"])))[1]["blocks"]["state"] == [0], "unknown state")
 # Big numbers and negative stats survive the varints.
-st = records(C.payload([C.rec_stats("torch", None, [("a", -5), ("b", 1 << 62)])]))[0]
-expect(st["device"] == C.ALL_DEVICES and st["stats"] == {"a": -5, "b": 1 << 62}, "stats varints")
-err = records(C.payload([C.rec_error("jax", "x" * 10000, 0, 5)]))[0]
-expect(len(err["text"]) == C.ERROR_TEXT_MAX, "error text bounded to 4 KiB")
-expect(C._request_from_text("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.")
+st = records(P.payload([P.rec_stats("torch", None, [("a", -5), ("b", 1 << 62)])]))[0]
+expect(st["device"] == P.ALL_DEVICES and st["stats"] == {"a": -5, "b": 1 << 62}, "stats varints")
+err = records(P.payload([P.rec_error("jax", "x" * 10000, 0, 5)]))[0]
+expect(len(err["text"]) == P.ERROR_TEXT_MAX, "error text bounded to 4 KiB")
+expect(F._request_from_text("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.")
        == 17179869184, "JAX request parsed")
-expect(C._request_from_text("Out of memory allocating 1,073,741,824 bytes (allocated so far: 0 bytes).")
+expect(F._request_from_text("Out of memory allocating 1,073,741,824 bytes (allocated so far: 0 bytes).")
        == 1 << 30, "CuPy request parsed")
-expect(C._request_from_text("no number here") == 0, "no request: 0")
-expect(C._request_from_text("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.00GiB with allocator "
+expect(F._request_from_text("no number here") == 0, "no request: 0")
+expect(F._request_from_text("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.00GiB with allocator "
                             "GPU_0_bfc on device 0.") == 1 << 30, "JAX request with a unit")
-expect(C._device_from_text("allocator GPU_1_bfc on device 1.") == 1, "device from the text")
+expect(F._device_from_text("allocator GPU_1_bfc on device 1.") == 1, "device from the text")
 
 # 2. The stand-in torch: attach, observer, collection.
 clear_modules()
@@ -260,7 +262,7 @@ try:
 
     def moment(payload):
         r = records(payload)
-        st = [x["stats"] for x in r if x["kind"] == "STATS" and x["device"] == C.ALL_DEVICES]
+        st = [x["stats"] for x in r if x["kind"] == "STATS" and x["device"] == P.ALL_DEVICES]
         se = [x["settings"] for x in r if x["kind"] == "SETTINGS" and "step_in_progress_input_shapes" in x["settings"]]
         return (st[0] if st else {}), (se[0] if se else {})
 

@@ -73,13 +73,14 @@ for v in 9 10 11 12 13; do
         fail "3.$v: the fatal snapshot does not list the driver OOM or lacks torch's message"
     check "$f" 'd["trigger"] == 6 and d["reason"] == "torch" and d["failure"]["api"] == 32 and
         d["failure"]["requested"] == 2 << 30 and d["failure"]["result"] == 2 and
-        [r["kind"] for r in d["framework"]["records"]] == ["INFO", "STEPS", "SEGMENTS", "BLOCKS", "STATS", "SETTINGS", "ERROR"] and
-        [s["step"] for s in d["framework"]["records"][1]["steps"]] == [1, 2, 3] and
-        d["framework"]["records"][1]["steps"][2]["reserved"] == 8 << 20 and
-        d["framework"]["records"][3]["blocks"]["state"] == [1, 0, 1, 1, 0, 1] and
-        d["framework"]["records"][2]["segments"]["pool_id"] == [0, (1 << 32) ^ 2] and
-        d["framework"]["records"][4]["stats"]["memory_fraction_limit_bytes"] == int(0.4 * (1 << 30)) and
-        d["framework"]["records"][5]["settings"]["backend"] == "native"' || fail "3.$v: torch's fatal snapshot"
+        [r["kind"] for r in d["framework"]["records"]] == ["INFO", "STATS", "STEPS", "SEGMENTS", "BLOCKS", "STATS", "SETTINGS", "ERROR"] and
+        d["framework"]["records"][1]["device"] == (1 << 32) - 1 and d["framework"]["records"][1]["stats"] == {"grad_enabled": 1} and
+        [s["step"] for s in d["framework"]["records"][2]["steps"]] == [1, 2, 3] and
+        d["framework"]["records"][2]["steps"][2]["reserved"] == 8 << 20 and
+        d["framework"]["records"][4]["blocks"]["state"] == [1, 0, 1, 1, 0, 1] and
+        d["framework"]["records"][3]["segments"]["pool_id"] == [0, (1 << 32) ^ 2] and
+        d["framework"]["records"][5]["stats"]["memory_fraction_limit_bytes"] == int(0.4 * (1 << 30)) and
+        d["framework"]["records"][6]["settings"]["backend"] == "native"' || fail "3.$v: torch's fatal snapshot"
 
     # Before 3.12 only an uncaught exception is seen (sys.excepthook); this one is uncaught everywhere.
     same "$py" late-cupy "$d/late"

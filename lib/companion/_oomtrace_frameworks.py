@@ -1,0 +1,310 @@
+"""oomtrace's Python companion: what PyTorch, JAX and CuPy hold, read through their public APIs.
+
+Part of the companion embedded in liboomtrace.so (registered as the module `_oomtrace_frameworks`, after
+_oomtrace_payload): one adapter per framework, which the companion (_oomtrace_companion) attaches to once
+the program has imported the framework. An adapter never imports its framework, never initializes CUDA for
+the program, and collects the allocator's state as FRAMEWORK records (_oomtrace_payload) when the
+companion asks; its OOM hooks hand the companion a framework's refusal.
+"""
+import os
+import sys
+import time
+
+from _oomtrace_payload import (ALL_DEVICES, STEPS_KEPT, _say, rec_arrays, rec_roles, rec_settings, rec_stats,
+                               rec_steps, torch_segment_records)
+
+UNITS = {"": 1, "b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+         "kb": 1000, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12}
+
+
+def _request_from_text(text):
+    """The bytes a framework's OOM message says it tried to allocate: CuPy "allocating 1,024 bytes", JAX
+    "trying to allocate 1.00GiB" (rounded by JAX to two decimals), PyTorch "Tried to allocate 2.00 GiB";
+    0 when the text does not say."""
+    import re
+    m = re.search(r"allocat\w*\s+([\d][\d,]*(?:\.\d+)?)\s*(bytes|[KMGT]i?B|B)?\b", text, re.I)
+    if not m:
+        return 0
+    try:
+        return int(float(m.group(1).replace(",", "")) * UNITS[(m.group(2) or "").lower()])
+    except (ValueError, KeyError):
+        return 0
+
+
+def _device_from_text(text):
+    import re
+    m = re.search(r"\bdevice (\d+)", text)
+    return int(m.group(1)) if m else 0
+
+
+# ---- the frameworks ----
+
+def _initializing(mod):
+    """True while the module's own import is still running (sys.modules holds it half-built)."""
+    spec = getattr(mod, "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
+class Torch:
+    name = "torch"
+
+    def __init__(self, comp, torch):
+        self.comp = comp
+        self.torch = torch
+        self.observer = False
+        self.step_hook = False
+        self.stacks = os.environ.get("OOMTRACE_TORCH_STACKS", "") == "python"
+        self.steps = []
+        self.pending = None  # (request, device, records, text) of the last observer call not yet raised
+        self.cuda = getattr(torch, "cuda", None)
+        if self.cuda is None or not hasattr(self.cuda, "is_initialized"):
+            raise AttributeError("torch.cuda.is_initialized")
+
+    def ready(self):
+        """torch has set up CUDA: never initialize it for the program."""
+        return bool(self.cuda.is_initialized())
+
+    def attach(self):
+        roles = sys.modules.get("_oomtrace_roles")
+        if roles is not None and not self.step_hook:
+            self.step_hook = True
+            roles.install_step_hook(self.torch, self.comp.guard("optimizer step hook", self.on_step))
+        # The observer list exists once torch set up CUDA; attaching earlier would be lost.
+        if self.observer or not self.ready():
+            return
+        attach = getattr(self.torch._C, "_cuda_attach_out_of_memory_observer", None)
+        if attach is None:
+            self.observer = True
+            _say("torch %s has no OOM observer; its own OOMs write no snapshot" % self.version())
+        else:
+            attach(self.comp.guard("torch OOM observer", self.on_oom))
+            self.observer = True
+            self.comp.watch_exceptions(fallback=False)  # before 3.12 the observer writes by itself
+        if self.stacks:
+            try:
+                self.cuda.memory._record_memory_history(enabled="state", stacks="python")
+            except Exception as e:
+                _say("OOMTRACE_TORCH_STACKS=python: torch's recorder did not start (%s: %s)" %
+                     (type(e).__name__, e))
+
+    def version(self):
+        return str(getattr(self.torch, "__version__", ""))
+
+    def on_oom(self, device, alloc, device_allocated, device_free):
+        """The observer runs at every refusal, also those PyTorch swallows itself (cuDNN's workspace
+        probes). Where the program's exceptions are visible (sys.monitoring, 3.12+) the allocator's state
+        is kept here and written when torch's OutOfMemoryError reaches Python code; before 3.12 it is
+        written now."""
+        text = ("PyTorch's caching allocator refused %d bytes on device %d (device_allocated %d, "
+                "device_free %d)" % (alloc, device, device_allocated, device_free))
+        if self.comp.sees_raises:
+            self.pending = (int(alloc), int(device), self.comp.collect_records("oom"), text)
+        else:
+            self.comp.framework_oom("torch", int(alloc), int(device), text)
+
+    def is_oom(self, exc):
+        t = type(exc)
+        return t.__name__ == "OutOfMemoryError" and str(t.__module__).split(".")[0] == "torch"
+
+    def device_of(self, exc):
+        return _device_from_text(str(exc))
+
+    def on_step(self, step, input_shapes):
+        allocated = reserved = 0
+        if self.ready():
+            # One C call for both figures: the flattened memory_stats() costs tens of microseconds.
+            raw = self.torch._C._cuda_memoryStats(self.cuda.current_device())
+            allocated = raw["allocated_bytes"]["all"]["current"]
+            reserved = raw["reserved_bytes"]["all"]["current"]
+        self.steps.append((int(step), time.monotonic_ns(), allocated, reserved, str(input_shapes)))
+        if len(self.steps) > STEPS_KEPT:
+            del self.steps[0]
+        self.comp.mark(("step %d %s" % (int(step), input_shapes)) if input_shapes else "step %d" % int(step))
+
+    def moment(self):
+        """At an OOM, on the thread that raised it: whether autograd was recording (an evaluation run with
+        grad on reads as training without it), and the optimizer step under way with the model's inputs,
+        where the step hook sees them (the latest STEPS entry is the step before)."""
+        stats, settings = [], []
+        grad = getattr(self.torch, "is_grad_enabled", None)
+        if grad is not None:
+            stats.append(("grad_enabled", 1 if grad() else 0))
+        roles = sys.modules.get("_oomtrace_roles")
+        now = roles.step_in_progress() if roles is not None else None
+        if now is not None:
+            stats.append(("step_in_progress", int(now[0])))
+            if now[1]:
+                settings.append(("step_in_progress_input_shapes", str(now[1])))
+        return stats, settings
+
+    def collect(self, records, reason=None):
+        if reason in ("oom", "driver-oom"):
+            stats, settings = self.moment()
+            if stats:
+                records.append(rec_stats("torch", ALL_DEVICES, stats))
+            if settings:
+                records.append(rec_settings("torch", settings))
+        if self.steps:
+            records.append(rec_steps("torch", self.steps))
+        roles = sys.modules.get("_oomtrace_roles")
+        if roles is not None:
+            got = roles.collect(self.torch)
+            if got:
+                records.append(rec_roles("torch", got))
+        if not self.ready():
+            return
+        cuda = self.cuda
+        snap = cuda.memory._snapshot()
+        segments = snap.get("segments", []) if isinstance(snap, dict) else list(snap)
+        records.extend(torch_segment_records(segments, self.stacks))
+        devices = sorted({int(s.get("device", 0)) for s in segments} | {int(cuda.current_device())})
+        for d in devices:
+            records.append(rec_stats("torch", d, self.stats(d)))
+        conf = snap.get("allocator_settings", {}) if isinstance(snap, dict) else {}
+        records.append(rec_settings("torch", self.settings(conf, devices)))
+
+    def stats(self, d):
+        cuda = self.cuda
+        st = cuda.memory_stats(d)
+        keys = (("allocated_bytes", "allocated_bytes.all.current"),
+                ("allocated_peak_bytes", "allocated_bytes.all.peak"),
+                ("reserved_bytes", "reserved_bytes.all.current"),
+                ("reserved_peak_bytes", "reserved_bytes.all.peak"),
+                ("active_bytes", "active_bytes.all.current"),
+                ("inactive_split_bytes", "inactive_split_bytes.all.current"),
+                ("num_alloc_retries", "num_alloc_retries"), ("num_ooms", "num_ooms"),
+                ("num_device_alloc", "num_device_alloc"), ("num_device_free", "num_device_free"))
+        items = [(k, int(st[src])) for k, src in keys if src in st]
+        frac = self.fraction(d)
+        if frac is not None and frac < 1.0:
+            total = cuda.get_device_properties(d).total_memory
+            items.append(("memory_fraction_limit_bytes", int(frac * total)))
+            items.append(("memory_fraction_ppm", int(round(frac * 1e6))))
+        return items
+
+    def fraction(self, d):
+        get = getattr(self.cuda, "get_per_process_memory_fraction", None)
+        if get is None:
+            return None  # older torch: the fraction is not readable back
+        return float(get(d))
+
+    def settings(self, conf, devices):
+        items = []
+        backend = getattr(self.cuda, "get_allocator_backend", None)
+        if backend is not None:
+            items.append(("backend", str(backend())))
+        env = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", ""))
+        parsed = {}
+        for part in env.split(","):
+            if ":" in part:
+                k, v = part.split(":", 1)
+                parsed[k.strip()] = v.strip()
+        for key in ("expandable_segments", "max_split_size", "garbage_collection_threshold"):
+            if key in conf:
+                items.append((key, str(conf[key])))
+            elif key in parsed or key + "_mb" in parsed:
+                items.append((key, parsed.get(key, parsed.get(key + "_mb"))))
+        items.append(("PYTORCH_CUDA_ALLOC_CONF", str(conf.get("PYTORCH_CUDA_ALLOC_CONF", env))))
+        frac = self.fraction(devices[0]) if devices else None
+        if frac is not None:
+            items.append(("per_process_memory_fraction", repr(frac)))
+        return items
+
+
+class Jax:
+    name = "jax"
+    error_types = ("XlaRuntimeError", "JaxRuntimeError")
+
+    def __init__(self, comp, jax):
+        self.comp = comp
+        self.jax = jax
+
+    def ready(self):
+        """Only once jax started its backends itself: asking for devices earlier would start them, and
+        preallocate most of the GPU for the program."""
+        xb = sys.modules.get("jax._src.xla_bridge")
+        if xb is None or not hasattr(xb, "_backends"):
+            return False
+        return bool(xb._backends)
+
+    def attach(self):
+        self.comp.watch_exceptions()
+
+    def version(self):
+        return str(getattr(self.jax, "__version__", ""))
+
+    def is_oom(self, exc):
+        return type(exc).__name__ in self.error_types and "RESOURCE_EXHAUSTED" in str(exc)
+
+    def device_of(self, exc):
+        return _device_from_text(str(exc))
+
+    def collect(self, records, reason=None):
+        env = os.environ
+        pre = env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "")
+        alloc = env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "")
+        effective = pre.lower() not in ("false", "0") and alloc.lower() != "platform"
+        records.append(rec_settings("jax", [
+            ("XLA_PYTHON_CLIENT_PREALLOCATE", pre),
+            ("XLA_PYTHON_CLIENT_MEM_FRACTION", env.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "")),
+            ("XLA_PYTHON_CLIENT_ALLOCATOR", alloc),
+            ("preallocate_effective", "true" if effective else "false")]))
+        if not self.ready():
+            return
+        keys = ("bytes_in_use", "peak_bytes_in_use", "bytes_limit", "bytes_reserved",
+                "largest_free_block_bytes", "pool_bytes", "num_allocs")
+        for d in self.jax.local_devices():
+            if getattr(d, "platform", "") not in ("gpu", "cuda", "rocm"):
+                continue
+            st = d.memory_stats() or {}
+            records.append(rec_stats("jax", int(d.id), [(k, int(st[k])) for k in keys if k in st]))
+        groups = {}
+        for a in self.jax.live_arrays():
+            try:
+                dev = int(next(iter(a.devices())).id)
+            except Exception:
+                dev = 0
+            key = (str(a.dtype), str(tuple(a.shape)), dev)
+            g = groups.get(key)
+            if g is None:
+                groups[key] = g = [0, 0]
+            g[0] += 1
+            g[1] += int(a.nbytes)
+        records.append(rec_arrays("jax", sorted(groups.items(), key=lambda kv: -kv[1][1])))
+
+
+class Cupy:
+    name = "cupy"
+    error_types = ("OutOfMemoryError",)
+
+    def __init__(self, comp, cupy):
+        self.comp = comp
+        self.cupy = cupy
+
+    def ready(self):
+        return hasattr(self.cupy, "get_default_memory_pool")
+
+    def attach(self):
+        self.comp.watch_exceptions()
+
+    def version(self):
+        return str(getattr(self.cupy, "__version__", ""))
+
+    def is_oom(self, exc):
+        t = type(exc)
+        return t.__name__ in self.error_types and t.__module__.startswith("cupy")
+
+    def device_of(self, exc):
+        return int(self.cupy.cuda.runtime.getDevice())
+
+    def collect(self, records, reason=None):
+        pool = self.cupy.get_default_memory_pool()
+        dev = int(self.cupy.cuda.runtime.getDevice())
+        items = [("pool_used_bytes", int(pool.used_bytes())), ("pool_total_bytes", int(pool.total_bytes())),
+                 ("pool_free_bytes", int(pool.free_bytes()))]
+        pinned = self.cupy.get_default_pinned_memory_pool()
+        items.append(("pinned_pool_free_blocks", int(pinned.n_free_blocks())))
+        records.append(rec_stats("cupy", dev, items))
+
+
+FRAMEWORKS = (("torch", Torch), ("jax", Jax), ("cupy", Cupy))
