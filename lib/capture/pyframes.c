@@ -754,9 +754,13 @@ void ot_pyframes_forked(void)
 
 /* Fills c with the lender's chain (ids interned); returns its length, 0 when no thread waits, and sets
  * *lender to the lender's OS thread id (0 when this CPython keeps none and it is not the main thread). */
+static int borrow_off;    /* the layout check failed: no borrowing in this process */
+static int holder_misses; /* full walks in a row whose GIL holder the thread list lacked */
+#define HOLDER_MISSES_MAX 16
+
 static int borrow(struct chain *c, uint32_t *lender)
 {
-    if (!main_interp || !thread_head)
+    if (!main_interp || !thread_head || __atomic_load_n(&borrow_off, __ATOMIC_RELAXED))
         return 0;
     struct py_thread *t = py_thread_get();
     struct lent *l = t ? &t->lent : NULL;
@@ -774,33 +778,48 @@ static int borrow(struct chain *c, uint32_t *lender)
      * needed (the main thread of a one-thread program runs Python while a library's thread allocates). */
     if (head && head == __atomic_load_n(&single, __ATOMIC_RELAXED) && (head == self || head == holder))
         return 0;
-    void *pick = NULL, *oldest = NULL;
+    /* Candidates: thread states other than this thread's and the GIL holder's, with a Python frame
+     * (autograd's own threads have a thread state and no frame). The list runs newest first, so the main
+     * thread's state is its last: it is the one when it is a candidate, else the newest candidate. */
+    void *pick = NULL, *cf = NULL, *frame = NULL;
     char ts[TS_BYTES], pick_ts[TS_BYTES];
+    int holder_seen = 0, main_picked = 0;
     __atomic_store_n(&single, NULL, __ATOMIC_RELAXED);
     for (void *th = head; th && n < MAX_THREADS; n++) {
         if (checked_read(th, ts, sizeof ts))
             return 0;
-        void *next;
+        void *next, *tcf = NULL, *tframe = NULL;
         memcpy(&next, ts + 8, sizeof next);
-        int waiting = th != self && th != holder;
-        /* The list runs newest first: the main thread's state is its last. The main thread is the one
-         * when it waits; else the most recently started that waits. */
-        oldest = waiting ? th : NULL;
-        if (waiting && (!pick || !next)) {
-            pick = th;
+        holder_seen |= th == holder;
+        if (th != self && th != holder) {
+            memcpy(&tcf, ts + L->ts_cframe, sizeof tcf);
+            if (L->ts_direct)
+                tframe = tcf, tcf = NULL;
+            else if (tcf && checked_read((const char *)tcf + L->cframe_current, &tframe, sizeof tframe))
+                tframe = NULL;
+        }
+        if (tframe && (!pick || !next)) {
+            pick = th, cf = tcf, frame = tframe, main_picked = !next;
             memcpy(pick_ts, ts, sizeof ts);
         }
         th = next;
     }
+    if (holder && !holder_seen && n < MAX_THREADS) {
+        /* The GIL names a thread state the interpreter does not list. Once, that is a thread exiting
+         * (its state leaves the list before it lets the GIL go); walk after walk, this CPython's layout is
+         * not the one expected (a patch release that moved a field): borrowing stops, said once. */
+        if (__atomic_add_fetch(&holder_misses, 1, __ATOMIC_RELAXED) == HOLDER_MISSES_MAX) {
+            __atomic_store_n(&borrow_off, 1, __ATOMIC_RELAXED);
+            ot_log("Python %s: the GIL's holder is not among the interpreter's threads; native threads' "
+                   "allocations keep no Python stack", version);
+        }
+        return 0;
+    }
+    if (holder)
+        __atomic_store_n(&holder_misses, 0, __ATOMIC_RELAXED);
     if (n == 1)
         __atomic_store_n(&single, head, __ATOMIC_RELAXED);
     if (!pick)
-        return 0;
-    void *cf = NULL, *frame = NULL;
-    memcpy(&cf, pick_ts + L->ts_cframe, sizeof cf);
-    if (L->ts_direct)
-        frame = cf, cf = NULL;
-    else if (!cf || checked_read((const char *)cf + L->cframe_current, &frame, sizeof frame))
         return 0;
     uint32_t tid = 0;
     if (L->ts_native_tid) {
@@ -808,9 +827,9 @@ static int borrow(struct chain *c, uint32_t *lender)
         memcpy(&ntid, pick_ts + L->ts_native_tid, sizeof ntid);
         tid = (uint32_t)ntid;
     }
-    if (!tid && pick == oldest)
+    if (!tid && main_picked)
         tid = (uint32_t)self_pid();
-    if (!frame || (n = gather_borrowed(frame, c)) <= 0)
+    if ((n = gather_borrowed(frame, c)) <= 0)
         return 0;
     c->entry[n - 1] = 1;
     for (int i = 0; i < n; i++) {

@@ -1,10 +1,15 @@
 /* A library a Python test loads with ctypes: it allocates device memory on a thread of its own, the way
  * autograd's device threads allocate the gradients while the main thread waits in loss.backward(). The
- * thread never runs Python. ot_native_run waits for the thread (called through ctypes.CDLL, which releases
- * the GIL: the caller's Python stack is then the one to borrow); ot_native_start returns at once, so the
- * caller can keep the GIL while the thread allocates (ot_native_done through ctypes.PyDLL keeps it). */
+ * thread never runs Python; "registered", it has a Python thread state all the same, as autograd's threads
+ * do (PyGILState_Ensure, then the GIL released for good). ot_native_run waits for the thread (called
+ * through ctypes.CDLL, which releases the GIL: the caller's Python stack is then the one to borrow);
+ * ot_native_start returns at once, so the caller can keep the GIL while the thread allocates
+ * (ot_native_done through ctypes.PyDLL keeps it). CPython's functions are looked up at run time: the
+ * library links no libpython. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <sched.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -15,8 +20,32 @@ int cuMemFree_v2(CUdeviceptr p);
 struct job {
     size_t bytes;
     int count;
-    int failed; /* allocations that did not succeed */
+    int failed;     /* allocations that did not succeed */
+    int registered; /* with a Python thread state (and no Python frame); 2: and the caller holds the GIL */
 };
+
+static volatile int done_calls; /* ot_native_done's calls: each one runs with the caller holding the GIL */
+
+/* A Python thread state for this thread, the GIL released at once (autograd's threads); *saved, *gil for
+ * unregister. 0 when this process runs no Python. */
+static int registered(void **saved, int *gil)
+{
+    int (*ensure)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+    void *(*save)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyEval_SaveThread");
+    if (!ensure || !save)
+        return 0;
+    *gil = ensure();
+    *saved = save();
+    return 1;
+}
+
+static void unregister(void *saved, int gil)
+{
+    void (*restore)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "PyEval_RestoreThread");
+    void (*release)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
+    restore(saved);
+    release(gil);
+}
 
 static struct job started;
 static pthread_t started_thread;
@@ -25,18 +54,28 @@ static volatile int started_done;
 static void *allocate(void *arg)
 {
     struct job *j = arg;
+    void *saved = NULL;
+    int gil = 0, reg = j->registered && registered(&saved, &gil);
+    if (reg && j->registered == 2) {
+        /* The caller takes the GIL back before the allocations: it calls ot_native_done holding it. */
+        int seen = __atomic_load_n(&done_calls, __ATOMIC_ACQUIRE);
+        while (__atomic_load_n(&done_calls, __ATOMIC_ACQUIRE) < seen + 2)
+            sched_yield();
+    }
     for (int i = 0; i < j->count; i++) {
         CUdeviceptr p = 0;
         j->failed += cuMemAlloc_v2(&p, j->bytes) != 0;
     }
+    if (reg)
+        unregister(saved, gil);
     __atomic_store_n(&started_done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
 /* count allocations of bytes on a new thread, waited for; returns how many failed. */
-int ot_native_run(size_t bytes, int count)
+int ot_native_run(size_t bytes, int count, int registered_thread)
 {
-    struct job j = {bytes, count, 0};
+    struct job j = {bytes, count, 0, registered_thread ? 1 : 0};
     pthread_t t;
     if (pthread_create(&t, NULL, allocate, &j) != 0)
         return -1;
@@ -44,15 +83,16 @@ int ot_native_run(size_t bytes, int count)
     return j.failed;
 }
 
-int ot_native_start(size_t bytes, int count)
+int ot_native_start(size_t bytes, int count, int registered_thread)
 {
-    started = (struct job){bytes, count, 0};
+    started = (struct job){bytes, count, 0, registered_thread ? 2 : 0};
     started_done = 0;
     return pthread_create(&started_thread, NULL, allocate, &started) == 0 ? 0 : -1;
 }
 
 int ot_native_done(void)
 {
+    __atomic_add_fetch(&done_calls, 1, __ATOMIC_RELEASE);
     return __atomic_load_n(&started_done, __ATOMIC_ACQUIRE);
 }
 
@@ -96,4 +136,62 @@ long long ot_native_alloc_free_ns(int calls)
         return -1;
     pthread_join(t, NULL);
     return j.ns;
+}
+
+/* A thread that waits in C until ot_native_release: through ctypes.CDLL from a Python thread (a Python
+ * stack waiting with the GIL released), or on a registered thread of its own (a thread state with no
+ * Python frame, as autograd's idle threads). */
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static int held, released;
+
+int ot_native_block(void)
+{
+    pthread_mutex_lock(&hold_mu);
+    held++;
+    pthread_cond_broadcast(&hold_cv);
+    while (!released)
+        pthread_cond_wait(&hold_cv, &hold_mu);
+    pthread_mutex_unlock(&hold_mu);
+    return 0;
+}
+
+int ot_native_blocked(void)
+{
+    pthread_mutex_lock(&hold_mu);
+    int n = held;
+    pthread_mutex_unlock(&hold_mu);
+    return n;
+}
+
+void ot_native_release(void)
+{
+    pthread_mutex_lock(&hold_mu);
+    released = 1;
+    pthread_cond_broadcast(&hold_cv);
+    pthread_mutex_unlock(&hold_mu);
+}
+
+static pthread_t frameless_thread;
+
+static void *frameless(void *arg)
+{
+    (void)arg;
+    void *saved = NULL;
+    int gil = 0;
+    if (registered(&saved, &gil)) {
+        ot_native_block();
+        unregister(saved, gil);
+    }
+    return NULL;
+}
+
+int ot_native_frameless_start(void)
+{
+    return pthread_create(&frameless_thread, NULL, frameless, NULL) == 0 ? 0 : -1;
+}
+
+void ot_native_frameless_join(void)
+{
+    pthread_join(frameless_thread, NULL);
 }

@@ -235,11 +235,11 @@ static void check_borrowed(const char *interp)
     traced_run_capture(&r, argv, NULL);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.nsnaps, 1);
-    uint64_t pid = run_u64(&r, "pid");
+    uint64_t pid = run_u64(&r, "pid"), waiter = run_u64(&r, "waiter_lender");
     struct loaded l;
     load_snapshot(&l, r.paths[0]);
     const struct ot_snapshot *s = &l.s;
-    int borrowed = 0, native = 0;
+    int borrowed = 0, native = 0, reg = 0, from_waiter = 0;
     for (size_t i = 0; i < s->nlive; i++) {
         const struct ot_record *rec = &s->live[i];
         const struct ot_stack *stk = ot_snapshot_stack(s, rec->stack_id);
@@ -253,15 +253,30 @@ static void check_borrowed(const char *interp)
                              marker_line(py, "backward"));
             assert_true(stack_python_line(&l, rec->stack_id, "main", "borrow_native.py") > 0);
             borrowed++;
+        } else if (rec->size == 48 * MiB) { /* a thread with a thread state and no frame: the same */
+            assert_true(stk->flags & OT_STACK_BORROWED);
+            assert_int_equal(stk->lender_tid, pid);
+            assert_int_equal(stack_python_line(&l, rec->stack_id, "registered", "borrow_native.py"),
+                             marker_line(py, "registered"));
+            reg++;
         } else if (rec->size == 32 * MiB) {
             assert_false(stk->flags & OT_STACK_BORROWED);
             assert_true(stk->flags & OT_STACK_NO_PYTHON);
             assert_int_equal(stack_python_line(&l, rec->stack_id, "busy", "borrow_native.py"), -1);
             native++;
+        } else if (rec->size == 16 * MiB) { /* the main thread holds the GIL: the waiting thread lends */
+            assert_true(stk->flags & OT_STACK_BORROWED);
+            assert_int_equal(stk->lender_tid, waiter);
+            assert_int_equal(stack_python_line(&l, rec->stack_id, "waiter", "borrow_native.py"),
+                             marker_line(py, "waiter"));
+            assert_int_equal(stack_python_line(&l, rec->stack_id, "hold_while", "borrow_native.py"), -1);
+            from_waiter++;
         }
     }
     assert_int_equal(borrowed, 3);
+    assert_int_equal(reg, 2);
     assert_int_equal(native, 2);
+    assert_int_equal(from_waiter, 2);
     assert_true(s->has_failure);
     const struct ot_stack *fs = ot_snapshot_stack(s, s->failure.stack_id);
     assert_non_null(fs);
