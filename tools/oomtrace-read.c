@@ -117,14 +117,18 @@ static const char usage_text[] =
     "                   speedscope. Frames: Python function (file:line), native function, else\n"
     "                   module+0xOFFSET; ';', '\\' and control bytes written as \\xNN. --top N keeps N sites.\n"
     "  markdown         a short summary for a CI job summary ($GITHUB_STEP_SUMMARY): the failed request,\n"
-    "                   device totals, the top --top call sites of the --at moment (default: the peak)\n"
-    "                   with bytes, count, share and the innermost Python frame (else the innermost\n"
-    "                   native frame outside the CUDA runtime and allocators), the event counts.\n"
-    "  html             one self-contained page (no network): live device bytes over time replayed from\n"
-    "                   the event ring (GiB against seconds since the tracer started), stacked by the 8\n"
+    "                   what held the memory, Why, What to try, the allocator's view, device totals, the\n"
+    "                   top --top call sites of the --at moment (default: the peak) with bytes, count,\n"
+    "                   share and label, the event counts.\n"
+    "  html             one self-contained page (no network): the failed request; what held the memory as\n"
+    "                   two stacked bars (at the failure or snapshot, and at the peak) with bytes and\n"
+    "                   shares; live device bytes over time replayed from the event ring, stacked by the 8\n"
     "                   largest sites at the peak, with the device total, the peak, the failure and the\n"
-    "                   markers; then the site table of the --at moment with expandable stacks. Write it\n"
-    "                   with -o report.html.\n"
+    "                   markers; Why, What to try, the allocator's view (the failed request drawn against\n"
+    "                   the largest free block); the site table of the --at moment with expandable stacks.\n"
+    "                   Write it with -o report.html.\n"
+    "                   Markdown and html also take a directory (the run's table and summary, then the shown\n"
+    "                   process's report) and --diff (the sides, the peak's change, the changed sites).\n"
     "  memviz           a pickle of torch.cuda.memory._snapshot()'s format for pytorch.org/memory_viz and\n"
     "                   torch.cuda._memory_viz: each allocation live at the --at moment (default: the\n"
     "                   snapshot) is a segment with one block; the latest 100,000 ring events up to that\n"
@@ -324,8 +328,12 @@ int main(int argc, char **argv)
     struct ot_run_opts rx = {.ro = ro, .json = json, .out_path = out_path, .gate = gate,
                              .lo = {.symbolize = symbolize, .debug_dirs = debug_dirs, .ndebug = ndebug}};
     if (diff_base || ot_is_dir(path)) {
-        if (other_format)
-            die("a directory and --diff are shown as text or json only (see --help)");
+        if (other_format == ot_report_markdown || other_format == ot_report_html) {
+            rx.as_doc = true;
+            rx.doc = other_format == ot_report_html ? OT_DOC_HTML : OT_DOC_MARKDOWN;
+        } else if (other_format) {
+            die("a directory and --diff are shown as text, json, markdown or html (see --help)");
+        }
         int mrc = diff_base ? ot_run_diff(diff_base, path, &rx) : ot_run_dir(path, &rx);
         free(debug_dirs);
         return mrc;

@@ -147,6 +147,9 @@ check diff.txt text "$READER" --diff "$A" "$B"
 check diff.json json "$READER" --format json --diff "$A" "$B"
 check run.txt text "$READER" --top 3 "$TMP/run"
 check run.json json "$READER" --format json --top 2 "$TMP/run"
+# A job's CI summary (issue 13 item 13): the directory and --diff in markdown.
+check run.md text "$READER" --format markdown --top 3 "$TMP/run"
+check diff.md text "$READER" --format markdown --diff "$A" "$B"
 
 # The other output formats, when this reader has them: folded and markdown against golden files, html
 # and memviz by their structure.
@@ -170,6 +173,22 @@ for w in ("load_weights", "forward", "accumulate_loss"):
 # A C call site is named with its file:line, as in the text report.
 for w in ("forward (workload.c:53)", "load_weights (workload.c:38)"):
     assert w in s, f"html: no {w!r}"
+EOF
+    # The directory and --diff as HTML: the run's card above the first failing rank's report; the diff's table.
+    "$READER" --format html -o "$OUT/run.html" "$TMP/run" 2>/dev/null
+    "$READER" --format html -o "$OUT/diff.html" --diff "$A" "$B" || { echo "golden: html --diff failed"; fail=1; }
+    python3 - "$OUT/run.html" "$OUT/diff.html" <<'EOF' || { echo "golden: html of the directory or --diff"; fail=1; }
+import re, sys
+run, diff = (open(p, encoding="utf-8").read() for p in sys.argv[1:3])
+for s in (run, diff):
+    assert s.lstrip().lower().startswith("<!doctype html") and s.rstrip().lower().endswith("</html>")
+card = run[run.index('<section class="card" id="run">'):]
+card = card[:card.index("</section>")]
+assert len(re.findall(r'<tr><td class="num">[0-2]</td>', card)) == 3, "three ranks"
+assert "<b>First failure:</b> rank 1" in card, card
+assert run.index('id="run"') < run.index("Failed request"), "the run's card leads"
+assert "<b>Peak change:</b> +64.0 MiB (+10.0%)" in diff, diff
+assert re.search(r'<td class="num">\+64\.0 MiB</td><td class="num">256 MiB in 1</td><td class="num">320 MiB in 1</td><td><code>load_weights \(workload\.c:38\)</code>', diff), diff
 EOF
 fi
 if has_format memviz; then

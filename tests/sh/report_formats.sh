@@ -83,20 +83,26 @@ assert len(rows) == min(2, nsites), f"markdown --top 2: {len(rows)} site rows fo
 
 # html
 page = open(f"{d}/{name}.html", encoding="utf-8").read()
-blob = re.search(r'<script type="application/json" id="oomtrace-data">(.*?)</script>', page, re.S).group(1)
-assert "<" not in blob, "html: '<' in the JSON blob"
-tl = json.loads(blob)
-n = len(tl["t"])
-assert 2 <= n <= 2000, f"html: {n} points"
-assert all(len(s["v"]) == n for s in tl["series"]), "html: series of different lengths"
-assert all(a <= b for a, b in zip(tl["t"], tl["t"][1:])), "html: time goes backwards"
-tot = [sum(s["v"][i] for s in tl["series"]) for i in range(n)]
-ev = rep["events"]
-if tl["peak"] and ev.get("first_time_ns") is not None and peak.get("time_ns", 0) >= ev["first_time_ns"] \
-        and peak.get("device") == tl["device"]:
-    assert max(tot) == peak["bytes"], f"html: the timeline's highest total {max(tot)} is not the peak {peak['bytes']}"
-live = sum(x["tracked_bytes"] for x in rep["devices"] if x["ordinal"] == tl["device"])
-assert tot[-1] == live, f"html: the timeline ends at {tot[-1]}, not the device's tracked {live}"
+blob = re.search(r'<script type="application/json" id="oomtrace-data">(.*?)</script>', page, re.S)
+if 'data-empty="1"' in page:
+    # Nothing live and no event: a sentence, no chart (issue 13 item 14).
+    assert not blob and "Nothing to draw" in page, "html: an empty timeline is drawn or not explained"
+    n = 0
+else:
+    blob = blob.group(1)
+    assert "<" not in blob, "html: '<' in the JSON blob"
+    tl = json.loads(blob)
+    n = len(tl["t"])
+    assert 2 <= n <= 2000, f"html: {n} points"
+    assert all(len(s["v"]) == n for s in tl["series"]), "html: series of different lengths"
+    assert all(a <= b for a, b in zip(tl["t"], tl["t"][1:])), "html: time goes backwards"
+    tot = [sum(s["v"][i] for s in tl["series"]) for i in range(n)]
+    ev = rep["events"]
+    if tl["peak"] and ev.get("first_time_ns") is not None and peak.get("time_ns", 0) >= ev["first_time_ns"] \
+            and peak.get("device") == tl["device"]:
+        assert max(tot) == peak["bytes"], f"html: the timeline's highest total {max(tot)} is not the peak {peak['bytes']}"
+    live = sum(x["tracked_bytes"] for x in rep["devices"] if x["ordinal"] == tl["device"])
+    assert tot[-1] == live, f"html: the timeline ends at {tot[-1]}, not the device's tracked {live}"
 
 # memviz
 class Plain(pickle.Unpickler):
@@ -138,6 +144,7 @@ print(f"report_formats: {name}: folded {len(lines) - 1} sites / {total} bytes, h
       f"{len(segs)} segments / {sum(map(len, mv['device_traces']))} trace entries: ok")
 EOF
 done
-# Options that do not apply say so.
-"$READER" --format html "$T" >/dev/null 2>"$T/dir.err" && fail "--format html DIRECTORY was accepted"
+# Options that do not apply say so: a directory has no folded stacks or pickle (markdown and html it has).
+"$READER" --format folded "$T" >/dev/null 2>"$T/dir.err" && fail "--format folded DIRECTORY was accepted"
+grep -q "shown as text, json, markdown or html" "$T/dir.err" || fail "--format folded DIRECTORY: $(cat "$T/dir.err")"
 echo "report_formats: ok"

@@ -365,6 +365,112 @@ int ot_diff_text(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const s
     return ferror(f) ? -1 : 0;
 }
 
+/* ---- markdown and HTML ---- */
+
+static void doc_side(struct ot_doc *o, const char *label, const struct dside *d)
+{
+    char b1[32];
+    const struct ot_snapshot *s = &d->l->snap;
+    ot_doc_item(o);
+    ot_doc_bold(o, label);
+    ot_doc_printf(o, " ");
+    ot_doc_code(o, ot_cstr(d->l->path), 512);
+    if (d->p)
+        ot_doc_printf(o, ": peak %s on device %" PRId64 " (seq %" PRIu64 ")", ot_fmt_bytes(b1, d->p->bytes), d->p->device,
+                      d->p->seq);
+    else
+        ot_doc_printf(o, ": peak unknown");
+    ot_doc_printf(o, "; %s snapshot of pid %" PRIu64, trig(s), s->meta.pid);
+    if (s->meta.rank >= 0)
+        ot_doc_printf(o, ", rank %" PRId64, s->meta.rank);
+    if (d->p && !d->p->has_sites)
+        ot_doc_printf(o, " (device %" PRId64 ": the live set at its peak was not recorded, so it has no site table)",
+                      d->p->device);
+    ot_doc_item_end(o);
+}
+
+static void doc_amount(struct ot_doc *o, bool in, uint64_t bytes, uint64_t count)
+{
+    char b1[32], b2[32];
+    ot_doc_cell(o);
+    if (in)
+        ot_doc_printf(o, "%s in %s", ot_fmt_bytes(b1, bytes), ot_fmt_count(b2, count));
+    else
+        ot_doc_printf(o, "absent");
+    ot_doc_cell_end(o);
+}
+
+int ot_diff_doc(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const struct ot_report_opts *opts,
+                enum ot_doc_kind kind)
+{
+    struct diff d;
+    if (diff_build(&d, base, cur) < 0) {
+        diff_free(&d);
+        return -1;
+    }
+    struct ot_doc o = {.f = f, .kind = kind};
+    char b1[32], b2[32];
+    ot_doc_page(&o, "oomtrace: peak bytes by call site, base \xe2\x86\x92 new");
+    doc_side(&o, "base:", &d.side[0]);
+    doc_side(&o, "new:", &d.side[1]);
+    ot_doc_list_end(&o);
+    if (d.side[0].p && d.side[1].p) {
+        uint64_t pb = d.side[0].p->bytes, pn = d.side[1].p->bytes;
+        int64_t ch = sdiff(pn, pb);
+        ot_doc_para(&o);
+        ot_doc_bold(&o, "Peak change:");
+        ot_doc_printf(&o, " %c%s", ch < 0 ? '-' : '+', ot_fmt_bytes(b1, mag(ch)));
+        if (pb)
+            ot_doc_printf(&o, " (%+.1f%%)", 100.0 * ((double)pn - (double)pb) / (double)pb);
+        ot_doc_printf(&o, ", from %s to %s", ot_fmt_bytes(b1, pb), ot_fmt_bytes(b2, pn));
+        ot_doc_para_end(&o);
+    }
+    size_t changed = 0, shown = 0;
+    for (size_t i = 0; i < d.nrows; i++)
+        changed += d.rows[i].change != 0;
+    if (changed) {
+        static const char *const heads[] = {"#", "Change", "Base", "New", "Where (the stack of the new snapshot, else the base's)"};
+        ot_doc_table(&o, heads, "rrrrl");
+    }
+    for (size_t i = 0; i < d.nrows && shown < opts->top; i++) {
+        const struct drow *r = &d.rows[i];
+        if (!r->change)
+            continue;
+        ot_doc_row(&o);
+        ot_doc_cell(&o);
+        ot_doc_printf(&o, "%zu", ++shown);
+        ot_doc_cell_end(&o);
+        ot_doc_cell(&o);
+        ot_doc_printf(&o, "%c%s", r->change < 0 ? '-' : '+', ot_fmt_bytes(b1, mag(r->change)));
+        ot_doc_cell_end(&o);
+        doc_amount(&o, r->in[0], r->bytes[0], r->count[0]);
+        doc_amount(&o, r->in[1], r->bytes[1], r->count[1]);
+        int sd = show_side(r);
+        struct ot_stack_info si;
+        ot_stack_info(d.side[sd].l->res, &d.side[sd].l->snap, r->stack[sd], &si);
+        char *hl = ot_headline_str(&si, true);
+        ot_doc_cell(&o);
+        ot_doc_code(&o, ot_cstr(hl ? hl : "?"), 400);
+        ot_doc_printf(&o, " (%s stack %" PRIu64 "%s)", sd ? "new" : "base", r->stack[sd],
+                      r->loose_match ? "; matched with Python line numbers ignored" : "");
+        ot_doc_cell_end(&o);
+        free(hl);
+        ot_doc_row_end(&o);
+    }
+    if (changed)
+        ot_doc_table_end(&o);
+    ot_doc_para(&o);
+    ot_doc_printf(&o, "%zu call site%s, %zu changed", d.nrows, d.nrows == 1 ? "" : "s", changed);
+    if (changed > shown)
+        ot_doc_printf(&o, " (%zu not shown: --top)", changed - shown);
+    ot_doc_printf(&o, ", %zu unchanged. Sites are matched by function names, Python file:line and module names, not "
+                  "addresses; sites found on one side only, again without Python line numbers.", d.nrows - changed);
+    ot_doc_para_end(&o);
+    ot_doc_page_end(&o);
+    diff_free(&d);
+    return ferror(f) ? -1 : 0;
+}
+
 static void json_side(struct ot_json *j, const char *key, const struct dside *d)
 {
     const struct ot_snapshot *s = &d->l->snap;

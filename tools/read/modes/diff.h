@@ -7,8 +7,13 @@
 #define OT_READ_DIFF_H
 
 #include "modes/load.h"
+#include "render/doc.h"
 
 int ot_diff_text(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const struct ot_report_opts *o);
+/* The same as markdown (a CI job summary) or one HTML page: the two sides, the peak's change, a table of
+ * the changed sites. */
+int ot_diff_doc(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const struct ot_report_opts *o,
+                enum ot_doc_kind kind);
 int ot_diff_json(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const struct ot_report_opts *o);
 
 #endif

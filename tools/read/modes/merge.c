@@ -170,6 +170,11 @@ static void put_rank(FILE *f, const struct snapinfo *x)
         fputs("process (rank unknown)", f);
 }
 
+static void doc_rank(struct ot_doc *d, const struct snapinfo *x)
+{
+    put_rank(d->f, x);
+}
+
 struct run {
     const struct ot_run_opts *r;
     const char *dir;
@@ -191,16 +196,17 @@ static const char *finished_word(const struct proc *p)
 }
 
 /* The fatal snapshot's line about the driver-level ones before it. */
-static void put_probes(FILE *f, const struct snapinfo *x)
+static void put_probes(struct ot_doc *d, const struct snapinfo *x)
 {
     if (!x->fatal)
         return;
-    fputs("  the framework's own out-of-memory, the fatal one", f);
+    ot_doc_item(d);
+    ot_doc_printf(d, "the framework's own out-of-memory, the fatal one");
     if (x->probes_known)
-        fprintf(f, "; %zu driver-level snapshot%s before it %s the framework's retries and probes%s", x->nprobes,
-                x->nprobes == 1 ? "" : "s", x->nprobes == 1 ? "was" : "were",
-                x->probes_listed ? "" : " (this process's out-of-memory snapshots of the seconds before it)");
-    fputc('\n', f);
+        ot_doc_printf(d, "; %zu driver-level snapshot%s before it %s the framework's retries and probes%s", x->nprobes,
+                      x->nprobes == 1 ? "" : "s", x->nprobes == 1 ? "was" : "were",
+                      x->probes_listed ? "" : " (this process's out-of-memory snapshots of the seconds before it)");
+    ot_doc_item_end(d);
 }
 
 static void text_table(FILE *f, struct run *u)
@@ -241,48 +247,58 @@ static void text_table(FILE *f, struct run *u)
     }
 }
 
-static void text_summary(FILE *f, struct run *u)
+/* Which process failed first, the others after it, the imbalance of peaks: in every format. */
+static void summary(struct ot_doc *d, struct run *u)
 {
     char b1[32], b2[32], wb[64];
     if (u->first_fail) {
         const struct snapinfo *x = &u->infos[u->first_fail->kept];
-        fputs("\nFirst failure: ", f);
-        put_rank(f, x);
-        fprintf(f, " (pid %" PRIu64 " on ", x->pid);
-        ot_fput_safe_max(f, ot_cstr(x->host), 64);
-        fputs(")", f);
+        ot_doc_para(d);
+        ot_doc_bold(d, "First failure:");
+        ot_doc_printf(d, " ");
+        doc_rank(d, x);
+        ot_doc_printf(d, " (pid %" PRIu64 " on ", x->pid);
+        ot_doc_text(d, ot_cstr(x->host), 64);
+        ot_doc_printf(d, ")");
         if (x->fail_wall_known)
-            fprintf(f, " at %s", fmt_wall(wb, sizeof(wb), x->fail_wall_ns));
-        fprintf(f, ": %s by %s on device %" PRId64 "; %zu of %zu process%s failed\n", ot_fmt_bytes(b1, x->requested),
-                ot_api_name64(x->fail_api), x->fail_device, u->nfailed, u->nprocs, u->nprocs == 1 ? "" : "es");
-        put_probes(f, x);
+            ot_doc_printf(d, " at %s", fmt_wall(wb, sizeof(wb), x->fail_wall_ns));
+        ot_doc_printf(d, ": %s by %s on device %" PRId64 "; %zu of %zu process%s failed", ot_fmt_bytes(b1, x->requested),
+                      ot_api_name64(x->fail_api), x->fail_device, u->nfailed, u->nprocs, u->nprocs == 1 ? "" : "es");
+        ot_doc_para_end(d);
+        put_probes(d, x);
         /* The others, by how long after the first they failed. */
         for (size_t i = 0; i < u->nprocs; i++) {
             const struct proc *p = &u->procs[i];
             const struct snapinfo *y = &u->infos[p->kept];
             if (p == u->first_fail || !y->failed)
                 continue;
-            fputs("  then ", f);
-            put_rank(f, y);
-            fprintf(f, " (pid %" PRIu64 ")", y->pid);
+            ot_doc_item(d);
+            ot_doc_printf(d, "then ");
+            doc_rank(d, y);
+            ot_doc_printf(d, " (pid %" PRIu64 ")", y->pid);
             if (y->fail_wall_known && x->fail_wall_known && y->fail_wall_ns >= x->fail_wall_ns)
-                fprintf(f, " %.3f s later", (double)(y->fail_wall_ns - x->fail_wall_ns) / 1e9);
-            fprintf(f, ": %s on device %" PRId64 "\n", ot_fmt_bytes(b1, y->requested), y->fail_device);
+                ot_doc_printf(d, " %.3f s later", (double)(y->fail_wall_ns - x->fail_wall_ns) / 1e9);
+            ot_doc_printf(d, ": %s on device %" PRId64, ot_fmt_bytes(b1, y->requested), y->fail_device);
+            ot_doc_item_end(d);
         }
+        ot_doc_list_end(d);
     } else {
-        fprintf(f, "\nNo process failed (%zu process%s).\n", u->nprocs, u->nprocs == 1 ? "" : "es");
+        ot_doc_para(d);
+        ot_doc_printf(d, "No process failed (%zu process%s).", u->nprocs, u->nprocs == 1 ? "" : "es");
+        ot_doc_para_end(d);
     }
     if (u->pmax && u->pmin && u->pmax != u->pmin) {
         const struct snapinfo *mx = &u->infos[u->pmax->kept], *mn = &u->infos[u->pmin->kept];
-        fprintf(f, "Imbalance between %s: peaks from %s (", mx->rank >= 0 && mn->rank >= 0 ? "ranks" : "processes",
-                ot_fmt_bytes(b1, mn->peak_bytes));
-        put_rank(f, mn);
-        fprintf(f, ", pid %" PRIu64 ") to %s (", mn->pid, ot_fmt_bytes(b2, mx->peak_bytes));
-        put_rank(f, mx);
-        fprintf(f, ", pid %" PRIu64 "): difference %s", mx->pid, ot_fmt_bytes(b1, mx->peak_bytes - mn->peak_bytes));
+        ot_doc_para(d);
+        ot_doc_bold(d, mx->rank >= 0 && mn->rank >= 0 ? "Imbalance between ranks:" : "Imbalance between processes:");
+        ot_doc_printf(d, " peaks from %s (", ot_fmt_bytes(b1, mn->peak_bytes));
+        doc_rank(d, mn);
+        ot_doc_printf(d, ", pid %" PRIu64 ") to %s (", mn->pid, ot_fmt_bytes(b2, mx->peak_bytes));
+        doc_rank(d, mx);
+        ot_doc_printf(d, ", pid %" PRIu64 "): difference %s", mx->pid, ot_fmt_bytes(b1, mx->peak_bytes - mn->peak_bytes));
         if (mn->peak_bytes)
-            fprintf(f, ", max/min %.2f", (double)mx->peak_bytes / (double)mn->peak_bytes);
-        fputc('\n', f);
+            ot_doc_printf(d, ", max/min %.2f", (double)mx->peak_bytes / (double)mn->peak_bytes);
+        ot_doc_para_end(d);
     }
 }
 
@@ -423,7 +439,9 @@ static int write_json(FILE *f, struct run *u)
 static int write_text(FILE *f, struct run *u)
 {
     text_table(f, u);
-    text_summary(f, u);
+    struct ot_doc d = {.f = f, .kind = OT_DOC_TEXT};
+    fputc('\n', f);
+    summary(&d, u);
     if (!u->report)
         return 0;
     const struct snapinfo *x = &u->infos[u->report->kept];
@@ -442,6 +460,115 @@ static int write_text(FILE *f, struct run *u)
     struct ot_report_opts ro = u->r->ro;
     ro.path = x->path;
     int rc = ot_report_text(f, &l.an, &ro);
+    ot_loaded_free(&l);
+    return rc;
+}
+
+/* The processes as a table (markdown, HTML), and the summary under it. */
+static void doc_run(struct ot_doc *d, const struct run *u)
+{
+    char b1[32], b2[32];
+    ot_doc_para(d);
+    ot_doc_printf(d, "%zu snapshot file%s in ", u->nfiles, u->nfiles == 1 ? "" : "s");
+    ot_doc_code(d, ot_cstr(u->dir), 512);
+    ot_doc_printf(d, ", %zu readable, %zu process%s.", u->readable, u->nprocs, u->nprocs == 1 ? "" : "es");
+    ot_doc_para_end(d);
+    static const char *const heads[] = {"Rank", "Host", "Pid", "Device", "Peak", "At failure", "Failed", "Finished",
+                                        "Snapshot (files)"};
+    ot_doc_table(d, heads, "rlrlrrlll");
+    for (size_t i = 0; i < u->nprocs; i++) {
+        const struct proc *p = &u->procs[i];
+        const struct snapinfo *x = &u->infos[p->kept];
+        ot_doc_row(d);
+        ot_doc_cell(d);
+        if (x->rank >= 0)
+            ot_doc_printf(d, "%" PRId64, x->rank);
+        else
+            ot_doc_printf(d, "?");
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_text(d, ot_cstr(x->host), 64);
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%" PRIu64, x->pid);
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        if (x->peak_known) {
+            char uuid[16];
+            snprintf(uuid, sizeof(uuid), "%.12s", x->uuid); /* "GPU-" and 8 hex digits tell a node's devices apart */
+            ot_doc_printf(d, "%" PRId64 " ", x->peak_device);
+            ot_doc_text(d, ot_cstr(uuid), 0);
+        } else {
+            ot_doc_printf(d, "?");
+        }
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%s", x->peak_known ? ot_fmt_bytes(b1, x->peak_bytes) : "?");
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%s", x->has_at_failure ? ot_fmt_bytes(b2, x->at_failure_bytes) : "-");
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%s", x->failed ? "yes" : "no");
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%s", finished_word(p));
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_code(d, ot_cstr(base_of(x->path)), 256);
+        ot_doc_printf(d, " (%zu)", p->n);
+        ot_doc_cell_end(d);
+        ot_doc_row_end(d);
+    }
+    ot_doc_table_end(d);
+    ot_doc_para(d);
+    ot_doc_printf(d, "Peak: the high-water mark of tracked device memory on the device shown, the failing one for a "
+                  "failed process. At failure: live on it when the allocation failed. Finished: yes with an exit "
+                  "snapshot, no when a crash-surviving flush remains, ? otherwise.");
+    ot_doc_para_end(d);
+    summary(d, (struct run *)u);
+}
+
+/* HTML: the run's card, at the top of the shown process's report. */
+static void html_run_card(FILE *f, const void *ctx)
+{
+    struct ot_doc d = {.f = f, .kind = OT_DOC_HTML};
+    fputs("<section class=\"card\" id=\"run\"><h2>The run: one snapshot per process</h2>\n", f);
+    doc_run(&d, ctx);
+    fputs("</section>\n", f);
+}
+
+static int write_doc(FILE *f, struct run *u, enum ot_doc_kind kind)
+{
+    struct ot_doc d = {.f = f, .kind = kind};
+    const struct snapinfo *x = u->report ? &u->infos[u->report->kept] : NULL;
+    struct ot_loaded l;
+    char err[OT_ERRBUF];
+    if (x && ot_load(&l, x->path, &u->r->lo, err) < 0) {
+        fprintf(stderr, "oomtrace-read: %s: %s\n", x->path, err);
+        return -1;
+    }
+    struct ot_report_opts ro = u->r->ro;
+    int rc = 0;
+    if (kind == OT_DOC_MARKDOWN || !x) {
+        ot_doc_page(&d, "oomtrace: a run's processes");
+        doc_run(&d, u);
+        if (!x) {
+            ot_doc_page_end(&d);
+            return ferror(f) ? -1 : 0;
+        }
+        ot_doc_rule(&d);
+        ot_doc_para(&d);
+        ot_doc_printf(&d, u->first_fail ? "Report of the first process to fail, " : "Report of the process with the largest peak, ");
+        doc_rank(&d, x);
+        ot_doc_printf(&d, ":");
+        ot_doc_para_end(&d);
+    } else {
+        ro.prelude = html_run_card;
+        ro.prelude_ctx = u;
+    }
+    ro.path = x->path;
+    rc = kind == OT_DOC_MARKDOWN ? ot_report_markdown(f, &l.an, &ro) : ot_report_html(f, &l.an, &ro);
     ot_loaded_free(&l);
     return rc;
 }
@@ -584,7 +711,7 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         run_free(&u);
         return 2;
     }
-    int rc = r->json ? write_json(out, &u) : write_text(out, &u);
+    int rc = r->as_doc ? write_doc(out, &u, r->doc) : r->json ? write_json(out, &u) : write_text(out, &u);
     bool bad = fflush(out) != 0 || ferror(out);
     if (out != stdout && fclose(out) != 0)
         bad = true;

@@ -60,7 +60,9 @@ int ot_run_diff(const char *base, const char *cur, const struct ot_run_opts *r)
         ot_loaded_free(&ln);
         return 2;
     }
-    int rc = r->json ? ot_diff_json(out, &lb, &ln, &r->ro) : ot_diff_text(out, &lb, &ln, &r->ro);
+    int rc = r->as_doc ? ot_diff_doc(out, &lb, &ln, &r->ro, r->doc)
+             : r->json ? ot_diff_json(out, &lb, &ln, &r->ro)
+                       : ot_diff_text(out, &lb, &ln, &r->ro);
     bool bad = fflush(out) != 0 || ferror(out);
     if (out != stdout && fclose(out) != 0)
         bad = true;

@@ -6,11 +6,14 @@
 
 #include "modes/gate.h"
 #include "modes/load.h"
+#include "render/doc.h"
 #include "render/report.h"
 
 struct ot_run_opts {
     struct ot_report_opts ro;
     bool json;
+    bool as_doc;            /* markdown or HTML (doc), not text or JSON */
+    enum ot_doc_kind doc;
     const char *out_path; /* NULL: standard output */
     struct ot_load_opts lo;
     struct ot_gate gate;

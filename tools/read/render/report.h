@@ -14,6 +14,9 @@ struct ot_report_opts {
     size_t frames;  /* frames per stack in text */
     bool native;    /* text: every frame of a Python stack (--native), not the Python-first view */
     const char *path; /* the snapshot file as named on the command line */
+    /* HTML: a card written at the top of the page's main part (the directory view's run summary). */
+    void (*prelude)(FILE *f, const void *ctx);
+    const void *prelude_ctx;
 };
 
 int ot_report_text(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o);

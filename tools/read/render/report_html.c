@@ -407,6 +407,8 @@ int ot_report_html(FILE *f, const struct ot_analysis *a, const struct ot_report_
     h.series_names = nnamed ? ot_lbl_sites(a, h.tl.top->v, nnamed, H_NAME_MAX) : NULL;
 
     header(&h);
+    if (o->prelude)
+        o->prelude(f, o->prelude_ctx);
     failure(&h);
     h_breakdown_section(&h);
     h_timeline_section(&h);

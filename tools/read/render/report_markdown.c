@@ -10,6 +10,7 @@
 #include "analyze/breakdown.h"
 #include "render/bdcell.h"
 #include "analyze/why.h"
+#include "render/doc.h"
 #include "render/fwview.h"
 
 #define MD_NAME_MAX 160 /* bytes of one frame name in a label */
@@ -22,59 +23,6 @@ struct md {
     const struct ot_snapshot *s;
     const struct ot_report_opts *o;
 };
-
-/* Text outside code spans: the ASCII punctuation that markdown or HTML could act on inside a line
- * (emphasis, code, links, tags, table cells, strikethrough) is backslash-escaped, control characters and invalid UTF-8 become
- * \xNN (shown literally, the backslash escaped), so no snapshot string can open a link, an HTML tag
- * or a table cell. max_bytes > 0 cuts the string with "...". */
-static void md_text_ascii(FILE *f, unsigned c, void *ctx)
-{
-    (void)ctx;
-    if (c < 0x20 || c == 0x7f)
-        fprintf(f, "\\\\x%02x", c);
-    else if (c == '&')
-        fputs("&amp;", f);
-    else if (strchr("\\`*_{}[]<>|~", (int)c))
-        fprintf(f, "\\%c", (int)c);
-    else
-        putc_unlocked((int)c, f);
-}
-
-static void md_text(FILE *f, struct ot_str s, size_t max_bytes)
-{
-    if (ot_fput_markup(f, s, max_bytes, "\\\\x%02x", md_text_ascii, NULL))
-        fputs("...", f);
-}
-
-/* A code span. Its content is literal in markdown, so only what would end it matters: a backtick
- * becomes ', a '|' is escaped in table cells (GFM splits cells before it reads code spans), control
- * characters and invalid UTF-8 become \xNN. */
-static void md_code_ascii(FILE *f, unsigned c, void *ctx)
-{
-    bool in_table = *(const bool *)ctx;
-    if (c < 0x20 || c == 0x7f)
-        fprintf(f, "\\x%02x", c);
-    else if (c == '`')
-        putc_unlocked('\'', f);
-    else if (c == '|' && in_table)
-        fputs("\\|", f);
-    else
-        putc_unlocked((int)c, f);
-}
-
-static void md_code(FILE *f, struct ot_str s, size_t max_bytes, bool in_table)
-{
-    const unsigned char *p = (const unsigned char *)s.p;
-    size_t n = max_bytes && s.n > max_bytes ? max_bytes : s.n;
-    putc_unlocked('`', f);
-    if (n == 0 || p[0] == ' ')
-        putc_unlocked(' ', f); /* a span of spaces or starting with one loses a space: pad */
-    if (ot_fput_markup(f, s, max_bytes, "\\x%02x", md_code_ascii, &in_table))
-        fputs("...", f);
-    if (n == 0 || p[n - 1] == ' ')
-        putc_unlocked(' ', f);
-    putc_unlocked('`', f);
-}
 
 static void title(struct md *m)
 {
@@ -101,12 +49,12 @@ static void title(struct md *m)
         ot_sb_str(&cmd, mt->argv[i]);
     }
     if (cmd.n)
-        md_code(f, ot_sb_view(&cmd), 300, false);
+        ot_md_code(f, ot_sb_view(&cmd), 300, false);
     else
         fputs("(no command line)", f);
     ot_sb_free(&cmd);
     fprintf(f, " · pid %" PRIu64 " on ", mt->pid);
-    md_text(f, mt->host.n ? mt->host : ot_cstr("unknown host"), 128);
+    ot_md_text(f, mt->host.n ? mt->host : ot_cstr("unknown host"), 128);
     if (mt->rank >= 0) {
         fprintf(f, " · rank %" PRId64, mt->rank);
         if (mt->world_size > 0)
@@ -125,7 +73,7 @@ static void put_label(struct md *m, uint64_t stack_id, bool in_table)
 {
     struct ot_site one = {.stack_id = stack_id};
     char **l = ot_lbl_sites(m->a, &one, 1, MD_NAME_MAX);
-    md_code(m->f, ot_cstr(l ? l[0] : "?"), 0, in_table);
+    ot_md_code(m->f, ot_cstr(l ? l[0] : "?"), 0, in_table);
     ot_strv_free(l, 1);
 }
 
@@ -189,7 +137,7 @@ static void breakdown(struct md *m)
             if (pm->parts[i].row != (enum ot_bd_row)r)
                 continue;
             fputs("| \xe2\x80\x83", f); /* an em space indents the part under its row */
-            md_text(f, pm->parts[i].label, 80);
+            ot_md_text(f, pm->parts[i].label, 80);
             if (pm == &b->peak)
                 fputs(" | ", f);
             bd_cell(f, pm, (enum ot_bd_row)r, pm->parts[i].bytes);
@@ -206,7 +154,7 @@ static void statements(struct md *m, const struct ot_why *w, const char *title)
     fprintf(m->f, "**%s:**\n\n", title);
     for (size_t i = 0; i < w->n; i++) {
         fputs("- ", m->f);
-        md_text(m->f, ot_cstr(w->v[i].text ? w->v[i].text : ""), 600);
+        ot_md_text(m->f, ot_cstr(w->v[i].text ? w->v[i].text : ""), 600);
         fputc('\n', m->f);
     }
     fputc('\n', m->f);
@@ -225,7 +173,7 @@ static void devices(struct md *m)
         const struct snap_device *d = &s->devices[i];
         bool mi = d->flags & OT_DEV_MEMINFO_KNOWN, bl = d->flags & OT_DEV_BASELINE_KNOWN;
         fprintf(f, "| %" PRId64 " | ", d->ordinal);
-        md_text(f, d->name.n ? d->name : ot_cstr("?"), 64);
+        ot_md_text(f, d->name.n ? d->name : ot_cstr("?"), 64);
         fprintf(f, " | %s", mi ? ot_fmt_bytes(b, d->total_bytes) : "?");
         fprintf(f, " | %s", mi ? ot_fmt_bytes(b, d->free_bytes) : "?");
         fprintf(f, " | %s", ot_fmt_bytes(b, d->tracked_bytes));
@@ -284,7 +232,7 @@ static void sites(struct md *m)
         else
             fputs("–", f);
         fputs(" | ", f);
-        md_code(f, ot_cstr(labels ? labels[i] : "?"), 0, true);
+        ot_md_code(f, ot_cstr(labels ? labels[i] : "?"), 0, true);
         fputs(" |\n", f);
     }
     if (st->n > n) {
@@ -305,7 +253,7 @@ static void sites(struct md *m)
             for (size_t i = first; i < first + k; i++) {
                 if (i > first)
                     fputs(", ", f);
-                md_code(f, m->s->markers[i].label, 80, false);
+                ot_md_code(f, m->s->markers[i].label, 80, false);
             }
             fputs("\n\n", f);
         }
