@@ -8,10 +8,16 @@
 # the median over the rounds of those minima, the traced variant minus bare, and the min-max spread.
 # Needs build/liboomtrace.so (make) and .carry/lib as for tests/gpu/run.sh; PyTorch with CUDA; a C compiler
 # and the CUDA headers for the driver-API loop.
+# Every process runs pinned to one CPU (PIN, default 4; PIN= turns it off): unpinned, the bare processes'
+# own minima spread by over 1 µs per pair between rounds on the H200 host (run 10), more than the cost
+# measured. BUDGET (seconds, default 230) stops starting rounds, so the table is always printed.
+# QUICK=1 leaves out the diagnostic variants (OOMTRACE_PYTHON=0, OOMTRACE_DEPTH=4) to fit more rounds.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 ROUNDS=${ROUNDS:-4}
+PIN=${PIN-4}
+BUDGET=${BUDGET:-230}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 PY=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')
@@ -28,10 +34,12 @@ RAW=$OUT/raw.jsonl
 : >"$RAW"
 
 # variant name, then the environment it adds; "bare" runs without the tracer
+PINCMD=()
+[ -n "$PIN" ] && command -v taskset >/dev/null && PINCMD=(taskset -c "$PIN")
 traced() { env LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$CARRY_LD" "$@"; }
 one() { # one CASE VARIANT: one process, its JSON line tagged with the round and variant
     local case=$1 variant=$2 cmd
-    if [ "$case" = c_async ]; then cmd=("$CBIN" 8); else cmd=("$PY" tests/gpu/bench_alloc_pair.py "$case"); fi
+    if [ "$case" = c_async ]; then cmd=("${PINCMD[@]}" "$CBIN" 8); else cmd=("${PINCMD[@]}" "$PY" tests/gpu/bench_alloc_pair.py "$case"); fi
     [ "$case" = step ] && cmd+=(--loops 6 --steps 100)
     local line
     case $variant in
@@ -43,10 +51,16 @@ one() { # one CASE VARIANT: one process, its JSON line tagged with the round and
     esac
     [ -n "$line" ] && echo "{\"round\": $r, \"variant\": \"$variant\", \"result\": $line}" >>"$RAW"
 }
-PLAN=("pair bare traced nopython depth4" "pair20 bare traced" "step bare traced companion")
+if [ -n "${QUICK:-}" ]; then PLAN=("pair bare traced"); else PLAN=("pair bare traced nopython depth4"); fi
+PLAN+=("pair20 bare traced" "step bare traced companion")
 [ -n "$CBIN" ] && PLAN+=("c_async bare traced")
+T0=$SECONDS
 for r in $(seq 1 "$ROUNDS"); do
-    echo "round $r/$ROUNDS" >&2
+    if [ "$r" -gt 1 ] && [ $((SECONDS - T0)) -gt "$BUDGET" ]; then
+        echo "budget of ${BUDGET}s spent: $((r - 1)) rounds" >&2
+        break
+    fi
+    echo "round $r/$ROUNDS (pinned: ${PINCMD[*]:-no})" >&2
     for p in "${PLAN[@]}"; do
         set -- $p
         case=$1; shift
@@ -71,8 +85,8 @@ names = {"pair": "PyTorch, cudaMallocAsync, torch.empty(4096)+del, shallow",
          "c_async": "C program, cuMemAllocAsync + cuMemFreeAsync"}
 labels = {"traced": "traced", "companion": "traced + Python companion", "nopython": "traced, OOMTRACE_PYTHON=0",
           "depth4": "traced, OOMTRACE_DEPTH=4 OOMTRACE_PYTHON=0"}
-print("| case | variant | bare (median of per-process minima) | variant | added (median of per-round differences) | spread of the differences | ratio |")
-print("|---|---|---|---|---|---|---|")
+print("| case | variant | bare (median of per-process minima) | variant | added (median of per-round differences) | spread of the differences | added (least of each) | ratio |")
+print("|---|---|---|---|---|---|---|---|")
 for case in ("pair", "pair20", "step", "c_async"):
     bare = dict(by.get((case, "bare"), []))
     if not bare:
@@ -89,6 +103,7 @@ for case in ("pair", "pair20", "step", "c_async"):
         t = statistics.median(got[k] for k in common)
         print(f"| {names[case]} | {labels[v]} | {b/scale:.2f} {unit} | {t/scale:.2f} {unit} | "
               f"{statistics.median(diffs)/scale:+.2f} {unit} | {min(diffs)/scale:+.2f} .. {max(diffs)/scale:+.2f} | "
+              f"{(min(got[k] for k in common) - min(bare[k] for k in common))/scale:+.2f} {unit} | "
               f"{t/b:.3f} (n={len(common)}) |")
 PY
 echo "raw: $RAW" >&2
