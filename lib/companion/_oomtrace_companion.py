@@ -46,6 +46,7 @@ class Companion:
         self.collect_failed = set()
         self.watching = False
         self.sees_raises = False  # sys.monitoring RAISE events: exceptions the program catches are seen too
+        self.created = set()      # before 3.12: OOM exception classes whose creation is watched
         self.recent = []  # (id, text, t) of framework OOM exceptions already written
         self.in_oom = False
 
@@ -141,35 +142,71 @@ class Companion:
         self.mark_fn(label.encode("utf-8", "replace")[:255])
 
     # -- JAX's and CuPy's OOMs are exceptions --
-    def watch_exceptions(self, fallback=True):
-        """RAISE events where sys.monitoring exists (3.12+); else, when fallback, the uncaught ones through
-        sys.excepthook and threading.excepthook, chained to the program's own."""
+    def watch_exceptions(self, fallback=True, classes=()):
+        """Where a framework's OOM exception becomes visible. From 3.12, sys.monitoring's RAISE events: every
+        raise, caught or not. Before, the creation of the given exception classes (watch_created): as good
+        for those classes. And, when fallback, the uncaught ones through sys.excepthook and
+        threading.excepthook, chained to the program's own. True when the classes' raises are seen, caught
+        or not."""
         mon = getattr(sys, "monitoring", None)
-        if self.watching or (mon is None and not fallback):
-            return
-        self.watching = True
-        if mon is not None:
+        if mon is not None and not self.watching:
+            self.watching = True
             for tool in (4, 3, 5, 2, 1, 0):
                 if mon.get_tool(tool) is None:
                     mon.use_tool_id(tool, "oomtrace")
                     mon.register_callback(tool, mon.events.RAISE, self.on_raise)
                     mon.set_events(tool, mon.get_events(tool) | mon.events.RAISE)
                     self.sees_raises = True
-                    return
-            _say("sys.monitoring has no free tool id; JAX/CuPy OOMs are seen only when uncaught")
-        import threading
-        prev_hook = sys.excepthook
-        prev_thread_hook = threading.excepthook
+                    break
+            else:
+                _say("sys.monitoring has no free tool id; JAX/CuPy OOMs are seen only when uncaught")
+        if self.sees_raises:
+            return True
+        seen = bool(classes)
+        for cls in classes:
+            seen = self.watch_created(cls) and seen
+        if fallback and not getattr(self, "uncaught", False):
+            self.uncaught = True
+            import threading
+            prev_hook = sys.excepthook
+            prev_thread_hook = threading.excepthook
 
-        def excepthook(t, v, tb):
-            self.on_exception(v)
-            prev_hook(t, v, tb)
+            def excepthook(t, v, tb):
+                self.on_exception(v)
+                prev_hook(t, v, tb)
 
-        def thread_hook(args):
-            self.on_exception(args.exc_value)
-            prev_thread_hook(args)
-        sys.excepthook = excepthook
-        threading.excepthook = thread_hook
+            def thread_hook(args):
+                self.on_exception(args.exc_value)
+                prev_thread_hook(args)
+            sys.excepthook = excepthook
+            threading.excepthook = thread_hook
+        return seen
+
+    def watch_created(self, cls):
+        """Before 3.12 no event says that an exception was raised, but its creation does: an OOM raised
+        from C (PyTorch, XLA) becomes an exception object only where Python code handles it, caught or not,
+        and never where the framework swallows it in C++ (cuDNN's workspace probes, PyTorch's retries);
+        CuPy creates its own where it raises. The class's __init__ is wrapped: the original runs first, and
+        the companion's part never raises. False when the class refuses the attribute."""
+        if cls in self.created:
+            return True
+        if not isinstance(cls, type) or not issubclass(cls, BaseException):
+            return False
+        init, comp = cls.__init__, self
+
+        def __init__(exc, *args, **kwargs):
+            init(exc, *args, **kwargs)
+            try:
+                comp.on_exception(exc)
+            except Exception:
+                pass
+        __init__.__wrapped__ = init
+        try:
+            cls.__init__ = __init__
+        except (TypeError, AttributeError):
+            return False
+        self.created.add(cls)
+        return True
 
     def on_raise(self, code, offset, exc):
         # Every raise in the program comes here: the type's name first, the rest only for an OOM.
@@ -184,13 +221,14 @@ class Companion:
                 a = self.attached.get(name)
                 if a is None or not a.is_oom(exc):
                     continue
-                if name == "torch" and not self.sees_raises:
+                if name == "torch" and not (self.sees_raises or a.raises_seen):
                     return  # its observer wrote the snapshot already
                 text = str(exc)
                 now = time.monotonic()
-                # The same exception passes each frame it unwinds; JAX's wrapper re-raises its text.
+                # The same exception passes each frame it unwinds; JAX's wrapper re-raises its text. An id
+                # alone is not the same exception: a freed one's id comes back.
                 self.recent = [r for r in self.recent if now - r[2] < 2.0]
-                if any(r[0] == id(exc) or (name == "jax" and r[1] == text) for r in self.recent):
+                if any(r[1] == text and (r[0] == id(exc) or name == "jax") for r in self.recent):
                     return
                 self.recent.append((id(exc), text, now))
                 if name == "torch":

@@ -56,6 +56,7 @@ class Torch:
         self.stacks = os.environ.get("OOMTRACE_TORCH_STACKS", "") == "python"
         self.steps = []
         self.pending = None  # (request, device, records, text) of the last observer call not yet raised
+        self.raises_seen = False  # its OutOfMemoryError is seen where it reaches Python, caught or not
         self.cuda = getattr(torch, "cuda", None)
         if self.cuda is None or not hasattr(self.cuda, "is_initialized"):
             raise AttributeError("torch.cuda.is_initialized")
@@ -79,7 +80,8 @@ class Torch:
         else:
             attach(self.comp.guard("torch OOM observer", self.on_oom))
             self.observer = True
-            self.comp.watch_exceptions(fallback=False)  # before 3.12 the observer writes by itself
+            # Where the OutOfMemoryError cannot be seen, the observer writes by itself.
+            self.raises_seen = bool(self.comp.watch_exceptions(fallback=False, classes=self.oom_classes()))
         if self.stacks:
             try:
                 self.cuda.memory._record_memory_history(enabled="state", stacks="python")
@@ -90,14 +92,18 @@ class Torch:
     def version(self):
         return str(getattr(self.torch, "__version__", ""))
 
+    def oom_classes(self):
+        return [c for c in (getattr(self.torch, "OutOfMemoryError", None),
+                            getattr(self.cuda, "OutOfMemoryError", None)) if c is not None]
+
     def on_oom(self, device, alloc, device_allocated, device_free):
         """The observer runs at every refusal, also those PyTorch swallows itself (cuDNN's workspace
-        probes). Where the program's exceptions are visible (sys.monitoring, 3.12+) the allocator's state
-        is kept here and written when torch's OutOfMemoryError reaches Python code; before 3.12 it is
-        written now."""
+        probes). Where torch's OutOfMemoryError is seen reaching Python code (sys.monitoring from 3.12,
+        its creation before: Companion.watch_exceptions) the allocator's state is kept here and written
+        then; where it cannot be seen, it is written now."""
         text = ("PyTorch's caching allocator refused %d bytes on device %d (device_allocated %d, "
                 "device_free %d)" % (alloc, device, device_allocated, device_free))
-        if self.comp.sees_raises:
+        if self.comp.sees_raises or self.raises_seen:
             self.pending = (int(alloc), int(device), self.comp.collect_records("oom"), text)
         else:
             self.comp.framework_oom("torch", int(alloc), int(device), text)
@@ -228,7 +234,17 @@ class Jax:
         return bool(xb._backends)
 
     def attach(self):
-        self.comp.watch_exceptions()
+        self.comp.watch_exceptions(classes=self.oom_classes())
+
+    def oom_classes(self):
+        found = []
+        for mod in (getattr(self.jax, "errors", None), sys.modules.get("jaxlib.xla_extension"),
+                    sys.modules.get("jax._src.lib")):
+            for n in self.error_types:
+                c = getattr(mod, n, None) if mod is not None else None
+                if c is not None and c not in found:
+                    found.append(c)
+        return found
 
     def version(self):
         return str(getattr(self.jax, "__version__", ""))
@@ -285,7 +301,12 @@ class Cupy:
         return hasattr(self.cupy, "get_default_memory_pool")
 
     def attach(self):
-        self.comp.watch_exceptions()
+        self.comp.watch_exceptions(classes=self.oom_classes())
+
+    def oom_classes(self):
+        memory = getattr(getattr(self.cupy, "cuda", None), "memory", None)
+        c = getattr(memory, "OutOfMemoryError", None)
+        return [c] if c is not None else []
 
     def version(self):
         return str(getattr(self.cupy, "__version__", ""))

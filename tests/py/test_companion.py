@@ -50,7 +50,9 @@ def companion():
     c.attached, c.given_up, c.watching, c.recent, c.in_oom = {}, set(), False, [], False
     c.collect_failed = set()
     c.sees_raises = False
-    c.watch_exceptions = lambda fallback=True: None  # one process, many companions: sys.monitoring's tool ids are few
+    c.created = set()
+    # One process, many companions: sys.monitoring's tool ids are few, and the classes stay unwrapped.
+    c.watch_exceptions = lambda fallback=True, classes=(): None
     return c, lib
 
 
@@ -285,6 +287,64 @@ try:
 finally:
     sys.modules.pop("_oomtrace_roles", None)
     R._hook = None
+
+# 7. Where no event says that an exception was raised (before 3.12), its creation does
+# (Companion.watch_created): a refusal PyTorch swallows in C++ never becomes an exception object and writes
+# nothing; one that reaches Python writes one fatal snapshot with the state kept at its observer call, also
+# when the program catches it; CuPy's caught OOM is seen the same way. The real method, on every version.
+clear_modules()
+c, lib = companion()
+c.watch_exceptions = lambda fallback=True, classes=(): all([c.watch_created(k) for k in classes]) and bool(classes)
+t = fakefw.fake_torch()
+run_with({"torch": t, "torch.optim": t.optim, "torch.optim.optimizer": t.optim.optimizer}, c.scan)
+expect(c.attached["torch"].raises_seen, "torch's OutOfMemoryError is watched")
+t.observers[0](0, 1 << 20, 5, 6)
+t.observers[0](0, 1 << 29, 5, 6)
+expect(lib.ooms == [], "refusals torch swallows write nothing")
+try:
+    raise t.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has ...")
+except RuntimeError as e:
+    caught = e
+expect(str(caught).startswith("CUDA out of memory") and caught.args == ("CUDA out of memory. Tried to allocate "
+                                                                        "512.00 MiB. GPU 0 has ...",),
+       "the program's exception is unchanged")
+expect(len(lib.ooms) == 1 and lib.ooms[0][:3] == (b"torch", 1 << 29, 0), "the caught OOM writes one snapshot")
+err = [x for x in records(lib.ooms[0][3]) if x["kind"] == "ERROR"][0]
+expect(err["text"].startswith("CUDA out of memory. Tried"), "torch's own message in ERROR, state from the observer")
+# As PyTorch raises it: from C, a type and a string (the object is made where Python code handles it).
+import ctypes  # noqa: E402
+api = ctypes.pythonapi
+api.PyErr_NewException.restype = ctypes.py_object
+api.PyErr_NewException.argtypes = [ctypes.c_char_p, ctypes.py_object, ctypes.c_void_p]
+api.PyErr_SetString.argtypes = [ctypes.py_object, ctypes.c_char_p]
+from_c = api.PyErr_NewException(b"torch.OutOfMemoryError", RuntimeError, None)
+c.watch_created(from_c)
+t.observers[0](0, 1 << 28, 5, 6)
+try:
+    api.PyErr_SetString(from_c, b"CUDA out of memory. Tried to allocate 256.00 MiB")
+except RuntimeError:
+    pass
+expect(len(lib.ooms) == 2 and lib.ooms[1][:3] == (b"torch", 1 << 28, 0), "an OOM raised from C and caught")
+lib.ooms.pop()
+cupy = fakefw.fake_cupy()
+run_with({"cupy": cupy}, c.scan)
+try:
+    raise cupy.cuda.memory.OutOfMemoryError("Out of memory allocating 2,048 bytes (allocated so far: 0 bytes).")
+except MemoryError:
+    pass
+expect(len(lib.ooms) == 2 and lib.ooms[1][:2] == (b"cupy", 2048), "CuPy's caught OOM")
+before = ValueError.__init__
+expect(not c.watch_created(ValueError) and ValueError.__init__ is before, "a type that refuses the attribute is left as it is")
+broken = type("OutOfMemoryError", (RuntimeError,), {"__module__": "torch"})
+c.attached["torch"].pending = None
+c.on_exception = lambda exc: 1 / 0  # the companion's own failure never reaches the program
+c.watch_created(broken)
+try:
+    raise broken("CUDA out of memory")
+except ZeroDivisionError:
+    failures.append("the companion's failure reached the program")
+except RuntimeError:
+    pass
 
 # 5. Debian's torch (CPU), where installed: real objects, CUDA never initialized by us.
 try:
