@@ -1,0 +1,62 @@
+"""A training-like loop with no markers at all (no oomtrace.mark, no optimizer step hook): each iteration
+allocates a temporary and frees it, and keeps one 1 MiB buffer alive in a list (the leak). Against the
+stand-in driver, for tests/sh/growth_windows.sh.
+  leak_nomarkers.py oom      until the device is full; exit 1 after the out-of-memory
+  leak_nomarkers.py stop N   N iterations, then exit 0 (run with OOMTRACE_DUMP=exit for a snapshot)
+  leak_nomarkers.py build    40 buffers kept with no free in between (as a model or an optimizer's state is
+                             built), then a request too big: a buildup, not a leak"""
+import ctypes
+import sys
+import time
+
+MiB = 1 << 20
+cuda = ctypes.CDLL("libcuda.so.1")
+alloc = cuda.cuMemAlloc_v2
+alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+free = cuda.cuMemFree_v2
+free.argtypes = [ctypes.c_uint64]
+
+
+def device_alloc(nbytes):
+    p = ctypes.c_uint64()
+    rc = alloc(ctypes.byref(p), nbytes)
+    return p.value if rc == 0 else None
+
+
+def temporary():
+    return device_alloc(4 * MiB)  # LINE:temporary
+
+
+def kept():
+    return device_alloc(1 * MiB)  # LINE:kept
+
+
+def step(history):
+    t = temporary()
+    if t is None:
+        return False
+    free(t)
+    k = kept()
+    if k is None:
+        return False
+    history.append(k)
+    time.sleep(0.002)  # the iteration's work: the windows are cut by events, the rate is per second
+    return True
+
+
+def main():
+    assert cuda.cuInit(0) == 0
+    history = []
+    if sys.argv[1] == "build":
+        for _ in range(40):
+            history.append(kept())
+        return 1 if device_alloc(1 << 40) is None else 2
+    n = int(sys.argv[2]) if sys.argv[1] == "stop" else 1 << 30
+    for _ in range(n):
+        if not step(history):
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
