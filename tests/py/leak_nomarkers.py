@@ -6,15 +6,12 @@ stand-in driver, for tests/sh/growth_windows.sh.
   leak_nomarkers.py build    40 buffers kept with no free in between (as a model or an optimizer's state is
                              built), then a request too big: a buildup, not a leak"""
 import ctypes
+import os
 import sys
 import time
 
-MiB = 1 << 20
-cuda = ctypes.CDLL("libcuda.so.1")
-alloc = cuda.cuMemAlloc_v2
-alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
-free = cuda.cuMemFree_v2
-free.argtypes = [ctypes.c_uint64]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from alloc_ctypes import MiB, alloc, cuda, free  # noqa: E402
 
 
 def device_alloc(nbytes):

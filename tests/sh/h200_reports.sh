@@ -41,9 +41,15 @@ read_one fw_jax_prealloc
 has fw_jax_prealloc 'JAX preallocated its pool' "the preallocation statement"
 has fw_jax_prealloc 'XLA_PYTHON_CLIENT_PREALLOCATE=false' "the preallocation remedy"
 hasnt fw_jax_prealloc 'gradient checkpointing' "PyTorch's remedy for a JAX program"
+has fw_jax_prealloc "^      XLA's preallocated pool \(JAX\) +872 MiB" "the pool beyond JAX's arrays is cache"
+has fw_jax_prealloc '^      JAX arrays +104 GiB' "JAX's arrays"
 
 read_one fw_cupy_then_torch
 has fw_cupy_then_torch "CuPy's memory pool kept 64\.0 GiB that the program had freed" "CuPy's pool cache"
+has fw_cupy_then_torch 'framework cache \(reserved, not allocated\) +64\.0 GiB' "CuPy's freed-but-pooled bytes are cache in the breakdown"
+has fw_cupy_then_torch "^      CuPy's memory pool +64\.0 GiB" "the cache's part"
+has fw_cupy_then_torch 'activations and temporaries \(inferred\) +75\.0 GiB' "only torch's tensors are activations"
+has fw_cupy_then_torch 'cupy\.get_default_memory_pool\(\)\.free_all_blocks\(\) once its arrays are gone' "the pool's remedy"
 
 read_one fw_graph_pool
 has fw_graph_pool 'CUDA graph private pool: 1 pool of PyTorch on device 0 reserved 310 MiB in 4 segments' "the graph pool"

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/allocview.h"
 #include "analyze/stackview.h"
 
 /* Each row's name in reports and its key in JSON. */
@@ -337,6 +338,43 @@ static void add_outside(const struct ot_analysis *a, struct ot_bd_moment *m, int
         m->whole = d->total_bytes - d->free_bytes;
 }
 
+/* Other frameworks' pools (CuPy's default pool, XLA's allocator for JAX) hand out memory from driver
+ * allocations the stacks call activations. What the pool holds beyond its arrays is cache: memory the
+ * program freed (or XLA reserved at start) that the pool keeps. Their counters are read at the snapshot;
+ * only stack-inferred bytes move, never identity's. */
+static void take_from_activations(struct ot_bd_moment *m, enum ot_bd_row row, const char *label, uint64_t bytes)
+{
+    if (bytes > m->inferred[OT_BD_ACTIVATIONS])
+        bytes = m->inferred[OT_BD_ACTIVATIONS];
+    if (!bytes)
+        return;
+    m->bytes[OT_BD_ACTIVATIONS] -= bytes;
+    m->inferred[OT_BD_ACTIVATIONS] -= bytes;
+    add_row(m, row, bytes, false);
+    add_part(m, row, ot_cstr(label), bytes);
+}
+
+static void split_pools(const struct ot_snapshot *s, struct ot_bd_moment *m, int64_t device)
+{
+    uint64_t freeb, limit, pool, in_use;
+    if (ot_fw_stat(s, "cupy", (uint64_t)device, "pool_free_bytes", &freeb))
+        take_from_activations(m, OT_BD_CACHE, OT_BD_PART_CUPY_POOL, freeb);
+    if (!ot_fw_stat(s, "jax", (uint64_t)device, "bytes_in_use", &in_use))
+        return;
+    /* Preallocated, XLA's pool is its limit, taken at start; else what it reserved so far. */
+    bool pre = ot_str_eq(ot_fw_setting_get(&s->fw, "jax", "preallocate_effective"), "true");
+    if (pre ? ot_fw_stat(s, "jax", (uint64_t)device, "bytes_limit", &limit)
+            : ot_fw_stat(s, "jax", (uint64_t)device, "pool_bytes", &limit)) {
+        pool = limit;
+        if (pool > in_use)
+            take_from_activations(m, OT_BD_CACHE, pre ? "XLA's preallocated pool (JAX)" : "XLA's pool (JAX)", pool - in_use);
+    }
+    /* The rest of what the stacks call activations holds JAX's arrays: say so. */
+    uint64_t arrays = in_use < m->inferred[OT_BD_ACTIVATIONS] ? in_use : m->inferred[OT_BD_ACTIVATIONS];
+    if (arrays)
+        add_part(m, OT_BD_ACTIVATIONS, ot_cstr("JAX arrays"), arrays);
+}
+
 static void finish(struct ot_bd_moment *m)
 {
     uint64_t sum = 0;
@@ -370,6 +408,7 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
     out->identity = id.n > 0;
     if (rc == 0 && s->has_live) {
         rc = add_records(&g, &id, NULL, s, &out->now, s->live, s->nlive, out->device);
+        split_pools(s, &out->now, out->device);
         add_outside(a, &out->now, out->device);
         finish(&out->now);
     }
@@ -386,6 +425,11 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
         if (rc == 0)
             rc = add_records(&g, by_address ? &id : &(struct identity){0}, by_address ? &live : NULL, s, &out->peak,
                              p->section->recs, p->section->count, out->device);
+        /* The pools' counters describe the snapshot: the peak gets them when its allocations are the
+         * snapshot's (nothing allocated or freed on the device since). */
+        const struct snap_device *d = ot_snapshot_device(s, out->device);
+        if (rc == 0 && d && s->has_live && d->tracked_bytes == p->bytes)
+            split_pools(s, &out->peak, out->device);
         out->peak.whole = p->bytes;
         finish(&out->peak);
     }
@@ -394,6 +438,14 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
     free(g.v);
     free(id.v);
     return rc;
+}
+
+uint64_t ot_bd_part_bytes(const struct ot_bd_moment *m, enum ot_bd_row row, const char *label)
+{
+    for (size_t i = 0; i < m->nparts; i++)
+        if (m->parts[i].row == row && ot_str_eq(m->parts[i].label, label))
+            return m->parts[i].bytes;
+    return 0;
 }
 
 enum ot_bd_row ot_bd_guess(const struct ot_analysis *a, uint64_t stack_id)

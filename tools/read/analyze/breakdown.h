@@ -63,6 +63,11 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out);
  * cache, context and others when measured); OT_BD_NROWS when the moment is unknown or empty. */
 enum ot_bd_row ot_bd_largest(const struct ot_bd_moment *m);
 
+/* A part's bytes (0 when the moment has no such part); OT_BD_PART_CUPY_POOL: the framework cache held by
+ * CuPy's pool, as far as driver allocations hold it. */
+#define OT_BD_PART_CUPY_POOL "CuPy's memory pool"
+uint64_t ot_bd_part_bytes(const struct ot_bd_moment *m, enum ot_bd_row row, const char *label);
+
 /* The row a stack's frames and libraries suggest for what it allocated (the inferred rows' rule), e.g. the
  * failed request's: OT_BD_OPTIMIZER when it came from inside an optimizer. */
 enum ot_bd_row ot_bd_guess(const struct ot_analysis *a, uint64_t stack_id);

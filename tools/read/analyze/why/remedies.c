@@ -13,12 +13,13 @@
  *   fragmentation   PyTorch's request is larger than its largest free block while its free blocks would hold it
  *   other_process   another process holds at least 10% of the device
  *   jax_preallocation  JAX preallocated at least half of the device
+ *   framework_pool_cache  CuPy's pool keeps freed memory of at least 15% of the used memory
  *   leak            a call site grew in every interval (why: growing_site) by at least 1% of the peak in all,
  *                   and the ring saw frees or the framework's view says the growth is allocated tensors
  *   headroom        no failure, but the peak left less than 15% of the device free
  *
  * Strongest first: remedies for what refused this very request while memory existed (other_process,
- * fragmentation, jax_preallocation) first, then the rest by the bytes each addresses; only the first two
+ * fragmentation, jax_preallocation, framework_pool_cache) first, then the rest by the bytes each addresses; only the first two
  * are kept (the guides' "fix the largest share first"; a third remedy addresses less than either). A category under 15%
  * of the used memory gets no remedy: removing all of it gives back less than the 15-20% headroom the guides
  * advise keeping free, so it cannot be what made the program not fit. */
@@ -290,6 +291,34 @@ static void other_process(struct ot_why *w, const struct ot_analysis *a, int64_t
     why_item_end(&b);
 }
 
+/* Memory the program freed that CuPy's pool keeps, while another framework (or CuPy itself) needs it. */
+static void pool_cache(struct ot_why *w, const struct ot_analysis *a, const struct ot_breakdown *bd)
+{
+    const struct ot_bd_moment *m = &bd->now;
+    uint64_t freeb, total;
+    if (!m->known || !m->whole || !ot_fw_stat(a->s, "cupy", (uint64_t)bd->device, "pool_free_bytes", &freeb))
+        return;
+    /* As much of it as this process's driver allocations hold (the breakdown's part). */
+    uint64_t held = ot_bd_part_bytes(m, OT_BD_CACHE, OT_BD_PART_CUPY_POOL);
+    if (freeb > held)
+        freeb = held;
+    if (!freeb || freeb * 100 < m->whole * MIN_SHARE_PCT)
+        return;
+    char b1[32];
+    struct why_item_b b;
+    if (!why_item_say(&b, w, "framework_pool_cache",
+            "CuPy's memory pool keeps %s that the program freed, %.0f%% of the used memory: call "
+            "cupy.get_default_memory_pool().free_all_blocks() once its arrays are gone (before another framework "
+            "allocates), or cap the pool with cupy.get_default_memory_pool().set_limit(size=...).",
+            why_bytes(b1, freeb), share(freeb, m->whole)))
+        return;
+    why_num_u(&b, "pool_free_bytes", freeb);
+    if (ot_fw_stat(a->s, "cupy", (uint64_t)bd->device, "pool_total_bytes", &total))
+        why_num_u(&b, "pool_total_bytes", total);
+    why_num_u(&b, "whole_bytes", m->whole);
+    why_item_end(&b);
+}
+
 static void jax_preallocation(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 {
     const struct ot_snapshot *s = a->s;
@@ -398,7 +427,7 @@ static void headroom(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 /* The bytes a remedy addresses, from its numbers: what ranks it. */
 static uint64_t weight(const struct ot_why_item *it)
 {
-    static const char *const keys[] = {"used_bytes", "free_in_cache_bytes", "bytes_limit", "activations_bytes",
+    static const char *const keys[] = {"used_bytes", "free_in_cache_bytes", "bytes_limit", "pool_free_bytes", "activations_bytes",
                                        "optimizer_state_bytes", "parameters_bytes", "growth_bytes", "peak_bytes"};
     /* A remedy's first key in this list is the one it rests on. */
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -415,7 +444,7 @@ static uint64_t weight(const struct ot_why_item *it)
 static bool direct(const struct ot_why_item *it)
 {
     return strcmp(it->kind, "other_process") == 0 || strcmp(it->kind, "fragmentation") == 0 ||
-           strcmp(it->kind, "jax_preallocation") == 0;
+           strcmp(it->kind, "jax_preallocation") == 0 || strcmp(it->kind, "framework_pool_cache") == 0;
 }
 
 static bool before(const struct ot_why_item *x, const struct ot_why_item *y)
@@ -460,6 +489,7 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     if (bd && bd->has_device) {
         int grad_enabled = -1;
         bool torch = a->s->meta.python_version.n > 0 && pytorch_or_unknown(&a->s->fw);
+        pool_cache(w, a, bd);
         bool inference = torch && inference_with_grad(a, bd, &grad_enabled);
         if (!leaking)
             activations(w, bd, torch, inference, grad_enabled);
