@@ -86,12 +86,14 @@ hasnt ut_adam_first_step 'grew through the event ring|Live memory grew' "buildin
 
 read_one ut_eval_grad
 has ut_eval_grad 'no gradient and no optimizer state exist and no optimizer step ran.*torch\.no_grad\(\) or torch\.inference_mode\(\)' "evaluation with autograd on"
+has ut_eval_grad 'and autograd was on at the failure \(torch\.is_grad_enabled\(\)\)' "torch's grad mode at the OOM"
 hasnt ut_eval_grad 'gradient checkpointing' "checkpointing for a loop that never runs backward"
 
 read_one ut_summed_loss
 has ut_summed_loss 'rose in each of 182 consecutive steps.*\+256 MiB per step' "the site's growth per step"
 has ut_summed_loss 'live memory on the device grew in each of them, by 769 MiB per step in all' "the device's growth per step"
 has ut_summed_loss 'not cached: this is live tensors' "the allocator's view: live tensors, not cache"
+has ut_summed_loss 'at marker "step 183 [^"]*" \(seq 747\): ut_summed_loss\.py:19 in train' "the growing site by the user's line (borrowed from the thread waiting in backward)"
 has ut_summed_loss 'Live memory grew by 769 MiB per optimizer step over 182 steps.*loss\.item\(\).*retain_graph=True' "the leak remedy"
 hasnt ut_summed_loss 'gradient checkpointing \(torch' "checkpointing for memory held across steps"
 
