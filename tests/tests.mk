@@ -92,11 +92,16 @@ $(TEST_BIN)/test_procs: $(TEST_BIN)/fork_workload $(TEST_BIN)/door_linked
 TEST_PROGS += $(TEST_BIN)/fork_workload $(TEST_BIN)/test_procs
 
 # Hostile hosts (issue 15): cancellation, fork storms, inherited signal dispositions, small stacks, fd 2.
-$(TEST_BIN)/hostile: tests/doors/hostile.c $(B)/fake/libcuda.so.1
+$(TEST_BIN)/libctor_exec.so: tests/doors/ctor_exec.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -pthread -rdynamic -o $@ $< -L$(B)/fake -lcuda -ldl
+	$(CC) -O1 -g $(WARN) -fPIC -shared -o $@ $<
+# --no-as-needed: hostile uses no symbol of libctor_exec.so; it is there for its constructor.
+$(TEST_BIN)/hostile: tests/doors/hostile.c $(B)/fake/libcuda.so.1 $(TEST_BIN)/libctor_exec.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -pthread -rdynamic -o $@ $< -L$(B)/fake -lcuda -ldl \
+		-Wl,--no-as-needed -L$(TEST_BIN) -lctor_exec -Wl,--as-needed -Wl,-rpath,'$$ORIGIN'
 $(TEST_BIN)/test_hostile: $(TEST_BIN)/hostile
-TEST_PROGS += $(TEST_BIN)/hostile $(TEST_BIN)/test_hostile
+TEST_PROGS += $(TEST_BIN)/libctor_exec.so $(TEST_BIN)/hostile $(TEST_BIN)/test_hostile
 
 # Synthetic and damaged snapshots (tests/snapgen): used by tests/sh/malformed.sh and report_formats.sh.
 $(B)/snapgen: tests/snapgen/snapgen.c include/oomtrace_format.h

@@ -21,19 +21,27 @@ static struct {
     fexecve_fn fexecve;
 } real;
 
-/* At start-up (ot_ready), never between fork and exec: dlsym is not async-signal-safe. */
+/* At start-up (ot_ready), so that a call between fork and exec finds them (dlsym is not
+ * async-signal-safe there); and at a call that comes first, from a library's constructor that runs
+ * before ours. */
 void ot_exec_resolve(void)
 {
-    *(void **)&real.execve = dlsym(RTLD_NEXT, "execve");
-    *(void **)&real.execvpe = dlsym(RTLD_NEXT, "execvpe");
-    *(void **)&real.execveat = dlsym(RTLD_NEXT, "execveat");
-    *(void **)&real.fexecve = dlsym(RTLD_NEXT, "fexecve");
+    static const char *const names[] = {"execve", "execvpe", "execveat", "fexecve"};
+    void **slots[] = {(void **)&real.execve, (void **)&real.execvpe, (void **)&real.execveat,
+                      (void **)&real.fexecve};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!__atomic_load_n(slots[i], __ATOMIC_ACQUIRE))
+            __atomic_store_n(slots[i], dlsym(RTLD_NEXT, names[i]), __ATOMIC_RELEASE);
 }
 
-static int missing(void)
+static int missing(void *const *fn)
 {
-    errno = ENOSYS;
-    return -1;
+    if (!__atomic_load_n(fn, __ATOMIC_ACQUIRE))
+        ot_exec_resolve();
+    if (__atomic_load_n(fn, __ATOMIC_ACQUIRE))
+        return 0;
+    errno = ENOSYS; /* no such function in this C library */
+    return 1;
 }
 
 /* The real call between the runtime's two notes; errno is the call's. */
@@ -51,29 +59,29 @@ static int missing(void)
 
 OT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    if (!real.execve)
-        return missing();
+    if (OT_UNLIKELY(!real.execve) && missing((void *const *)&real.execve))
+        return -1;
     AROUND_EXEC(real.execve(path, argv, envp));
 }
 
 OT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    if (!real.execvpe)
-        return missing();
+    if (OT_UNLIKELY(!real.execvpe) && missing((void *const *)&real.execvpe))
+        return -1;
     AROUND_EXEC(real.execvpe(file, argv, envp));
 }
 
 OT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-    if (!real.execveat)
-        return missing();
+    if (OT_UNLIKELY(!real.execveat) && missing((void *const *)&real.execveat))
+        return -1;
     AROUND_EXEC(real.execveat(dirfd, path, argv, envp, flags));
 }
 
 OT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    if (!real.fexecve)
-        return missing();
+    if (OT_UNLIKELY(!real.fexecve) && missing((void *const *)&real.fexecve))
+        return -1;
     AROUND_EXEC(real.fexecve(fd, argv, envp));
 }
 

@@ -15,7 +15,9 @@
  *   hostile fd2 PATH            stderr closed, fd 2 reopened as the program's data file PATH
  *   hostile segv                allocates, then dereferences NULL
  *   hostile exec                allocates, then execs a program that is not traced
- *   hostile oomloop N           holds 64 allocations, then N allocations that fail (one snapshot each) */
+ *   hostile oomloop N           holds 64 allocations, then N allocations that fail (one snapshot each)
+ *   hostile ctorexec            with HOSTILE_CTOR_EXEC set, libctor_exec.so's constructor re-executes the
+ *                               program before the tracer initialised itself; prints "ctorexec done" */
 #include <cuda.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -449,6 +451,10 @@ int main(int argc, char **argv)
         return mode_oomloop(n ? n : 100);
     if (strcmp(mode, "exec") == 0)
         return mode_exec();
+    if (strcmp(mode, "ctorexec") == 0) {
+        printf("ctorexec %s\n", argc > 2 ? argv[2] : "not re-executed");
+        return argc > 2 ? 0 : 1;
+    }
     fprintf(stderr, "usage: hostile MODE [N]\n");
     return 64;
 }

@@ -281,6 +281,14 @@ static void test_exec_leaves_no_flush(void **st)
     traced_cleanup(&t);
 }
 
+/* 10: the exec wrappers work before the tracer initialised itself: a library's constructor that execs runs
+ * before the preloaded tracer's (the exec failed with ENOSYS before). */
+static void test_exec_from_constructor(void **st)
+{
+    (void)st;
+    static const char *const env[] = {"HOSTILE_CTOR_EXEC=1", NULL};
+    same_traced((char *const[]){HOSTILE, "ctorexec", NULL}, env, 0, "ctorexec");
+}
 
 int main(void)
 {
@@ -294,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_fd2_is_program_data),
         cmocka_unit_test(test_fatal_signal_refused),
         cmocka_unit_test(test_exec_leaves_no_flush),
+        cmocka_unit_test(test_exec_from_constructor),
         cmocka_unit_test(test_small_stacks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
