@@ -51,6 +51,12 @@ static const char usage_text[] =
     "                   innermost first (--frames of them), then how many native frames were hidden.\n"
     "                   A site's headline names its innermost Python frame, else its innermost\n"
     "                   meaningful native frame. Stacks without Python frames always show every frame.\n"
+    "  --split          text and markdown: one row per call site. By default the call sites whose\n"
+    "                   innermost frame of the program's own code (not the standard library,\n"
+    "                   site-packages/dist-packages or a framework) is the same line form one row,\n"
+    "                   that line with the sums of their bytes and allocations, its largest sites\n"
+    "                   listed beneath; sites without such a frame group by the same named native\n"
+    "                   headline.\n"
     "  --diff BASE      compare BASE with NEW (the positional argument): the change in peak bytes of\n"
     "                   each call site, largest absolute change first (text, or json with schema\n"
     "                   oomtrace-diff/1). The peak is each snapshot's leading one (the failing device's,\n"
@@ -175,7 +181,7 @@ static size_t parse_count(const char *opt, const char *arg)
 }
 
 enum { OPT_TOP = 256, OPT_AT, OPT_FRAMES, OPT_FORMAT, OPT_DEBUG_DIR, OPT_NO_SYMBOLIZE };
-enum { OPT_NATIVE = 512, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH, OPT_CHECK_GATE };
+enum { OPT_NATIVE = 512, OPT_SPLIT, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH, OPT_CHECK_GATE };
 
 int main(int argc, char **argv)
 {
@@ -197,6 +203,7 @@ int main(int argc, char **argv)
         {"debug-dir", required_argument, NULL, OPT_DEBUG_DIR},
         {"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
         {"native", no_argument, NULL, OPT_NATIVE},
+        {"split", no_argument, NULL, OPT_SPLIT},
         {"diff", required_argument, NULL, OPT_DIFF},
         {"max-peak", required_argument, NULL, OPT_MAX_PEAK},
         {"baseline", required_argument, NULL, OPT_BASELINE},
@@ -257,6 +264,9 @@ int main(int argc, char **argv)
             break;
         case OPT_NATIVE:
             ro.native = true;
+            break;
+        case OPT_SPLIT:
+            ro.split = true;
             break;
         case OPT_DIFF:
             diff_base = optarg;

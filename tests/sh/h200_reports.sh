@@ -101,5 +101,28 @@ read_one ut_gpt2_batch
 has ut_gpt2_batch 'Activations and temporaries are 93% of the peak' "the activation remedy"
 hasnt ut_gpt2_batch 'Adam8bit' "an 8-bit optimizer for state that is 4.5% of the device"
 
+# Near-identical sites group under the program's own line (its innermost frame outside libraries, with the
+# same callers): GPT-2's forward is one row of ~93%, not five rows of ~12% by library line and native path.
+read_one ut_gpt2_batch
+has ut_gpt2_batch '^   1\. 129 GiB in 188 allocations, 92\.6% of peak: ut_gpt2_batch\.py:23 in train_step \(39 call sites below this line\)' "the training line's group at the peak"
+has ut_gpt2_batch '^        17\.2 GiB in 11 allocations, 12\.4%: → pytorch_utils\.py:119 in Conv1D\.forward \(stack 37\)' "a member under its line"
+hasnt ut_gpt2_batch '^   [0-9]+\. .*% of peak: ut_gpt2_batch\.py:23 in train_step → ' "a member left as a row of its own"
+read_one ut_eval_grad
+has ut_eval_grad '^   1\. 110 GiB in 114 allocations, 79\.1% of live: ut_eval_grad\.py:15 in evaluate \(5 call sites below this line\)' "the eval line's group"
+has ut_eval_grad '^   2\. 28\.0 GiB in 28 allocations, 20\.1% of live: ut_eval_grad\.py:21 in batches \(2 call sites below this line\)' "another line stays apart"
+"$READER" --split "$D/ut_gpt2_batch.oomt" >"$T" 2>&1
+has ut_gpt2_batch '^   1\. 17\.2 GiB in 11 allocations, 12\.4% of peak: ut_gpt2_batch\.py:23 in train_step → pytorch_utils\.py:119' "--split: one row per site"
+"$READER" --format json "$D/ut_gpt2_batch.oomt" >"$T" 2>&1
+python3 - "$T" <<'PY' || { echo "h200_reports: FAIL: ut_gpt2_batch: the JSON groups"; failed=1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+g = d["peak"]["groups"][0]
+assert g["key"] == "user_line" and g["line"] == "ut_gpt2_batch.py:23 in train_step", g["line"]
+assert abs(g["share"] - 0.926) < 0.001 and len(g["stack_ids"]) == 39, g
+sites = {s["stack_id"]: s["bytes"] for s in d["peak"]["sites"]}
+assert sum(sites[i] for i in g["stack_ids"]) == g["bytes"]
+assert sum(x["bytes"] for x in d["peak"]["groups"]) == d["peak"]["bytes"]
+PY
+
 [ "$failed" -eq 0 ] && echo "h200_reports: ok (11 snapshots)"
 exit "$failed"

@@ -226,6 +226,12 @@ int ot_analysis_build(struct ot_analysis *a, const struct ot_snapshot *s, struct
     for (size_t i = 0; i < a->npeaks; i++)
         prime_sites(&p, &a->peaks[i].sites);
     ot_u64map_free(&p.seen);
+    /* Grouping reads the stacks just resolved; a table left ungrouped (out of memory) is still whole. */
+    if (ot_sites_group(&a->live, res, s) < 0 || ot_sites_group(&a->at_failure, res, s) < 0)
+        ot_note(&a->notes, "out of memory grouping call sites by the program's lines");
+    for (size_t i = 0; i < a->npeaks; i++)
+        if (a->peaks[i].has_sites && ot_sites_group(&a->peaks[i].sites, res, s) < 0)
+            ot_note(&a->notes, "out of memory grouping call sites by the program's lines");
     if (p.missing)
         ot_note(&a->notes, "%zu stack ids used by records are not among the recorded stacks", p.missing);
     struct ot_resolve_stats rs;

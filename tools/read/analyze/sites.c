@@ -65,5 +65,7 @@ oom:
 void ot_sites_free(struct ot_sites *s)
 {
     free(s->v);
+    free(s->groups);
+    free(s->member);
     memset(s, 0, sizeof(*s));
 }

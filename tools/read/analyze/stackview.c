@@ -196,19 +196,33 @@ void ot_put_headline(FILE *f, const struct ot_stack_info *si, bool with_caller)
     }
 }
 
-char *ot_headline_str(const struct ot_stack_info *si, bool with_caller)
+/* What one of the two writers below puts, as a malloc'd string. */
+static char *put_str(const struct ot_stack_info *si, bool with_caller, const struct ot_frame *fr)
 {
     char *p = NULL;
     size_t n = 0;
     FILE *m = open_memstream(&p, &n);
     if (!m)
         return NULL;
-    ot_put_headline(m, si, with_caller);
+    if (si)
+        ot_put_headline(m, si, with_caller);
+    else
+        ot_put_short_frame(m, fr);
     if (fclose(m) != 0) {
         free(p);
         return NULL;
     }
     return p;
+}
+
+char *ot_headline_str(const struct ot_stack_info *si, bool with_caller)
+{
+    return put_str(si, with_caller, NULL);
+}
+
+char *ot_short_frame_str(const struct ot_frame *fr)
+{
+    return put_str(NULL, false, fr);
 }
 
 void ot_put_frame(FILE *o, const struct ot_frame *f)
@@ -334,6 +348,65 @@ bool ot_put_stack_python_first(FILE *f, struct ot_resolver *res, const struct ot
         fprintf(f, "%s(the tracer cut this stack at its maximum depth)\n", indent);
     ot_put_borrowed_note(f, res, s, st, indent);
     return true;
+}
+
+bool ot_put_stack_from_user(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,
+                            const char *indent, size_t max_frames)
+{
+    const struct ot_stack *st = ot_snapshot_stack(s, stack_id);
+    size_t idx = 0, shown = 0, rest = 0;
+    bool from = false;
+    for (size_t i = 0; st && i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(res, st->frames[i], &fr);
+        for (size_t k = 0; k < n; k++) {
+            if (fr[k].kind != OT_FRAME_PY)
+                continue;
+            from = from || ot_frame_is_user(&fr[k]);
+            if (from && shown < max_frames) {
+                fprintf(f, "%s#%-2zu ", indent, idx);
+                ot_put_frame(f, &fr[k]);
+                fputc('\n', f);
+                shown++;
+            } else if (from) {
+                rest++;
+            }
+            idx++;
+        }
+    }
+    if (rest)
+        fprintf(f, "%s... %zu more Python frame%s (--frames)\n", indent, rest, rest == 1 ? "" : "s");
+    return from;
+}
+
+/* The Python frame at depth d (0: innermost) of a stack, or NULL. */
+static const struct ot_frame *py_at(struct ot_resolver *res, const struct ot_stack *st, size_t d)
+{
+    size_t idx = 0;
+    for (size_t i = 0; st && i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(res, st->frames[i], &fr);
+        for (size_t k = 0; k < n; k++)
+            if (fr[k].kind == OT_FRAME_PY && idx++ == d)
+                return &fr[k];
+    }
+    return NULL;
+}
+
+const struct ot_frame *ot_stack_first_difference(struct ot_resolver *res, const struct ot_snapshot *s, uint64_t a,
+                                                 uint64_t b, size_t *depth)
+{
+    const struct ot_stack *sa = ot_snapshot_stack(s, a), *sb = ot_snapshot_stack(s, b);
+    for (size_t d = 0;; d++) {
+        const struct ot_frame *x = py_at(res, sa, d);
+        if (!x)
+            return NULL;
+        const struct ot_frame *y = py_at(res, sb, d);
+        if (!y || !ot_frame_same_line(x, y)) {
+            *depth = d;
+            return x;
+        }
+    }
 }
 
 void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,

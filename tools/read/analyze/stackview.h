@@ -44,6 +44,8 @@ void ot_put_short_frame(FILE *f, const struct ot_frame *fr);
 void ot_put_headline(FILE *f, const struct ot_stack_info *si, bool with_caller);
 /* The same as a malloc'd NUL-terminated string (NULL when out of memory). */
 char *ot_headline_str(const struct ot_stack_info *si, bool with_caller);
+/* ot_put_short_frame as a malloc'd NUL-terminated string (NULL when out of memory). */
+char *ot_short_frame_str(const struct ot_frame *fr);
 
 /* One frame in full, as the text report prints it (Python: path:line in function; native:
  * function (file:line), function+0xOFF (module) or 0xADDR (module+0xOFF)). */
@@ -57,6 +59,17 @@ void ot_put_borrowed_note(FILE *f, struct ot_resolver *res, const struct ot_snap
                           const char *indent);
 bool ot_put_stack_python_first(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,
                                const char *indent, size_t max_frames);
+
+/* The Python frames from the program's own innermost frame outward (a group's line and its callers),
+ * numbered as in the Python-first view, up to max_frames; false (nothing written) without a user frame. */
+bool ot_put_stack_from_user(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,
+                            const char *indent, size_t max_frames);
+
+/* Where two stacks part: a's innermost Python frame that is not b's Python frame at the same depth
+ * (depth 0: the innermost Python frame), with its depth in *depth; NULL when every Python frame of a is
+ * b's. Tells apart sites that share a headline. */
+const struct ot_frame *ot_stack_first_difference(struct ot_resolver *res, const struct ot_snapshot *s, uint64_t a,
+                                                 uint64_t b, size_t *depth);
 
 /* Every frame in full (the --native view), up to max_frames. */
 void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,

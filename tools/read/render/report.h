@@ -13,6 +13,7 @@ struct ot_report_opts {
     enum ot_at at;  /* which moments the text site tables describe */
     size_t frames;  /* frames per stack in text */
     bool native;    /* text: every frame of a Python stack (--native), not the Python-first view */
+    bool split;     /* text, markdown: one row per call site, not grouped under the program's line (--split) */
     const char *path; /* the snapshot file as named on the command line */
     /* HTML: a card written at the top of the page's main part (the directory view's run summary). */
     void (*prelude)(FILE *f, const void *ctx);

@@ -19,11 +19,11 @@ struct jx {
     const struct ot_report_opts *o;
 };
 
-static void frame(struct jx *x, const struct ot_frame *f)
+static void frame(struct jx *x, const char *key, const struct ot_frame *f)
 {
     struct ot_json *j = &x->j;
     bool native = f->kind == OT_FRAME_NATIVE;
-    ot_json_obj(j, NULL);
+    ot_json_obj(j, key);
     ot_json_cstr(j, "kind", native ? "native" : "python");
     ot_json_str(j, "function", f->function);
     ot_json_str(j, "file", f->file);
@@ -59,9 +59,54 @@ static void stack(struct jx *x, uint64_t id)
         const struct ot_frame *fr;
         size_t n = ot_resolve(x->a->res, st->frames[i], &fr);
         for (size_t k = 0; k < n; k++)
-            frame(x, &fr[k]);
+            frame(x, NULL, &fr[k]);
     }
     ot_json_arr_end(j);
+}
+
+/* "groups": the sites under the program's lines (sites.h), as the text report's rows. */
+static void groups(struct jx *x, const struct ot_sites *t, uint64_t whole)
+{
+    static const char *const keys[] = {[OT_GROUP_SITE] = "site", [OT_GROUP_USER_LINE] = "user_line",
+                                       [OT_GROUP_NATIVE_FRAME] = "native_frame"};
+    struct ot_json *j = &x->j;
+    size_t n = t->ngroups;
+    if (x->o->top_given && x->o->top < n)
+        n = x->o->top;
+    ot_json_arr(j, "groups");
+    for (size_t i = 0; i < n; i++) {
+        const struct ot_site_group *g = &t->groups[i];
+        ot_json_obj(j, NULL);
+        ot_json_cstr(j, "key", keys[g->key]);
+        char *line = NULL;
+        if (g->line) {
+            line = ot_short_frame_str(g->line);
+        } else {
+            struct ot_stack_info si;
+            ot_stack_info(x->a->res, x->s, t->v[t->member[g->first]].stack_id, &si);
+            line = si.found ? ot_headline_str(&si, false) : NULL;
+        }
+        ot_json_cstr(j, "line", line);
+        free(line);
+        if (g->line) {
+            frame(x, "frame", g->line);
+        } else {
+            ot_json_null(j, "frame");
+        }
+        ot_json_u64(j, "bytes", g->bytes);
+        ot_json_u64(j, "count", g->count);
+        if (whole)
+            ot_json_f64(j, "share", (double)g->bytes / (double)whole);
+        else
+            ot_json_null(j, "share");
+        ot_json_arr(j, "stack_ids");
+        for (size_t k = 0; k < g->n; k++)
+            ot_json_u64(j, NULL, t->v[t->member[g->first + k]].stack_id);
+        ot_json_arr_end(j);
+        ot_json_obj_end(j);
+    }
+    ot_json_arr_end(j);
+    ot_json_u64(j, "groups_total", t->ngroups);
 }
 
 static void sites(struct jx *x, const char *key, const struct ot_sites *t, uint64_t whole)
@@ -90,6 +135,7 @@ static void sites(struct jx *x, const char *key, const struct ot_sites *t, uint6
     }
     ot_json_arr_end(j);
     ot_json_u64(j, "sites_total", t->n);
+    groups(x, t, whole);
 }
 
 static void marker(struct jx *x, const struct snap_marker *m)
@@ -195,6 +241,8 @@ static void peak_view(struct jx *x, const char *key, const struct ot_peak_view *
         ot_json_null(j, "count");
         ot_json_null(j, "sites");
         ot_json_null(j, "sites_total");
+        ot_json_null(j, "groups");
+        ot_json_null(j, "groups_total");
     }
     markers_before(x, p->seq);
     ot_json_obj_end(j);

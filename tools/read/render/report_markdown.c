@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "render/sitelabel.h"
+#include "analyze/stackview.h"
 #include "analyze/breakdown.h"
 #include "render/bdcell.h"
 #include "analyze/why.h"
@@ -219,29 +220,43 @@ static void sites(struct md *m)
         fputs("No allocations.\n\n", f);
         return;
     }
-    size_t n = st->n < m->o->top ? st->n : m->o->top;
-    char **labels = ot_lbl_sites(a, st->v, n, MD_NAME_MAX);
+    /* Grouped as the text report: a row is a line of the program and its sites (--split: one per site). */
+    bool grouped = st->ngroups && !m->o->split;
+    size_t rows = grouped ? st->ngroups : st->n;
+    size_t n = rows < m->o->top ? rows : m->o->top;
+    struct ot_site *reps = malloc((n ? n : 1) * sizeof(*reps));
+    for (size_t i = 0; reps && i < n; i++) {
+        const struct ot_site_group *g = grouped ? &st->groups[i] : NULL;
+        reps[i] = g ? (struct ot_site){st->v[st->member[g->first]].stack_id, g->bytes, g->count} : st->v[i];
+    }
+    char **labels = reps ? ot_lbl_sites(a, reps, n, MD_NAME_MAX) : NULL;
     fputs("| # | Bytes | Count | Share | Where |\n|--:|--:|--:|--:|---|\n", f);
     uint64_t shown = 0;
     for (size_t i = 0; i < n; i++) {
-        const struct ot_site *x = &st->v[i];
-        shown = ot_sat_add(shown, x->bytes);
-        fprintf(f, "| %zu | %s | %s | ", i + 1, ot_fmt_bytes(b1, x->bytes), ot_fmt_count(b2, x->count));
+        const struct ot_site_group *g = grouped ? &st->groups[i] : NULL;
+        uint64_t bytes = g ? g->bytes : st->v[i].bytes, count = g ? g->count : st->v[i].count;
+        shown = ot_sat_add(shown, bytes);
+        fprintf(f, "| %zu | %s | %s | ", i + 1, ot_fmt_bytes(b1, bytes), ot_fmt_count(b2, count));
         if (mo.whole)
-            fprintf(f, "%.1f%%", 100.0 * (double)x->bytes / (double)mo.whole);
+            fprintf(f, "%.1f%%", 100.0 * (double)bytes / (double)mo.whole);
         else
             fputs("–", f);
         fputs(" | ", f);
-        ot_md_code(f, ot_cstr(labels ? labels[i] : "?"), 0, true);
+        char *line = g && g->n > 1 ? ot_short_frame_str(g->line) : NULL;
+        ot_md_code(f, ot_cstr(line ? line : labels ? labels[i] : "?"), 0, true);
+        if (line)
+            fprintf(f, " (%zu call sites)", g->n);
+        free(line);
         fputs(" |\n", f);
     }
-    if (st->n > n) {
+    if (rows > n) {
         uint64_t rest = st->bytes >= shown ? st->bytes - shown : 0;
         fprintf(f, "| | %s | | ", ot_fmt_bytes(b1, rest));
         if (mo.whole)
             fprintf(f, "%.1f%%", 100.0 * (double)rest / (double)mo.whole);
-        fprintf(f, " | %zu more site%s |\n", st->n - n, st->n - n == 1 ? "" : "s");
+        fprintf(f, " | %zu more %s%s |\n", rows - n, grouped ? "row" : "site", rows - n == 1 ? "" : "s");
     }
+    free(reps);
     fputc('\n', f);
     ot_strv_free(labels, n);
 
