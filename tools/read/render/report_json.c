@@ -64,6 +64,15 @@ static void stack(struct jx *x, uint64_t id)
     ot_json_arr_end(j);
 }
 
+/* "share": bytes over the moment's whole, null when the whole is 0. */
+static void share(struct ot_json *j, uint64_t bytes, uint64_t whole)
+{
+    if (whole)
+        ot_json_f64(j, "share", (double)bytes / (double)whole);
+    else
+        ot_json_null(j, "share");
+}
+
 /* "groups": the sites under the program's lines (sites.h), as the text report's rows. */
 static void groups(struct jx *x, const struct ot_sites *t, uint64_t whole)
 {
@@ -95,10 +104,7 @@ static void groups(struct jx *x, const struct ot_sites *t, uint64_t whole)
         }
         ot_json_u64(j, "bytes", g->bytes);
         ot_json_u64(j, "count", g->count);
-        if (whole)
-            ot_json_f64(j, "share", (double)g->bytes / (double)whole);
-        else
-            ot_json_null(j, "share");
+        share(j, g->bytes, whole);
         ot_json_arr(j, "stack_ids");
         for (size_t k = 0; k < g->n; k++)
             ot_json_u64(j, NULL, t->v[t->member[g->first + k]].stack_id);
@@ -121,10 +127,7 @@ static void sites(struct jx *x, const char *key, const struct ot_sites *t, uint6
         ot_json_obj(j, NULL);
         ot_json_u64(j, "bytes", v->bytes);
         ot_json_u64(j, "count", v->count);
-        if (whole)
-            ot_json_f64(j, "share", (double)v->bytes / (double)whole);
-        else
-            ot_json_null(j, "share");
+        share(j, v->bytes, whole);
         struct ot_stack_info si;
         ot_stack_info(x->a->res, x->s, v->stack_id, &si);
         char *hl = si.found ? ot_headline_str(&si, false) : NULL;

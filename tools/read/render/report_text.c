@@ -7,13 +7,12 @@
 
 #include "render/fwview.h"
 #include "render/report.h"
+#include "render/sitetable.h"
 #include "analyze/breakdown.h"
 #include "analyze/stackview.h"
-#include "analyze/userline.h"
 #include "analyze/why.h"
 
 #define OT_MARKERS_SHOWN 5
-#define OT_GROUP_MEMBERS_SHOWN 5 /* a group's sites listed under its line */
 
 const char *ot_result_name(uint64_t r)
 {
@@ -85,9 +84,7 @@ static const char *reltime(char *buf, const struct ot_snapshot *s, uint64_t t)
 
 static void put_stack(struct tx *t, uint64_t stack_id, const char *indent)
 {
-    if (!t->o->native && ot_put_stack_python_first(t->f, t->a->res, t->s, stack_id, indent, t->o->frames))
-        return;
-    ot_put_stack_native(t->f, t->a->res, t->s, stack_id, indent, t->o->frames);
+    ot_text_stack(t->f, t->a, t->o, stack_id, indent);
 }
 
 static void header(struct tx *t)
@@ -331,127 +328,6 @@ static void devices(struct tx *t)
     }
 }
 
-/* One site's row: bytes, count, share, headline, then its stack. */
-static void site_row(struct tx *t, size_t rank, const struct ot_site *x, uint64_t whole, const char *share_of)
-{
-    FILE *o = t->f;
-    char b1[32], b2[32];
-    fprintf(o, "  %2zu. %s in %s allocation%s", rank, ot_fmt_bytes(b1, x->bytes), ot_fmt_count(b2, x->count),
-            x->count == 1 ? "" : "s");
-    if (whole)
-        fprintf(o, ", %.1f%% of %s", 100.0 * (double)x->bytes / (double)whole, share_of);
-    struct ot_stack_info si;
-    ot_stack_info(t->a->res, t->s, x->stack_id, &si);
-    fputs(": ", o);
-    ot_put_headline(o, &si, false);
-    fprintf(o, " (stack %" PRIu64 ")\n", x->stack_id);
-    put_stack(t, x->stack_id, "        ");
-}
-
-/* A group of sites under one line: the line with the sums, its members largest first (what each one
- * adds below the line), then the line's callers from the largest member's stack. */
-static void group_row(struct tx *t, size_t rank, const struct ot_sites *st, const struct ot_site_group *g, uint64_t whole,
-                      const char *share_of)
-{
-    FILE *o = t->f;
-    char b1[32], b2[32];
-    fprintf(o, "  %2zu. %s in %s allocation%s", rank, ot_fmt_bytes(b1, g->bytes), ot_fmt_count(b2, g->count),
-            g->count == 1 ? "" : "s");
-    if (whole)
-        fprintf(o, ", %.1f%% of %s", 100.0 * (double)g->bytes / (double)whole, share_of);
-    fputs(": ", o);
-    ot_put_short_frame(o, g->line);
-    fprintf(o, " (%zu call sites %s)\n", g->n, g->key == OT_GROUP_USER_LINE ? "below this line" : "with this headline");
-    size_t shown = g->n < OT_GROUP_MEMBERS_SHOWN ? g->n : OT_GROUP_MEMBERS_SHOWN;
-    /* The "via" frame is said only where it tells the members apart. */
-    bool one_via = true;
-    const struct ot_frame *via0 = NULL;
-    for (size_t m = 0; m < shown && one_via; m++) {
-        struct ot_stack_info si;
-        ot_stack_info(t->a->res, t->s, st->v[st->member[g->first + m]].stack_id, &si);
-        if (m == 0)
-            via0 = si.via;
-        else
-            one_via = via0 && si.via && ot_frame_same_line(via0, si.via);
-    }
-    uint64_t rest = g->bytes;
-    for (size_t m = 0; m < shown; m++) {
-        const struct ot_site *x = &st->v[st->member[g->first + m]];
-        rest -= x->bytes;
-        fprintf(o, "        %s in %s allocation%s", ot_fmt_bytes(b1, x->bytes), ot_fmt_count(b2, x->count),
-                x->count == 1 ? "" : "s");
-        if (whole)
-            fprintf(o, ", %.1f%%", 100.0 * (double)x->bytes / (double)whole);
-        struct ot_stack_info si;
-        ot_stack_info(t->a->res, t->s, x->stack_id, &si);
-        if (g->key == OT_GROUP_USER_LINE && si.head && si.head != si.user) {
-            fputs(": \xe2\x86\x92 ", o); /* "→ " */
-            ot_put_short_frame(o, si.head);
-            /* Members with the same library line part further out: name the frame where they do. */
-            size_t d = 0;
-            uint64_t other = st->v[st->member[g->first + (m ? 0 : 1)]].stack_id;
-            const struct ot_frame *part = ot_stack_first_difference(t->a->res, t->s, x->stack_id, other, &d);
-            if (part && d > 0 && part != si.user) {
-                fputs(d > 1 ? " \xe2\x86\x90 \xe2\x80\xa6 \xe2\x86\x90 " : " \xe2\x86\x90 ", o); /* " ← … ← " */
-                ot_put_short_frame(o, part);
-            }
-        }
-        if (g->key == OT_GROUP_USER_LINE && si.via && !one_via) {
-            fputs(si.head != si.user ? ", via " : ": via ", o);
-            ot_put_short_frame(o, si.via);
-        }
-        fprintf(o, " (stack %" PRIu64 ")\n", x->stack_id);
-    }
-    if (g->n > shown) {
-        fprintf(o, "        ... %zu more call sites: %s", g->n - shown, ot_fmt_bytes(b1, rest));
-        if (whole)
-            fprintf(o, ", %.1f%%", 100.0 * (double)rest / (double)whole);
-        fputs(" (--split lists each)\n", o);
-    }
-    uint64_t largest = st->v[st->member[g->first]].stack_id;
-    if (g->key == OT_GROUP_USER_LINE && !t->o->native) {
-        fprintf(o, "        the line and its callers (stack %" PRIu64 "):\n", largest);
-        ot_put_stack_from_user(o, t->a->res, t->s, largest, "        ", t->o->frames);
-        return;
-    }
-    fprintf(o, "        stack %" PRIu64 ":\n", largest);
-    put_stack(t, largest, "        ");
-}
-
-static void site_table(struct tx *t, const struct ot_sites *st, uint64_t whole, const char *share_of)
-{
-    FILE *o = t->f;
-    char b1[32];
-    if (!st->n) {
-        fputs("  (no allocations)\n", o);
-        return;
-    }
-    /* Grouped: a row is a line of the program and every site under it (--split: one row per site). */
-    bool grouped = st->ngroups && !t->o->split;
-    size_t rows = grouped ? st->ngroups : st->n;
-    size_t n = rows < t->o->top ? rows : t->o->top;
-    uint64_t shown_bytes = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct ot_site_group *g = grouped ? &st->groups[i] : NULL;
-        if (g && g->n > 1) {
-            group_row(t, i + 1, st, g, whole, share_of);
-            shown_bytes = ot_sat_add(shown_bytes, g->bytes);
-            continue;
-        }
-        const struct ot_site *x = &st->v[g ? st->member[g->first] : i];
-        site_row(t, i + 1, x, whole, share_of);
-        shown_bytes = ot_sat_add(shown_bytes, x->bytes);
-    }
-    if (rows > n) {
-        uint64_t rest = st->bytes >= shown_bytes ? st->bytes - shown_bytes : 0;
-        fprintf(o, "  ... %zu more %s%s: %s", rows - n, grouped ? "row" : "site", rows - n == 1 ? "" : "s",
-                ot_fmt_bytes(b1, rest));
-        if (whole)
-            fprintf(o, ", %.1f%%", 100.0 * (double)rest / (double)whole);
-        fputs(" (--top)\n", o);
-    }
-}
-
 static void markers_before(struct tx *t, uint64_t seq, const char *what)
 {
     const struct ot_snapshot *s = t->s;
@@ -488,7 +364,7 @@ static void peak_section(struct tx *t)
     if (!p->has_sites) {
         fputs("  (the live set at this device's peak was not recorded)\n", o);
     } else {
-        site_table(t, &p->sites, p->bytes, "peak");
+        ot_text_site_table(t->f, a, t->o, &p->sites, p->bytes, "peak");
     }
     markers_before(t, p->seq, "the peak");
     for (size_t i = 0; i < a->npeaks; i++) {
@@ -508,7 +384,7 @@ static void failure_section(struct tx *t)
     char b1[32], b2[32], dn[32];
     fprintf(o, "\nTop call sites at the failure on %s (live when the allocation failed): %s in %s allocations\n",
             dev_name(dn, a->failure_device), ot_fmt_bytes(b1, a->at_failure.bytes), ot_fmt_count(b2, a->at_failure.count));
-    site_table(t, &a->at_failure, a->at_failure.bytes, "live");
+    ot_text_site_table(t->f, a, t->o, &a->at_failure, a->at_failure.bytes, "live");
     markers_before(t, t->s->failure.seq, "the failure");
 }
 
@@ -523,7 +399,7 @@ static void live_section(struct tx *t)
     }
     fprintf(o, "\nTop call sites live at the snapshot (device memory, all devices): %s in %s allocations\n",
             ot_fmt_bytes(b1, a->live.bytes), ot_fmt_count(b2, a->live.count));
-    site_table(t, &a->live, a->live.bytes, "live");
+    ot_text_site_table(t->f, a, t->o, &a->live, a->live.bytes, "live");
 }
 
 static void events(struct tx *t)
