@@ -79,7 +79,7 @@ has ut_adam_first_step '^    #0  .*/torch/optim/adam\.py:178 in Adam\._init_grou
 # numbers support, and only those.
 read_one ut_adam_first_step
 has ut_adam_first_step 'What to try' "a remedy for the optimizer state being created"
-has ut_adam_first_step 'The optimizer state was being created when the device ran out: Adam keeps 2 states per parameter \(exp_avg, exp_avg_sq\), which would need 2\.0 x the parameters \(80\.0 GiB' "Adam's need, from its states"
+has ut_adam_first_step 'The optimizer state was being created when the device ran out, in the first optimizer step: Adam keeps 2 states per parameter \(exp_avg, exp_avg_sq\), which would need 2\.0 x the parameters \(80\.0 GiB' "Adam's need, from its states"
 has ut_adam_first_step '58\.0 GiB of it, 42% of the used memory, existed at the failure' "what existed at the failure"
 has ut_adam_first_step 'Adam8bit.*ZeRO-1/2 or FSDP.*SGD with momentum' "the optimizer-state remedies"
 hasnt ut_adam_first_step 'grew through the event ring|Live memory grew' "building the state in one step is not a leak"

@@ -3,7 +3,8 @@
  * nothing here is generic advice.
  *
  *   no_grad         activations are at least half of the peak while no gradient, no optimizer state and no
- *                   optimizer step exist (PyTorch identity): evaluation or inference with autograd on
+ *                   optimizer step (done or under way) exist (PyTorch identity): evaluation or inference with
+ *                   autograd on
  *   activations     activations and temporaries are at least half of the peak (not with no_grad, nor with a
  *                   leak that grew by at least half of the peak)
  *   optimizer_state optimizer state is at least 15% of the used memory and at least 1.5x the parameters,
@@ -67,7 +68,9 @@ static bool inference_with_grad(const struct ot_analysis *a, const struct ot_bre
     for (size_t i = 0; i < s->fw.nsteps; i++)
         if (ot_str_eq(s->fw.steps[i].framework, "torch"))
             return false;
-    uint64_t ge;
+    uint64_t ge, under_way;
+    if (ot_fw_stat(s, "torch", (uint64_t)bd->device, "step_in_progress", &under_way))
+        return false; /* the companion saw a training step under way */
     if (ot_fw_stat(s, "torch", (uint64_t)bd->device, "grad_enabled", &ge)) {
         *grad_enabled = ge != 0;
         if (!ge)
@@ -179,10 +182,18 @@ static void optimizer_state(struct ot_why *w, const struct ot_analysis *a, const
         return;
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
+    uint64_t step = 0;
+    if (!ot_fw_stat(s, "torch", (uint64_t)bd->device, "step_in_progress", &step))
+        step = 0;
     if (creating) {
         if (!why_item_begin(&b, w, "optimizer_state"))
             return;
-        fputs("The optimizer state was being created when the device ran out: ", b.f);
+        fputs("The optimizer state was being created when the device ran out", b.f);
+        if (step == 1)
+            fputs(", in the first optimizer step", b.f);
+        else if (step)
+            fprintf(b.f, ", in optimizer step %" PRIu64, step);
+        fputs(": ", b.f);
         ot_fput_safe_max(b.f, o.cls, 64);
         fprintf(b.f, " keeps %zu state%s per parameter (", o.n, o.n == 1 ? "" : "s");
         put_states(b.f, &o);
@@ -193,6 +204,8 @@ static void optimizer_state(struct ot_why *w, const struct ot_analysis *a, const
                 (double)need / (double)par, why_bytes(b1, need), o.n, why_bytes(b2, grad), why_bytes(b3, st), share(st, m->whole));
         WHY_NUMS_U(&b, {"optimizer_state_bytes", st}, {"parameters_bytes", par}, {"gradients_bytes", grad},
                    {"states_per_parameter", o.n}, {"needed_bytes", need}, {"whole_bytes", m->whole});
+        if (step)
+            why_num_u(&b, "step_in_progress", step);
     } else {
         if (!why_item_say(&b, w, "optimizer_state",
                 "The optimizer state is %.1fx the parameters (%s against %s, %.0f%% of the used memory): an 8-bit "
