@@ -96,9 +96,11 @@ has ut_summed_loss 'not cached: this is live tensors' "the allocator's view: liv
 has ut_summed_loss 'at marker "step 183 [^"]*" \(seq 747\): ut_summed_loss\.py:19 in train' "the growing site by the user's line (borrowed from the thread waiting in backward)"
 has ut_summed_loss 'Live memory grew by 769 MiB per optimizer step over 182 steps.*loss\.item\(\).*retain_graph=True' "the leak remedy"
 hasnt ut_summed_loss 'gradient checkpointing \(torch' "checkpointing for memory held across steps"
+hasnt ut_summed_loss "inputs changed" "the same inputs every step"
 
 read_one ut_gpt2_batch
 has ut_gpt2_batch 'Activations and temporaries are 93% of the peak' "the activation remedy"
+has ut_gpt2_batch "The model's inputs changed just before the failure: optimizer step 3 was under way with input_ids=\(64, 1024\), labels=\(64, 1024\), where step 2 had input_ids=\(2, 1024\)" "the batch that jumped"
 hasnt ut_gpt2_batch 'Adam8bit' "an 8-bit optimizer for state that is 4.5% of the device"
 
 # Near-identical sites group under the program's own line (its innermost frame outside libraries, with the

@@ -9,6 +9,7 @@
  *   pool_cached            stream-ordered pools hold memory their allocations do not use (POOLS)
  *   peak_site              one call site holds at least half of the peak (PEAK)
  *   peak_phase             at least half of the peak was allocated after one marker label (PEAK, MARKERS)
+ *   step_inputs            the optimizer step under way at the failure had other model inputs than the step before
  *   growing_site           a call site's live memory grew in >= 3 consecutive marker intervals (EVENTS)
  *   largest_rise           the marker interval with the largest rise of live bytes before the failure (EVENTS)
  *   largest_allocation     without markers: the largest single allocation in the ring (EVENTS)

@@ -60,6 +60,7 @@ void why_pools(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
 void why_peak_site(struct ot_why *w, const struct ot_analysis *a);
 void why_peak_phase(struct ot_why *w, const struct ot_analysis *a);
 void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
+void why_step_inputs(struct ot_why *w, const struct ot_analysis *a);
 /* The frameworks' view (allocview.h). */
 void why_fragmentation(struct ot_why *w, const struct ot_analysis *a);
 void why_framework_cache(struct ot_why *w, const struct ot_analysis *a, int64_t dev);

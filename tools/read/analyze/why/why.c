@@ -30,6 +30,7 @@ struct ot_why *ot_why_new(const struct ot_analysis *a)
     }
     why_peak_site(w, a);
     why_peak_phase(w, a);
+    why_step_inputs(w, a);
     if (w->has_device && w->device >= 0)
         why_ring(w, a, w->device);
     return w;

@@ -1,0 +1,37 @@
+/* step_inputs: the optimizer step under way at the failure ran with other model inputs than the step before
+ * it (the companion's step_in_progress and its inputs' shapes, against the last step in its step record):
+ * the guides' "the sequence length jumped from 1024 to 2048 just before the OOM". */
+#include "analyze/why/item.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+void why_step_inputs(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_snapshot *s = a->s;
+    uint64_t step;
+    if (!s->has_failure || !ot_fw_stat(s, "torch", (uint64_t)s->failure.device, "step_in_progress", &step) || step < 2)
+        return;
+    struct ot_str now = ot_fw_setting_get(&s->fw, "torch", "step_in_progress_input_shapes");
+    if (!now.n)
+        return;
+    /* The step before, as the step hook recorded it when it ended. */
+    const struct ot_fw_step *prev = NULL;
+    for (size_t i = 0; i < s->fw.nsteps; i++)
+        if (ot_str_eq(s->fw.steps[i].framework, "torch") && s->fw.steps[i].step == step - 1)
+            prev = &s->fw.steps[i];
+    if (!prev || !prev->input_shapes.n ||
+        (prev->input_shapes.n == now.n && memcmp(prev->input_shapes.p, now.p, now.n) == 0))
+        return;
+    char b1[32];
+    struct why_item_b b;
+    if (!why_item_say(&b, w, "step_inputs", "The model's inputs changed just before the failure: optimizer step %" PRIu64
+                      " was under way with ", step))
+        return;
+    ot_fput_safe_max(b.f, now, 200);
+    fprintf(b.f, ", where step %" PRIu64 " had ", prev->step);
+    ot_fput_safe_max(b.f, prev->input_shapes, 200);
+    fprintf(b.f, " (and ended with %s allocated by PyTorch).", why_bytes(b1, prev->allocated_bytes));
+    WHY_NUMS_U(&b, {"step", step}, {"previous_step", prev->step}, {"previous_allocated_bytes", prev->allocated_bytes});
+    why_item_end(&b);
+}
