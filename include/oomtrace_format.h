@@ -324,6 +324,141 @@ static inline const char *ot_get_str(struct ot_cursor *c, size_t *len)
     return s;
 }
 
+/* The fields of the other sections, in file order (docs/FORMAT.md gives their meaning and units). Each
+ * entry is X(ctx, name, coding, "doc"): ctx is passed through as given (a user's struct type, say);
+ * coding is U (uvarint), S (zigzag varint) or STR (string). A list section is `uv count`, then count
+ * items of its fields; what a list holds beyond them is said above it. */
+
+/* META: the head, argc strings (the command line), the tail. */
+#define OT_META_FIELDS_HEAD(X, ctx)                                                                \
+    X(ctx, tracer_version, STR, "")                                                                \
+    X(ctx, trigger, U, "enum ot_trigger")                                                          \
+    X(ctx, reason, STR, "free text: the signal's name, oomtrace_dump's label")                     \
+    X(ctx, pid, U, "")                                                                             \
+    X(ctx, ppid, U, "")                                                                            \
+    X(ctx, host, STR, "")                                                                          \
+    X(ctx, argc, U, "then argc strings")
+#define OT_META_FIELDS_TAIL(X, ctx)                                                                \
+    X(ctx, exe, STR, "/proc/self/exe")                                                             \
+    X(ctx, wall_ns, U, "CLOCK_REALTIME at the snapshot")                                           \
+    X(ctx, mono_ns, U, "CLOCK_MONOTONIC at the snapshot")                                          \
+    X(ctx, start_mono_ns, U, "CLOCK_MONOTONIC when the tracer started")                            \
+    X(ctx, rank, S, "-1 unknown")                                                                  \
+    X(ctx, local_rank, S, "-1 unknown")                                                            \
+    X(ctx, world_size, S, "-1 unknown")                                                            \
+    X(ctx, rank_source, STR, "the variable the rank came from, or empty")                          \
+    X(ctx, events_recorded, U, "events recorded since start")                                      \
+    X(ctx, events_kept, U, "events in EVENTS")                                                     \
+    X(ctx, events_dropped, U, "events in chunks the ring dropped")                                 \
+    X(ctx, chunks_dropped, U, "")                                                                  \
+    X(ctx, ring_budget_bytes, U, "OOMTRACE_RING")                                                  \
+    X(ctx, ring_used_bytes, U, "compressed bytes held by the ring")                                \
+    X(ctx, snapshot_seq, U, "1 for the process's first snapshot")                                  \
+    X(ctx, python_version, STR, "or empty")                                                        \
+    X(ctx, cuda_visible_devices, STR, "or empty")
+
+/* DEVICES item: the fields, then ncat uvarints (live bytes by category id). */
+#define OT_DEVICE_FIELDS(X, ctx)                                                                   \
+    X(ctx, ordinal, S, "as this process sees it")                                                  \
+    X(ctx, name, STR, "")                                                                          \
+    X(ctx, uuid, STR, "16 raw bytes, or empty")                                                    \
+    X(ctx, flags, U, "OT_DEV_* bits")                                                              \
+    X(ctx, total_bytes, U, "cuMemGetInfo at the snapshot")                                         \
+    X(ctx, free_bytes, U, "cuMemGetInfo at the snapshot")                                          \
+    X(ctx, baseline_used_bytes, U, "used before this process's first tracked allocation")          \
+    X(ctx, tracked_bytes, U, "this process's live bytes in device categories")                     \
+    X(ctx, peak_bytes, U, "high-water mark of tracked_bytes")                                      \
+    X(ctx, peak_time_ns, U, "")                                                                    \
+    X(ctx, peak_seq, U, "the event that set the peak")                                             \
+    X(ctx, ncat, U, "then ncat uvarints")
+
+/* FAILURE: one item, no count. */
+#define OT_FAILURE_FIELDS(X, ctx)                                                                  \
+    X(ctx, api, U, "enum ot_api")                                                                  \
+    X(ctx, category, U, "enum ot_category")                                                        \
+    X(ctx, device, S, "")                                                                          \
+    X(ctx, requested_bytes, U, "")                                                                 \
+    X(ctx, result_code, U, "the CUresult returned")                                                \
+    X(ctx, time_ns, U, "")                                                                         \
+    X(ctx, tid, U, "")                                                                             \
+    X(ctx, stack_id, U, "")                                                                        \
+    X(ctx, seq, U, "")
+
+#define OT_MODULE_FIELDS(X, ctx)                                                                   \
+    X(ctx, path, STR, "")                                                                          \
+    X(ctx, start, U, "[start, end) of the loaded segments")                                        \
+    X(ctx, end, U, "")                                                                             \
+    X(ctx, load_bias, U, "dlpi_addr")                                                              \
+    X(ctx, build_id, STR, "raw NT_GNU_BUILD_ID bytes, or empty")
+
+#define OT_SYMBOL_FIELDS(X, ctx)                                                                   \
+    X(ctx, address, U, "")                                                                         \
+    X(ctx, name, STR, "")                                                                          \
+    X(ctx, offset, U, "address - symbol start")
+
+#define OT_PYFRAME_FIELDS(X, ctx)                                                                  \
+    X(ctx, id, U, "")                                                                              \
+    X(ctx, function, STR, "qualified name")                                                        \
+    X(ctx, file, STR, "")                                                                          \
+    X(ctx, line, U, "0 unknown")
+
+/* STACKS item: the fields, then nframes frame words (OT_FRAME_PYTHON). */
+#define OT_STACK_FIELDS(X, ctx)                                                                    \
+    X(ctx, id, U, "never 0")                                                                       \
+    X(ctx, flags, U, "OT_STACK_* bits")                                                            \
+    X(ctx, nframes, U, "then nframes words")
+
+/* EVENTS item: one compressed chunk of the ring. */
+#define OT_CHUNK_FIELDS(X, ctx)                                                                    \
+    X(ctx, first_seq, U, "seq of the chunk's first event")                                         \
+    X(ctx, nevents, U, "")                                                                         \
+    X(ctx, t0_ns, U, "")                                                                           \
+    X(ctx, raw_len, U, "bytes once decompressed")                                                  \
+    X(ctx, frame, STR, "one zstd frame")
+
+#define OT_MARKER_FIELDS(X, ctx)                                                                   \
+    X(ctx, seq, U, "")                                                                             \
+    X(ctx, time_ns, U, "")                                                                         \
+    X(ctx, tid, U, "")                                                                             \
+    X(ctx, label, STR, "")
+
+#define OT_POOL_FIELDS(X, ctx)                                                                     \
+    X(ctx, handle, U, "")                                                                          \
+    X(ctx, device, S, "")                                                                          \
+    X(ctx, flags, U, "OT_POOL_* bits")                                                             \
+    X(ctx, reserved_bytes, U, "")                                                                  \
+    X(ctx, used_bytes, U, "")
+
+#define OT_MAPPING_FIELDS(X, ctx)                                                                  \
+    X(ctx, address, U, "")                                                                         \
+    X(ctx, size, U, "")                                                                            \
+    X(ctx, handle, U, "")                                                                          \
+    X(ctx, offset, U, "")
+
+/* PROCESSES: these two, then the list. */
+#define OT_PROCESSES_FIELDS(X, ctx)                                                                \
+    X(ctx, source, U, "enum ot_processes_source")                                                  \
+    X(ctx, note, STR, "why the list is empty or partial")
+#define OT_PROCESS_FIELDS(X, ctx)                                                                  \
+    X(ctx, device, S, "")                                                                          \
+    X(ctx, pid, U, "")                                                                             \
+    X(ctx, used_bytes, U, "")                                                                      \
+    X(ctx, name, STR, "")
+
+#define OT_THREAD_FIELDS(X, ctx)                                                                   \
+    X(ctx, tid, U, "")                                                                             \
+    X(ctx, name, STR, "")
+
+/* PEAK and PEAK_REF begin with these; PEAK then has a record list, PEAK_REF OT_PEAK_REF_FIELDS and one. */
+#define OT_PEAK_FIELDS(X, ctx)                                                                     \
+    X(ctx, device, S, "")                                                                          \
+    X(ctx, peak_bytes, U, "")                                                                      \
+    X(ctx, peak_time_ns, U, "")                                                                    \
+    X(ctx, peak_seq, U, "")
+#define OT_PEAK_REF_FIELDS(X, ctx)                                                                 \
+    X(ctx, count, U, "records in the whole peak set")                                              \
+    X(ctx, lost, U, "peak records the tracer had no memory to keep")
+
 /* An allocation record (LIVE, PEAK, PEAK_REF, and by column in LIVE_SEQ): its fields in file order.
  * X(column, name, coding, seq_coding, "doc"): coding is how the field is stored in a record; seq_coding
  * how its column is stored in LIVE_SEQ, where records are in seq order and some fields are deltas from

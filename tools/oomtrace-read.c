@@ -183,6 +183,14 @@ static size_t parse_count(const char *opt, const char *arg)
 enum { OPT_TOP = 256, OPT_AT, OPT_FRAMES, OPT_FORMAT, OPT_DEBUG_DIR, OPT_NO_SYMBOLIZE };
 enum { OPT_NATIVE = 512, OPT_SPLIT, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH, OPT_CHECK_GATE };
 
+/* An option's value was parsed (rc 0), or the run ends saying what the option takes and what it got. */
+static bool parsed(int rc, const char *takes)
+{
+    if (rc < 0)
+        die("%s, got '%s'", takes, optarg);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     struct ot_report_opts ro = {.top = 10, .frames = 8, .at = OT_AT_DEFAULT};
@@ -272,17 +280,15 @@ int main(int argc, char **argv)
             diff_base = optarg;
             break;
         case OPT_MAX_PEAK:
-            if (ot_parse_size(optarg, &gate.max_peak) < 0)
-                die("--max-peak takes a size in bytes, with K, M, G or T for powers of 1024 (8G, 1.5GiB), got '%s'", optarg);
-            gate.max_peak_set = true;
+            gate.max_peak_set = parsed(ot_parse_size(optarg, &gate.max_peak),
+                                       "--max-peak takes a size in bytes, with K, M, G or T for powers of 1024 (8G, 1.5GiB)");
             break;
         case OPT_BASELINE:
             gate.baseline = optarg;
             break;
         case OPT_MAX_GROWTH:
-            if (ot_parse_percent(optarg, &gate.max_growth) < 0)
-                die("--max-growth takes a percentage from 0 to 1000000000 (10, 2.5), got '%s'", optarg);
-            gate.growth_set = true;
+            gate.growth_set = parsed(ot_parse_percent(optarg, &gate.max_growth),
+                                     "--max-growth takes a percentage from 0 to 1000000000 (10, 2.5)");
             break;
         case OPT_CHECK_GATE:
             check_gate = true;

@@ -28,6 +28,23 @@
 #include "driver/real.h"
 #include "internal.h"
 
+/* The str and bytes objects a code object points at: str lost its wstr fields in 3.12, which moved its
+ * data 8 bytes (ASCII) and 16 bytes (compact) closer to the header. */
+struct obj_layout {
+    unsigned uni_state, uni_length, ascii_data, compact_utf8, compact_data;
+    unsigned var_size, bytes_data;
+};
+
+static const struct obj_layout obj39 = {
+    .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
+    .var_size = 16, .bytes_data = 32,
+};
+
+static const struct obj_layout obj312 = {
+    .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
+    .var_size = 16, .bytes_data = 32,
+};
+
 struct layout {
     unsigned ts_cframe, cframe_current;                  /* thread state -> _PyCFrame -> current frame */
     int ts_direct;                                       /* 3.13: ts_cframe is the current frame itself */
@@ -35,8 +52,7 @@ struct layout {
     int fr_is_entry;                                     /* 3.11: offset of is_entry; -1 otherwise */
     int owner_cstack;                                    /* 3.12: owner value of C-stack shim frames */
     unsigned co_firstlineno, co_filename, co_qualname, co_linetable, co_code;
-    unsigned uni_state, uni_length, ascii_data, compact_utf8, compact_data;
-    unsigned var_size, bytes_data;
+    const struct obj_layout *obj;                        /* str and bytes objects */
     /* 3.9 and 3.10: a chain of frame objects, one eval-loop run each, with f_lasti an int (3.9: a byte
      * offset, 3.10: code units) and an older line table. co_qualname is then co_name. */
     int frame_objects;
@@ -61,31 +77,27 @@ static const struct layout py311 = {
     .ts_cframe = 56, .cframe_current = 8,
     .fr_code = 32, .fr_previous = 48, .fr_instr = 56, .fr_owner = 69, .fr_is_entry = 68, .owner_cstack = -1,
     .co_firstlineno = 72, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 184,
-    .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
-    .var_size = 16, .bytes_data = 32, .ts_native_tid = 160, .holder = HOLDER_CURRENT,
+    .obj = &obj39, .ts_native_tid = 160, .holder = HOLDER_CURRENT,
 };
 
 static const struct layout py312 = {
     .ts_cframe = 56, .cframe_current = 0,
     .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = -1, .owner_cstack = 3,
     .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 192,
-    .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
-    .var_size = 16, .bytes_data = 32, .ts_native_tid = 144, .holder = HOLDER_GIL, .interp_gil = 384,
+    .obj = &obj312, .ts_native_tid = 144, .holder = HOLDER_GIL, .interp_gil = 384,
 };
 
 /* 3.9 and 3.10 (offsets checked against each version's headers): ts->frame, f_back, f_code, f_lasti. */
 static const struct layout py39 = {
     .ts_cframe = 24, .ts_direct = 1, .fr_code = 32, .fr_previous = 24, .fr_instr = 104, .fr_is_entry = -1,
     .owner_cstack = -1, .co_firstlineno = 40, .co_filename = 104, .co_qualname = 112, .co_linetable = 120,
-    .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
-    .var_size = 16, .bytes_data = 32, .frame_objects = 1, .lasti_bytes = 1, .table = TABLE_LNOTAB,
+    .obj = &obj39, .frame_objects = 1, .lasti_bytes = 1, .table = TABLE_LNOTAB,
 };
 
 static const struct layout py310 = {
     .ts_cframe = 24, .ts_direct = 1, .fr_code = 32, .fr_previous = 24, .fr_instr = 96, .fr_is_entry = -1,
     .owner_cstack = -1, .co_firstlineno = 40, .co_filename = 104, .co_qualname = 112, .co_linetable = 120,
-    .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,
-    .var_size = 16, .bytes_data = 32, .frame_objects = 1, .lasti_bytes = 0, .table = TABLE_LINES,
+    .obj = &obj39, .frame_objects = 1, .lasti_bytes = 0, .table = TABLE_LINES,
 };
 
 /* 3.13: the thread state holds the current frame; f_executable (at f_code's place) holds the code object,
@@ -94,8 +106,7 @@ static const struct layout py313 = {
     .ts_cframe = 72, .ts_direct = 1,
     .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = -1, .owner_cstack = 3,
     .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_code = 200,
-    .uni_state = 32, .uni_length = 16, .ascii_data = 40, .compact_utf8 = 48, .compact_data = 56,
-    .var_size = 16, .bytes_data = 32, .ts_native_tid = 160, .holder = HOLDER_GIL, .interp_gil = 16,
+    .obj = &obj312, .ts_native_tid = 160, .holder = HOLDER_GIL, .interp_gil = 16,
 };
 
 enum { PY_UNPROBED, PY_ABSENT, PY_ON, PY_OFF };
@@ -241,19 +252,19 @@ static void read_str(const void *obj, char *out, size_t cap)
         return;
     uint32_t state = 0;
     int64_t len = 0;
-    if (checked_read((const char *)obj + L->uni_state, &state, 4) || checked_read((const char *)obj + L->uni_length, &len, 8))
+    if (checked_read((const char *)obj + L->obj->uni_state, &state, 4) || checked_read((const char *)obj + L->obj->uni_length, &len, 8))
         return;
     unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
     if (!compact || len < 0)
         return;
     if (ascii) {
         size_t n = (size_t)len < cap - 1 ? (size_t)len : cap - 1;
-        if (checked_read((const char *)obj + L->ascii_data, out, n) == 0)
+        if (checked_read((const char *)obj + L->obj->ascii_data, out, n) == 0)
             out[n] = 0;
         return;
     }
     const char *utf8 = NULL;
-    if (checked_read((const char *)obj + L->compact_utf8, &utf8, sizeof utf8) == 0 && utf8) {
+    if (checked_read((const char *)obj + L->obj->compact_utf8, &utf8, sizeof utf8) == 0 && utf8) {
         size_t n = 0;
         while (n < cap - 1 && checked_read(utf8 + n, &out[n], 1) == 0 && out[n])
             n++;
@@ -262,7 +273,7 @@ static void read_str(const void *obj, char *out, size_t cap)
     }
     /* No cached UTF-8: encode from the 1-, 2- or 4-byte code units. */
     size_t o = 0;
-    const char *data = (const char *)obj + L->compact_data;
+    const char *data = (const char *)obj + L->obj->compact_data;
     for (int64_t i = 0; i < len && o + 4 < cap; i++) {
         uint32_t cp = 0;
         if (kind == 1 || kind == 2 || kind == 4) {
@@ -357,10 +368,10 @@ static uint32_t intern(const void *code, uint64_t lasti, const void *name)
     read_str(qo, func, sizeof func);
     int line = -1;
     int64_t ltlen = 0;
-    if (lt && is_type(lt, bytes_type) && checked_read((const char *)lt + L->var_size, &ltlen, 8) == 0 && ltlen > 0 &&
+    if (lt && is_type(lt, bytes_type) && checked_read((const char *)lt + L->obj->var_size, &ltlen, 8) == 0 && ltlen > 0 &&
         ltlen < (1 << 24)) {
         uint8_t *buf = malloc((size_t)ltlen);
-        if (buf && checked_read((const char *)lt + L->bytes_data, buf, (size_t)ltlen) == 0)
+        if (buf && checked_read((const char *)lt + L->obj->bytes_data, buf, (size_t)ltlen) == 0)
             line = L->table == TABLE_LINES   ? ot_py_line_310(buf, (size_t)ltlen, first, lasti)
                    : L->table == TABLE_LNOTAB ? ot_py_line_39(buf, (size_t)ltlen, first, lasti)
                                               : ot_py_line_311(buf, (size_t)ltlen, first, lasti);

@@ -88,7 +88,7 @@ static void *prefetch_main(void *arg)
         if (quit)
             break;
         const struct ot_chunk *ch = &p->snap->chunks[i];
-        int rc = ot_zstd_decode(&p->slot[s].z, ch->frame, ch->frame_len, ch->raw_len, p->slot[s].why,
+        int rc = ot_zstd_decode(&p->slot[s].z, (const uint8_t *)ch->frame.p, ch->frame.n, ch->raw_len, p->slot[s].why,
                                 sizeof(p->slot[s].why));
         pthread_mutex_lock(&p->mu);
         p->slot[s].rc = rc;
@@ -190,7 +190,7 @@ static int chunk_bytes(struct ot_event_reader *r, size_t ci, const uint8_t **raw
     if (r->prefetch)
         return prefetch_get(r->prefetch, ci, raw, why, whylen);
 #endif
-    if (ot_zstd_decode(&r->z, ch->frame, ch->frame_len, ch->raw_len, why, whylen) < 0)
+    if (ot_zstd_decode(&r->z, (const uint8_t *)ch->frame.p, ch->frame.n, ch->raw_len, why, whylen) < 0)
         return -1;
     *raw = r->z.p;
     return 0;

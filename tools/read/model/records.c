@@ -10,10 +10,7 @@
 /* A list of records starts with its count: checked against the bytes left, then the array. */
 static struct ot_record *records_begin(struct sec_ctx *x, uint64_t *count)
 {
-    *count = U();
-    if (sec_check_count(x, *count, OT_RECORD_MIN_BYTES, "record") < 0)
-        return NULL;
-    return sec_alloc(x, (size_t)*count, sizeof(struct ot_record));
+    return sec_list(x, OT_RECORD_MIN_BYTES, sizeof(struct ot_record), "record", count);
 }
 
 static int parse_records(struct sec_ctx *x, size_t *nout, struct ot_record **out)
@@ -114,15 +111,15 @@ static int add_peak(struct sec_ctx *x, const struct ot_peak *p)
     return 0;
 }
 
+static const struct ot_field peak_fields[] = {OT_PEAK_FIELDS(OT_FIELD_OF, struct ot_peak)};
+struct peak_ref_head {
+    uint64_t count, lost;
+};
+static const struct ot_field peak_ref_fields[] = {OT_PEAK_REF_FIELDS(OT_FIELD_OF, struct peak_ref_head)};
+
 static int parse_peak_head(struct sec_ctx *x, struct ot_peak *p)
 {
-    p->device = S();
-    p->peak_bytes = U();
-    p->peak_time_ns = U();
-    p->peak_seq = U();
-    if (x->c.err)
-        return sec_item_err(x, "PEAK field", SIZE_MAX);
-    return 0;
+    return sec_fields(x, p, peak_fields, OT_NFIELDS(peak_fields), "PEAK field");
 }
 
 int parse_peak(struct sec_ctx *x)
@@ -140,10 +137,11 @@ int parse_peak_ref(struct sec_ctx *x)
     struct ot_peak_ref r = {.hdr_off = x->hdr_off};
     if (peak_room(x) < 0 || parse_peak_head(x, &r.peak) < 0)
         return -1;
-    r.count = U();
-    r.peak.lost = U();
-    if (x->c.err)
-        return sec_item_err(x, "PEAK_REF field", SIZE_MAX);
+    struct peak_ref_head h;
+    if (sec_fields(x, &h, peak_ref_fields, OT_NFIELDS(peak_ref_fields), "PEAK_REF field") < 0)
+        return -1;
+    r.count = h.count;
+    r.peak.lost = h.lost;
     if (parse_records(x, &r.peak.count, &r.peak.recs) < 0)
         return -1;
     if (r.peak.count > r.count)

@@ -76,3 +76,33 @@ struct ot_str sec_str(struct sec_ctx *x)
     const char *p = ot_get_str(&x->c, &n);
     return (struct ot_str){p, n};
 }
+
+void *sec_list(struct sec_ctx *x, size_t min_item_bytes, size_t size, const char *what, uint64_t *count)
+{
+    *count = U();
+    if (sec_check_count(x, *count, min_item_bytes, what) < 0)
+        return NULL;
+    return sec_alloc(x, (size_t)*count, size);
+}
+
+int sec_items(struct sec_ctx *x, void *items, uint64_t count, size_t size, const struct ot_field *f, size_t nf,
+              const char *what, int (*each)(struct sec_ctx *x, void *item, size_t i))
+{
+    for (size_t i = 0; i < count; i++) {
+        void *item = (char *)items + i * size;
+        ot_read_fields(&x->c, item, f, nf);
+        if (x->c.err)
+            return sec_item_err(x, what, i);
+        if (each && each(x, item, i) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int sec_fields(struct sec_ctx *x, void *item, const struct ot_field *f, size_t nf, const char *what)
+{
+    ot_read_fields(&x->c, item, f, nf);
+    if (x->c.err)
+        return sec_item_err(x, what, SIZE_MAX);
+    return 0;
+}

@@ -4,6 +4,7 @@
 #ifndef OT_READ_SECTION_H
 #define OT_READ_SECTION_H
 
+#include "model/fields.h"
 #include "model/snapshot.h"
 
 struct sec_ctx {
@@ -14,6 +15,7 @@ struct sec_ctx {
     const uint8_t *payload;
     struct ot_cursor c;
     char *err;
+    uint64_t sum; /* a total a parser keeps over a list's items */
 };
 
 /* All return -1, so a parser can `return sec_err(...)`. */
@@ -27,6 +29,16 @@ size_t sec_pos(const struct sec_ctx *x);
 size_t sec_left(const struct sec_ctx *x);
 void *sec_alloc(struct sec_ctx *x, size_t count, size_t size); /* from the snapshot's arena; NULL with err set */
 struct ot_str sec_str(struct sec_ctx *x);
+
+/* A list: `uv count`, refused when count items of at least min_item_bytes cannot fit in what is left,
+ * then an arena array of count items of size bytes. NULL with err set. */
+void *sec_list(struct sec_ctx *x, size_t min_item_bytes, size_t size, const char *what, uint64_t *count);
+/* Reads count items of nf fields each into items (size bytes apart). After an item's fields: a failed
+ * cursor is item i of `what`'s error; then each (if any) reads the rest of the item or checks it. */
+int sec_items(struct sec_ctx *x, void *items, uint64_t count, size_t size, const struct ot_field *f, size_t nf,
+              const char *what, int (*each)(struct sec_ctx *x, void *item, size_t i));
+/* One item's fields, outside any list; a failed cursor is "<what> field"'s error. */
+int sec_fields(struct sec_ctx *x, void *item, const struct ot_field *f, size_t nf, const char *what);
 
 #define U() ot_get_uvarint(&x->c)
 #define S() ot_get_svarint(&x->c)

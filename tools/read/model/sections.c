@@ -1,393 +1,277 @@
 /* The sections that are plain lists: META, DEVICES, FAILURE, MODULES, SYMBOLS, PYFRAMES, STACKS,
- * EVENTS (chunk index only), MARKERS, POOLS, MAPPINGS, PROCESSES, THREADS. */
+ * EVENTS (chunk index only), MARKERS, POOLS, MAPPINGS, PROCESSES, THREADS. Their fields are read by the
+ * format header's lists (fields.h); what is here is what the file's bytes must satisfy beyond them. */
 #include "model/section.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 
+/* Modules in address order, markers in seq order. */
+static int cmp_module(const void *a, const void *b)
+{
+    const struct ot_module *x = a, *y = b;
+    int c = ot_cmp_u64(x->start, y->start);
+    return c ? c : ot_cmp_u64(x->end, y->end);
+}
+
+static int cmp_marker(const void *a, const void *b)
+{
+    const struct snap_marker *x = a, *y = b;
+    int c = ot_cmp_u64(x->seq, y->seq);
+    return c ? c : ot_cmp_u64(x->time_ns, y->time_ns);
+}
+
+/* A list of items of `fields`, into *items, its length into *n: count, then the items, sorted by cmp
+ * when one is given. With an index (items looked up by id), it is sized before the items are read, and
+ * each puts them in it. */
+#define SEC_READ_LIST(x, items, n, min_bytes, what, fields, index, each, cmp)                          \
+    sec_read_list((x), (void **)(items), (n), (min_bytes), sizeof(**(items)), (what), (fields),        \
+                  OT_NFIELDS(fields), (index), (each), (cmp))
+
+static int sec_read_list(struct sec_ctx *x, void **items, size_t *n, size_t min_bytes, size_t size, const char *what,
+                         const struct ot_field *f, size_t nf, struct ot_u64map *index,
+                         int (*each)(struct sec_ctx *, void *, size_t), int (*cmp)(const void *, const void *))
+{
+    uint64_t count;
+    if (!(*items = sec_list(x, min_bytes, size, what, &count)))
+        return -1;
+    if (index && ot_u64map_init(index, (size_t)count) < 0)
+        return sec_err(x, "out of memory");
+    if (sec_items(x, *items, count, size, f, nf, what, each) < 0)
+        return -1;
+    *n = (size_t)count;
+    if (cmp && *n > 1)
+        qsort(*items, *n, size, cmp);
+    return 0;
+}
+
+/* An id already in index: the file lists it twice. */
+static int sec_index(struct sec_ctx *x, struct ot_u64map *index, uint64_t id, size_t i, const char *what)
+{
+    uint32_t got = ot_u64map_put(index, id, (uint32_t)i);
+    if (got == OT_U64MAP_NONE)
+        return sec_err(x, "out of memory");
+    if (got != i)
+        return sec_err(x, "%s id %" PRIu64 " is listed twice", what, id);
+    return 0;
+}
+
+static const struct ot_field meta_head[] = {OT_META_FIELDS_HEAD(OT_FIELD_OF, struct ot_meta)};
+static const struct ot_field meta_tail[] = {OT_META_FIELDS_TAIL(OT_FIELD_OF, struct ot_meta)};
+
 int parse_meta(struct sec_ctx *x)
 {
     struct ot_meta *m = &x->snap->meta;
-    m->tracer_version = STR();
-    m->trigger = U();
-    m->reason = STR();
-    m->pid = U();
-    m->ppid = U();
-    m->host = STR();
-    uint64_t argc = U();
-    if (sec_check_count(x, argc, 1, "argv") < 0)
+    ot_read_fields(&x->c, m, meta_head, OT_NFIELDS(meta_head));
+    if (sec_check_count(x, m->argc, 1, "argv") < 0)
         return -1;
-    m->argc = (size_t)argc;
     if (!(m->argv = sec_alloc(x, m->argc, sizeof(*m->argv))))
         return -1;
     for (size_t i = 0; i < m->argc; i++)
         m->argv[i] = STR();
-    m->exe = STR();
-    m->wall_ns = U();
-    m->mono_ns = U();
-    m->start_mono_ns = U();
-    m->rank = S();
-    m->local_rank = S();
-    m->world_size = S();
-    m->rank_source = STR();
-    m->events_recorded = U();
-    m->events_kept = U();
-    m->events_dropped = U();
-    m->chunks_dropped = U();
-    m->ring_budget_bytes = U();
-    m->ring_used_bytes = U();
-    m->snapshot_seq = U();
-    m->python_version = STR();
-    m->cuda_visible_devices = STR();
+    return sec_fields(x, m, meta_tail, OT_NFIELDS(meta_tail), "META field");
+}
+
+static const struct ot_field device_fields[] = {OT_DEVICE_FIELDS(OT_FIELD_OF, struct snap_device)};
+
+/* After a device's fields: its bytes by category, and an ordinal no other device has. */
+static int device_rest(struct sec_ctx *x, void *item, size_t i)
+{
+    struct ot_snapshot *s = x->snap;
+    struct snap_device *d = item;
+    if (d->ncat > sec_left(x))
+        return sec_err(x, "device %zu: %" PRIu64 " categories cannot fit in the %zu bytes left", i, (uint64_t)d->ncat,
+                       sec_left(x));
+    if (!(d->by_category = sec_alloc(x, d->ncat, sizeof(uint64_t))))
+        return -1;
+    for (size_t k = 0; k < d->ncat; k++)
+        d->by_category[k] = U();
     if (x->c.err)
-        return sec_item_err(x, "META field", SIZE_MAX);
+        return sec_item_err(x, "device", i);
+    for (size_t j = 0; j < i; j++)
+        if (s->devices[j].ordinal == d->ordinal)
+            return sec_err(x, "device ordinal %" PRId64 " is listed twice", d->ordinal);
+    s->ndevices = i + 1;
     return 0;
 }
 
 int parse_devices(struct sec_ctx *x)
 {
-    struct ot_snapshot *s = x->snap;
-    uint64_t count = U();
-    if (sec_check_count(x, count, 12, "device") < 0)
-        return -1;
-    if (!(s->devices = sec_alloc(x, (size_t)count, sizeof(*s->devices))))
-        return -1;
-    for (size_t i = 0; i < count; i++) {
-        struct snap_device *d = &s->devices[i];
-        d->ordinal = S();
-        d->name = STR();
-        d->uuid = STR();
-        d->flags = U();
-        d->total_bytes = U();
-        d->free_bytes = U();
-        d->baseline_used_bytes = U();
-        d->tracked_bytes = U();
-        d->peak_bytes = U();
-        d->peak_time_ns = U();
-        d->peak_seq = U();
-        uint64_t ncat = U();
-        if (x->c.err)
-            return sec_item_err(x, "device", i);
-        if (ncat > sec_left(x))
-            return sec_err(x, "device %zu: %" PRIu64 " categories cannot fit in the %zu bytes left", i, ncat, sec_left(x));
-        d->ncat = (size_t)ncat;
-        if (!(d->by_category = sec_alloc(x, d->ncat, sizeof(uint64_t))))
-            return -1;
-        for (size_t k = 0; k < d->ncat; k++)
-            d->by_category[k] = U();
-        if (x->c.err)
-            return sec_item_err(x, "device", i);
-        for (size_t j = 0; j < i; j++)
-            if (s->devices[j].ordinal == d->ordinal)
-                return sec_err(x, "device ordinal %" PRId64 " is listed twice", d->ordinal);
-        s->ndevices = i + 1;
-    }
-    return 0;
+    size_t n;
+    return SEC_READ_LIST(x, &x->snap->devices, &n, 12, "device", device_fields, NULL, device_rest, NULL);
 }
+
+static const struct ot_field failure_fields[] = {OT_FAILURE_FIELDS(OT_FIELD_OF, struct snap_failure)};
 
 int parse_failure(struct sec_ctx *x)
 {
-    struct snap_failure *f = &x->snap->failure;
-    f->api = U();
-    f->category = U();
-    f->device = S();
-    f->requested_bytes = U();
-    f->result_code = U();
-    f->time_ns = U();
-    f->tid = U();
-    f->stack_id = U();
-    f->seq = U();
-    if (x->c.err)
-        return sec_item_err(x, "FAILURE field", SIZE_MAX);
+    if (sec_fields(x, &x->snap->failure, failure_fields, OT_NFIELDS(failure_fields), "FAILURE field") < 0)
+        return -1;
     x->snap->has_failure = true;
     return 0;
 }
 
-static int cmp_module(const void *a, const void *b)
+static const struct ot_field module_fields[] = {OT_MODULE_FIELDS(OT_FIELD_OF, struct ot_module)};
+
+static int module_check(struct sec_ctx *x, void *item, size_t i)
 {
-    const struct ot_module *x = a, *y = b;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
-    return x->end < y->end ? -1 : x->end > y->end;
+    const struct ot_module *m = item;
+    if (m->end < m->start)
+        return sec_err(x, "module %zu ends (0x%" PRIx64 ") before it starts (0x%" PRIx64 ")", i, m->end, m->start);
+    return 0;
 }
 
 int parse_modules(struct sec_ctx *x)
 {
     struct ot_snapshot *s = x->snap;
-    uint64_t count = U();
-    if (sec_check_count(x, count, 5, "module") < 0)
-        return -1;
-    if (!(s->modules = sec_alloc(x, (size_t)count, sizeof(*s->modules))))
-        return -1;
-    for (size_t i = 0; i < count; i++) {
-        struct ot_module *m = &s->modules[i];
-        m->path = STR();
-        m->start = U();
-        m->end = U();
-        m->load_bias = U();
-        m->build_id = STR();
-        if (x->c.err)
-            return sec_item_err(x, "module", i);
-        if (m->end < m->start)
-            return sec_err(x, "module %zu ends (0x%" PRIx64 ") before it starts (0x%" PRIx64 ")", i, m->end, m->start);
-    }
-    s->nmodules = (size_t)count;
-    if (s->nmodules > 1)
-        qsort(s->modules, s->nmodules, sizeof(*s->modules), cmp_module);
+    return SEC_READ_LIST(x, &s->modules, &s->nmodules, 5, "module", module_fields, NULL, module_check, cmp_module);
+}
+
+static const struct ot_field symbol_fields[] = {OT_SYMBOL_FIELDS(OT_FIELD_OF, struct ot_symbol)};
+
+/* A repeated address is harmless (the writer resolved it twice): the first one wins. */
+static int symbol_index(struct sec_ctx *x, void *item, size_t i)
+{
+    if (ot_u64map_put(&x->snap->symbol_index, ((struct ot_symbol *)item)->address, (uint32_t)i) == OT_U64MAP_NONE)
+        return sec_err(x, "out of memory");
     return 0;
 }
 
 int parse_symbols(struct sec_ctx *x)
 {
     struct ot_snapshot *s = x->snap;
-    uint64_t count = U();
-    if (sec_check_count(x, count, 3, "symbol") < 0)
-        return -1;
-    if (!(s->symbols = sec_alloc(x, (size_t)count, sizeof(*s->symbols))))
-        return -1;
-    if (ot_u64map_init(&s->symbol_index, (size_t)count) < 0)
-        return sec_err(x, "out of memory");
-    for (size_t i = 0; i < count; i++) {
-        struct ot_symbol *y = &s->symbols[i];
-        y->address = U();
-        y->name = STR();
-        y->offset = U();
-        if (x->c.err)
-            return sec_item_err(x, "symbol", i);
-        /* A repeated address is harmless (the writer resolved it twice): the first one wins. */
-        if (ot_u64map_put(&s->symbol_index, y->address, (uint32_t)i) == OT_U64MAP_NONE)
-            return sec_err(x, "out of memory");
-    }
-    s->nsymbols = (size_t)count;
-    return 0;
+    return SEC_READ_LIST(x, &s->symbols, &s->nsymbols, 3, "symbol", symbol_fields, &s->symbol_index, symbol_index,
+                         NULL);
+}
+
+static const struct ot_field pyframe_fields[] = {OT_PYFRAME_FIELDS(OT_FIELD_OF, struct ot_pyframe)};
+
+static int pyframe_index(struct sec_ctx *x, void *item, size_t i)
+{
+    return sec_index(x, &x->snap->pyframe_index, ((struct ot_pyframe *)item)->id, i, "Python frame");
 }
 
 int parse_pyframes(struct sec_ctx *x)
 {
     struct ot_snapshot *s = x->snap;
-    uint64_t count = U();
-    if (sec_check_count(x, count, 4, "Python frame") < 0)
+    return SEC_READ_LIST(x, &s->pyframes, &s->npyframes, 4, "Python frame", pyframe_fields, &s->pyframe_index,
+                         pyframe_index, NULL);
+}
+
+static const struct ot_field stack_fields[] = {OT_STACK_FIELDS(OT_FIELD_OF, struct ot_stack)};
+
+/* After a stack's fields: its frame words, and an id no other stack has. */
+static int stack_rest(struct sec_ctx *x, void *item, size_t i)
+{
+    struct ot_stack *st = item;
+    if (st->nframes > sec_left(x))
+        return sec_err(x, "stack %zu (id %" PRIu64 "): %" PRIu64 " frames cannot fit in the %zu bytes left", i, st->id,
+                       (uint64_t)st->nframes, sec_left(x));
+    uint64_t *frames = sec_alloc(x, st->nframes, sizeof(uint64_t));
+    if (!frames)
         return -1;
-    if (!(s->pyframes = sec_alloc(x, (size_t)count, sizeof(*s->pyframes))))
+    for (size_t k = 0; k < st->nframes; k++)
+        frames[k] = U();
+    if (x->c.err)
+        return sec_item_err(x, "stack", i);
+    st->frames = frames;
+    if (sec_index(x, &x->snap->stack_index, st->id, i, "stack") < 0)
         return -1;
-    if (ot_u64map_init(&s->pyframe_index, (size_t)count) < 0)
-        return sec_err(x, "out of memory");
-    for (size_t i = 0; i < count; i++) {
-        struct ot_pyframe *f = &s->pyframes[i];
-        f->id = U();
-        f->function = STR();
-        f->file = STR();
-        f->line = U();
-        if (x->c.err)
-            return sec_item_err(x, "Python frame", i);
-        uint32_t got = ot_u64map_put(&s->pyframe_index, f->id, (uint32_t)i);
-        if (got == OT_U64MAP_NONE)
-            return sec_err(x, "out of memory");
-        if (got != i)
-            return sec_err(x, "Python frame id %" PRIu64 " is listed twice", f->id);
-    }
-    s->npyframes = (size_t)count;
+    x->snap->nstacks = i + 1;
     return 0;
 }
 
 int parse_stacks(struct sec_ctx *x)
 {
     struct ot_snapshot *s = x->snap;
-    uint64_t count = U();
-    if (sec_check_count(x, count, 3, "stack") < 0)
-        return -1;
-    if (!(s->stacks = sec_alloc(x, (size_t)count, sizeof(*s->stacks))))
-        return -1;
-    if (ot_u64map_init(&s->stack_index, (size_t)count) < 0)
-        return sec_err(x, "out of memory");
-    for (size_t i = 0; i < count; i++) {
-        struct ot_stack *st = &s->stacks[i];
-        st->id = U();
-        st->flags = U();
-        uint64_t nframes = U();
-        if (x->c.err)
-            return sec_item_err(x, "stack", i);
-        if (nframes > sec_left(x))
-            return sec_err(x, "stack %zu (id %" PRIu64 "): %" PRIu64 " frames cannot fit in the %zu bytes left", i,
-                        st->id, nframes, sec_left(x));
-        uint64_t *frames = sec_alloc(x, (size_t)nframes, sizeof(uint64_t));
-        if (!frames)
-            return -1;
-        for (size_t k = 0; k < nframes; k++)
-            frames[k] = U();
-        if (x->c.err)
-            return sec_item_err(x, "stack", i);
-        st->nframes = (size_t)nframes;
-        st->frames = frames;
-        uint32_t got = ot_u64map_put(&s->stack_index, st->id, (uint32_t)i);
-        if (got == OT_U64MAP_NONE)
-            return sec_err(x, "out of memory");
-        if (got != i)
-            return sec_err(x, "stack id %" PRIu64 " is listed twice", st->id);
-        s->nstacks = i + 1;
-    }
-    return 0;
+    size_t n;
+    return SEC_READ_LIST(x, &s->stacks, &n, 3, "stack", stack_fields, &s->stack_index, stack_rest, NULL);
 }
 
 /* Smallest encoded event: nine one-byte varints (kind, api, category, device, dt, tid, addr, size,
  * stack). A chunk claiming more events than raw_len / 9 is refused before anything is decoded. */
 #define OT_EVENT_MIN_BYTES 9u
 
+static const struct ot_field chunk_fields[] = {OT_CHUNK_FIELDS(OT_FIELD_OF, struct ot_chunk)};
+
+static int chunk_check(struct sec_ctx *x, void *item, size_t i)
+{
+    struct ot_snapshot *s = x->snap;
+    const struct ot_chunk *ch = item;
+    if (ch->raw_len > OT_MAX_SECTION_RAW)
+        return sec_err(x, "chunk %zu: raw_len %" PRIu64 " is over the 4 GiB limit", i, ch->raw_len);
+    if (ch->nevents > ch->raw_len / OT_EVENT_MIN_BYTES)
+        return sec_err(x, "chunk %zu: %" PRIu64 " events cannot fit in raw_len %" PRIu64 " bytes", i, ch->nevents,
+                       ch->raw_len);
+    /* Each report decodes every chunk: their raw bytes together stay within the memory budget, so a
+     * few kilobytes of frames cannot claim a billion events. */
+    x->sum += ch->raw_len;
+    if (x->sum > s->arena.limit)
+        return sec_err(x, "the event chunks decompress to more than %zu bytes, the reader's memory budget (%u x "
+                          "the file's size + %u MiB)", s->arena.limit, OT_READ_RATIO, OT_READ_BASE_MIB);
+    s->chunk_events += ch->nevents;
+    if (ch->raw_len > s->max_chunk_raw)
+        s->max_chunk_raw = ch->raw_len;
+    return 0;
+}
+
 int parse_events(struct sec_ctx *x)
 {
     struct ot_snapshot *s = x->snap;
-    uint64_t count = U();
-    if (sec_check_count(x, count, 5, "chunk") < 0)
+    if (SEC_READ_LIST(x, &s->chunks, &s->nchunks, 5, "chunk", chunk_fields, NULL, chunk_check, NULL) < 0)
         return -1;
-    if (!(s->chunks = sec_alloc(x, (size_t)count, sizeof(*s->chunks))))
-        return -1;
-    uint64_t raw_total = 0;
-    for (size_t i = 0; i < count; i++) {
-        struct ot_chunk *ch = &s->chunks[i];
-        ch->first_seq = U();
-        ch->nevents = U();
-        ch->t0_ns = U();
-        ch->raw_len = U();
-        struct ot_str f = STR();
-        if (x->c.err)
-            return sec_item_err(x, "chunk", i);
-        if (ch->raw_len > OT_MAX_SECTION_RAW)
-            return sec_err(x, "chunk %zu: raw_len %" PRIu64 " is over the 4 GiB limit", i, ch->raw_len);
-        if (ch->nevents > ch->raw_len / OT_EVENT_MIN_BYTES)
-            return sec_err(x, "chunk %zu: %" PRIu64 " events cannot fit in raw_len %" PRIu64 " bytes", i, ch->nevents,
-                        ch->raw_len);
-        ch->frame = (const uint8_t *)f.p;
-        ch->frame_len = f.n;
-        /* Each report decodes every chunk: their raw bytes together stay within the memory budget, so a
-         * few kilobytes of frames cannot claim a billion events. */
-        raw_total += ch->raw_len;
-        if (raw_total > s->arena.limit)
-            return sec_err(x, "the event chunks decompress to more than %zu bytes, the reader's memory budget (%u x "
-                              "the file's size + %u MiB)", s->arena.limit, OT_READ_RATIO, OT_READ_BASE_MIB);
-        s->chunk_events += ch->nevents;
-        if (ch->raw_len > s->max_chunk_raw)
-            s->max_chunk_raw = ch->raw_len;
-    }
-    s->nchunks = (size_t)count;
     s->events_offset = x->hdr_off;
     return 0;
 }
 
-static int cmp_marker(const void *a, const void *b)
-{
-    const struct snap_marker *x = a, *y = b;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
-    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
-}
+static const struct ot_field marker_fields[] = {OT_MARKER_FIELDS(OT_FIELD_OF, struct snap_marker)};
 
 int parse_markers(struct sec_ctx *x)
 {
     struct ot_snapshot *s = x->snap;
-    uint64_t count = U();
-    if (sec_check_count(x, count, 4, "marker") < 0)
-        return -1;
-    if (!(s->markers = sec_alloc(x, (size_t)count, sizeof(*s->markers))))
-        return -1;
-    for (size_t i = 0; i < count; i++) {
-        struct snap_marker *m = &s->markers[i];
-        m->seq = U();
-        m->time_ns = U();
-        m->tid = U();
-        m->label = STR();
-        if (x->c.err)
-            return sec_item_err(x, "marker", i);
-    }
-    s->nmarkers = (size_t)count;
     /* "Before the peak" is a seq comparison, so keep them in seq order whatever order they came in. */
-    if (s->nmarkers > 1)
-        qsort(s->markers, s->nmarkers, sizeof(*s->markers), cmp_marker);
-    return 0;
+    return SEC_READ_LIST(x, &s->markers, &s->nmarkers, 4, "marker", marker_fields, NULL, NULL, cmp_marker);
 }
+
+static const struct ot_field pool_fields[] = {OT_POOL_FIELDS(OT_FIELD_OF, struct snap_pool)};
 
 int parse_pools(struct sec_ctx *x)
 {
-    struct ot_snapshot *s = x->snap;
-    uint64_t count = U();
-    if (sec_check_count(x, count, 5, "pool") < 0)
-        return -1;
-    if (!(s->pools = sec_alloc(x, (size_t)count, sizeof(*s->pools))))
-        return -1;
-    for (size_t i = 0; i < count; i++) {
-        struct snap_pool *p = &s->pools[i];
-        p->handle = U();
-        p->device = S();
-        p->flags = U();
-        p->reserved_bytes = U();
-        p->used_bytes = U();
-        if (x->c.err)
-            return sec_item_err(x, "pool", i);
-    }
-    s->npools = (size_t)count;
-    return 0;
+    return SEC_READ_LIST(x, &x->snap->pools, &x->snap->npools, 5, "pool", pool_fields, NULL, NULL, NULL);
 }
+
+static const struct ot_field mapping_fields[] = {OT_MAPPING_FIELDS(OT_FIELD_OF, struct ot_mapping)};
 
 int parse_mappings(struct sec_ctx *x)
 {
-    struct ot_snapshot *s = x->snap;
-    uint64_t count = U();
-    if (sec_check_count(x, count, 4, "mapping") < 0)
-        return -1;
-    if (!(s->mappings = sec_alloc(x, (size_t)count, sizeof(*s->mappings))))
-        return -1;
-    for (size_t i = 0; i < count; i++) {
-        struct ot_mapping *m = &s->mappings[i];
-        m->address = U();
-        m->size = U();
-        m->handle = U();
-        m->offset = U();
-        if (x->c.err)
-            return sec_item_err(x, "mapping", i);
-    }
-    s->nmappings = (size_t)count;
-    return 0;
+    return SEC_READ_LIST(x, &x->snap->mappings, &x->snap->nmappings, 4, "mapping", mapping_fields, NULL, NULL, NULL);
 }
+
+struct processes_head {
+    uint64_t source;
+    struct ot_str note;
+};
+static const struct ot_field processes_fields[] = {OT_PROCESSES_FIELDS(OT_FIELD_OF, struct processes_head)};
+static const struct ot_field process_fields[] = {OT_PROCESS_FIELDS(OT_FIELD_OF, struct ot_process)};
 
 int parse_processes(struct sec_ctx *x)
 {
     struct ot_snapshot *s = x->snap;
-    s->processes_source = U();
-    s->processes_note = STR();
-    uint64_t count = U();
-    if (sec_check_count(x, count, 4, "process") < 0)
+    struct processes_head h;
+    ot_read_fields(&x->c, &h, processes_fields, OT_NFIELDS(processes_fields));
+    s->processes_source = h.source;
+    s->processes_note = h.note;
+    if (SEC_READ_LIST(x, &s->processes, &s->nprocesses, 4, "process", process_fields, NULL, NULL, NULL) < 0)
         return -1;
-    if (!(s->processes = sec_alloc(x, (size_t)count, sizeof(*s->processes))))
-        return -1;
-    for (size_t i = 0; i < count; i++) {
-        struct ot_process *p = &s->processes[i];
-        p->device = S();
-        p->pid = U();
-        p->used_bytes = U();
-        p->name = STR();
-        if (x->c.err)
-            return sec_item_err(x, "process", i);
-    }
-    s->nprocesses = (size_t)count;
     s->has_processes = true;
     return 0;
 }
 
+static const struct ot_field thread_fields[] = {OT_THREAD_FIELDS(OT_FIELD_OF, struct snap_thread)};
+
 int parse_threads(struct sec_ctx *x)
 {
-    struct ot_snapshot *s = x->snap;
-    uint64_t count = U();
-    if (sec_check_count(x, count, 2, "thread") < 0)
-        return -1;
-    if (!(s->threads = sec_alloc(x, (size_t)count, sizeof(*s->threads))))
-        return -1;
-    for (size_t i = 0; i < count; i++) {
-        s->threads[i].tid = U();
-        s->threads[i].name = STR();
-        if (x->c.err)
-            return sec_item_err(x, "thread", i);
-    }
-    s->nthreads = (size_t)count;
-    return 0;
+    return SEC_READ_LIST(x, &x->snap->threads, &x->snap->nthreads, 2, "thread", thread_fields, NULL, NULL, NULL);
 }
 
 int parse_borrowed(struct sec_ctx *x)

@@ -105,8 +105,7 @@ struct ot_peak_ref {
 /* One ring chunk, still compressed: events are decoded on demand (events.h). */
 struct ot_chunk {
     uint64_t first_seq, nevents, t0_ns, raw_len;
-    const uint8_t *frame;
-    size_t frame_len;
+    struct ot_str frame; /* one zstd frame */
 };
 
 struct snap_marker {

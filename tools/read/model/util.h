@@ -123,6 +123,12 @@ static inline uint64_t ot_sat_add(uint64_t a, uint64_t b)
     return r < a ? UINT64_MAX : r;
 }
 
+/* -1, 0 or 1 as a is below, equal to or above b: one key of a qsort comparison. */
+static inline int ot_cmp_u64(uint64_t a, uint64_t b)
+{
+    return (a > b) - (a < b);
+}
+
 /* Notes collected while analysing: inconsistencies that do not make the file unreadable. */
 struct ot_notes {
     char **v;
