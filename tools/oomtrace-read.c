@@ -223,9 +223,34 @@ int main(int argc, char **argv)
     };
     if (!debug_dirs)
         die("out of memory");
+    /* The options that only keep their value, or set a flag. */
+    const struct {
+        int opt;
+        const char **value; /* keeps optarg */
+        bool *flag;         /* else: set to `on` */
+        bool on;
+    } plain[] = {
+        {'o', &out_path, NULL, false},
+        {OPT_DIFF, &diff_base, NULL, false},
+        {OPT_BASELINE, &gate.baseline, NULL, false},
+        {OPT_NO_SYMBOLIZE, NULL, &symbolize, false},
+        {OPT_NATIVE, NULL, &ro.native, true},
+        {OPT_SPLIT, NULL, &ro.split, true},
+        {OPT_CHECK_GATE, NULL, &check_gate, true},
+    };
     opterr = 0; /* our own one-line messages */
     int c;
     while ((c = getopt_long(argc, argv, ":o:hV", longopts, NULL)) != -1) {
+        size_t k = 0;
+        while (k < sizeof plain / sizeof plain[0] && plain[k].opt != c)
+            k++;
+        if (k < sizeof plain / sizeof plain[0]) {
+            if (plain[k].value)
+                *plain[k].value = optarg;
+            else
+                *plain[k].flag = plain[k].on;
+            continue;
+        }
         switch (c) {
         case OPT_TOP:
             ro.top = parse_count("--top", optarg);
@@ -261,37 +286,16 @@ int main(int argc, char **argv)
             else
                 die("--format takes text, json, folded, markdown, html or memviz, got '%s'", optarg);
             break;
-        case 'o':
-            out_path = optarg;
-            break;
         case OPT_DEBUG_DIR:
             debug_dirs[ndebug++] = optarg;
-            break;
-        case OPT_NO_SYMBOLIZE:
-            symbolize = false;
-            break;
-        case OPT_NATIVE:
-            ro.native = true;
-            break;
-        case OPT_SPLIT:
-            ro.split = true;
-            break;
-        case OPT_DIFF:
-            diff_base = optarg;
             break;
         case OPT_MAX_PEAK:
             gate.max_peak_set = parsed(ot_parse_size(optarg, &gate.max_peak),
                                        "--max-peak takes a size in bytes, with K, M, G or T for powers of 1024 (8G, 1.5GiB)");
             break;
-        case OPT_BASELINE:
-            gate.baseline = optarg;
-            break;
         case OPT_MAX_GROWTH:
             gate.growth_set = parsed(ot_parse_percent(optarg, &gate.max_growth),
                                      "--max-growth takes a percentage from 0 to 1000000000 (10, 2.5)");
-            break;
-        case OPT_CHECK_GATE:
-            check_gate = true;
             break;
         case 'h':
             fputs(usage_text, stdout);
