@@ -221,7 +221,7 @@ class Companion:
                 a = self.attached.get(name)
                 if a is None or not a.is_oom(exc):
                     continue
-                if name == "torch" and not (self.sees_raises or a.raises_seen):
+                if name == "torch" and a.observer_attached and not (self.sees_raises or a.raises_seen):
                     return  # its observer wrote the snapshot already
                 text = str(exc)
                 now = time.monotonic()

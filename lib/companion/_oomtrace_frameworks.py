@@ -57,6 +57,7 @@ class Torch:
         self.steps = []
         self.pending = None  # (request, device, records, text) of the last observer call not yet raised
         self.raises_seen = False  # its OutOfMemoryError is seen where it reaches Python, caught or not
+        self.observer_attached = False
         self.cuda = getattr(torch, "cuda", None)
         if self.cuda is None or not hasattr(self.cuda, "is_initialized"):
             raise AttributeError("torch.cuda.is_initialized")
@@ -74,14 +75,21 @@ class Torch:
         if self.observer or not self.ready():
             return
         attach = getattr(self.torch._C, "_cuda_attach_out_of_memory_observer", None)
-        if attach is None:
-            self.observer = True
-            _say("torch %s has no OOM observer; its own OOMs write no snapshot" % self.version())
-        else:
-            attach(self.comp.guard("torch OOM observer", self.on_oom))
-            self.observer = True
-            # Where the OutOfMemoryError cannot be seen, the observer writes by itself.
-            self.raises_seen = bool(self.comp.watch_exceptions(fallback=False, classes=self.oom_classes()))
+        self.observer = True  # tried once
+        why = "torch %s has no OOM observer" % self.version()
+        if attach is not None:
+            try:
+                attach(self.comp.guard("torch OOM observer", self.on_oom))
+                self.observer_attached = True
+            except Exception as e:  # cudaMallocAsync: "does not yet support attachOutOfMemoryObserver"
+                why = "torch's OOM observer is not available (%s: %s)" % (type(e).__name__, e)
+        # Where the OutOfMemoryError cannot be seen, the observer writes by itself; without an observer,
+        # the uncaught ones at least are seen.
+        self.raises_seen = bool(self.comp.watch_exceptions(fallback=not self.observer_attached,
+                                                           classes=self.oom_classes()))
+        if not self.observer_attached:
+            _say("%s; %s" % (why, "its OOMs are recorded where they reach Python, with the allocator's state then"
+                             if self.raises_seen else "only its uncaught OOMs are recorded"))
         if self.stacks:
             try:
                 self.cuda.memory._record_memory_history(enabled="state", stacks="python")

@@ -67,7 +67,11 @@ def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True
     torch.optim.Optimizer = Optimizer
     torch.optim.optimizer = optimizer
     c = types.SimpleNamespace()
-    if observer:
+    if observer == "refuses":  # the cudaMallocAsync backend
+        def refuse(fn):
+            raise RuntimeError("cudaMallocAsync does not yet support attachOutOfMemoryObserver")
+        c._cuda_attach_out_of_memory_observer = refuse
+    elif observer:
         c._cuda_attach_out_of_memory_observer = torch.observers.append
     c._cuda_memoryStats = lambda d: {"allocated_bytes": {"all": {"current": 3 * MiB}},
                                      "reserved_bytes": {"all": {"current": 8 * MiB}}}

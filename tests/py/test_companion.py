@@ -172,6 +172,23 @@ run_with({"torch": t}, c.scan)
 c.refresh("api")
 expect("SEGMENTS" in [x["kind"] for x in records(lib.states[-1])], "no observer: state still collected")
 
+# An observer that refuses to attach (PyTorch's cudaMallocAsync backend): torch is still recorded, and its
+# OutOfMemoryError, where it is seen, writes the fatal snapshot with the state collected then.
+clear_modules()
+c, lib = companion()
+c.watch_exceptions = lambda fallback=True, classes=(): all([c.watch_created(k) for k in classes]) and bool(classes)
+t = fakefw.fake_torch(observer="refuses")
+run_with({"torch": t}, c.scan)
+expect("torch" in c.attached and "torch" not in c.given_up, "a refused observer: torch still attached")
+c.refresh("api")
+expect("SEGMENTS" in [x["kind"] for x in records(lib.states[-1])], "a refused observer: state still collected")
+try:
+    raise t.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has ...")
+except RuntimeError:
+    pass
+expect(len(lib.ooms) == 1 and lib.ooms[0][:3] == (b"torch", 1 << 30, 0) and
+       "SEGMENTS" in [x["kind"] for x in records(lib.ooms[0][3])], "a refused observer: the OOM still written")
+
 # memory_stats raises: the collection fails with one line, the program sees nothing, INFO remains.
 clear_modules()
 c, lib = companion()

@@ -80,6 +80,8 @@ has ut_adam_first_step '^    #0  .*/torch/optim/adam\.py:178 in Adam\._init_grou
 read_one ut_adam_first_step
 has ut_adam_first_step 'What to try' "a remedy for the optimizer state being created"
 has ut_adam_first_step 'The optimizer state was being created when the device ran out, in the first optimizer step: Adam keeps 2 states per parameter \(exp_avg, exp_avg_sq\), which would need 2\.0 x the parameters \(80\.0 GiB' "Adam's need, from its states"
+has ut_adam_first_step 'Python stack borrowed from the main thread \([0-9]*\), which waited in graph\.py:[0-9]* in _engine_run_backward' "autograd's allocations carry the waiting thread's stack"
+hasnt ut_adam_first_step 'no Python frames' "a native thread's allocation without a stack"
 has ut_adam_first_step '58\.0 GiB of it, 42% of the used memory, existed at the failure' "what existed at the failure"
 has ut_adam_first_step 'Adam8bit.*ZeRO-1/2 or FSDP.*SGD with momentum' "the optimizer-state remedies"
 hasnt ut_adam_first_step 'grew through the event ring|Live memory grew' "building the state in one step is not a leak"
@@ -101,6 +103,8 @@ hasnt ut_summed_loss "inputs changed" "the same inputs every step"
 read_one ut_gpt2_batch
 has ut_gpt2_batch 'Activations and temporaries are 93% of the peak' "the activation remedy"
 has ut_gpt2_batch "The model's inputs changed just before the failure: optimizer step 3 was under way with input_ids=\(64, 1024\), labels=\(64, 1024\), where step 2 had input_ids=\(2, 1024\)" "the batch that jumped"
+has ut_gpt2_batch 'PyTorch at the out-of-memory: autograd on .*; optimizer step 3 under way, the model.s inputs input_ids=\(64, 1024\), labels=\(64, 1024\)' "the failing step and its inputs (the companion's hook)"
+hasnt ut_gpt2_batch 'step_in_progress' "the companion's keys as such"
 hasnt ut_gpt2_batch 'Adam8bit' "an 8-bit optimizer for state that is 4.5% of the device"
 
 # Near-identical sites group under the program's own line (its innermost frame outside libraries, with the

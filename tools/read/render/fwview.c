@@ -77,15 +77,25 @@ static void text_torch(FILE *f, const struct ot_analysis *a, const struct ot_fw_
                 d->nunjoined == 1 ? "" : "s");
 }
 
+/* Not a setting: the inputs of PyTorch's step under way at an OOM (text_torch_moment says them). */
+#define STEP_SHAPES_KEY "step_in_progress_input_shapes"
+
 static void text_settings(FILE *f, const struct ot_framework *fw)
 {
     for (size_t i = 0; i < fw->nsettings; i++) {
         const struct ot_fw_settings *st = &fw->settings[i];
+        size_t settings = 0;
+        for (size_t k = 0; k < st->n; k++)
+            settings += !ot_str_eq(st->v[k].key, STEP_SHAPES_KEY);
+        if (!settings)
+            continue;
         fputs("  ", f);
         put_fw(f, st->framework);
         fputs(" settings:", f);
         size_t shown = 0;
         for (size_t k = 0; k < st->n && shown < 16; k++) {
+            if (ot_str_eq(st->v[k].key, STEP_SHAPES_KEY))
+                continue;
             fputc(' ', f);
             ot_fput_safe_max(f, st->v[k].key, 64);
             fputc('=', f);
@@ -94,6 +104,29 @@ static void text_settings(FILE *f, const struct ot_framework *fw)
         }
         fputc('\n', f);
     }
+}
+
+/* What PyTorch said at the OOM: autograd's mode on the failing thread, the optimizer step under way and the
+ * model's inputs in it (the companion's STATS of all devices and the inputs' key). */
+static void text_torch_moment(FILE *f, const struct ot_snapshot *s)
+{
+    uint64_t grad = 0, step = 0;
+    bool has_grad = ot_fw_stat(s, "torch", OT_FW_DEVICE_ALL, "grad_enabled", &grad);
+    bool has_step = ot_fw_stat(s, "torch", OT_FW_DEVICE_ALL, "step_in_progress", &step);
+    if (!has_grad && !has_step)
+        return;
+    fputs("  PyTorch at the out-of-memory:", f);
+    if (has_grad)
+        fprintf(f, " autograd %s (torch.is_grad_enabled() on the failing thread)", grad ? "on" : "off");
+    if (has_step) {
+        fprintf(f, "%s optimizer step %" PRIu64 " under way", has_grad ? ";" : "", step);
+        struct ot_str in = ot_fw_setting_get(&s->fw, "torch", STEP_SHAPES_KEY);
+        if (in.p && in.n) {
+            fputs(", the model's inputs ", f);
+            ot_fput_safe_max(f, in, 200);
+        }
+    }
+    fputc('\n', f);
 }
 
 static void text_others(FILE *f, const struct ot_analysis *a)
@@ -159,6 +192,7 @@ void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
     for (size_t i = 0; i < v->ndevs; i++)
         text_torch(f, a, &v->devs[i]);
     text_settings(f, v->fw);
+    text_torch_moment(f, a->s);
     text_others(f, a);
     if (v->ncreators) {
         fputs("  segments by the call site whose driver allocation holds them:\n", f);
