@@ -32,6 +32,17 @@ has fw_fragmentation '2 driver-level snapshots before it' "the probes"
 has fw_fragmentation 'framework cache \(reserved, not allocated\) +57\.1 GiB' "freed-but-cached memory in the breakdown"
 has fw_fragmentation 'Fragmentation: .*largest free block was 424 MiB' "the fragmentation statement"
 has fw_fragmentation 'expandable_segments:True before the process starts' "the remedy"
+# The line that made the 1 GiB segments is not the holder of 138 GiB of live tensors: at the failure its
+# row says what the segments hold now (issue 11).
+has fw_fragmentation "^        PyTorch's segments made here: 138 GiB reserved in 138 segments; now 80\.9 GiB of it allocated to tensors and 57\.1 GiB free in the cache" "the creator's row, reserved against allocated"
+"$READER" --format json "$D/fw_fragmentation.oomt" >"$T" 2>&1
+python3 - "$T" <<'PY' || { echo "h200_reports: FAIL: fw_fragmentation: framework_segments in JSON"; failed=1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+fs = d["at_failure"]["sites"][0]["framework_segments"]
+assert fs["reserved_bytes"] == 148176371712 and fs["free_bytes"] == 61354278912 and fs["misread_as_live"], fs
+assert d["peak"]["sites"][0]["framework_segments"] is None
+PY
 
 read_one fw_fraction
 has fw_fraction "per-process memory fraction refused the request, not a full device" "the fraction statement"

@@ -237,6 +237,7 @@ static int build_creators(struct ot_allocview *v)
             c = &v->creators[v->ncreators++];
             c->stack_id = id;
             c->has_stack = has;
+            c->framework = sv->seg->framework;
         }
         c->nsegments++;
         c->reserved_bytes = ot_sat_add(c->reserved_bytes, sv->seg->total_size);
@@ -249,7 +250,25 @@ static int build_creators(struct ot_allocview *v)
     }
     free(by);
     qsort(v->creators, v->ncreators, sizeof(*v->creators), cmp_creator);
+    if (ot_u64map_init(&v->creator_index, v->ncreators) < 0)
+        return -1;
+    for (size_t i = 0; i < v->ncreators; i++)
+        if (v->creators[i].has_stack && ot_u64map_put(&v->creator_index, v->creators[i].stack_id, (uint32_t)i) == OT_U64MAP_NONE)
+            return -1;
     return 0;
+}
+
+const struct ot_fw_creator *ot_allocview_creator(const struct ot_allocview *v, uint64_t stack_id)
+{
+    if (!v || !v->ncreators)
+        return NULL;
+    uint32_t i = ot_u64map_get(&v->creator_index, stack_id);
+    return i == OT_U64MAP_NONE ? NULL : &v->creators[i];
+}
+
+bool ot_fw_segments_misread(uint64_t reserved_bytes, uint64_t free_bytes)
+{
+    return reserved_bytes && free_bytes >= reserved_bytes / 10;
 }
 
 struct ot_allocview *ot_allocview_new(const struct ot_snapshot *s)
@@ -300,6 +319,7 @@ void ot_allocview_free(struct ot_allocview *v)
     free(v->segs);
     free(v->devs);
     free(v->creators);
+    ot_u64map_free(&v->creator_index);
     free(v);
 }
 

@@ -29,6 +29,7 @@ struct ot_fw_segview {
 struct ot_fw_creator {
     uint64_t stack_id; /* 0 and has_stack false: segments with no driver allocation found */
     bool has_stack;
+    struct ot_str framework; /* of its first segment */
     size_t nsegments, ncached;
     uint64_t reserved_bytes, allocated_bytes, free_bytes, cached_bytes;
 };
@@ -59,6 +60,7 @@ struct ot_allocview {
     struct ot_fw_devview *devs;
     size_t ncreators;
     struct ot_fw_creator *creators; /* by reserved bytes, largest first */
+    struct ot_u64map creator_index; /* stack id -> index into creators (those with a stack) */
     uint64_t blocks_with_stacks;     /* blocks carrying their allocation's Python stack */
     const struct ot_fw_info *info;   /* the first collection record (who, when, why); NULL when none */
     const struct ot_fw_error *error; /* the framework's own OOM message; NULL when none */
@@ -73,6 +75,16 @@ void ot_allocview_free(struct ot_allocview *v);
 
 /* The view of one framework on one device; NULL when absent. */
 const struct ot_fw_devview *ot_allocview_dev(const struct ot_allocview *v, const char *framework, uint64_t device);
+
+/* The segments whose driver allocations were made at this call site (its stack), with what they hold as
+ * the framework reported it: reserved, allocated to live tensors, free in its cache. NULL when the site
+ * made none. A site's driver bytes are then reserved memory, whoever's tensors now sit in it. */
+const struct ot_fw_creator *ot_allocview_creator(const struct ot_allocview *v, uint64_t stack_id);
+
+/* Whether a site's row, read as live memory, misstates what its segments hold: at least a tenth of them is
+ * free in the framework's cache (the tensors once made there are gone; what sits there now may be
+ * anyone's). Below that, reserved and allocated agree to a tenth and the row reads true. */
+bool ot_fw_segments_misread(uint64_t reserved_bytes, uint64_t free_bytes);
 
 /* A framework's counter (STATS) for a device, also from a record for all devices. */
 bool ot_fw_stat(const struct ot_snapshot *s, const char *framework, uint64_t device, const char *key, uint64_t *out);

@@ -5,6 +5,7 @@
 
 #include "render/json_writer.h"
 #include "render/report.h"
+#include "analyze/allocview.h"
 #include "analyze/breakdown.h"
 #include "render/fwview.h"
 #include "analyze/stackview.h"
@@ -115,7 +116,27 @@ static void groups(struct jx *x, const struct ot_sites *t, uint64_t whole)
     ot_json_u64(j, "groups_total", t->ngroups);
 }
 
-static void sites(struct jx *x, const char *key, const struct ot_sites *t, uint64_t whole)
+/* "framework_segments": the segments this site's driver allocations hold and what is in them now
+ * (allocview.h), for the moment the frameworks' view describes; null otherwise. */
+static void fw_segments(struct jx *x, uint64_t stack_id, bool segments_now)
+{
+    struct ot_json *j = &x->j;
+    const struct ot_fw_creator *c = segments_now ? ot_allocview_creator(x->a->fw, stack_id) : NULL;
+    if (!c) {
+        ot_json_null(j, "framework_segments");
+        return;
+    }
+    ot_json_obj(j, "framework_segments");
+    ot_json_str(j, "framework", c->framework);
+    ot_json_u64(j, "segments", c->nsegments);
+    ot_json_u64(j, "reserved_bytes", c->reserved_bytes);
+    ot_json_u64(j, "allocated_bytes", c->allocated_bytes);
+    ot_json_u64(j, "free_bytes", c->free_bytes);
+    ot_json_bool(j, "misread_as_live", ot_fw_segments_misread(c->reserved_bytes, c->free_bytes));
+    ot_json_obj_end(j);
+}
+
+static void sites(struct jx *x, const char *key, const struct ot_sites *t, uint64_t whole, bool segments_now)
 {
     struct ot_json *j = &x->j;
     size_t n = t->n;
@@ -134,6 +155,7 @@ static void sites(struct jx *x, const char *key, const struct ot_sites *t, uint6
         ot_json_cstr(j, "headline", hl);
         free(hl);
         stack(x, v->stack_id);
+        fw_segments(x, v->stack_id, segments_now);
         ot_json_obj_end(j);
     }
     ot_json_arr_end(j);
@@ -239,7 +261,7 @@ static void peak_view(struct jx *x, const char *key, const struct ot_peak_view *
     ot_json_cstr(j, "source", p->section ? "PEAK" : "DEVICES");
     if (p->has_sites) {
         ot_json_u64(j, "count", p->sites.count);
-        sites(x, "sites", &p->sites, p->bytes);
+        sites(x, "sites", &p->sites, p->bytes, false);
     } else {
         ot_json_null(j, "count");
         ot_json_null(j, "sites");
@@ -442,7 +464,7 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
         ot_json_i64(j, "device", a->failure_device);
         ot_json_u64(j, "bytes", a->at_failure.bytes);
         ot_json_u64(j, "count", a->at_failure.count);
-        sites(&x, "sites", &a->at_failure, a->at_failure.bytes);
+        sites(&x, "sites", &a->at_failure, a->at_failure.bytes, true);
         ot_json_obj_end(j);
     } else {
         ot_json_null(j, "at_failure");
@@ -452,7 +474,7 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
         ot_json_obj(j, "live");
         ot_json_u64(j, "bytes", a->live.bytes);
         ot_json_u64(j, "count", a->live.count);
-        sites(&x, "sites", &a->live, a->live.bytes);
+        sites(&x, "sites", &a->live, a->live.bytes, true);
         ot_json_obj_end(j);
         ot_json_obj(j, "host_pinned");
         ot_json_u64(j, "bytes", a->host_pinned_bytes);

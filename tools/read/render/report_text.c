@@ -364,7 +364,7 @@ static void peak_section(struct tx *t)
     if (!p->has_sites) {
         fputs("  (the live set at this device's peak was not recorded)\n", o);
     } else {
-        ot_text_site_table(t->f, a, t->o, &p->sites, p->bytes, "peak");
+        ot_text_site_table(t->f, a, t->o, &p->sites, p->bytes, "peak", false);
     }
     markers_before(t, p->seq, "the peak");
     for (size_t i = 0; i < a->npeaks; i++) {
@@ -384,7 +384,7 @@ static void failure_section(struct tx *t)
     char b1[32], b2[32], dn[32];
     fprintf(o, "\nTop call sites at the failure on %s (live when the allocation failed): %s in %s allocations\n",
             dev_name(dn, a->failure_device), ot_fmt_bytes(b1, a->at_failure.bytes), ot_fmt_count(b2, a->at_failure.count));
-    ot_text_site_table(t->f, a, t->o, &a->at_failure, a->at_failure.bytes, "live");
+    ot_text_site_table(t->f, a, t->o, &a->at_failure, a->at_failure.bytes, "live", true);
     markers_before(t, t->s->failure.seq, "the failure");
 }
 
@@ -399,7 +399,7 @@ static void live_section(struct tx *t)
     }
     fprintf(o, "\nTop call sites live at the snapshot (device memory, all devices): %s in %s allocations\n",
             ot_fmt_bytes(b1, a->live.bytes), ot_fmt_count(b2, a->live.count));
-    ot_text_site_table(t->f, a, t->o, &a->live, a->live.bytes, "live");
+    ot_text_site_table(t->f, a, t->o, &a->live, a->live.bytes, "live", true);
 }
 
 static void events(struct tx *t)

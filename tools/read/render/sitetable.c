@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 
+#include "analyze/allocview.h"
 #include "analyze/stackview.h"
 #include "analyze/userline.h"
 
@@ -15,7 +16,40 @@ struct st {
     const struct ot_analysis *a;
     const struct ot_snapshot *s;
     const struct ot_report_opts *o;
+    bool segments_now; /* the table is of the moment the frameworks' view describes */
 };
+
+/* A row whose driver allocations are a framework's segments: those hold the framework's cache and
+ * whatever tensors it placed in them since, so the row says what they hold now rather than let the
+ * line that made them read as the holder of every tensor inside (issue 11's fragmentation). */
+static void segments_note(struct st *t, const struct ot_sites *st, const size_t *idx, size_t n)
+{
+    struct ot_fw_creator sum = {0};
+    for (size_t i = 0; i < n; i++) {
+        const struct ot_fw_creator *c = ot_allocview_creator(t->a->fw, st->v[idx[i]].stack_id);
+        if (!c)
+            continue;
+        if (!sum.nsegments)
+            sum.framework = c->framework;
+        sum.nsegments += c->nsegments;
+        sum.reserved_bytes = ot_sat_add(sum.reserved_bytes, c->reserved_bytes);
+        sum.allocated_bytes = ot_sat_add(sum.allocated_bytes, c->allocated_bytes);
+        sum.free_bytes = ot_sat_add(sum.free_bytes, c->free_bytes);
+    }
+    if (!sum.nsegments || !ot_fw_segments_misread(sum.reserved_bytes, sum.free_bytes))
+        return;
+    char b1[32], b2[32], b3[32];
+    const char *fw = ot_fw_display_name(sum.framework);
+    fputs("        ", t->f);
+    if (fw)
+        fputs(fw, t->f);
+    else
+        ot_fput_safe_max(t->f, sum.framework, 40);
+    fprintf(t->f, "'s segments made here: %s reserved in %zu segment%s; now %s of it allocated to tensors and %s free in "
+                  "the cache (this line made the segments, not necessarily the tensors in them)\n",
+            ot_fmt_bytes(b1, sum.reserved_bytes), sum.nsegments, sum.nsegments == 1 ? "" : "s",
+            ot_fmt_bytes(b2, sum.allocated_bytes), ot_fmt_bytes(b3, sum.free_bytes));
+}
 
 void ot_text_stack(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o, uint64_t stack_id,
                    const char *indent)
@@ -36,7 +70,8 @@ static void row_head(FILE *o, size_t rank, uint64_t bytes, uint64_t count, uint6
 }
 
 /* One site's row: bytes, count, share, headline, then its stack. */
-static void site_row(struct st *t, size_t rank, const struct ot_site *x, uint64_t whole, const char *share_of)
+static void site_row(struct st *t, size_t rank, const struct ot_sites *st, const struct ot_site *x, uint64_t whole,
+                     const char *share_of)
 {
     FILE *o = t->f;
     row_head(o, rank, x->bytes, x->count, whole, share_of);
@@ -45,6 +80,9 @@ static void site_row(struct st *t, size_t rank, const struct ot_site *x, uint64_
     fputs(": ", o);
     ot_put_headline(o, &si, false);
     fprintf(o, " (stack %" PRIu64 ")\n", x->stack_id);
+    size_t k = (size_t)(x - st->v);
+    if (t->segments_now)
+        segments_note(t, st, &k, 1);
     ot_text_stack(t->f, t->a, t->o, x->stack_id, "        ");
 }
 
@@ -59,6 +97,8 @@ static void group_row(struct st *t, size_t rank, const struct ot_sites *st, cons
     fputs(": ", o);
     ot_put_short_frame(o, g->line);
     fprintf(o, " (%zu call sites %s)\n", g->n, g->key == OT_GROUP_USER_LINE ? "below this line" : "with this headline");
+    if (t->segments_now)
+        segments_note(t, st, st->member + g->first, g->n);
     size_t shown = g->n < OT_GROUP_MEMBERS_SHOWN ? g->n : OT_GROUP_MEMBERS_SHOWN;
     /* The "via" frame is said only where it tells the members apart. */
     bool one_via = true;
@@ -119,9 +159,9 @@ static void group_row(struct st *t, size_t rank, const struct ot_sites *st, cons
 }
 
 void ot_text_site_table(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *opts, const struct ot_sites *st,
-                        uint64_t whole, const char *share_of)
+                        uint64_t whole, const char *share_of, bool segments_now)
 {
-    struct st tt = {f, a, a->s, opts}, *t = &tt;
+    struct st tt = {f, a, a->s, opts, segments_now}, *t = &tt;
     FILE *o = t->f;
     char b1[32];
     if (!st->n) {
@@ -141,7 +181,7 @@ void ot_text_site_table(FILE *f, const struct ot_analysis *a, const struct ot_re
             continue;
         }
         const struct ot_site *x = &st->v[g ? st->member[g->first] : i];
-        site_row(t, i + 1, x, whole, share_of);
+        site_row(t, i + 1, st, x, whole, share_of);
         shown_bytes = ot_sat_add(shown_bytes, x->bytes);
     }
     if (rows > n) {
