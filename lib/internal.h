@@ -19,7 +19,7 @@
 #define OT_LABEL_MAX 256
 #define OT_VERSION "0.1.0"
 
-/* ---- options.c: one table, read once from the environment ---- */
+/* ---- common/options.c: one table, read once from the environment ---- */
 struct ot_options {
     int disabled;          /* OOMTRACE_DISABLE */
     size_t ring_bytes;     /* OOMTRACE_RING: compressed bytes the event ring may hold */
@@ -39,11 +39,11 @@ struct ot_options {
 extern struct ot_options ot_opt;
 void ot_options_load(void);
 
-/* ---- log.c: one bounded line on stderr, never allocating ---- */
+/* ---- common/log.c: one bounded line on stderr, never allocating ---- */
 void ot_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ot_log_init(void); /* remembers which file fd 2 is at start (log.c) */
 
-/* ---- thread state ---- */
+/* ---- common/self.c: the thread's own state, the clock ---- */
 struct trace_thread {
     int busy;     /* reentrancy guard: set while the tracer itself runs on this thread */
     uint32_t tid; /* cached gettid() */
@@ -52,17 +52,16 @@ struct trace_thread {
 extern __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
 uint32_t ot_tid(void);
 uint64_t ot_now_ns(void);
+extern uint64_t ot_start_ns; /* CLOCK_MONOTONIC at start-up (set by runtime/init.c) */
 
-/* ---- init.c ---- */
+/* ---- snapshot/file.c ---- */
 extern int ot_dir_warned; /* OOMTRACE_DIR was reported unusable: later failures there stay quiet */
-extern uint64_t ot_start_ns; /* CLOCK_MONOTONIC at start-up */
+
+/* ---- runtime/init.c ---- */
 int ot_ready(void); /* 1 when the tracer is initialised and enabled */
 void ot_after_first_alloc(void);
 int ot_exec_begin(void);  /* before an exec: 1 when the crash-surviving file was taken away */
 void ot_exec_failed(void); /* after one that returned, when ot_exec_begin said 1 */
-
-/* ---- intercept/exec.c ---- */
-void ot_exec_resolve(void); /* the real exec functions, looked up at start-up */
 
 /* ---- backtrace.c ---- */
 int ot_backtrace(uint64_t *frames, int max, unsigned *flags);

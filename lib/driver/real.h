@@ -1,7 +1,9 @@
 #ifndef OOMTRACE_DRIVER_REAL_H
 #define OOMTRACE_DRIVER_REAL_H
-/* The real driver functions, found by intercept/route.c (where a pointer from the driver becomes our
- * wrapper): the wrapped ones of hooks.def, and those the tracer asks (driver.c). */
+#include <stddef.h>
+
+/* The real functions behind the wrappers, found by driver/real.c: the driver's (the wrapped ones of
+ * hooks.def, and those the tracer asks, driver.c), and the C library's exec family. */
 struct ot_real {
 #define OT_REAL_FIELD(name) void *name;
 #include "driver/hooks.def"
@@ -21,6 +23,20 @@ struct ot_real {
 };
 extern struct ot_real ot_real;
 int ot_resolve(void);          /* fills ot_real from the loaded libcuda; 0 on success */
-void *ot_route(void *real_fn); /* the wrapper for a real driver function, or real_fn itself */
-void *ot_real_dlsym_fn(void);
+void *ot_real_dlsym_fn(void);  /* the C library's dlsym, not ours */
+
+/* The field at offset off of ot_real. */
+static inline void **ot_real_slot(size_t off)
+{
+    return (void **)((char *)&ot_real + off);
+}
+
+struct ot_real_exec {
+    int (*execve)(const char *, char *const[], char *const[]);
+    int (*execvpe)(const char *, char *const[], char *const[]);
+    int (*execveat)(int, const char *, char *const[], char *const[], int);
+    int (*fexecve)(int, char *const[], char *const[]);
+};
+extern struct ot_real_exec ot_real_exec;
+void ot_exec_resolve(void); /* the real exec functions, looked up at start-up or at first use */
 #endif

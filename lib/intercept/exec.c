@@ -3,36 +3,13 @@
  * item 10). Each wrapper tells the runtime before the real call, and again when the call failed and the
  * process goes on. glibc's exec functions reach the kernel through an internal execve, so each public one
  * is wrapped. Called between fork (or vfork) and exec, a wrapper only compares the pid and calls on. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <unistd.h>
 
+#include "driver/real.h"
 #include "internal.h"
-
-typedef int (*execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
-typedef int (*fexecve_fn)(int, char *const[], char *const[]);
-
-static struct {
-    execve_fn execve, execvpe;
-    execveat_fn execveat;
-    fexecve_fn fexecve;
-} real;
-
-/* At start-up (ot_ready), so that a call between fork and exec finds them (dlsym is not
- * async-signal-safe there); and at a call that comes first, from a library's constructor that runs
- * before ours. */
-void ot_exec_resolve(void)
-{
-    static const char *const names[] = {"execve", "execvpe", "execveat", "fexecve"};
-    void **slots[] = {(void **)&real.execve, (void **)&real.execvpe, (void **)&real.execveat,
-                      (void **)&real.fexecve};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!__atomic_load_n(slots[i], __ATOMIC_ACQUIRE))
-            __atomic_store_n(slots[i], dlsym(RTLD_NEXT, names[i]), __ATOMIC_RELEASE);
-}
 
 static int missing(void *const *fn)
 {
@@ -59,30 +36,30 @@ static int missing(void *const *fn)
 
 OT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    if (OT_UNLIKELY(!real.execve) && missing((void *const *)&real.execve))
+    if (OT_UNLIKELY(!ot_real_exec.execve) && missing((void *const *)&ot_real_exec.execve))
         return -1;
-    AROUND_EXEC(real.execve(path, argv, envp));
+    AROUND_EXEC(ot_real_exec.execve(path, argv, envp));
 }
 
 OT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    if (OT_UNLIKELY(!real.execvpe) && missing((void *const *)&real.execvpe))
+    if (OT_UNLIKELY(!ot_real_exec.execvpe) && missing((void *const *)&ot_real_exec.execvpe))
         return -1;
-    AROUND_EXEC(real.execvpe(file, argv, envp));
+    AROUND_EXEC(ot_real_exec.execvpe(file, argv, envp));
 }
 
 OT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-    if (OT_UNLIKELY(!real.execveat) && missing((void *const *)&real.execveat))
+    if (OT_UNLIKELY(!ot_real_exec.execveat) && missing((void *const *)&ot_real_exec.execveat))
         return -1;
-    AROUND_EXEC(real.execveat(dirfd, path, argv, envp, flags));
+    AROUND_EXEC(ot_real_exec.execveat(dirfd, path, argv, envp, flags));
 }
 
 OT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    if (OT_UNLIKELY(!real.fexecve) && missing((void *const *)&real.fexecve))
+    if (OT_UNLIKELY(!ot_real_exec.fexecve) && missing((void *const *)&ot_real_exec.fexecve))
         return -1;
-    AROUND_EXEC(real.fexecve(fd, argv, envp));
+    AROUND_EXEC(ot_real_exec.fexecve(fd, argv, envp));
 }
 
 OT_EXPORT int execv(const char *path, char *const argv[])

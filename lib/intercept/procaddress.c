@@ -4,6 +4,7 @@
  * with the caller's exact arguments and then routes the pointer it returned (lib/route.c); a lookup that
  * fails is returned untouched. */
 #include "intercept/hook_call.h"
+#include "intercept/route.h"
 
 #undef cuGetProcAddress
 OT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);

@@ -12,12 +12,10 @@
 #include <unistd.h>
 
 #include "capture/loader.h"
+#include "driver/real.h"
 #include "record/record.h"
 #include "snapshot/snapshot.h"
 
-__thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
-uint64_t ot_start_ns;
-int ot_dir_warned;
 
 enum { ST_NEW = 0, ST_READY = 1, ST_OFF = 2 };
 static int state;
@@ -37,20 +35,6 @@ static struct sigaction crash_old[NSIG];
 /* SIGTERM too: it is how launchers (torchrun, Slurm) stop the other ranks once one has failed. */
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM};
 static int exit_registered;
-
-uint32_t ot_tid(void)
-{
-    if (OT_UNLIKELY(!ot_self.tid))
-        ot_self.tid = (uint32_t)syscall(SYS_gettid);
-    return ot_self.tid;
-}
-
-uint64_t ot_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* The signal handler only posts a semaphore (async-signal-safe); the dumper thread does the work. */
 static void on_signal(int sig)

@@ -18,6 +18,8 @@
 #include "snapshot/snapshot.h"
 #include "snapshot/writer.h"
 
+int ot_dir_warned;
+
 static int warned_flush;
 
 static int write_all(int fd, const void *p, size_t n)

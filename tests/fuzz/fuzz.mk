@@ -71,8 +71,9 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
 
 # TSan: gcc, whose libtsan.so can be preloaded; clang 14's shared TSan runtime crashes at start-up here
 # (even in an empty program), and its static one cannot reach python3 or the door programs.
-# route.o stays uninstrumented: liboomtrace.so exports dlsym, so the TSan runtime's first dlsym call,
-# made while it initializes, lands in lib/intercept/route.c before TSan can run instrumented code.
+# route.o and real.o stay uninstrumented: liboomtrace.so exports dlsym, so the TSan runtime's first dlsym
+# call, made while it initializes, lands in lib/intercept/route.c and lib/driver/real.c (the real dlsym)
+# before TSan can run instrumented code.
 TSAN_CC ?= gcc
 TSAN_B := $(B)/tsan
 TSAN_RT = $(shell $(TSAN_CC) -print-file-name=libtsan.so)
@@ -91,8 +92,9 @@ sanitize: test-build $(FUZZ_B)/snapgen $(ASAN_B)/cmocka_skip.so
 	SNAPGEN=$(FUZZ_B)/snapgen tests/fuzz/sanitize.sh asan $(ASAN_B) $(ASAN_RT)
 
 tsan: test-build $(FUZZ_B)/snapgen $(TSAN_B)/cmocka_skip.so $(TSAN_B)/tsan_unwind.so
-	rm -f $(TSAN_B)/lib/intercept/route.o
-	$(MAKE) --no-print-directory B=$(TSAN_B) CC="$(TSAN_CC)" CFLAGS="$(SAN_CFLAGS)" $(TSAN_B)/lib/intercept/route.o
+	rm -f $(TSAN_B)/lib/intercept/route.o $(TSAN_B)/lib/driver/real.o
+	$(MAKE) --no-print-directory B=$(TSAN_B) CC="$(TSAN_CC)" CFLAGS="$(SAN_CFLAGS)" $(TSAN_B)/lib/intercept/route.o \
+		$(TSAN_B)/lib/driver/real.o
 	$(MAKE) --no-print-directory B=$(TSAN_B) CC="$(TSAN_CC) -fsanitize=thread" CFLAGS="$(SAN_CFLAGS)" \
 		$(TSAN_B)/liboomtrace.so $(TSAN_B)/tests/test_recorder $(TSAN_B)/oomtrace-read
 	SNAPGEN=$(FUZZ_B)/snapgen tests/fuzz/sanitize.sh tsan $(TSAN_B) $(TSAN_RT)

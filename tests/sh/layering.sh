@@ -5,6 +5,9 @@
 #   lib:        common <- driver <- capture <- record <- snapshot <- runtime <- intercept
 #               (lib/internal.h, the library's shared declarations, sits with common)
 # Writer and reader share only include/oomtrace_format.h: neither includes the other's files.
+# Calls as well as includes: from the built objects (build/, or $B), no room's object uses a function or
+# variable that a room above it defines (nm). The wrappers of intercept/ (the driver's and the C library's
+# own names: cuMemAlloc_v2, dlsym, execve) are not counted: a tracer call reaches them as any caller's does.
 set -u
 cd "$(dirname "$0")/../.."
 python3 - <<'PY'
@@ -106,9 +109,48 @@ for f in lib_files:
         if target > rank:
             bad.append(f'{f}: includes "{inc}": {here or rel} may not depend on {top}, which comes after it ({" <- ".join(LIB_ROOMS)})')
 
+# --- calls, from the objects' symbols ---
+import glob, subprocess
+B = os.environ.get('B', 'build')
+
+def symbols(obj):
+    out = subprocess.run(['nm', '-P', obj], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 2:
+            yield f[0], f[1]
+
+def check_calls(top, src, rooms, counted):
+    rank = {r: i for i, r in enumerate(rooms)}
+    objs = [(o, os.path.relpath(o, top).split(os.sep)[0]) for o in sorted(glob.glob(f'{top}/*/**/*.o', recursive=True))]
+    # Only objects of sources that still exist: a build directory keeps those of files since moved.
+    def has_source(o):
+        base = os.path.join(src, os.path.relpath(o, top))[:-2]
+        return os.path.exists(base + '.c') or os.path.exists(base + '.S')
+    objs = [(o, r) for o, r in objs if r in rank and has_source(o)]
+    defined, used = {}, []
+    for o, r in objs:
+        for name, t in symbols(o):
+            if t == 'U':
+                used.append((o, r, name))
+            elif t.isupper() and counted(name, r):
+                defined[name] = (r, o)
+    for o, r, name in used:
+        if name in defined and rank[defined[name][0]] > rank[r]:
+            bad.append(f'{o}: uses {name}, defined in {defined[name][1]}: {r} may not depend on {defined[name][0]}')
+    return len(objs)
+
+nobj = 0
+if glob.glob(f'{B}/lib/*/*.o') and glob.glob(f'{B}/tools/read/*/*.o'):
+    nobj += check_calls(f'{B}/lib', 'lib', LIB_ROOMS, lambda name, room: room != 'intercept' or name.startswith('ot_'))
+    nobj += check_calls(f'{B}/tools/read', 'tools/read', ROOMS, lambda name, room: True)
+else:
+    bad.append(f'no objects under {B}/lib and {B}/tools/read to check calls in (make test-build first)')
+
 for b in bad:
     print('layering:', b)
 if bad:
     sys.exit(1)
-print(f'layering: ok (tools/read: {len(files)} files, {len(graph)} units that include others; lib: {len(lib_files)} files)')
+print(f'layering: ok (tools/read: {len(files)} files, {len(graph)} units that include others; lib: {len(lib_files)} files; '
+      f'calls in {nobj} objects)')
 PY
