@@ -24,11 +24,22 @@ static uint64_t next(void)
     return rng;
 }
 
+/* The ring's compressor thread, started by an earlier test, reads ot_opt.ring_bytes under ot_lock when it
+ * appends a chunk: options are written under the same lock (TSan, make tsan). */
+static void set_ring_bytes(uint64_t bytes)
+{
+    pthread_mutex_lock(&ot_lock);
+    ot_opt.ring_bytes = bytes;
+    pthread_mutex_unlock(&ot_lock);
+}
+
 static void reset(void)
 {
-    ot_opt.ring_bytes = 64 << 20;
+    pthread_mutex_lock(&ot_lock);
     ot_opt.depth = 16;
     ot_opt.dump_oom = 0;
+    pthread_mutex_unlock(&ot_lock);
+    set_ring_bytes(64 << 20);
     ot_record_reset(0);
 }
 
@@ -209,7 +220,7 @@ static void test_ring_counts_dropped_chunks(void **state)
 {
     (void)state;
     reset();
-    ot_opt.ring_bytes = 4096;
+    set_ring_bytes(4096);
     for (int i = 0; i < 30000; i++) {
         struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0,
                                  0x10000000ull + (next() % 1000000) * 512, 512 + next() % 100000};
@@ -318,14 +329,18 @@ static void test_options_fall_back_on_bad_values(void **state)
     setenv("OOMTRACE_DEPTH", "1000000", 1);
     setenv("OOMTRACE_DUMP", "exit,crash", 1);
     setenv("OOMTRACE_SIGNAL", "USR2", 1);
+    pthread_mutex_lock(&ot_lock); /* the compressor may still be appending (see set_ring_bytes) */
     ot_options_load();
+    pthread_mutex_unlock(&ot_lock);
     assert_int_equal(ot_opt.ring_bytes, 64 << 20);
     assert_int_equal(ot_opt.depth, 64);
     assert_true(ot_opt.dump_exit && ot_opt.dump_crash && ot_opt.dump_oom);
     assert_int_equal(ot_opt.signal, 12); /* SIGUSR2 on Linux */
     setenv("OOMTRACE_RING", "1.5M", 1);
     setenv("OOMTRACE_DUMP", "none", 1);
+    pthread_mutex_lock(&ot_lock);
     ot_options_load();
+    pthread_mutex_unlock(&ot_lock);
     assert_int_equal(ot_opt.ring_bytes, 3 << 19);
     assert_false(ot_opt.dump_oom);
     unsetenv("OOMTRACE_RING");
