@@ -1,0 +1,63 @@
+/* The directory view's model, shared by merge.c (reading the directory, keeping each process's most
+ * informative snapshot, ordering) and merge_report.c (the run's report in every format). Not for use
+ * outside modes/merge*.c. */
+#ifndef OT_READ_MODES_MERGE_H
+#define OT_READ_MODES_MERGE_H
+
+#include "modes/run.h"
+
+struct snapinfo {
+    const char *path;
+    bool ok;
+    char host[256];
+    uint64_t pid;
+    int64_t rank, local_rank, world_size;
+    uint64_t trigger;
+    bool complete;
+    uint64_t mono_ns, wall_ns, snapshot_seq;
+    bool failed;
+    uint64_t fail_time_ns, fail_wall_ns;
+    bool fail_wall_known;
+    uint64_t requested, fail_api;
+    int64_t fail_device;
+    bool has_at_failure;
+    uint64_t at_failure_bytes;
+    bool peak_known;
+    int64_t peak_device;
+    uint64_t peak_bytes;
+    uint64_t max_peak;
+    int64_t max_peak_device;
+    char uuid[80];
+    bool fatal;          /* a framework out-of-memory snapshot */
+    bool probes_known;   /* nprobes is known (from its probe list, or counted from the process's files) */
+    size_t nprobes;      /* driver-level out-of-memory snapshots before it: the framework's retries and probes */
+    bool probes_listed;  /* nprobes came from the snapshot's own list */
+};
+
+struct proc {
+    size_t first, n; /* members in the sorted index */
+    size_t kept;     /* index into infos */
+    bool has_exit, has_incomplete;
+};
+
+struct run {
+    const struct ot_run_opts *r;
+    const char *dir;
+    char **files;
+    size_t nfiles;
+    struct snapinfo *infos;
+    size_t *order;
+    struct proc *procs;
+    size_t nprocs, readable;
+    const struct proc *first_fail; /* NULL when no process failed */
+    size_t nfailed;
+    const struct proc *pmax, *pmin;
+    const struct proc *report; /* whose report follows: the first failure, else the largest peak */
+};
+
+/* The run's report: 0, or -1 when it could not be written. */
+int merge_write_json(FILE *f, struct run *u);
+int merge_write_text(FILE *f, struct run *u);
+int merge_write_doc(FILE *f, struct run *u, enum ot_doc_kind kind);
+
+#endif

@@ -1,0 +1,423 @@
+/* The directory view's report, in text, JSON, markdown and HTML: the table per process, which one failed
+ * first, the imbalance of peaks, and the report of the process shown (merge.c picks them). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "render/json_writer.h"
+#include "modes/merge.h"
+
+static const char *base_of(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
+static const char *fmt_wall(char *buf, size_t len, uint64_t ns)
+{
+    time_t secs = (time_t)(ns / 1000000000u);
+    struct tm tm;
+    char d[48];
+    if (!gmtime_r(&secs, &tm) || !strftime(d, sizeof(d), "%Y-%m-%d %H:%M:%S", &tm)) {
+        snprintf(buf, len, "?");
+        return buf;
+    }
+    snprintf(buf, len, "%s.%03u UTC", d, (unsigned)(ns % 1000000000u / 1000000u));
+    return buf;
+}
+
+static void put_rank(FILE *f, const struct snapinfo *x)
+{
+    if (x->rank >= 0)
+        fprintf(f, "rank %" PRId64, x->rank);
+    else
+        fputs("process (rank unknown)", f);
+}
+
+static void doc_rank(struct ot_doc *d, const struct snapinfo *x)
+{
+    put_rank(d->f, x);
+}
+
+static const char *finished_word(const struct proc *p)
+{
+    return p->has_exit ? "yes" : p->has_incomplete ? "no" : "?";
+}
+
+/* The fatal snapshot's line about the driver-level ones before it. */
+static void put_probes(struct ot_doc *d, const struct snapinfo *x)
+{
+    if (!x->fatal)
+        return;
+    ot_doc_item(d);
+    ot_doc_printf(d, "the framework's own out-of-memory, the fatal one");
+    if (x->probes_known)
+        ot_doc_printf(d, "; %zu driver-level snapshot%s before it %s the framework's retries and probes%s", x->nprobes,
+                      x->nprobes == 1 ? "" : "s", x->nprobes == 1 ? "was" : "were",
+                      x->probes_listed ? "" : " (this process's out-of-memory snapshots of the seconds before it)");
+    ot_doc_item_end(d);
+}
+
+static void text_table(FILE *f, struct run *u)
+{
+    char b1[32], b2[32];
+    fprintf(f, "oomtrace-read: run in ");
+    ot_fput_safe_max(f, ot_cstr(u->dir), 512);
+    fprintf(f, ": %zu snapshot file%s, %zu readable, %zu process%s\n", u->nfiles, u->nfiles == 1 ? "" : "s", u->readable,
+            u->nprocs, u->nprocs == 1 ? "" : "es");
+    fputs("  (peak: the high-water mark of tracked device memory on the device shown, the failing one for a failed\n"
+          "   process; at failure: live on it when the allocation failed; finished: yes with an exit snapshot, no when\n"
+          "   a crash-surviving flush remains, ? otherwise)\n",
+          f);
+    fprintf(f, "  %-6s %-16s %-8s %-24s %-10s %-11s %-6s %-8s %s\n", "rank", "host", "pid", "device", "peak", "at failure",
+            "failed", "finished", "snapshot (files)");
+    for (size_t i = 0; i < u->nprocs; i++) {
+        const struct proc *p = &u->procs[i];
+        const struct snapinfo *x = &u->infos[p->kept];
+        char rank[24], dev[64], uuid[16];
+        if (x->rank >= 0)
+            snprintf(rank, sizeof(rank), "%" PRId64, x->rank);
+        else
+            snprintf(rank, sizeof(rank), "?");
+        /* "GPU-" and the first 8 hex digits: enough to tell the devices of a node apart. */
+        snprintf(uuid, sizeof(uuid), "%.12s", x->uuid);
+        if (x->peak_known)
+            snprintf(dev, sizeof(dev), "%" PRId64 "%s%s", x->peak_device, uuid[0] ? " " : "", uuid);
+        else
+            snprintf(dev, sizeof(dev), "?");
+        fprintf(f, "  %-6s ", rank);
+        ot_fput_safe_max(f, ot_cstr(x->host), 64);
+        size_t hl = strlen(x->host);
+        fprintf(f, "%*s %-8" PRIu64 " %-24s %-10s %-11s %-6s %-8s ", hl < 16 ? (int)(16 - hl) : 0, "", x->pid, dev,
+                x->peak_known ? ot_fmt_bytes(b1, x->peak_bytes) : "?",
+                x->has_at_failure ? ot_fmt_bytes(b2, x->at_failure_bytes) : "-", x->failed ? "yes" : "no", finished_word(p));
+        ot_fput_safe_max(f, ot_cstr(base_of(x->path)), 256);
+        fprintf(f, " (%zu)\n", p->n);
+    }
+}
+
+/* Which process failed first, the others after it, the imbalance of peaks: in every format. */
+static void summary(struct ot_doc *d, struct run *u)
+{
+    char b1[32], b2[32], wb[64];
+    if (u->first_fail) {
+        const struct snapinfo *x = &u->infos[u->first_fail->kept];
+        ot_doc_para(d);
+        ot_doc_bold(d, "First failure:");
+        ot_doc_printf(d, " ");
+        doc_rank(d, x);
+        ot_doc_printf(d, " (pid %" PRIu64 " on ", x->pid);
+        ot_doc_text(d, ot_cstr(x->host), 64);
+        ot_doc_printf(d, ")");
+        if (x->fail_wall_known)
+            ot_doc_printf(d, " at %s", fmt_wall(wb, sizeof(wb), x->fail_wall_ns));
+        ot_doc_printf(d, ": %s by %s on device %" PRId64 "; %zu of %zu process%s failed", ot_fmt_bytes(b1, x->requested),
+                      ot_api_name64(x->fail_api), x->fail_device, u->nfailed, u->nprocs, u->nprocs == 1 ? "" : "es");
+        ot_doc_para_end(d);
+        put_probes(d, x);
+        /* The others, by how long after the first they failed. */
+        for (size_t i = 0; i < u->nprocs; i++) {
+            const struct proc *p = &u->procs[i];
+            const struct snapinfo *y = &u->infos[p->kept];
+            if (p == u->first_fail || !y->failed)
+                continue;
+            ot_doc_item(d);
+            ot_doc_printf(d, "then ");
+            doc_rank(d, y);
+            ot_doc_printf(d, " (pid %" PRIu64 ")", y->pid);
+            if (y->fail_wall_known && x->fail_wall_known && y->fail_wall_ns >= x->fail_wall_ns)
+                ot_doc_printf(d, " %.3f s later", (double)(y->fail_wall_ns - x->fail_wall_ns) / 1e9);
+            ot_doc_printf(d, ": %s on device %" PRId64, ot_fmt_bytes(b1, y->requested), y->fail_device);
+            ot_doc_item_end(d);
+        }
+        ot_doc_list_end(d);
+    } else {
+        ot_doc_para(d);
+        ot_doc_printf(d, "No process failed (%zu process%s).", u->nprocs, u->nprocs == 1 ? "" : "es");
+        ot_doc_para_end(d);
+    }
+    if (u->pmax && u->pmin && u->pmax != u->pmin) {
+        const struct snapinfo *mx = &u->infos[u->pmax->kept], *mn = &u->infos[u->pmin->kept];
+        ot_doc_para(d);
+        ot_doc_bold(d, mx->rank >= 0 && mn->rank >= 0 ? "Imbalance between ranks:" : "Imbalance between processes:");
+        ot_doc_printf(d, " peaks from %s (", ot_fmt_bytes(b1, mn->peak_bytes));
+        doc_rank(d, mn);
+        ot_doc_printf(d, ", pid %" PRIu64 ") to %s (", mn->pid, ot_fmt_bytes(b2, mx->peak_bytes));
+        doc_rank(d, mx);
+        ot_doc_printf(d, ", pid %" PRIu64 "): difference %s", mx->pid, ot_fmt_bytes(b1, mx->peak_bytes - mn->peak_bytes));
+        if (mn->peak_bytes)
+            ot_doc_printf(d, ", max/min %.2f", (double)mx->peak_bytes / (double)mn->peak_bytes);
+        ot_doc_para_end(d);
+    }
+}
+
+static void json_probes(struct ot_json *j, const struct snapinfo *x)
+{
+    ot_json_bool(j, "fatal", x->fatal);
+    ot_json_u64_or_null(j, "probes_before", x->probes_known, x->nprobes);
+}
+
+static void json_rank(struct ot_json *j, const struct run *u, const struct proc *p)
+{
+    const struct snapinfo *x = &u->infos[p->kept];
+    ot_json_obj(j, NULL);
+    ot_json_i64_or_null(j, "rank", x->rank >= 0, x->rank);
+    ot_json_i64_or_null(j, "local_rank", x->local_rank >= 0, x->local_rank);
+    ot_json_i64_or_null(j, "world_size", x->world_size >= 0, x->world_size);
+    ot_json_cstr(j, "host", x->host);
+    ot_json_u64(j, "pid", x->pid);
+    ot_json_i64_or_null(j, "device", x->peak_known, x->peak_device);
+    ot_json_cstr(j, "device_uuid", x->uuid[0] ? x->uuid : NULL);
+    ot_json_u64_or_null(j, "peak_bytes", x->peak_known, x->peak_bytes);
+    ot_json_u64(j, "max_peak_bytes", x->max_peak);
+    ot_json_u64_or_null(j, "at_failure_bytes", x->has_at_failure, x->at_failure_bytes);
+    ot_json_bool(j, "failed", x->failed);
+    if (p->has_exit || p->has_incomplete)
+        ot_json_bool(j, "finished", p->has_exit);
+    else
+        ot_json_null(j, "finished");
+    ot_json_cstr(j, "snapshot", x->path);
+    ot_json_cstr(j, "trigger", ot_trigger_name(x->trigger));
+    ot_json_u64(j, "snapshots", p->n);
+    json_probes(j, x);
+    if (x->failed) {
+        ot_json_obj(j, "failure");
+        ot_json_u64(j, "requested_bytes", x->requested);
+        ot_json_cstr(j, "api", ot_api_name64(x->fail_api));
+        ot_json_i64(j, "device", x->fail_device);
+        ot_json_u64(j, "time_ns", x->fail_time_ns);
+        ot_json_u64_or_null(j, "wall_ns", x->fail_wall_known, x->fail_wall_ns);
+        ot_json_obj_end(j);
+    } else {
+        ot_json_null(j, "failure");
+    }
+    ot_json_obj_end(j);
+}
+
+/* A member whose value another writer produces (the embedded per-snapshot report). */
+static void json_raw_member(struct ot_json *j, const char *key)
+{
+    if (!j->first[j->depth])
+        fputc(',', j->f);
+    j->first[j->depth] = false;
+    fputc('\n', j->f);
+    for (int i = 0; i < j->depth; i++)
+        fputs("  ", j->f);
+    fprintf(j->f, "\"%s\": ", key);
+}
+
+static int embed_report(struct ot_json *j, const struct run *u, const char *key, const struct proc *p)
+{
+    if (!p) {
+        ot_json_null(j, key);
+        return 0;
+    }
+    const struct snapinfo *x = &u->infos[p->kept];
+    struct ot_loaded l;
+    char err[OT_ERRBUF];
+    if (ot_load(&l, x->path, &u->r->lo, err) < 0) {
+        fprintf(stderr, "oomtrace-read: %s: %s\n", x->path, err);
+        ot_json_null(j, key);
+        return -1;
+    }
+    struct ot_report_opts ro = u->r->ro;
+    ro.path = x->path;
+    json_raw_member(j, key);
+    int rc = ot_report_json(j->f, &l.an, &ro);
+    ot_loaded_free(&l);
+    return rc;
+}
+
+int merge_write_json(FILE *f, struct run *u)
+{
+    struct ot_json j;
+    ot_json_init(&j, f);
+    ot_json_obj(&j, NULL);
+    ot_json_cstr(&j, "schema", OT_RUN_SCHEMA);
+    ot_json_cstr(&j, "directory", u->dir);
+    ot_json_u64(&j, "files", u->nfiles);
+    ot_json_u64(&j, "readable", u->readable);
+    ot_json_u64(&j, "processes", u->nprocs);
+    ot_json_arr(&j, "ranks");
+    for (size_t i = 0; i < u->nprocs; i++)
+        json_rank(&j, u, &u->procs[i]);
+    ot_json_arr_end(&j);
+    if (u->first_fail) {
+        const struct snapinfo *x = &u->infos[u->first_fail->kept];
+        ot_json_obj(&j, "first_failure");
+        ot_json_i64_or_null(&j, "rank", x->rank >= 0, x->rank);
+        ot_json_cstr(&j, "host", x->host);
+        ot_json_u64(&j, "pid", x->pid);
+        ot_json_u64_or_null(&j, "wall_ns", x->fail_wall_known, x->fail_wall_ns);
+        ot_json_u64(&j, "requested_bytes", x->requested);
+        ot_json_cstr(&j, "api", ot_api_name64(x->fail_api));
+        ot_json_i64(&j, "device", x->fail_device);
+        ot_json_cstr(&j, "snapshot", x->path);
+        ot_json_u64(&j, "failed_processes", u->nfailed);
+        json_probes(&j, x);
+        ot_json_obj_end(&j);
+    } else {
+        ot_json_null(&j, "first_failure");
+    }
+    if (u->pmax && u->pmin && u->pmax != u->pmin) {
+        const struct snapinfo *mx = &u->infos[u->pmax->kept], *mn = &u->infos[u->pmin->kept];
+        ot_json_obj(&j, "imbalance");
+        ot_json_u64(&j, "max_peak_bytes", mx->peak_bytes);
+        ot_json_i64_or_null(&j, "max_rank", mx->rank >= 0, mx->rank);
+        ot_json_u64(&j, "max_pid", mx->pid);
+        ot_json_u64(&j, "min_peak_bytes", mn->peak_bytes);
+        ot_json_i64_or_null(&j, "min_rank", mn->rank >= 0, mn->rank);
+        ot_json_u64(&j, "min_pid", mn->pid);
+        ot_json_u64(&j, "difference_bytes", mx->peak_bytes - mn->peak_bytes);
+        if (mn->peak_bytes)
+            ot_json_f64(&j, "ratio", (double)mx->peak_bytes / (double)mn->peak_bytes);
+        else
+            ot_json_null(&j, "ratio");
+        ot_json_obj_end(&j);
+    } else {
+        ot_json_null(&j, "imbalance");
+    }
+    int rc = embed_report(&j, u, "failing_rank_report", u->first_fail);
+    if (rc == 0)
+        rc = embed_report(&j, u, "largest_peak_report", u->first_fail ? NULL : u->report);
+    ot_json_obj_end(&j);
+    ot_json_end(&j);
+    return rc;
+}
+
+int merge_write_text(FILE *f, struct run *u)
+{
+    text_table(f, u);
+    struct ot_doc d = {.f = f, .kind = OT_DOC_TEXT};
+    fputc('\n', f);
+    summary(&d, u);
+    if (!u->report)
+        return 0;
+    const struct snapinfo *x = &u->infos[u->report->kept];
+    fputs("\n", f);
+    fputs(u->first_fail ? "Report of the first process to fail, " : "Report of the process with the largest peak, ", f);
+    put_rank(f, x);
+    fputs(" (", f);
+    ot_fput_safe_max(f, ot_cstr(base_of(x->path)), 256);
+    fputs("):\n\n", f);
+    struct ot_loaded l;
+    char err[OT_ERRBUF];
+    if (ot_load(&l, x->path, &u->r->lo, err) < 0) {
+        fprintf(stderr, "oomtrace-read: %s: %s\n", x->path, err);
+        return -1;
+    }
+    struct ot_report_opts ro = u->r->ro;
+    ro.path = x->path;
+    int rc = ot_report_text(f, &l.an, &ro);
+    ot_loaded_free(&l);
+    return rc;
+}
+
+/* The processes as a table (markdown, HTML), and the summary under it. */
+static void doc_run(struct ot_doc *d, const struct run *u)
+{
+    char b1[32], b2[32];
+    ot_doc_para(d);
+    ot_doc_printf(d, "%zu snapshot file%s in ", u->nfiles, u->nfiles == 1 ? "" : "s");
+    ot_doc_code(d, ot_cstr(u->dir), 512);
+    ot_doc_printf(d, ", %zu readable, %zu process%s.", u->readable, u->nprocs, u->nprocs == 1 ? "" : "es");
+    ot_doc_para_end(d);
+    static const char *const heads[] = {"Rank", "Host", "Pid", "Device", "Peak", "At failure", "Failed", "Finished",
+                                        "Snapshot (files)"};
+    ot_doc_table(d, heads, "rlrlrrlll");
+    for (size_t i = 0; i < u->nprocs; i++) {
+        const struct proc *p = &u->procs[i];
+        const struct snapinfo *x = &u->infos[p->kept];
+        ot_doc_row(d);
+        ot_doc_cell(d);
+        if (x->rank >= 0)
+            ot_doc_printf(d, "%" PRId64, x->rank);
+        else
+            ot_doc_printf(d, "?");
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_text(d, ot_cstr(x->host), 64);
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%" PRIu64, x->pid);
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        if (x->peak_known) {
+            char uuid[16];
+            snprintf(uuid, sizeof(uuid), "%.12s", x->uuid); /* "GPU-" and 8 hex digits tell a node's devices apart */
+            ot_doc_printf(d, "%" PRId64 " ", x->peak_device);
+            ot_doc_text(d, ot_cstr(uuid), 0);
+        } else {
+            ot_doc_printf(d, "?");
+        }
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%s", x->peak_known ? ot_fmt_bytes(b1, x->peak_bytes) : "?");
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%s", x->has_at_failure ? ot_fmt_bytes(b2, x->at_failure_bytes) : "-");
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%s", x->failed ? "yes" : "no");
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%s", finished_word(p));
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_code(d, ot_cstr(base_of(x->path)), 256);
+        ot_doc_printf(d, " (%zu)", p->n);
+        ot_doc_cell_end(d);
+        ot_doc_row_end(d);
+    }
+    ot_doc_table_end(d);
+    ot_doc_para(d);
+    ot_doc_printf(d, "Peak: the high-water mark of tracked device memory on the device shown, the failing one for a "
+                  "failed process. At failure: live on it when the allocation failed. Finished: yes with an exit "
+                  "snapshot, no when a crash-surviving flush remains, ? otherwise.");
+    ot_doc_para_end(d);
+    summary(d, (struct run *)u);
+}
+
+/* HTML: the run's card, at the top of the shown process's report. */
+static void html_run_card(FILE *f, const void *ctx)
+{
+    struct ot_doc d = {.f = f, .kind = OT_DOC_HTML};
+    fputs("<section class=\"card\" id=\"run\"><h2>The run: one snapshot per process</h2>\n", f);
+    doc_run(&d, ctx);
+    fputs("</section>\n", f);
+}
+
+int merge_write_doc(FILE *f, struct run *u, enum ot_doc_kind kind)
+{
+    struct ot_doc d = {.f = f, .kind = kind};
+    const struct snapinfo *x = u->report ? &u->infos[u->report->kept] : NULL;
+    struct ot_loaded l;
+    char err[OT_ERRBUF];
+    if (x && ot_load(&l, x->path, &u->r->lo, err) < 0) {
+        fprintf(stderr, "oomtrace-read: %s: %s\n", x->path, err);
+        return -1;
+    }
+    struct ot_report_opts ro = u->r->ro;
+    int rc = 0;
+    if (kind == OT_DOC_MARKDOWN || !x) {
+        ot_doc_page(&d, "oomtrace: a run's processes");
+        doc_run(&d, u);
+        if (!x) {
+            ot_doc_page_end(&d);
+            return ferror(f) ? -1 : 0;
+        }
+        ot_doc_rule(&d);
+        ot_doc_para(&d);
+        ot_doc_printf(&d, u->first_fail ? "Report of the first process to fail, " : "Report of the process with the largest peak, ");
+        doc_rank(&d, x);
+        ot_doc_printf(&d, ":");
+        ot_doc_para_end(&d);
+    } else {
+        ro.prelude = html_run_card;
+        ro.prelude_ctx = u;
+    }
+    ro.path = x->path;
+    rc = kind == OT_DOC_MARKDOWN ? ot_report_markdown(f, &l.an, &ro) : ot_report_html(f, &l.an, &ro);
+    ot_loaded_free(&l);
+    return rc;
+}
