@@ -2,16 +2,58 @@
 
 #include <stdio.h>
 
-void ot_bd_cell_text(const struct ot_bd_moment *m, enum ot_bd_row r, uint64_t bytes, char bytes_out[32], char share_out[16])
+/* A row's bytes and share at a moment: blank when the moment is unknown, "not measured" when the moment has no
+ * measure of the row, the share only when there is a whole. */
+static void cells(struct ot_doc *d, const struct ot_bd_moment *m, enum ot_bd_row r, uint64_t bytes)
 {
-    bytes_out[0] = share_out[0] = 0;
-    if (!m->known)
-        return;
-    if (!m->measured[r]) {
-        snprintf(bytes_out, 32, "not measured");
-        return;
+    char by[32] = "", sh[16] = "";
+    if (m && m->known && !m->measured[r])
+        snprintf(by, sizeof(by), "not measured");
+    else if (m && m->known) {
+        ot_fmt_bytes(by, bytes);
+        if (m->whole)
+            snprintf(sh, sizeof(sh), "%.1f%%", 100.0 * (double)bytes / (double)m->whole);
     }
-    ot_fmt_bytes(bytes_out, bytes);
-    if (m->whole)
-        snprintf(share_out, 16, "%.1f%%", 100.0 * (double)bytes / (double)m->whole);
+    ot_doc_cell(d);
+    ot_doc_printf(d, "%s", by);
+    ot_doc_cell_end(d);
+    ot_doc_cell(d);
+    ot_doc_printf(d, "%s", sh);
+    ot_doc_cell_end(d);
+}
+
+void ot_bd_table(struct ot_doc *d, const struct ot_breakdown *b)
+{
+    const char *heads[] = {"Category", b->at_failure ? "At the failure" : "At the snapshot", "Share", "At the peak",
+                           "Share"};
+    ot_doc_table(d, heads, "lrrrr");
+    const struct ot_bd_moment *pm = b->now.known ? &b->now : &b->peak; /* the moment of the splits */
+    for (int r = 0; r < OT_BD_NROWS; r++) {
+        if (!b->now.bytes[r] && !b->peak.bytes[r])
+            continue;
+        char sw[16];
+        snprintf(sw, sizeof(sw), "bd%d", r);
+        ot_doc_row(d);
+        ot_doc_cell(d);
+        ot_doc_swatch(d, sw);
+        ot_doc_printf(d, "%s%s", ot_bd_row_name((enum ot_bd_row)r),
+                      b->now.inferred[r] || b->peak.inferred[r] ? " (inferred)" : "");
+        ot_doc_cell_end(d);
+        cells(d, &b->now, (enum ot_bd_row)r, b->now.bytes[r]);
+        cells(d, &b->peak, (enum ot_bd_row)r, b->peak.bytes[r]);
+        ot_doc_row_end(d);
+        for (size_t i = 0; i < pm->nparts; i++) {
+            if (pm->parts[i].row != (enum ot_bd_row)r)
+                continue;
+            ot_doc_row(d);
+            ot_doc_cell(d);
+            ot_doc_printf(d, "\xe2\x80\x83\xe2\x80\x83"); /* em spaces indent the part under its row */
+            ot_doc_text(d, pm->parts[i].label, 80);
+            ot_doc_cell_end(d);
+            cells(d, pm == &b->now ? pm : NULL, (enum ot_bd_row)r, pm->parts[i].bytes);
+            cells(d, pm == &b->peak ? pm : NULL, (enum ot_bd_row)r, pm->parts[i].bytes);
+            ot_doc_row_end(d);
+        }
+    }
+    ot_doc_table_end(d);
 }

@@ -112,6 +112,22 @@ void ot_doc_heading(struct ot_doc *d, int level, const char *plain)
         fprintf(d->f, "%.*s %s\n\n", level, "######", plain);
 }
 
+void ot_doc_card_heading(struct ot_doc *d, const char *title_plain, const char *detail_plain)
+{
+    if (d->kind == OT_DOC_HTML)
+        fprintf(d->f, detail_plain ? "<h2>%s<small>%s</small></h2>\n" : "<h2>%s</h2>\n", title_plain, detail_plain);
+    else if (d->kind == OT_DOC_MARKDOWN)
+        fprintf(d->f, detail_plain ? "### %s, %s\n\n" : "### %s\n\n", title_plain, detail_plain);
+    else
+        fprintf(d->f, detail_plain ? "%s, %s\n" : "%s\n", title_plain, detail_plain);
+}
+
+void ot_doc_note(struct ot_doc *d, const char *plain)
+{
+    fprintf(d->f, d->kind == OT_DOC_HTML ? "<p class=\"note warn\">%s</p>\n" : d->kind == OT_DOC_MARKDOWN ? "(%s)\n\n" : "  (%s)\n",
+            plain);
+}
+
 void ot_doc_para(struct ot_doc *d)
 {
     put2(d, "", "<p>");
@@ -152,12 +168,21 @@ void ot_doc_rule(struct ot_doc *d)
     put3(d, "\n", "---\n\n", "<hr>\n");
 }
 
+void ot_doc_swatch(struct ot_doc *d, const char *cls)
+{
+    if (d->kind == OT_DOC_HTML)
+        fprintf(d->f, "<span class=\"sw %s\"></span>", cls);
+}
+
 void ot_doc_table(struct ot_doc *d, const char *const *heads, const char *aligns)
 {
     size_t n = strlen(aligns);
     d->aligns = aligns;
     if (d->kind == OT_DOC_HTML) {
-        fputs("<table><thead><tr>", d->f);
+        if (d->table_class)
+            fprintf(d->f, "<table class=\"%s\"><thead><tr>", d->table_class);
+        else
+            fputs("<table><thead><tr>", d->f);
         for (size_t i = 0; i < n; i++)
             fprintf(d->f, "<th%s>%s</th>", aligns[i] == 'r' ? " class=\"num\"" : "", heads[i]);
         fputs("</tr></thead><tbody>\n", d->f);

@@ -17,6 +17,7 @@ struct ot_doc {
     enum ot_doc_kind kind;
     bool in_table, in_list;
     const char *aligns; /* the open table's column alignments: 'l' or 'r' per column */
+    const char *table_class; /* HTML: the next table's class, when set */
     size_t col;
 };
 
@@ -31,6 +32,9 @@ void ot_doc_code(struct ot_doc *d, struct ot_str s, size_t max_bytes);
 /* Trusted markup-free text (numbers, fixed words), printf-style. */
 void ot_doc_printf(struct ot_doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ot_doc_heading(struct ot_doc *d, int level, const char *plain);
+/* A card's heading with its detail in small type (markdown: "### TITLE, DETAIL"); detail may be NULL. */
+void ot_doc_card_heading(struct ot_doc *d, const char *title_plain, const char *detail_plain);
+void ot_doc_note(struct ot_doc *d, const char *plain); /* a warning note under a heading */
 void ot_doc_para(struct ot_doc *d);     /* opens a paragraph */
 void ot_doc_para_end(struct ot_doc *d);
 void ot_doc_bold(struct ot_doc *d, const char *plain);
@@ -38,6 +42,8 @@ void ot_doc_item(struct ot_doc *d);     /* opens a list item (a list of one leve
 void ot_doc_item_end(struct ot_doc *d);
 void ot_doc_list_end(struct ot_doc *d);
 void ot_doc_rule(struct ot_doc *d);
+/* HTML: a colour swatch of the given class; nothing in text and markdown. */
+void ot_doc_swatch(struct ot_doc *d, const char *cls);
 
 /* Tables are for markdown and HTML only. A table: head cells (plain), aligns one 'l' or 'r' per column; cells are opened and closed one by one. */
 void ot_doc_table(struct ot_doc *d, const char *const *heads, const char *aligns);

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 
 #include "analyze/stackview.h"
+#include "render/doc.h"
 
 static void put_fw(FILE *f, struct ot_str fw)
 {
@@ -15,34 +16,51 @@ static void put_fw(FILE *f, struct ot_str fw)
         ot_fput_safe_max(f, fw.p ? fw : ot_cstr("a framework"), 40);
 }
 
-void ot_fwview_failure_text(FILE *f, const struct ot_analysis *a)
+void ot_fwview_failure_doc(struct ot_doc *d, const struct ot_analysis *a)
 {
     const struct ot_allocview *v = a->fw;
     const struct ot_snapshot *s = a->s;
     if (!v || !v->fatal)
         return;
-    fputs("  refused by ", f);
-    put_fw(f, v->fatal_framework);
-    fputs("'s allocator: no driver call failed for it; this is the fatal out-of-memory\n", f);
+    char fw[OT_FWVIEW_CELL], b1[32];
+    ot_fw_safe_name(fw, sizeof(fw), v->fatal_framework);
+    ot_doc_item(d);
+    ot_doc_printf(d, "refused by %s's allocator: no driver call failed for it; this is the fatal out-of-memory", fw);
+    ot_doc_item_end(d);
     if (v->error && v->error->text.n) {
-        fputs("  its message: ", f);
-        ot_fput_safe_max(f, v->error->text, 1024);
-        fputc('\n', f);
+        ot_doc_item(d);
+        ot_doc_printf(d, "its message: ");
+        ot_doc_text(d, v->error->text, 1024);
+        ot_doc_item_end(d);
     }
     if (s->probes.present) {
-        char b1[32];
-        fprintf(f, "  %zu driver-level snapshot%s before it %s the framework's retries and probes of this out-of-memory",
-                s->probes.n, s->probes.n == 1 ? "" : "s", s->probes.n == 1 ? "was" : "were");
-        fputs(s->probes.n ? ":\n" : "\n", f);
+        bool text = d->kind == OT_DOC_TEXT;
+        ot_doc_item(d);
+        ot_doc_printf(d, "%zu driver-level snapshot%s before it %s the framework's retries and probes of this out-of-memory",
+                      s->probes.n, s->probes.n == 1 ? "" : "s", s->probes.n == 1 ? "was" : "were");
+        if (s->probes.n)
+            ot_doc_printf(d, ":");
+        /* text: one probe a line under the item; else inline, separated by commas */
+        if (text)
+            ot_doc_item_end(d);
         for (size_t i = 0; i < s->probes.n && i < 8; i++) {
             const struct ot_probe *p = &s->probes.v[i];
-            fputs("    ", f);
-            ot_fput_safe_max(f, p->file_name, 200);
-            fprintf(f, " (%s on device %" PRIu64 ")\n", ot_fmt_bytes(b1, p->requested_bytes), p->device);
+            ot_doc_printf(d, text ? "    " : i ? ", " : " ");
+            ot_doc_code(d, p->file_name, 200);
+            ot_doc_printf(d, " (%s on device %" PRIu64 ")%s", ot_fmt_bytes(b1, p->requested_bytes), p->device, text ? "\n" : "");
         }
         if (s->probes.n > 8)
-            fprintf(f, "    ... %zu more\n", s->probes.n - 8);
+            ot_doc_printf(d, text ? "    ... %zu more\n" : " and %zu more", s->probes.n - 8);
+        if (!text)
+            ot_doc_item_end(d);
     }
+    ot_doc_list_end(d);
+}
+
+void ot_fwview_failure_text(FILE *f, const struct ot_analysis *a)
+{
+    struct ot_doc d = {.f = f, .kind = OT_DOC_TEXT};
+    ot_fwview_failure_doc(&d, a);
 }
 
 static void text_torch(FILE *f, const struct ot_analysis *a, const struct ot_fw_devview *d)
@@ -362,7 +380,7 @@ const char *const ot_fwview_columns[OT_FWVIEW_NCOLS] = {
 
 /* A framework's name in a table cell: its display name, else only letters, digits, '_', '-' and '.' of the
  * snapshot's string (a '|', '`', '<' or control character there would break the table or inject markup). */
-static void safe_fw(char *out, size_t len, struct ot_str fw)
+void ot_fw_safe_name(char *out, size_t len, struct ot_str fw)
 {
     const char *d = ot_fw_display_name(fw);
     if (d) {
@@ -384,7 +402,7 @@ static void safe_fw(char *out, size_t len, struct ot_str fw)
 void ot_fwview_cells(const struct ot_fw_devview *d, char cells[OT_FWVIEW_NCOLS][OT_FWVIEW_CELL])
 {
     char b[3][32];
-    safe_fw(cells[0], OT_FWVIEW_CELL, d->framework);
+    ot_fw_safe_name(cells[0], OT_FWVIEW_CELL, d->framework);
     snprintf(cells[1], OT_FWVIEW_CELL, "%" PRIu64, d->device);
     ot_fmt_bytes(cells[2], d->reserved_bytes);
     ot_fmt_bytes(cells[3], d->allocated_bytes);
@@ -420,7 +438,7 @@ const struct ot_fw_devview *ot_fwview_failing(const struct ot_analysis *a, size_
 void ot_fwview_request_sentence(char *out, size_t len, const struct ot_analysis *a, const struct ot_fw_devview *d)
 {
     char b[3][32], fw[OT_FWVIEW_CELL];
-    safe_fw(fw, sizeof(fw), d->framework);
+    ot_fw_safe_name(fw, sizeof(fw), d->framework);
     snprintf(out, len, "The failed request of %s against %s's largest free block of %s, with %s free in its default "
              "pools' segments.", ot_fmt_bytes(b[0], a->s->failure.requested_bytes), fw, ot_fmt_bytes(b[1], d->largest_free),
              ot_fmt_bytes(b[2], d->default_free_bytes));

@@ -12,6 +12,8 @@
 
 /* "Framework OOM" lines under the failed request: who refused it, its message, the probes before it. */
 void ot_fwview_failure_text(FILE *f, const struct ot_analysis *a);
+struct ot_doc;
+void ot_fwview_failure_doc(struct ot_doc *d, const struct ot_analysis *a); /* the same, as markdown or HTML */
 /* The "Allocator's view" block; top bounds the creator rows. */
 void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top);
 void ot_fwview_markdown(FILE *f, const struct ot_analysis *a, size_t top);
@@ -23,6 +25,8 @@ void ot_fwview_markdown(FILE *f, const struct ot_analysis *a, size_t top);
 #define OT_FWVIEW_CELL 96
 extern const char *const ot_fwview_columns[OT_FWVIEW_NCOLS];
 extern const char ot_fwview_largest_note[];
+/* A framework's display name ("PyTorch"), else its own name with only letters, digits, '_', '-' and '.'. */
+void ot_fw_safe_name(char *out, size_t len, struct ot_str fw);
 void ot_fwview_cells(const struct ot_fw_devview *d, char cells[OT_FWVIEW_NCOLS][OT_FWVIEW_CELL]);
 /* The next framework view (from *i on) of the failing device; NULL when none is left. */
 const struct ot_fw_devview *ot_fwview_failing(const struct ot_analysis *a, size_t *i);

@@ -39,6 +39,8 @@ struct ot_why;
 void h_breakdown_section(struct hx *h);
 void h_statements(struct hx *h, const struct ot_why *w, const char *id, const char *title);
 void h_allocator_section(struct hx *h);
+/* Under the failed request of a framework's own out-of-memory: who refused it, its message, the probes before it. */
+void h_fw_failure(struct hx *h);
 
 /* Series colours: the top sites, then "other" (last). Shared by the CSS and the script. */
 extern const char *const h_palette[OT_TL_TOP + 1];

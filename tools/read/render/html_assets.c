@@ -84,6 +84,7 @@ const char h_css[] =
     ".reqrow b{width:80px;flex:none;text-align:right;font-variant-numeric:tabular-nums}\n"
     ".reqbar{background:#c0392b}\n"
     ".freebar{background:#59a14f}\n"
+    "blockquote.msg{margin:8px 0;padding:6px 12px;border-left:3px solid var(--line);color:var(--muted);font-size:12.5px}\n"
     ".note{color:var(--muted);font-size:12.5px;margin:8px 0 0}\n"
     ".warn{color:#8a5300}\n"
     "footer{color:var(--muted);font-size:12px;text-align:center;margin-top:10px}\n";

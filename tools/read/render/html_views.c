@@ -51,13 +51,6 @@ static void bd_bar(FILE *f, const struct ot_bd_moment *m, const char *moment, co
     fputs("</div></div>\n", f);
 }
 
-static void bd_cells(FILE *f, const struct ot_bd_moment *m, enum ot_bd_row r, uint64_t bytes)
-{
-    char by[32], sh[16];
-    ot_bd_cell_text(m, r, bytes, by, sh);
-    fprintf(f, "<td class=\"num\">%s</td><td class=\"num\">%s</td>", by, sh);
-}
-
 void h_breakdown_section(struct hx *h)
 {
     const struct ot_breakdown *b = h->a->breakdown;
@@ -74,33 +67,10 @@ void h_breakdown_section(struct hx *h)
         bd_bar(f, &b->now, b->at_failure ? "failure" : "snapshot", b->at_failure ? "At the failure" : "At the snapshot");
     if (b->peak.known)
         bd_bar(f, &b->peak, "peak", "At the peak");
-    fprintf(f, "</div>\n<table class=\"bdleg\"><thead><tr><th>Category</th><th class=\"num\">At %s</th><th class=\"num\">"
-            "Share</th><th class=\"num\">At the peak</th><th class=\"num\">Share</th></tr></thead><tbody>\n", now);
-    for (int r = 0; r < OT_BD_NROWS; r++) {
-        if (!b->now.bytes[r] && !b->peak.bytes[r])
-            continue;
-        fprintf(f, "<tr data-category=\"%s\"><td><span class=\"sw bd%d\"></span>%s%s</td>", ot_bd_row_key((enum ot_bd_row)r),
-                r, ot_bd_row_name((enum ot_bd_row)r), b->now.inferred[r] || b->peak.inferred[r] ? " (inferred)" : "");
-        bd_cells(f, &b->now, (enum ot_bd_row)r, b->now.bytes[r]);
-        bd_cells(f, &b->peak, (enum ot_bd_row)r, b->peak.bytes[r]);
-        fputs("</tr>\n", f);
-        /* A row's split (optimizer state by class and state, workspaces by library), at the first known moment. */
-        const struct ot_bd_moment *pm = b->now.known ? &b->now : &b->peak;
-        for (size_t i = 0; i < pm->nparts; i++) {
-            if (pm->parts[i].row != (enum ot_bd_row)r)
-                continue;
-            fputs("<tr class=\"part\"><td>", f);
-            h_text(f, pm->parts[i].label, 80);
-            fputs("</td>", f);
-            if (pm == &b->peak)
-                fputs("<td></td><td></td>", f);
-            bd_cells(f, pm, (enum ot_bd_row)r, pm->parts[i].bytes);
-            if (pm == &b->now)
-                fputs("<td></td><td></td>", f);
-            fputs("</tr>\n", f);
-        }
-    }
-    fputs("</tbody></table></section>\n", f);
+    fputs("</div>\n", f);
+    struct ot_doc d = {.f = f, .kind = OT_DOC_HTML, .table_class = "bdleg"};
+    ot_bd_table(&d, b);
+    fputs("</section>\n", f);
 }
 
 void h_statements(struct hx *h, const struct ot_why *w, const char *id, const char *title)
@@ -157,12 +127,9 @@ void h_allocator_section(struct hx *h)
     fputs("<section class=\"card\" id=\"allocator\"><h2>Allocator's view<small>as the frameworks reported it", f);
     if (v->info) {
         char tb[48];
-        const char *dn = ot_fw_display_name(v->info->framework);
-        fputs(": ", f);
-        if (dn)
-            fputs(dn, f);
-        else
-            h_text(f, v->info->framework, 40);
+        char fw[OT_FWVIEW_CELL];
+        ot_fw_safe_name(fw, sizeof(fw), v->info->framework);
+        fprintf(f, ": %s", fw);
         if (v->info->version.n) {
             fputc(' ', f);
             h_text(f, v->info->version, 40);
@@ -193,4 +160,10 @@ void h_allocator_section(struct hx *h)
         fprintf(f, "<p>%s</p>\n", line);
     }
     fputs("</section>\n", f);
+}
+
+void h_fw_failure(struct hx *h)
+{
+    struct ot_doc d = {.f = h->f, .kind = OT_DOC_HTML};
+    ot_fwview_failure_doc(&d, h->a);
 }

@@ -15,6 +15,8 @@
 
 #include "render/json_writer.h"
 #include "render/sitelabel.h"
+#include "render/doc.h"
+#include "render/wording.h"
 #include "analyze/stackview.h"
 #include "analyze/timeline.h"
 #include "analyze/breakdown.h"
@@ -24,28 +26,14 @@
 static void h_ascii(FILE *f, unsigned c, void *ctx)
 {
     (void)ctx;
-    switch (c) {
-    case '&':
-        fputs("&amp;", f);
-        break;
-    case '<':
-        fputs("&lt;", f);
-        break;
-    case '>':
-        fputs("&gt;", f);
-        break;
-    case '"':
-        fputs("&quot;", f);
-        break;
-    case '\'':
-        fputs("&#39;", f);
-        break;
-    default:
-        if (c < 0x20 || c == 0x7f)
-            fprintf(f, "\\x%02x", c);
-        else
-            putc_unlocked((int)c, f);
-    }
+    static const char *const entity[128] = {['&'] = "&amp;", ['<'] = "&lt;", ['>'] = "&gt;", ['"'] = "&quot;",
+                                            ['\''] = "&#39;"};
+    if (c < 128 && entity[c])
+        fputs(entity[c], f);
+    else if (c < 0x20 || c == 0x7f)
+        fprintf(f, "\\x%02x", c);
+    else
+        putc_unlocked((int)c, f);
 }
 
 void h_text(FILE *f, struct ot_str s, size_t max_bytes)
@@ -126,15 +114,9 @@ static void header(struct hx *h)
 {
     FILE *f = h->f;
     const struct ot_meta *m = &h->s->meta;
-    static const char *const what[] = {
-        [OT_TRIGGER_OOM] = "CUDA out of memory",
-        [OT_TRIGGER_EXIT] = "snapshot at process exit",
-        [OT_TRIGGER_SIGNAL] = "snapshot on a signal",
-        [OT_TRIGGER_API] = "snapshot requested by oomtrace_dump()",
-        [OT_TRIGGER_FLUSH] = "periodic flush",
-        [OT_TRIGGER_FRAMEWORK_OOM] = "out of memory in a framework's allocator (the fatal one)",
-    };
-    const char *w = m->trigger >= 1 && m->trigger <= OT_TRIGGER_FRAMEWORK_OOM ? what[m->trigger] : "snapshot (unknown trigger)";
+    const char *w = ot_trigger_title(m->trigger, false);
+    if (!w)
+        w = "snapshot (unknown trigger)";
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>oomtrace: ", f);
     h_cstr(f, w);
@@ -148,32 +130,9 @@ static void header(struct hx *h)
         fprintf(f, ".bd%zu{background:%s}\n", i, h_bd_palette[i]);
     fputs("</style>\n</head>\n<body>\n<header><h1>oomtrace: ", f);
     h_cstr(f, w);
-    fputs("</h1><p class=\"sub\"><code>", f);
-    struct ot_sb cmd = {0};
-    for (size_t i = 0; i < m->argc && cmd.n < 400; i++) {
-        if (i)
-            ot_sb_cstr(&cmd, " ");
-        ot_sb_str(&cmd, m->argv[i]);
-    }
-    h_text(f, cmd.n ? ot_sb_view(&cmd) : ot_cstr("(no command line)"), 400);
-    ot_sb_free(&cmd);
-    fprintf(f, "</code> &middot; pid %" PRIu64 " on ", m->pid);
-    h_text(f, m->host.n ? m->host : ot_cstr("unknown host"), 128);
-    if (m->rank >= 0) {
-        fprintf(f, " &middot; rank %" PRId64, m->rank);
-        if (m->world_size > 0)
-            fprintf(f, " of %" PRId64, m->world_size);
-    }
-    char buf[64], tb[48];
-    if (ot_fmt_wall(buf, m->wall_ns))
-        fprintf(f, " &middot; %s", buf);
-    fprintf(f, " (%s after the tracer started)", ot_fmt_reltime(tb, m->mono_ns, m->start_mono_ns));
-    if (m->reason.n) {
-        fputs(" &middot; reason: ", f);
-        h_text(f, m->reason, 200);
-    }
-    if (!(h->s->file_flags & OT_FILE_COMPLETE))
-        fputs(" &middot; <b>the process did not finish writing this snapshot</b>", f);
+    fputs("</h1><p class=\"sub\">", f);
+    struct ot_doc d = {.f = f, .kind = OT_DOC_HTML};
+    ot_doc_subtitle(&d, h->s);
     fputs("</p></header>\n<main>\n", f);
 }
 
@@ -187,29 +146,18 @@ static void label_of(struct hx *h, uint64_t stack_id)
 
 static void failure(struct hx *h)
 {
-    const struct ot_snapshot *s = h->s;
     FILE *f = h->f;
-    if (!s->has_failure)
+    struct ot_failure_words w;
+    if (!ot_failure_words_of(h->a, &w))
         return;
-    const struct snap_failure *x = &s->failure;
+    const struct snap_failure *x = w.x;
     char b1[32], b2[32], b3[32], tb[48];
-    const char *rn = ot_result_name(x->result_code);
-    char dn[32];
-    if (x->device < 0)
-        snprintf(dn, sizeof(dn), "the host");
-    else
-        snprintf(dn, sizeof(dn), "device %" PRId64, x->device);
     fprintf(f, "<section class=\"card fail\"><h2>Failed request</h2><p class=\"big\"><b>%s</b> (%s bytes) by <code>%s</code> "
-            "on %s, category %s, returned <code>",
-            ot_fmt_bytes(b1, x->requested_bytes), ot_fmt_count(b2, x->requested_bytes), ot_api_name64(x->api), dn,
-            ot_category_name64(x->category));
-    if (rn)
-        fprintf(f, "%s", rn);
-    else
-        fprintf(f, "CUresult %" PRIu64, x->result_code);
-    fprintf(f, "</code> at %s (seq %" PRIu64 ", thread %" PRIu64 ").</p>",
-            ot_fmt_reltime(tb, x->time_ns, s->meta.start_mono_ns), x->seq, x->tid);
-    const struct snap_device *d = ot_snapshot_device(s, x->device);
+            "on %s, category %s, returned <code>%s</code> at %s (seq %" PRIu64 ", thread %" PRIu64 ").</p>", w.bytes,
+            ot_fmt_count(b2, x->requested_bytes), w.api, w.where, ot_category_name64(x->category), w.result,
+            ot_fmt_reltime(tb, x->time_ns, h->s->meta.start_mono_ns), x->seq, x->tid);
+    h_fw_failure(h);
+    const struct snap_device *d = ot_snapshot_device(h->s, x->device);
     if (d && (d->flags & OT_DEV_MEMINFO_KNOWN)) {
         fprintf(f, "<p>The device had %s free of %s total (cuMemGetInfo at the snapshot)", ot_fmt_bytes(b1, d->free_bytes),
                 ot_fmt_bytes(b2, d->total_bytes));
@@ -227,69 +175,49 @@ static void failure(struct hx *h)
 static void sites_section(struct hx *h)
 {
     FILE *f = h->f;
-    const struct ot_analysis *a = h->a;
-    struct ot_moment mo;
-    ot_moment_of(a, h->o->at, OT_AT_PEAK, &mo);
-    char b1[32], b2[32], tb[48];
-    fputs("<section class=\"card\"><h2>", f);
-    if (!mo.sites) {
-        fputs("Top call sites</h2><p>Unknown: the snapshot records the live set neither at the peak nor at the snapshot.</p></section>\n", f);
+    struct ot_site_table t;
+    struct ot_doc d = {.f = f, .kind = OT_DOC_HTML};
+    fputs("<section class=\"card\" id=\"sites\">", f);
+    if (!ot_site_table_head(&d, h->a, h->o, H_NAME_MAX, &t)) {
+        fputs("</section>\n", f);
         return;
     }
-    const struct ot_sites *st = mo.sites;
-    if (mo.at == OT_AT_PEAK)
-        fprintf(f, "Top call sites at the peak<small>device %" PRId64 ": %s at %s", mo.device, ot_fmt_bytes(b1, mo.whole),
-                ot_fmt_reltime(tb, mo.time_ns, h->s->meta.start_mono_ns));
-    else if (mo.at == OT_AT_FAILURE)
-        fprintf(f, "Top call sites at the failure<small>device %" PRId64 ": %s live", mo.device, ot_fmt_bytes(b1, mo.whole));
-    else
-        fprintf(f, "Top call sites live at the snapshot<small>all devices: %s", ot_fmt_bytes(b1, mo.whole));
-    fprintf(f, " in %s allocation%s</small></h2>\n", ot_fmt_count(b2, st->count), st->count == 1 ? "" : "s");
-    if (mo.fell_back)
-        fprintf(f, "<p class=\"note warn\">The snapshot does not record the live set at the %s: this is the live set at "
-                "the snapshot.</p>\n", ot_at_name(mo.asked));
-    if (!st->n) {
-        fputs("<p>No allocations.</p></section>\n", f);
-        return;
-    }
-    size_t n = st->n < h->o->top ? st->n : h->o->top;
-    char **labels = ot_lbl_sites(a, st->v, n, H_NAME_MAX);
     fputs("<table class=\"sites\"><thead><tr><th class=\"num\">#</th><th class=\"num\">Bytes</th><th class=\"num\">"
           "Allocations</th><th class=\"num\">Share</th><th>Where (click for the stack)</th></tr></thead><tbody>\n", f);
-    uint64_t shown = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct ot_site *x = &st->v[i];
-        shown = ot_sat_add(shown, x->bytes);
+    /* A site drawn in the timeline carries its colour there. */
+    bool same_device = h->has_tl && (t.mo.at == OT_AT_LIVE || t.mo.device == h->tl.device);
+    struct ot_site_row r;
+    for (size_t i = 0; ot_site_table_row(&t, i, &r); i++) {
+        if (!r.site) {
+            fprintf(f, "<tr><td></td><td class=\"num\">%s</td><td></td><td class=\"num\">%s</td><td>%zu more %s%s "
+                    "(--top)</td></tr>\n", r.bytes, r.share, r.nrest, r.rest_word, r.nrest == 1 ? "" : "s");
+            continue;
+        }
         int series = -1;
-        if (h->has_tl && (mo.at == OT_AT_LIVE || mo.device == h->tl.device))
-            for (size_t k = 0; k + 1 < h->tl.nseries; k++)
-                if (h->tl.stack_id[k] == x->stack_id)
-                    series = (int)k;
-        double share = mo.whole ? 100.0 * (double)x->bytes / (double)mo.whole : 0;
+        for (size_t k = 0; same_device && k + 1 < h->tl.nseries; k++)
+            if (h->tl.stack_id[k] == r.site->stack_id)
+                series = (int)k;
         fprintf(f, "<tr><td class=\"num\">%zu</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">",
-                i + 1, ot_fmt_bytes(b1, x->bytes), ot_fmt_count(b2, x->count));
-        if (mo.whole)
-            fprintf(f, "%.1f%%<div class=\"bar\"><i style=\"width:%.1f%%\"></i></div>", share, share > 100 ? 100.0 : share);
+                r.rank, r.bytes, r.count);
+        if (*r.share)
+            fprintf(f, "%s<div class=\"bar\"><i style=\"width:%.1f%%\"></i></div>", r.share,
+                    r.share_pct > 100 ? 100.0 : r.share_pct);
         else
             fputs("&ndash;", f);
         fputs("</td><td><details><summary>", f);
         if (series >= 0)
             fprintf(f, "<span class=\"sw s%d\" title=\"its colour in the timeline\"></span>", series);
         fputs("<code>", f);
-        h_cstr(f, labels ? labels[i] : "?");
-        fprintf(f, "</code> <span class=\"note\">stack %" PRIu64 "</span></summary>", x->stack_id);
-        stack_list(h, x->stack_id);
+        h_cstr(f, r.label);
+        fputs("</code>", f);
+        if (r.nsites > 1)
+            fprintf(f, " (%zu call sites; the largest one's stack)", r.nsites);
+        fprintf(f, " <span class=\"note\">stack %" PRIu64 "</span></summary>", r.site->stack_id);
+        stack_list(h, r.site->stack_id);
         fputs("</details></td></tr>\n", f);
     }
-    if (st->n > n) {
-        uint64_t rest = st->bytes >= shown ? st->bytes - shown : 0;
-        fprintf(f, "<tr><td></td><td class=\"num\">%s</td><td></td><td class=\"num\">", ot_fmt_bytes(b1, rest));
-        if (mo.whole)
-            fprintf(f, "%.1f%%", 100.0 * (double)rest / (double)mo.whole);
-        fprintf(f, "</td><td>%zu more site%s (--top)</td></tr>\n", st->n - n, st->n - n == 1 ? "" : "s");
-    }
     fputs("</tbody></table></section>\n", f);
-    ot_strv_free(labels, n);
+    ot_site_table_close(&t);
 }
 
 static void devices_section(struct hx *h)

@@ -7,12 +7,12 @@
 #include <time.h>
 
 #include "render/sitelabel.h"
-#include "analyze/stackview.h"
 #include "analyze/breakdown.h"
 #include "render/bdcell.h"
 #include "analyze/why.h"
 #include "render/doc.h"
 #include "render/fwview.h"
+#include "render/wording.h"
 
 #define MD_NAME_MAX 160 /* bytes of one frame name in a label */
 #define MD_DEVICES_MAX 16
@@ -29,44 +29,14 @@ static void title(struct md *m)
 {
     const struct ot_meta *mt = &m->s->meta;
     FILE *f = m->f;
-    static const char *const what[] = {
-        [OT_TRIGGER_OOM] = "CUDA out of memory",
-        [OT_TRIGGER_EXIT] = "snapshot at process exit",
-        [OT_TRIGGER_SIGNAL] = "snapshot on a signal",
-        [OT_TRIGGER_API] = "snapshot requested by oomtrace_dump()",
-        [OT_TRIGGER_FLUSH] = "periodic flush",
-        [OT_TRIGGER_FRAMEWORK_OOM] = "out of memory in a framework's allocator (the fatal one)",
-    };
-    if (mt->trigger >= 1 && mt->trigger <= OT_TRIGGER_FRAMEWORK_OOM)
-        fprintf(f, "## oomtrace: %s\n\n", what[mt->trigger]);
+    const char *what = ot_trigger_title(mt->trigger, false);
+    if (what)
+        fprintf(f, "## oomtrace: %s\n\n", what);
     else
         fprintf(f, "## oomtrace: snapshot (unknown trigger %" PRIu64 ")\n\n", mt->trigger);
 
-    /* The command line, cut to a sensible length. */
-    struct ot_sb cmd = {0};
-    for (size_t i = 0; i < mt->argc && cmd.n < 300; i++) {
-        if (i)
-            ot_sb_cstr(&cmd, " ");
-        ot_sb_str(&cmd, mt->argv[i]);
-    }
-    if (cmd.n)
-        ot_md_code(f, ot_sb_view(&cmd), 300, false);
-    else
-        fputs("(no command line)", f);
-    ot_sb_free(&cmd);
-    fprintf(f, " · pid %" PRIu64 " on ", mt->pid);
-    ot_md_text(f, mt->host.n ? mt->host : ot_cstr("unknown host"), 128);
-    if (mt->rank >= 0) {
-        fprintf(f, " · rank %" PRId64, mt->rank);
-        if (mt->world_size > 0)
-            fprintf(f, " of %" PRId64, mt->world_size);
-    }
-    char buf[64], tb[48];
-    if (ot_fmt_wall(buf, mt->wall_ns))
-        fprintf(f, " · %s", buf);
-    fprintf(f, " (%s after the tracer started)", ot_fmt_reltime(tb, mt->mono_ns, mt->start_mono_ns));
-    if (!(m->s->file_flags & OT_FILE_COMPLETE))
-        fputs(" · **the process did not finish writing this snapshot**", f);
+    struct ot_doc d = {.f = f, .kind = OT_DOC_MARKDOWN};
+    ot_doc_subtitle(&d, m->s);
     fputs("\n\n", f);
 }
 
@@ -80,72 +50,35 @@ static void put_label(struct md *m, uint64_t stack_id, bool in_table)
 
 static void failure(struct md *m)
 {
-    const struct ot_snapshot *s = m->s;
     FILE *f = m->f;
-    if (!s->has_failure)
+    struct ot_failure_words w;
+    if (!ot_failure_words_of(m->a, &w))
         return;
-    const struct snap_failure *x = &s->failure;
     char b1[32], b2[32], b3[32];
-    const char *rn = ot_result_name(x->result_code);
-    char dn[32];
-    if (x->device < 0)
-        snprintf(dn, sizeof(dn), "the host");
-    else
-        snprintf(dn, sizeof(dn), "device %" PRId64, x->device);
-    fprintf(f, "**Failed request:** %s by `%s` on %s (%s), ", ot_fmt_bytes(b1, x->requested_bytes),
-            ot_api_name64(x->api), dn, ot_category_name64(x->category));
-    if (rn)
-        fprintf(f, "`%s`", rn);
-    else
-        fprintf(f, "CUresult %" PRIu64, x->result_code);
-    const struct snap_device *d = ot_snapshot_device(s, x->device);
+    fprintf(f, "**Failed request:** %s by `%s` on %s (%s), `%s`", w.bytes, w.api, w.where,
+            ot_category_name64(w.x->category), w.result);
+    const struct snap_device *d = ot_snapshot_device(m->s, w.x->device);
     if (d && (d->flags & OT_DEV_MEMINFO_KNOWN)) {
         fprintf(f, ": %s free of %s", ot_fmt_bytes(b2, d->free_bytes), ot_fmt_bytes(b3, d->total_bytes));
-        if (x->requested_bytes > d->free_bytes)
-            fprintf(f, ", %s short", ot_fmt_bytes(b1, x->requested_bytes - d->free_bytes));
+        if (w.x->requested_bytes > d->free_bytes)
+            fprintf(f, ", %s short", ot_fmt_bytes(b1, w.x->requested_bytes - d->free_bytes));
     }
     fputs(".  \nAllocated at ", f);
-    put_label(m, x->stack_id, false);
+    put_label(m, w.x->stack_id, false);
     fputs("\n\n", f);
-}
-
-static void bd_cell(FILE *f, const struct ot_bd_moment *m, enum ot_bd_row r, uint64_t bytes)
-{
-    char by[32], sh[16];
-    ot_bd_cell_text(m, r, bytes, by, sh);
-    fprintf(f, " | %s%s%s%s", by, *sh ? " (" : "", sh, *sh ? ")" : "");
+    struct ot_doc doc = {.f = f, .kind = OT_DOC_MARKDOWN};
+    ot_fwview_failure_doc(&doc, m->a);
 }
 
 static void breakdown(struct md *m)
 {
     const struct ot_breakdown *b = m->a->breakdown;
-    FILE *f = m->f;
     if (!b || !b->has_device || (!b->now.known && !b->peak.known))
         return;
-    fprintf(f, "**What held the memory on device %" PRId64 "**%s\n\n", b->device,
+    fprintf(m->f, "**What held the memory on device %" PRId64 "**%s\n\n", b->device,
             b->identity ? "" : " (inferred from the allocations' stacks and libraries)");
-    fprintf(f, "| Category | %s | At the peak |\n|---|--:|--:|\n", b->at_failure ? "At the failure" : "At the snapshot");
-    for (int r = 0; r < OT_BD_NROWS; r++) {
-        if (!b->now.bytes[r] && !b->peak.bytes[r])
-            continue;
-        fprintf(f, "| %s%s", ot_bd_row_name((enum ot_bd_row)r),
-                b->now.inferred[r] || b->peak.inferred[r] ? " (inferred)" : "");
-        bd_cell(f, &b->now, (enum ot_bd_row)r, b->now.bytes[r]);
-        bd_cell(f, &b->peak, (enum ot_bd_row)r, b->peak.bytes[r]);
-        fputs(" |\n", f);
-        const struct ot_bd_moment *pm = b->now.known ? &b->now : &b->peak;
-        for (size_t i = 0; i < pm->nparts; i++) {
-            if (pm->parts[i].row != (enum ot_bd_row)r)
-                continue;
-            fputs("| \xe2\x80\x83", f); /* an em space indents the part under its row */
-            ot_md_text(f, pm->parts[i].label, 80);
-            if (pm == &b->peak)
-                fputs(" | ", f);
-            bd_cell(f, pm, (enum ot_bd_row)r, pm->parts[i].bytes);
-            fputs(pm == &b->now ? " | |\n" : " |\n", f);
-        }
-    }
-    fputc('\n', f);
+    struct ot_doc d = {.f = m->f, .kind = OT_DOC_MARKDOWN};
+    ot_bd_table(&d, b);
 }
 
 static void statements(struct md *m, const struct ot_why *w, const char *title)
@@ -196,73 +129,29 @@ static void devices(struct md *m)
 static void sites(struct md *m)
 {
     FILE *f = m->f;
-    const struct ot_analysis *a = m->a;
-    struct ot_moment mo;
-    ot_moment_of(a, m->o->at, OT_AT_PEAK, &mo);
-    char b1[32], b2[32], tb[48];
-    if (!mo.sites) {
-        fputs("### Top call sites\n\nUnknown: the snapshot records the live set neither at the peak nor at the snapshot.\n\n", f);
+    struct ot_site_table t;
+    struct ot_doc d = {.f = f, .kind = OT_DOC_MARKDOWN};
+    if (!ot_site_table_head(&d, m->a, m->o, MD_NAME_MAX, &t))
         return;
-    }
-    const struct ot_sites *st = mo.sites;
-    if (mo.at == OT_AT_PEAK)
-        fprintf(f, "### Top call sites at the peak of device %" PRId64 ": %s at %s", mo.device, ot_fmt_bytes(b1, mo.whole),
-                ot_fmt_reltime(tb, mo.time_ns, m->s->meta.start_mono_ns));
-    else if (mo.at == OT_AT_FAILURE)
-        fprintf(f, "### Top call sites at the failure on device %" PRId64 ": %s", mo.device, ot_fmt_bytes(b1, mo.whole));
-    else
-        fprintf(f, "### Top call sites live at the snapshot (all devices): %s", ot_fmt_bytes(b1, mo.whole));
-    fprintf(f, ", %s allocation%s\n\n", ot_fmt_count(b2, st->count), st->count == 1 ? "" : "s");
-    if (mo.fell_back)
-        fprintf(f, "(The snapshot does not record the live set at the %s: this is the live set at the snapshot.)\n\n",
-                ot_at_name(mo.asked));
-    if (!st->n) {
-        fputs("No allocations.\n\n", f);
-        return;
-    }
-    /* Grouped as the text report: a row is a line of the program and its sites (--split: one per site). */
-    bool grouped = st->ngroups && !m->o->split;
-    size_t rows = grouped ? st->ngroups : st->n;
-    size_t n = rows < m->o->top ? rows : m->o->top;
-    struct ot_site *reps = malloc((n ? n : 1) * sizeof(*reps));
-    for (size_t i = 0; reps && i < n; i++) {
-        const struct ot_site_group *g = grouped ? &st->groups[i] : NULL;
-        reps[i] = g ? (struct ot_site){st->v[st->member[g->first]].stack_id, g->bytes, g->count} : st->v[i];
-    }
-    char **labels = reps ? ot_lbl_sites(a, reps, n, MD_NAME_MAX) : NULL;
     fputs("| # | Bytes | Count | Share | Where |\n|--:|--:|--:|--:|---|\n", f);
-    uint64_t shown = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct ot_site_group *g = grouped ? &st->groups[i] : NULL;
-        uint64_t bytes = g ? g->bytes : st->v[i].bytes, count = g ? g->count : st->v[i].count;
-        shown = ot_sat_add(shown, bytes);
-        fprintf(f, "| %zu | %s | %s | ", i + 1, ot_fmt_bytes(b1, bytes), ot_fmt_count(b2, count));
-        if (mo.whole)
-            fprintf(f, "%.1f%%", 100.0 * (double)bytes / (double)mo.whole);
-        else
-            fputs("–", f);
-        fputs(" | ", f);
-        char *line = g && g->n > 1 ? ot_short_frame_str(g->line) : NULL;
-        ot_md_code(f, ot_cstr(line ? line : labels ? labels[i] : "?"), 0, true);
-        if (line)
-            fprintf(f, " (%zu call sites)", g->n);
-        free(line);
+    struct ot_site_row r;
+    for (size_t i = 0; ot_site_table_row(&t, i, &r); i++) {
+        if (!r.site) {
+            fprintf(f, "| | %s | | %s | %zu more %s%s |\n", r.bytes, r.share, r.nrest, r.rest_word, r.nrest == 1 ? "" : "s");
+            continue;
+        }
+        fprintf(f, "| %zu | %s | %s | %s | ", r.rank, r.bytes, r.count, *r.share ? r.share : "\xe2\x80\x93");
+        ot_md_code(f, ot_cstr(r.label), 0, true);
+        if (r.nsites > 1)
+            fprintf(f, " (%zu call sites)", r.nsites);
         fputs(" |\n", f);
     }
-    if (rows > n) {
-        uint64_t rest = st->bytes >= shown ? st->bytes - shown : 0;
-        fprintf(f, "| | %s | | ", ot_fmt_bytes(b1, rest));
-        if (mo.whole)
-            fprintf(f, "%.1f%%", 100.0 * (double)rest / (double)mo.whole);
-        fprintf(f, " | %zu more %s%s |\n", rows - n, grouped ? "row" : "site", rows - n == 1 ? "" : "s");
-    }
-    free(reps);
     fputc('\n', f);
-    ot_strv_free(labels, n);
+    ot_site_table_close(&t);
 
     /* The last markers before the moment: where in the program it happened. */
-    if (mo.at != OT_AT_LIVE) {
-        size_t first, k = ot_markers_before(m->s, mo.seq, MD_MARKERS, &first);
+    if (t.mo.at != OT_AT_LIVE) {
+        size_t first, k = ot_markers_before(m->s, t.mo.seq, MD_MARKERS, &first);
         if (k) {
             fputs(k == 1 ? "Last marker before it: " : "Last markers before it: ", f);
             for (size_t i = first; i < first + k; i++) {

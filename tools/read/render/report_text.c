@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "render/fwview.h"
+#include "render/wording.h"
 #include "render/report.h"
 #include "render/sitetable.h"
 #include "analyze/breakdown.h"
@@ -92,16 +93,9 @@ static void header(struct tx *t)
     const struct ot_snapshot *s = t->s;
     const struct ot_meta *m = &s->meta;
     FILE *o = t->f;
-    static const char *const what[] = {
-        [OT_TRIGGER_OOM] = "CUDA OUT OF MEMORY",
-        [OT_TRIGGER_EXIT] = "snapshot at process exit",
-        [OT_TRIGGER_SIGNAL] = "snapshot on a signal",
-        [OT_TRIGGER_API] = "snapshot requested by oomtrace_dump()",
-        [OT_TRIGGER_FLUSH] = "periodic flush",
-        [OT_TRIGGER_FRAMEWORK_OOM] = "OUT OF MEMORY in a framework's allocator (the fatal one)",
-    };
-    if (m->trigger >= 1 && m->trigger <= OT_TRIGGER_FRAMEWORK_OOM)
-        fprintf(o, "oomtrace: %s", what[m->trigger]);
+    const char *what = ot_trigger_title(m->trigger, true);
+    if (what)
+        fprintf(o, "oomtrace: %s", what);
     else
         fprintf(o, "oomtrace: snapshot with unknown trigger %" PRIu64, m->trigger);
     fprintf(o, " in pid %" PRIu64 " on ", m->pid);
@@ -161,13 +155,8 @@ static void failure(struct tx *t)
     const struct snap_failure *f = &s->failure;
     char b1[32], b2[32], b3[48], dn[32];
     const char *rn = ot_result_name(f->result_code);
-    /* A framework's own refusal has no driver entry point: name the framework instead. */
     char api[64];
-    const char *fwn = ot_fw_display_name(t->a->fw ? t->a->fw->fatal_framework : (struct ot_str){NULL, 0});
-    if (f->api == OT_API_framework_allocator)
-        snprintf(api, sizeof(api), "%s's allocator", fwn ? fwn : "the framework");
-    else
-        snprintf(api, sizeof(api), "%s", ot_api_name64(f->api));
+    ot_failure_api(api, sizeof(api), t->a);
     fprintf(o, "\nFailed request: %s (%s bytes) by %s on %s, category %s, returned ",
             ot_fmt_bytes(b1, f->requested_bytes), ot_fmt_count(b2, f->requested_bytes), api,
             dev_name(dn, f->device), ot_category_name64(f->category));

@@ -1,0 +1,217 @@
+#include "render/wording.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "render/doc.h"
+#include "render/sitelabel.h"
+#include "analyze/stackview.h"
+
+const char *ot_trigger_title(uint64_t trigger, bool shout)
+{
+    static const char *const what[] = {
+        [OT_TRIGGER_OOM] = "CUDA out of memory",
+        [OT_TRIGGER_EXIT] = "snapshot at process exit",
+        [OT_TRIGGER_SIGNAL] = "snapshot on a signal",
+        [OT_TRIGGER_API] = "snapshot requested by oomtrace_dump()",
+        [OT_TRIGGER_FLUSH] = "periodic flush",
+        [OT_TRIGGER_FRAMEWORK_OOM] = "out of memory in a framework's allocator (the fatal one)",
+    };
+    if (trigger < 1 || trigger > OT_TRIGGER_FRAMEWORK_OOM)
+        return NULL;
+    if (shout && trigger == OT_TRIGGER_OOM)
+        return "CUDA OUT OF MEMORY";
+    if (shout && trigger == OT_TRIGGER_FRAMEWORK_OOM)
+        return "OUT OF MEMORY in a framework's allocator (the fatal one)";
+    return what[trigger];
+}
+
+void ot_failure_api(char *buf, size_t len, const struct ot_analysis *a)
+{
+    const struct snap_failure *f = &a->s->failure;
+    /* A framework's own refusal has no driver entry point: name the framework instead. */
+    if (f->api == OT_API_framework_allocator) {
+        const char *fwn = ot_fw_display_name(a->fw ? a->fw->fatal_framework : (struct ot_str){NULL, 0});
+        snprintf(buf, len, "%s's allocator", fwn ? fwn : "the framework");
+    } else {
+        snprintf(buf, len, "%s", ot_api_name64(f->api));
+    }
+}
+
+bool ot_failure_words_of(const struct ot_analysis *a, struct ot_failure_words *w)
+{
+    const struct ot_snapshot *s = a->s;
+    if (!s->has_failure)
+        return false;
+    const struct snap_failure *x = w->x = &s->failure;
+    ot_failure_api(w->api, sizeof(w->api), a);
+    const char *rn = ot_result_name(x->result_code);
+    if (rn)
+        snprintf(w->result, sizeof(w->result), "%s", rn);
+    else
+        snprintf(w->result, sizeof(w->result), "CUresult %" PRIu64, x->result_code);
+    if (x->device < 0)
+        snprintf(w->where, sizeof(w->where), "the host");
+    else
+        snprintf(w->where, sizeof(w->where), "device %" PRId64, x->device);
+    ot_fmt_bytes(w->bytes, x->requested_bytes);
+    return true;
+}
+
+const char ot_sites_unknown[] = "Unknown: the snapshot records the live set neither at the peak nor at the snapshot.";
+
+static void heading(const struct ot_moment *mo, uint64_t start_ns, char title[64], char detail[160])
+{
+    char b1[32], b2[32], tb[48];
+    uint64_t count = mo->sites ? mo->sites->count : 0;
+    if (mo->at == OT_AT_PEAK) {
+        snprintf(title, 64, "Top call sites at the peak");
+        snprintf(detail, 160, "device %" PRId64 ": %s at %s, %s allocation%s", mo->device, ot_fmt_bytes(b1, mo->whole),
+                 ot_fmt_reltime(tb, mo->time_ns, start_ns), ot_fmt_count(b2, count), count == 1 ? "" : "s");
+    } else if (mo->at == OT_AT_FAILURE) {
+        snprintf(title, 64, "Top call sites at the failure");
+        snprintf(detail, 160, "device %" PRId64 ": %s live, %s allocation%s", mo->device, ot_fmt_bytes(b1, mo->whole),
+                 ot_fmt_count(b2, count), count == 1 ? "" : "s");
+    } else {
+        snprintf(title, 64, "Top call sites live at the snapshot");
+        snprintf(detail, 160, "all devices: %s, %s allocation%s", ot_fmt_bytes(b1, mo->whole), ot_fmt_count(b2, count),
+                 count == 1 ? "" : "s");
+    }
+}
+
+bool ot_site_table_open(const struct ot_analysis *a, const struct ot_report_opts *o, size_t name_max,
+                        struct ot_site_table *t)
+{
+    memset(t, 0, sizeof(*t));
+    ot_moment_of(a, o->at, OT_AT_PEAK, &t->mo);
+    if (!(t->st = t->mo.sites))
+        return false;
+    heading(&t->mo, a->s->meta.start_mono_ns, t->title, t->detail);
+    if (t->mo.fell_back)
+        snprintf(t->note, sizeof(t->note), "The snapshot does not record the live set at the %s: this is the live set "
+                 "at the snapshot.", ot_at_name(t->mo.asked));
+    const struct ot_sites *st = t->st;
+    t->grouped = st->ngroups && !o->split;
+    t->rows = t->grouped ? st->ngroups : st->n;
+    t->n = t->rows < o->top ? t->rows : o->top;
+    t->reps = malloc((t->n ? t->n : 1) * sizeof(*t->reps));
+    for (size_t i = 0; t->reps && i < t->n; i++) {
+        const struct ot_site_group *g = t->grouped ? &st->groups[i] : NULL;
+        t->reps[i] = g ? (struct ot_site){st->v[st->member[g->first]].stack_id, g->bytes, g->count} : st->v[i];
+    }
+    t->labels = t->n && t->reps ? ot_lbl_sites(a, t->reps, t->n, name_max) : NULL;
+    /* A group of several sites is named by the program's line they share. */
+    for (size_t i = 0; t->labels && t->grouped && i < t->n; i++) {
+        const struct ot_site_group *g = &st->groups[i];
+        char *line = g->n > 1 ? ot_short_frame_str(g->line) : NULL;
+        if (line) {
+            free(t->labels[i]);
+            t->labels[i] = line;
+        }
+    }
+    return true;
+}
+
+bool ot_site_table_head(struct ot_doc *d, const struct ot_analysis *a, const struct ot_report_opts *o, size_t name_max,
+                        struct ot_site_table *t)
+{
+    const char *words = NULL;
+    if (!ot_site_table_open(a, o, name_max, t)) {
+        ot_doc_card_heading(d, "Top call sites", NULL);
+        words = ot_sites_unknown;
+    } else {
+        ot_doc_card_heading(d, t->title, t->detail);
+        if (*t->note)
+            ot_doc_note(d, t->note);
+        if (!t->st->n)
+            words = "No allocations.";
+    }
+    if (!words)
+        return true;
+    ot_doc_para(d);
+    ot_doc_printf(d, "%s", words);
+    ot_doc_para_end(d);
+    return false;
+}
+
+void ot_site_table_close(struct ot_site_table *t)
+{
+    ot_strv_free(t->labels, t->n);
+    free(t->reps);
+    t->labels = NULL;
+    t->reps = NULL;
+}
+
+bool ot_site_table_row(const struct ot_site_table *t, size_t i, struct ot_site_row *r)
+{
+    const struct ot_sites *st = t->st;
+    size_t n = t->n;
+    if (!st || !t->reps || i > n || (i == n && t->rows == n))
+        return false;
+    uint64_t bytes;
+    r->rest_word = t->grouped ? "row" : "site";
+    if (i < n) {
+        r->rank = i + 1;
+        r->site = &t->reps[i];
+        r->label = t->labels && t->labels[i] ? t->labels[i] : "?";
+        r->nsites = t->grouped ? st->groups[i].n : 1;
+        r->nrest = 0;
+        bytes = r->site->bytes;
+        ot_fmt_count(r->count, r->site->count);
+    } else {
+        uint64_t shown = 0;
+        for (size_t k = 0; k < n; k++)
+            shown = ot_sat_add(shown, t->reps[k].bytes);
+        r->rank = 0;
+        r->site = NULL;
+        r->label = NULL;
+        r->nsites = 0;
+        r->nrest = t->rows - n;
+        bytes = st->bytes >= shown ? st->bytes - shown : 0;
+        r->count[0] = 0;
+    }
+    ot_fmt_bytes(r->bytes, bytes);
+    r->share_pct = t->mo.whole ? 100.0 * (double)bytes / (double)t->mo.whole : 0;
+    if (t->mo.whole)
+        snprintf(r->share, sizeof(r->share), "%.1f%%", r->share_pct);
+    else
+        r->share[0] = 0;
+    return true;
+}
+
+void ot_doc_subtitle(struct ot_doc *d, const struct ot_snapshot *s)
+{
+    const struct ot_meta *m = &s->meta;
+    struct ot_sb cmd = {0};
+    for (size_t i = 0; i < m->argc && cmd.n < 400; i++) {
+        if (i)
+            ot_sb_cstr(&cmd, " ");
+        ot_sb_str(&cmd, m->argv[i]);
+    }
+    if (cmd.n)
+        ot_doc_code(d, ot_sb_view(&cmd), 300);
+    else
+        ot_doc_printf(d, "(no command line)");
+    ot_sb_free(&cmd);
+    ot_doc_printf(d, " \xc2\xb7 pid %" PRIu64 " on ", m->pid);
+    ot_doc_text(d, m->host.n ? m->host : ot_cstr("unknown host"), 128);
+    if (m->rank >= 0) {
+        ot_doc_printf(d, " \xc2\xb7 rank %" PRId64, m->rank);
+        if (m->world_size > 0)
+            ot_doc_printf(d, " of %" PRId64, m->world_size);
+    }
+    char buf[64], tb[48];
+    if (ot_fmt_wall(buf, m->wall_ns))
+        ot_doc_printf(d, " \xc2\xb7 %s", buf);
+    ot_doc_printf(d, " (%s after the tracer started)", ot_fmt_reltime(tb, m->mono_ns, m->start_mono_ns));
+    if (m->reason.n) {
+        ot_doc_printf(d, " \xc2\xb7 reason: ");
+        ot_doc_text(d, m->reason, 200);
+    }
+    if (!(s->file_flags & OT_FILE_COMPLETE)) {
+        ot_doc_printf(d, " \xc2\xb7 ");
+        ot_doc_bold(d, "the process did not finish writing this snapshot");
+    }
+}
