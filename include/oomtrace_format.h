@@ -435,6 +435,9 @@ static inline const char *ot_get_str(struct ot_cursor *c, size_t *len)
     X(ctx, handle, U, "")                                                                          \
     X(ctx, offset, U, "")
 
+/* PROCESSES source: where the list of other processes came from. */
+enum ot_processes_source { OT_PROCESSES_NONE = 0, OT_PROCESSES_NVML = 1 };
+
 /* PROCESSES: these two, then the list. */
 #define OT_PROCESSES_FIELDS(X, ctx)                                                                \
     X(ctx, source, U, "enum ot_processes_source")                                                  \

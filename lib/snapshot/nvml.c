@@ -77,7 +77,7 @@ void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int n
         dlclose(h);
         return;
     }
-    out->source = 1;
+    out->source = OT_PROCESSES_NVML;
     for (int i = 0; i < ndevs; i++) {
         if (!devs[i].has_uuid)
             continue;

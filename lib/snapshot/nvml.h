@@ -19,7 +19,7 @@ struct ot_nvml_proc {
 };
 
 struct ot_nvml {
-    int source;      /* 0 none, 1 NVML */
+    int source;      /* enum ot_processes_source */
     char note[160];  /* why the list is empty or partial */
     int nprocs;
     struct ot_nvml_proc procs[OT_NVML_MAX_PROCS];

@@ -242,7 +242,7 @@ static void device(struct jx *x, const struct snap_device *d)
     ot_json_obj_end(j);
     size_t nother = 0;
     uint64_t other = ot_other_process_bytes(s, d->ordinal, &nother);
-    ot_json_u64_or_null(j, "other_processes_bytes", s->has_processes && s->processes_source != 0, other);
+    ot_json_u64_or_null(j, "other_processes_bytes", s->has_processes && s->processes_source != OT_PROCESSES_NONE, other);
     ot_json_obj_end(j);
 }
 
@@ -506,7 +506,7 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
 
     if (s->has_processes) {
         ot_json_obj(j, "other_processes");
-        ot_json_cstr(j, "source", s->processes_source == 1 ? "nvml" : s->processes_source == 0 ? "none" : "unknown");
+        ot_json_cstr(j, "source", s->processes_source == OT_PROCESSES_NVML ? "nvml" : s->processes_source == OT_PROCESSES_NONE ? "none" : "unknown");
         ot_json_str(j, "note", s->processes_note.n ? s->processes_note : (struct ot_str){NULL, 0});
         ot_json_arr(j, "list");
         for (size_t i = 0; i < s->nprocesses; i++) {
