@@ -8,7 +8,8 @@
 # Workloads: train_oom (+ its --segments-at-oom variant), train_oom_segments, vmm_nvcc, alloc_expandable,
 # alloc_async, mark_steps, neighbour, cuda_graphs, cupy_alloc, jax_alloc (= jax_prealloc + jax_noprealloc),
 # cudnn_bench, nccl_allreduce and ddp_rank_oom (these two only with 2 GPUs visible); the framework layer's
-# fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes (= framework);
+# fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes
+# fw_async_backend (= framework);
 # issue 12's ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers (= userterms).
 # Env: OUT (default ./gpu-out), GPU_TEST_BUDGET (seconds for the workloads, default 310 with one GPU and 400
 # with two), GPU_TEST_TIMEOUT (per run, default 120), PYTHON (default python3).
@@ -205,6 +206,10 @@ wl_fw_graph_pool() {
     begin fw_graph_pool compare=exact
     pair fw_graph_pool "$C1" "$PY" $T/fw_graph_pool.py
 }
+wl_fw_async_backend() {
+    begin fw_async_backend compare=exact
+    pair fw_async_backend "$C1" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$PY" $T/fw_async_backend.py
+}
 wl_fw_cudnn_probes() {
     begin fw_cudnn_probes compare=exact errline=1 expect_rc=1
     pair fw_cudnn_probes "$C1" "$PY" $T/fw_cudnn_probes.py
@@ -283,7 +288,7 @@ wl_bench() {
 
 ALL=(train_oom train_oom_segments vmm_nvcc alloc_expandable alloc_async mark_steps neighbour cuda_graphs
     cupy_alloc jax_prealloc jax_noprealloc cudnn_bench nccl_allreduce ddp_rank_oom)
-FRAMEWORK=(fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes)
+FRAMEWORK=(fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes fw_async_backend)
 ALL+=("${FRAMEWORK[@]}")
 USERTERMS=(ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers)
 ALL+=("${USERTERMS[@]}")
