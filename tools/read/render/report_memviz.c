@@ -17,18 +17,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "model/replay.h"
+#include "analyze/memviz.h"
 #include "render/pickle.h"
 #include "render/sitelabel.h"
-
-#define OT_MV_MAX_DEVICES 64          /* device_traces has one list per ordinal below this */
-#define OT_MV_MAX_EVENTS 100000u      /* ring events in the trace: the latest ones */
-
-struct mv_event {
-    uint64_t kind, addr, size, stack_id, time_ns, seq;
-    int64_t device;
-    uint64_t level; /* failed: this device's net bytes since the ring's start, before the event */
-};
 
 struct mv {
     const struct ot_analysis *a;
@@ -96,7 +87,7 @@ static uint64_t time_us(const struct ot_snapshot *s, uint64_t t_ns)
     return t_ns > mt->start_mono_ns ? (t_ns - mt->start_mono_ns) / 1000u : 0;
 }
 
-static void entry(struct mv *m, const char *action, const struct mv_event *e, uint64_t stack_id)
+static void entry(struct mv *m, const char *action, const struct ot_mv_event *e, uint64_t stack_id)
 {
     struct ot_pickle *p = &m->pk;
     ot_pk_dict(p);
@@ -109,7 +100,7 @@ static void entry(struct mv *m, const char *action, const struct mv_event *e, ui
     ot_pk_dict_end(p);
 }
 
-static void oom_entry(struct mv *m, const struct mv_event *e, uint64_t device_free)
+static void oom_entry(struct mv *m, const struct ot_mv_event *e, uint64_t device_free)
 {
     struct ot_pickle *p = &m->pk;
     ot_pk_dict(p);
@@ -155,142 +146,35 @@ static void segment(struct mv *m, const struct ot_record *r)
     ot_pk_dict_end(p);
 }
 
-static int cmp_rec(const void *x, const void *y)
-{
-    const struct ot_record *a = *(const struct ot_record *const *)x, *b = *(const struct ot_record *const *)y;
-    if (a->device != b->device)
-        return a->device < b->device ? -1 : 1;
-    if (a->address != b->address)
-        return a->address < b->address ? -1 : 1;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
-}
-
-static bool wanted_device(int64_t d, bool only, int64_t dev)
-{
-    return d >= 0 && d < OT_MV_MAX_DEVICES && (!only || d == dev);
-}
-
-/* The trace's events: the latest OT_MV_MAX_EVENTS, and each device's net bytes since the ring's start. */
-struct trace {
-    struct mv_event *ring;
-    size_t head, count;
-    uint64_t net[OT_MV_MAX_DEVICES];
-    int64_t ndev;
-    bool only;
-    int64_t only_dev;
-};
-
-static bool wanted_event(const struct snap_event *e, void *ctx)
-{
-    const struct trace *t = ctx;
-    return ot_category_is_device64(e->category) && wanted_device(e->device, t->only, t->only_dev);
-}
-
-static void visit(const struct ot_replay_step *st, void *ctx)
-{
-    struct trace *t = ctx;
-    const struct snap_event *e = st->e;
-    if (!st->tracked && (e->kind != OT_EV_FAILED || !wanted_event(e, t)))
-        return;
-    struct mv_event me = {e->kind, e->addr, e->size, e->stack_id, e->time_ns, e->seq, e->device, 0};
-    if (e->kind == OT_EV_ALLOC) {
-        t->net[e->device] += e->size;
-    } else if (e->kind == OT_EV_FREE) {
-        me.stack_id = st->matched ? st->alloc.id : 0;
-        t->net[e->device] -= e->size;
-    } else {
-        me.level = t->net[e->device];
-    }
-    if (e->device + 1 > t->ndev)
-        t->ndev = e->device + 1;
-    t->ring[(t->head + t->count) % OT_MV_MAX_EVENTS] = me;
-    if (t->count < OT_MV_MAX_EVENTS)
-        t->count++;
-    else
-        t->head = (t->head + 1) % OT_MV_MAX_EVENTS;
-}
-
 int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_report_opts *o)
 {
-    const struct ot_snapshot *s = a->s;
-    struct ot_moment mo;
-    ot_moment_of(a, o->at, OT_AT_LIVE, &mo);
-    const struct ot_record *recs = mo.recs;
-    size_t nrecs = mo.nrecs;
-    uint64_t seq_limit = mo.last_seq;
-    /* At the peak, the peak's device alone (its records are its own); the failure and the snapshot show
-     * every device. */
-    bool only = mo.at == OT_AT_PEAK;
-    int64_t only_dev = mo.device;
-    if (mo.fell_back)
-        fprintf(stderr, "oomtrace-read: note: the snapshot does not record the %s's live set; the memviz "
-                "segments are the live set at the snapshot\n", ot_at_name(mo.asked));
-
-    /* Segments, in (device, address) order. */
-    const struct ot_record **seg = malloc((nrecs ? nrecs : 1) * sizeof(*seg));
-    struct mv_event *ring = calloc(OT_MV_MAX_EVENTS, sizeof(*ring));
-    if (!seg || !ring) {
-        free(seg);
-        free(ring);
-        fputs("oomtrace-read: out of memory for the memviz report\n", stderr);
-        return -1;
-    }
-    size_t nseg = 0;
-    int64_t ndev = 0;
-    for (size_t i = 0; i < nrecs; i++) {
-        const struct ot_record *r = &recs[i];
-        if (!ot_category_is_device64(r->category) || !wanted_device(r->device, only, only_dev))
-            continue;
-        seg[nseg++] = r;
-        if (r->device + 1 > ndev)
-            ndev = r->device + 1;
-    }
-    if (nseg > 1)
-        qsort(seg, nseg, sizeof(*seg), cmp_rec);
-    for (size_t i = 0; i < s->ndevices; i++)
-        if (wanted_device(s->devices[i].ordinal, only, only_dev) && s->devices[i].ordinal + 1 > ndev)
-            ndev = s->devices[i].ordinal + 1;
-
-    /* The latest OT_MV_MAX_EVENTS events up to the moment, in a circular buffer. A free's stack is
-     * its allocation's: from the ring's own allocations, else from PEAK records made before it. */
-    struct trace tr = {.ring = ring, .ndev = ndev, .only = only, .only_dev = only_dev};
-    struct ot_replay rp = {.s = s, .last_seq = seq_limit, .track = wanted_event, .visit = visit, .ctx = &tr};
-    uint64_t first_seq = a->ev.decoded ? a->ev.first_seq : UINT64_MAX;
-    for (size_t k = 0; k < s->npeaks; k++)
-        for (size_t i = 0; i < s->peaks[k].count; i++)
-            if (s->peaks[k].recs[i].seq < first_seq)
-                ot_replay_seed(&rp, &s->peaks[k].recs[i]);
+    struct ot_mv_trace t;
     char err[OT_ERRBUF];
-    int rc = ot_replay_run(&rp, err);
-    size_t head = tr.head, count = tr.count;
-    ndev = tr.ndev;
-    if (rc < 0) { /* cannot happen: the analysis read the whole ring */
+    int rc = ot_mv_trace_build(a, o->at, &t, err);
+    if (t.mo.fell_back)
+        fprintf(stderr, "oomtrace-read: note: the snapshot does not record the %s's live set; the memviz "
+                "segments are the live set at the snapshot\n", ot_at_name(t.mo.asked));
+    if (rc < 0) {
         fprintf(stderr, "oomtrace-read: %s\n", err);
-        free(seg);
-        free(ring);
+        ot_mv_trace_free(&t);
         return -1;
     }
 
-    /* Each device's bytes at the end of the trace, to turn the net of a failed event into a level. */
-    uint64_t end[OT_MV_MAX_DEVICES] = {0};
-    for (size_t i = 0; i < nseg; i++)
-        end[seg[i]->device] += seg[i]->size;
-
-    struct mv m = {.a = a, .s = s};
+    struct mv m = {.a = a, .s = a->s};
     struct ot_pickle *p = &m.pk;
     ot_pk_begin(p, f);
     ot_pk_dict(p);
     ot_pk_istr(p, "segments");
     ot_pk_list(p);
-    for (size_t i = 0; i < nseg; i++)
-        segment(&m, seg[i]);
+    for (size_t i = 0; i < t.nseg; i++)
+        segment(&m, t.seg[i]);
     ot_pk_list_end(p);
     ot_pk_istr(p, "device_traces");
     ot_pk_list(p);
-    for (int64_t d = 0; d < ndev; d++) {
+    for (int64_t d = 0; d < t.ndev; d++) {
         ot_pk_list(p);
-        for (size_t j = 0; j < count; j++) {
-            const struct mv_event *e = &ring[(head + j) % OT_MV_MAX_EVENTS];
+        for (size_t j = 0; j < t.count; j++) {
+            const struct ot_mv_event *e = ot_mv_event_at(&t, j);
             if (e->device != d)
                 continue;
             if (e->kind == OT_EV_ALLOC) {
@@ -301,20 +185,7 @@ int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_repor
                 entry(&m, "free_completed", e, e->stack_id);
                 entry(&m, "segment_free", e, e->stack_id);
             } else {
-                /* CUDA's free bytes: measured for the failure that triggered the snapshot; for other
-                 * failed calls, total - baseline - this process's bytes then, when those are known. */
-                const struct snap_device *dv = ot_snapshot_device(s, d);
-                uint64_t device_free = 0;
-                if (dv && (dv->flags & OT_DEV_MEMINFO_KNOWN)) {
-                    if (s->has_failure && e->seq == s->failure.seq) {
-                        device_free = dv->free_bytes;
-                    } else {
-                        uint64_t lvl = end[d] - (tr.net[d] - e->level);
-                        uint64_t used = ot_sat_add(lvl, (dv->flags & OT_DEV_BASELINE_KNOWN) ? dv->baseline_used_bytes : 0);
-                        device_free = (int64_t)lvl >= 0 && dv->total_bytes > used ? dv->total_bytes - used : 0;
-                    }
-                }
-                oom_entry(&m, e, device_free);
+                oom_entry(&m, e, e->device_free);
             }
         }
         ot_pk_list_end(p);
@@ -325,7 +196,6 @@ int ot_report_memviz(FILE *f, const struct ot_analysis *a, const struct ot_repor
 
     ot_u64map_free(&m.frames_memo);
     ot_sb_free(&m.sb);
-    free(seg);
-    free(ring);
+    ot_mv_trace_free(&t);
     return ferror(f) ? -1 : 0;
 }
