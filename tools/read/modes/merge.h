@@ -4,7 +4,19 @@
 #ifndef OT_READ_MODES_MERGE_H
 #define OT_READ_MODES_MERGE_H
 
+#include "analyze/breakdown.h"
 #include "modes/run.h"
+#include "render/json_writer.h"
+
+/* One process's "what held the memory" (analyze/breakdown.h), kept as numbers: the snapshot is freed
+ * once read. At the failure for a failed process, else at the snapshot. */
+struct mergebd {
+    bool known, at_failure, identity;
+    int64_t device;
+    uint64_t whole;
+    uint64_t bytes[OT_BD_NROWS], inferred[OT_BD_NROWS];
+    bool measured[OT_BD_NROWS];
+};
 
 struct snapinfo {
     const char *path;
@@ -32,6 +44,7 @@ struct snapinfo {
     bool probes_known;   /* nprobes is known (from its probe list, or counted from the process's files) */
     size_t nprobes;      /* driver-level out-of-memory snapshots before it: the framework's retries and probes */
     bool probes_listed;  /* nprobes came from the snapshot's own list */
+    struct mergebd bd;
 };
 
 struct proc {
@@ -59,5 +72,9 @@ struct run {
 int merge_write_json(FILE *f, struct run *u);
 int merge_write_text(FILE *f, struct run *u);
 int merge_write_doc(FILE *f, struct run *u, enum ot_doc_kind kind);
+
+/* Each process's breakdown rows (merge_breakdown.c): one line per process in text, a rank's member in JSON. */
+void merge_text_breakdowns(FILE *f, const struct run *u);
+void merge_json_breakdown(struct ot_json *j, const struct mergebd *b);
 
 #endif

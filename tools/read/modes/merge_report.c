@@ -180,6 +180,7 @@ static void json_rank(struct ot_json *j, const struct run *u, const struct proc 
     ot_json_cstr(j, "trigger", ot_trigger_name(x->trigger));
     ot_json_u64(j, "snapshots", p->n);
     json_probes(j, x);
+    merge_json_breakdown(j, &x->bd);
     if (x->failed) {
         ot_json_obj(j, "failure");
         ot_json_u64(j, "requested_bytes", x->requested);
@@ -291,6 +292,7 @@ int merge_write_text(FILE *f, struct run *u)
     struct ot_doc d = {.f = f, .kind = OT_DOC_TEXT};
     fputc('\n', f);
     summary(&d, u);
+    merge_text_breakdowns(f, u);
     if (!u->report)
         return 0;
     const struct snapinfo *x = &u->infos[u->report->kept];
