@@ -494,7 +494,10 @@ static struct py_thread *py_thread_get(void)
 static int gather_fast(void *frame, struct chain *c)
 {
     const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
-    const int o_entry = L->fr_is_entry, cstack = L->owner_cstack;
+    const int cstack = L->owner_cstack;
+    /* Versions without is_entry read a byte that is there (the owner) and mask it off: no branch a frame. */
+    const unsigned o_entry = L->fr_is_entry >= 0 ? (unsigned)L->fr_is_entry : o_owner;
+    const char entry_mask = L->fr_is_entry >= 0 ? (char)0xff : 0;
     int n = 0;
     for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
         const char *f = frame;
@@ -509,7 +512,7 @@ static int gather_fast(void *frame, struct chain *c)
             return -1;
         c->code[n] = code;
         c->instr[n] = *(const char *const *)(f + o_instr);
-        c->entry[n] = o_entry >= 0 && f[o_entry] != 0;
+        c->entry[n] = (f[o_entry] & entry_mask) != 0;
         n++;
     }
     return n;
@@ -881,13 +884,20 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     uint64_t native[OT_MAX_FRAMES];
     memcpy(native, frames, (size_t)n * sizeof *frames);
     int out = 0, p = 0, i;
+    const uintptr_t eval_first = eval_lo + 1, eval_span = eval_hi - eval_lo; /* return addresses in (lo, hi] */
     for (i = 0; i < n && out < max; i++) {
         uintptr_t a = (uintptr_t)(native[i] >> 1);
-        if (a > eval_lo && a <= eval_hi && p < np) {
-            for (int last_of_run = 0; !last_of_run && p < np && out < max; p++) {
-                frames[out++] = ((uint64_t)c.id[p] << 1) | OT_FRAME_PYTHON;
-                last_of_run = c.entry[p];
-            }
+        if (a - eval_first < eval_span && p < np) {
+            /* The run: from p to its outermost frame (entry), or to the chain's end; found first, then
+             * copied in one loop (a frame-at-a-time loop with three exits was most of the merge). */
+            int q = p;
+            while (q < np - 1 && !c.entry[q])
+                q++;
+            int take = q + 1 - p < max - out ? q + 1 - p : max - out;
+            for (int k = 0; k < take; k++)
+                frames[out + k] = ((uint64_t)c.id[p + k] << 1) | OT_FRAME_PYTHON;
+            out += take;
+            p += take;
             continue;
         }
         frames[out++] = native[i];
