@@ -50,6 +50,8 @@ static uint64_t hash_frames(const uint64_t *f, int n, unsigned flags)
     return h ? h : 1;
 }
 
+static uint32_t intern(const uint64_t *f, int n, unsigned flags);
+
 static void *grow(void *p, size_t old_bytes, size_t new_bytes)
 {
     /* mmap keeps the tracer's tables out of the program's heap (and away from its malloc hooks). */
@@ -81,10 +83,29 @@ static int rehash(uint64_t newcap)
     return 0;
 }
 
+/* The stack this thread interned last: a thread that allocates in a loop asks for the same stack again,
+ * and one compare with it costs less than the hash and the table. Ids are never reused (the table only
+ * grows, and keeps its stacks across a reset and a fork), so the id stays right. */
+static __thread uint32_t last_id __attribute__((tls_model("initial-exec")));
+
 uint32_t ot_stack_intern(const uint64_t *f, int n, unsigned flags)
 {
     if (n <= 0 && !flags)
         return 0;
+    uint32_t last = last_id;
+    if (last && last < nentries) {
+        const struct entry *e = &entries[last];
+        if (e->n == (uint32_t)n && e->flags == flags && memcmp(&frames[e->off], f, (size_t)n * sizeof *f) == 0)
+            return last;
+    }
+    uint32_t id = intern(f, n, flags);
+    if (id)
+        last_id = id;
+    return id;
+}
+
+static uint32_t intern(const uint64_t *f, int n, unsigned flags)
+{
     uint64_t h = hash_frames(f, n, flags);
     if (!index_ && rehash(4096) != 0)
         return 0;
