@@ -1,6 +1,6 @@
 /* Declarations shared by the files of liboomtrace.so. Nothing here is exported: the library is built
- * with -fvisibility=hidden and exports only the driver entry points it wraps, dlsym, and the public
- * oomtrace_* API. */
+ * with -fvisibility=hidden and exports only the driver entry points it wraps, dlsym, dlclose (an unload
+ * starts a new modules' generation, lib/intercept/dlclose.c), the exec family, and the public oomtrace_* API. */
 #ifndef OOMTRACE_INTERNAL_H
 #define OOMTRACE_INTERNAL_H
 
