@@ -20,10 +20,10 @@
  *   headroom        no failure, but the peak left less than 15% of the device free
  *
  * Strongest first: remedies for what refused this very request while memory existed (other_process,
- * fragmentation, jax_preallocation, framework_pool_cache) first, then the rest by the bytes each addresses; only the first two
- * are kept (the guides' "fix the largest share first"; a third remedy addresses less than either). A category under 15%
- * of the used memory gets no remedy: removing all of it gives back less than the 15-20% headroom the guides
- * advise keeping free, so it cannot be what made the program not fit. */
+ * fragmentation, jax_preallocation, framework_pool_cache) first, then the rest by the bytes each addresses;
+ * only the first two are kept (the guides' "fix the largest share first"; a third remedy addresses less
+ * than either). A category under 15% of the used memory gets no remedy: removing all of it gives back less
+ * than the 15-20% headroom the guides advise keeping free, so it cannot be what made the program not fit. */
 #include "analyze/why/item.h"
 
 #include <inttypes.h>
@@ -197,11 +197,13 @@ static void optimizer_state(struct ot_why *w, const struct ot_analysis *a, const
         ot_fput_safe_max(b.f, o.cls, 64);
         fprintf(b.f, " keeps %zu state%s per parameter (", o.n, o.n == 1 ? "" : "s");
         put_states(b.f, &o);
-        fprintf(b.f, "), which would need %.1f x the parameters (%s: %zu x the %s of parameters that have gradients); %s of it, %.0f%% of the used "
-                "memory, existed at the failure. An 8-bit optimizer (bitsandbytes.optim.Adam8bit) stores it in a quarter "
-                "of that, ZeRO-1/2 or FSDP shards it across ranks, and a lighter optimizer needs less (SGD with momentum "
-                "keeps one state per parameter, Adafactor factors the second moment).",
-                (double)need / (double)par, why_bytes(b1, need), o.n, why_bytes(b2, grad), why_bytes(b3, st), share(st, m->whole));
+        fprintf(b.f, "), which would need %.1f x the parameters (%s: %zu x the %s of parameters that have "
+                "gradients); %s of it, %.0f%% of the used memory, existed at the failure. An 8-bit optimizer "
+                "(bitsandbytes.optim.Adam8bit) stores it in a quarter of that, ZeRO-1/2 or FSDP shards it across ranks, "
+                "and a lighter optimizer needs less (SGD with momentum keeps one state per parameter, Adafactor factors "
+                "the second moment).",
+                (double)need / (double)par, why_bytes(b1, need), o.n, why_bytes(b2, grad), why_bytes(b3, st),
+                share(st, m->whole));
         WHY_NUMS_U(&b, {"optimizer_state_bytes", st}, {"parameters_bytes", par}, {"gradients_bytes", grad},
                    {"states_per_parameter", o.n}, {"needed_bytes", need}, {"whole_bytes", m->whole});
         if (step)
