@@ -133,6 +133,7 @@ bool ot_site_table_head(struct ot_doc *d, const struct ot_analysis *a, const str
     ot_doc_para(d);
     ot_doc_printf(d, "%s", words);
     ot_doc_para_end(d);
+    ot_site_table_close(t); /* the caller closes only a table it goes on to write */
     return false;
 }
 
