@@ -145,5 +145,15 @@ assert sum(sites[i] for i in g["stack_ids"]) == g["bytes"]
 assert sum(x["bytes"] for x in d["peak"]["groups"]) == d["peak"]["bytes"]
 PY
 
-[ "$failed" -eq 0 ] && echo "h200_reports: ok (11 snapshots)"
+# PyTorch's cudaMallocAsync backend has no OOM observer: the companion records the OOM where it reaches Python,
+# without the request's size (H200 run 11, tests/gpu/fw_async_backend.py).
+read_one fw_async_backend
+has fw_async_backend "OUT OF MEMORY in a framework's allocator" "title"
+has fw_async_backend '^Failed request: size not reported \(0 bytes\) by PyTorch' "an unknown size is not 0 B"
+hasnt fw_async_backend 'The failed request \(0 B\)' "no statement on a request of unknown size"
+has fw_async_backend 'Allocation on device 0 would exceed allowed memory' "PyTorch's own message"
+"$READER" --format markdown "$D/fw_async_backend.oomt" >"$T" 2>&1
+has fw_async_backend '^\*\*Failed request:\*\* size not reported by' "markdown: an unknown size"
+
+[ "$failed" -eq 0 ] && echo "h200_reports: ok (12 snapshots)"
 exit "$failed"

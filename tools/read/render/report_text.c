@@ -158,7 +158,8 @@ static void failure(struct tx *t)
     char api[64];
     ot_failure_api(api, sizeof(api), t->a);
     fprintf(o, "\nFailed request: %s (%s bytes) by %s on %s, category %s, returned ",
-            ot_fmt_bytes(b1, f->requested_bytes), ot_fmt_count(b2, f->requested_bytes), api,
+            f->requested_bytes ? ot_fmt_bytes(b1, f->requested_bytes) : "size not reported",
+            ot_fmt_count(b2, f->requested_bytes), api,
             dev_name(dn, f->device), ot_category_name64(f->category));
     if (rn)
         fprintf(o, "%s (%" PRIu64 ")", rn, f->result_code);

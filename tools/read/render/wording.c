@@ -56,7 +56,12 @@ bool ot_failure_words_of(const struct ot_analysis *a, struct ot_failure_words *w
         snprintf(w->where, sizeof(w->where), "the host");
     else
         snprintf(w->where, sizeof(w->where), "device %" PRId64, x->device);
-    ot_fmt_bytes(w->bytes, x->requested_bytes);
+    /* A framework that refuses without saying how much (PyTorch's cudaMallocAsync backend, which has no OOM
+     * observer) leaves the size 0: no request is 0 bytes. */
+    if (x->requested_bytes)
+        ot_fmt_bytes(w->bytes, x->requested_bytes);
+    else
+        snprintf(w->bytes, sizeof(w->bytes), "size not reported");
     return true;
 }
 

@@ -16,6 +16,8 @@ void why_request(struct ot_why *w, const struct ot_analysis *a)
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
     uint64_t req = fl->requested_bytes;
+    if (!req) /* the framework did not say how much it asked for: nothing to set against free memory */
+        return;
     if (req > d->total_bytes) {
         if (!why_item_say(&b, w, "request_exceeds_total",
                 "The failed request alone is larger than the whole device: requested %s > total %s of device %" PRId64 ".",
