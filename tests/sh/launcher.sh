@@ -158,4 +158,15 @@ for f in help none; do
 done
 "$prefix/bin/oomtrace" bogus >/dev/null 2>&1
 [ $? -eq 2 ] || fail "usage error status"
+
+# A command that does not exist: the shell's 127 and one line of ours (not the script's line number), and no run
+# directory; a command that never used the GPU leaves no empty run directory behind.
+mkdir -p "$work/nocmd"
+"$prefix/bin/oomtrace" run --dir "$work/nocmd" -- "$work/no-such-command" >"$work/nocmd.out" 2>&1
+rc=$?
+[ "$rc" -eq 127 ] || fail "missing command: status $rc, not 127"
+[ "$(wc -l <"$work/nocmd.out")" -eq 1 ] && grep -q "^oomtrace: $work/no-such-command: command not found\$" "$work/nocmd.out" ||
+    fail "missing command: $(cat "$work/nocmd.out")"
+"$prefix/bin/oomtrace" run --dir "$work/nocmd" -- true >/dev/null 2>&1 || fail "true: not status 0"
+[ -z "$(ls -A "$work/nocmd")" ] || fail "runs that wrote nothing left: $(ls -A "$work/nocmd")"
 echo "launcher: ok"
