@@ -154,17 +154,13 @@ static void failure(struct tx *t)
         return;
     const struct snap_failure *f = &s->failure;
     char b1[32], b2[32], b3[48], dn[32];
-    const char *rn = ot_result_name(f->result_code);
-    char api[64];
-    ot_failure_api(api, sizeof(api), t->a);
-    fprintf(o, "\nFailed request: %s (%s bytes) by %s on %s, category %s, returned ",
-            f->requested_bytes ? ot_fmt_bytes(b1, f->requested_bytes) : "size not reported",
-            ot_fmt_count(b2, f->requested_bytes), api,
-            dev_name(dn, f->device), ot_category_name64(f->category));
-    if (rn)
-        fprintf(o, "%s (%" PRIu64 ")", rn, f->result_code);
-    else
-        fprintf(o, "CUresult %" PRIu64, f->result_code);
+    struct ot_failure_words w; /* the same words as markdown and HTML */
+    ot_failure_words_of(t->a, &w);
+    fprintf(o, "\nFailed request: %s (%s bytes) by %s on %s, category %s, returned %s", w.bytes,
+            ot_fmt_count(b2, f->requested_bytes), w.api, dev_name(dn, f->device), ot_category_name64(f->category),
+            w.result);
+    if (ot_result_name(f->result_code))
+        fprintf(o, " (%" PRIu64 ")", f->result_code);
     fprintf(o, "\n  at %s, seq %" PRIu64 ", thread %" PRIu64 "\n", reltime(b3, s, f->time_ns), f->seq, f->tid);
     ot_fwview_failure_text(o, t->a);
     const struct snap_device *d = ot_snapshot_device(s, f->device);
