@@ -6,7 +6,7 @@
 
 The wheel holds the Python package, and the launcher, the library and the reader under oomtrace/bin/, with
 the dist-info files a wheel needs (PEP 427, PEP 376 RECORD, core metadata 2.1, entry_points.txt for the
-`oomtrace` console script). The binaries are built for this machine and load libunwind, zstd and libdw from
+`oomtrace` and `oomtrace-read` console scripts). The binaries are built for this machine and load libunwind, zstd and libdw from
 it, so the tag is this platform's (linux_x86_64), not manylinux: pip installs it here and on machines like it.
 """
 import argparse
@@ -76,7 +76,8 @@ def main():
         "`import oomtrace` gives mark() and dump(). Needs libunwind, libzstd and libdw on the machine.\n"
     )
     wheel = f"Wheel-Version: 1.0\nGenerator: oomtrace tools/make_wheel.py\nRoot-Is-Purelib: false\nTag: {tag}\n"
-    entry_points = f"[console_scripts]\n{NAME} = {NAME}.__main__:main\n"
+    entry_points = (f"[console_scripts]\n{NAME} = {NAME}.__main__:main\n"
+                    f"{NAME}-read = {NAME}.__main__:read_main\n")
     files += [
         (f"{dist_info}/METADATA", metadata.encode(), False),
         (f"{dist_info}/WHEEL", wheel.encode(), False),

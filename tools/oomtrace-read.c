@@ -78,6 +78,10 @@ static const char usage_text[] =
     "                   with --diff it defaults to BASE.\n"
     "  --max-growth PCT fail when 100 * (peak - baseline peak) / baseline peak > PCT (a baseline peak\n"
     "                   of 0 fails on any peak above 0).\n"
+    "  --check-gate     only check the gate options (and read the baseline): exit 0, or 2 with one\n"
+    "                   line; no snapshot is read. The launcher runs this before its command.\n"
+    "  --gate-name NAME a failed gate's line starts with NAME: instead of oomtrace-read: (the\n"
+    "                   launcher passes its own name, so the line names the command the user ran).\n"
     "  -h, --help       this text.\n"
     "  -V, --version    the reader's version and the snapshot format it reads.\n"
     "\n"
@@ -184,7 +188,8 @@ static size_t parse_count(const char *opt, const char *arg)
 }
 
 enum { OPT_TOP = 256, OPT_AT, OPT_FRAMES, OPT_FORMAT, OPT_DEBUG_DIR, OPT_NO_SYMBOLIZE };
-enum { OPT_NATIVE = 512, OPT_SPLIT, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH, OPT_CHECK_GATE };
+enum { OPT_NATIVE = 512, OPT_SPLIT, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH, OPT_CHECK_GATE,
+       OPT_GATE_NAME };
 
 /* An option's value was parsed (rc 0), or the run ends saying what the option takes and what it got. */
 static bool parsed(int rc, const char *takes)
@@ -220,6 +225,7 @@ int main(int argc, char **argv)
         {"baseline", required_argument, NULL, OPT_BASELINE},
         {"max-growth", required_argument, NULL, OPT_MAX_GROWTH},
         {"check-gate", no_argument, NULL, OPT_CHECK_GATE},
+        {"gate-name", required_argument, NULL, OPT_GATE_NAME},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -236,6 +242,7 @@ int main(int argc, char **argv)
         {'o', &out_path, NULL, false},
         {OPT_DIFF, &diff_base, NULL, false},
         {OPT_BASELINE, &gate.baseline, NULL, false},
+        {OPT_GATE_NAME, &gate.speaker, NULL, false},
         {OPT_NO_SYMBOLIZE, NULL, &symbolize, false},
         {OPT_NATIVE, NULL, &ro.native, true},
         {OPT_SPLIT, NULL, &ro.split, true},

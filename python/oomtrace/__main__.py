@@ -1,7 +1,9 @@
-"""`oomtrace ...` and `python -m oomtrace ...`: the launcher (a shell script), with its arguments unchanged.
+"""`oomtrace ...` and `python -m oomtrace ...`: the launcher (a shell script), with its arguments unchanged;
+`oomtrace-read ...`: the reader.
 
     python -m oomtrace run -- python train.py
     oomtrace run --max-peak 40G -- torchrun --nproc_per_node=8 train.py
+    oomtrace-read SNAPSHOT_OR_DIRECTORY      # or: oomtrace read ..., python -m oomtrace read ...
 
 The launcher, liboomtrace.so and oomtrace-read sit in this package's bin/ directory (the wheel), or are
 symbolic links there to a `make install` tree. The launcher finds the other two beside itself, so it is run
@@ -13,13 +15,19 @@ import sys
 _BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin")
 
 
-def launcher():
-    """The real path of the packaged launcher, or None."""
-    path = os.path.join(_BIN, "oomtrace")
+def _packaged(name):
+    """The real path of a program in the package's bin/, or None."""
+    path = os.path.join(_BIN, name)
     return os.path.realpath(path) if os.path.isfile(path) else None
 
 
+def launcher():
+    """The real path of the packaged launcher, or None."""
+    return _packaged("oomtrace")
+
+
 def main(argv=None):
+    """`oomtrace ARGS` and `python -m oomtrace ARGS`: the launcher (which also takes `read ARGS`)."""
     args = sys.argv[1:] if argv is None else list(argv)
     path = launcher()
     if path is None:
@@ -29,6 +37,19 @@ def main(argv=None):
     sys.stderr.flush()
     os.execv("/bin/sh", ["/bin/sh", path] + args)
     return 2  # not reached: execv replaces the process or raises
+
+
+def read_main(argv=None):
+    """`oomtrace-read ARGS`: the reader, as `make` builds it (its messages name oomtrace-read)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    path = _packaged("oomtrace-read")
+    if path is None:
+        sys.stderr.write(f"oomtrace-read: the reader is not in {_BIN}; install the wheel that `make wheel` builds\n")
+        return 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(path, ["oomtrace-read"] + args)
+    return 2  # not reached
 
 
 if __name__ == "__main__":

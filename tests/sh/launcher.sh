@@ -45,6 +45,11 @@ run --dir "$work/a" -- "$door" >"$work/a2.out" 2>&1
 grep -q "== oomtrace: 2 snapshot(s) from 1 process(es)" "$work/a2.out" ||
     fail "the second run mixed in the first: $(grep '== oomtrace' "$work/a2.out")"
 [ "$(stat -c %a "$(ls -d "$work"/a/run-* | head -1)")" = 700 ] || fail "the run directory is not 0700"
+# --dir, with its missing parents, is made 0700 as the library makes a missing OOMTRACE_DIR.
+run --dir "$work/new/sub" -- "$door" >/dev/null 2>&1
+for d in "$work/new" "$work/new/sub"; do
+    [ "$(stat -c %a "$d")" = 700 ] || fail "--dir made $d with mode $(stat -c %a "$d"), not 0700"
+done
 
 # OOMTRACE_DIR is where runs go when --dir is not given.
 OOMTRACE_DIR=$work/env run -- "$door" >/dev/null 2>&1
@@ -59,7 +64,8 @@ run --dir "$work/c" --max-peak 1G -- "$door" >/dev/null 2>&1
 [ $? -eq 0 ] || fail "gate that should pass"
 run --dir "$work/d" --max-peak=256M -- "$door" >"$work/d.out" 2>&1
 [ $? -eq 1 ] || fail "gate that should fail"
-grep -q "max-peak" "$work/d.out" || fail "no line naming the failed gate"
+grep -q "^oomtrace: gate --max-peak failed: peak 512 MiB" "$work/d.out" ||
+    fail "the failed gate's line does not name the launcher: $(grep 'max-peak' "$work/d.out")"
 base=$(ls "$work"/c/run-*/*-exit.oomt)
 run --dir "$work/e" --baseline="$base" --max-growth=5 -- "$door" >/dev/null 2>&1
 [ $? -eq 0 ] || fail "a growth gate against the same program's baseline"
@@ -88,6 +94,8 @@ bad_gate "an empty growth" --baseline "$base" --max-growth=
 # A gate with nothing to check (no snapshot) fails instead of passing.
 run --dir "$work/f" --max-peak 1G -- true >"$work/f.out" 2>&1
 [ $? -eq 1 ] || fail "a gate with no snapshot did not fail"
+[ "$(wc -l <"$work/f.out")" -eq 1 ] && grep -q "^oomtrace: no snapshot was written.*the gate could not be checked, so it fails\$" "$work/f.out" ||
+    fail "a gate with no snapshot: not one line: $(cat "$work/f.out")"
 
 # A framework's own out-of-memory (the fatal one) is reported before the driver-level ones of the same process
 # that came before it (its retries and probes), and the launcher says how many there were; a driver-level one

@@ -24,6 +24,11 @@ head -1 "$work/help.out" | grep -q '^usage: oomtrace run ' || fail "oomtrace --h
 "$py" -c 'import oomtrace; assert not oomtrace.active() and not oomtrace.mark("x") and not oomtrace.dump()' ||
     fail "import oomtrace in the venv"
 
+# The README documents every public name of the module.
+for name in $("$py" -c 'import oomtrace; print(" ".join(oomtrace.__all__ + ["__version__"]))'); do
+    grep -q "\`oomtrace\.$name[(\`]" README.md || fail "README.md does not document oomtrace.$name"
+done
+
 # python -m oomtrace run: a Python program that marks a step and allocates from the stand-in driver.
 cat >"$work/train.py" <<'PY'
 import ctypes, sys
@@ -43,4 +48,19 @@ rc=$?
 grep -q "step 1 from the wheel" "$work/run.out" || fail "the report lacks the marker from import oomtrace"
 grep -q "train.py:9" "$work/run.out" || fail "the report lacks the failing Python line"
 ls "$work"/out/run-*/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "no out-of-memory snapshot in the run directory"
+
+# The reader, as the README names it, from the venv's PATH (not site-packages/oomtrace/bin/), and as
+# `oomtrace read` and `python -m oomtrace read`: the same report of the same run's directory.
+rundir=$(ls -d "$work"/out/run-*)
+PATH="$work/venv/bin:/usr/bin:/bin"
+export PATH
+command -v oomtrace-read | grep -q "^$work/venv/bin/oomtrace-read\$" || fail "no oomtrace-read on the venv's PATH"
+oomtrace-read --top 3 "$rundir" >"$work/read1.out" 2>&1 || fail "oomtrace-read DIR: $(tail -1 "$work/read1.out")"
+grep -q "step 1 from the wheel" "$work/read1.out" || fail "oomtrace-read DIR: no report: $(head -3 "$work/read1.out")"
+oomtrace read --top 3 "$rundir" >"$work/read2.out" 2>&1 || fail "oomtrace read DIR: $(tail -1 "$work/read2.out")"
+"$py" -m oomtrace read --top 3 "$rundir" >"$work/read3.out" 2>&1 || fail "python -m oomtrace read: $(tail -1 "$work/read3.out")"
+cmp -s "$work/read1.out" "$work/read2.out" && cmp -s "$work/read1.out" "$work/read3.out" ||
+    fail "oomtrace-read, oomtrace read and python -m oomtrace read differ"
+oomtrace-read --bogus >"$work/read4.out" 2>&1
+[ $? -eq 2 ] && grep -q "^oomtrace-read: unknown option" "$work/read4.out" || fail "oomtrace-read's usage error: $(cat "$work/read4.out")"
 echo "wheel: ok"

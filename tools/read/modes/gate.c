@@ -180,6 +180,7 @@ void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, cons
                   struct ot_gate_result *r)
 {
     memset(r, 0, sizeof(*r));
+    r->speaker = g->speaker;
     char b1[32], b2[32];
     if (g->max_peak_set && peak->bytes > g->max_peak)
         add_msg(r, "gate --max-peak failed: peak %s (%" PRIu64 " bytes) on device %" PRId64 " in %.300s exceeds %s (%" PRIu64 " bytes)",
@@ -206,6 +207,6 @@ void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, cons
 int ot_gate_report(const struct ot_gate_result *r)
 {
     for (size_t i = 0; i < r->nmsg; i++)
-        fprintf(stderr, "oomtrace-read: %s\n", r->msg[i]);
+        fprintf(stderr, "%s: %s\n", r->speaker ? r->speaker : "oomtrace-read", r->msg[i]);
     return r->rc;
 }

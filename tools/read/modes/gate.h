@@ -13,6 +13,7 @@ struct ot_gate {
     const char *baseline; /* a snapshot or a directory; NULL */
     bool growth_set;
     double max_growth; /* percent */
+    const char *speaker; /* the program name a failed gate's line starts with; NULL: oomtrace-read */
 };
 
 /* The peak a gate measures, and where it was found. */
@@ -26,6 +27,7 @@ struct ot_gate_peak {
 #define OT_GATE_MSG 640
 struct ot_gate_result {
     int rc; /* 0 passed (or no gate), 1 failed */
+    const char *speaker; /* the gate's, copied */
     size_t nmsg;
     char msg[2][OT_GATE_MSG];
 };
@@ -46,7 +48,8 @@ int ot_gate_peak_of_path(const char *path, const struct ot_load_opts *o, struct 
 /* Evaluates the gates against peak (and base for --max-growth; base may be NULL when no growth gate). */
 void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, const struct ot_gate_peak *base,
                   struct ot_gate_result *r);
-/* Prints the result's lines on stderr ("oomtrace-read: gate ... failed: ...") and returns its rc. */
+/* Prints the result's lines on stderr ("oomtrace-read: gate ... failed: ...", or the gate's speaker instead of
+ * oomtrace-read) and returns its rc. */
 int ot_gate_report(const struct ot_gate_result *r);
 
 #endif
