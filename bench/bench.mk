@@ -21,14 +21,13 @@ $(BENCH_BIN)/snapinfo: bench/snapinfo.c bench/snapfile.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -lzstd
 
-# The reader's inputs come from tests/snapgen/snapgen.c when it is there (synthetic snapshots), and from
-# the tracer itself (bench/bigsnap) in every case.
-SNAPGEN_SRC := $(wildcard tests/snapgen/snapgen.c)
-ifneq ($(SNAPGEN_SRC),)
+# The reader's inputs come from tests/snapgen when it is there (synthetic snapshots; SNAPGEN_SRC, from
+# tests/tests.mk), and from the tracer itself (bench/bigsnap) in every case.
+ifneq ($(wildcard tests/snapgen/snapgen.c),)
 BENCH_PROGS += $(BENCH_BIN)/snapgen
-$(BENCH_BIN)/snapgen: $(SNAPGEN_SRC) include/oomtrace_format.h
+$(BENCH_BIN)/snapgen: $(SNAPGEN_DEP)
 	@mkdir -p $(dir $@)
-	$(CC) -Iinclude -O2 -o $@ $< -lzstd
+	$(CC) -Iinclude -O2 -o $@ $(SNAPGEN_SRC) -lzstd
 endif
 
 # alloc_objects: allocation pairs with N extra shared objects loaded and the stack passing through some

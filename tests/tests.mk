@@ -104,8 +104,11 @@ $(TEST_BIN)/test_hostile: $(TEST_BIN)/hostile
 TEST_PROGS += $(TEST_BIN)/libctor_exec.so $(TEST_BIN)/hostile $(TEST_BIN)/test_hostile
 
 # Synthetic and damaged snapshots (tests/snapgen): used by tests/sh/malformed.sh and report_formats.sh.
-$(B)/snapgen: tests/snapgen/snapgen.c include/oomtrace_format.h
-	$(CC) -O2 -g -Iinclude $(WARN) -o $@ $< -lzstd
+# snapgen is every C file of tests/snapgen but bombs.c (bench.mk and fuzz.mk build it from the same list).
+SNAPGEN_SRC := $(filter-out tests/snapgen/bombs.c,$(wildcard tests/snapgen/*.c))
+SNAPGEN_DEP := $(SNAPGEN_SRC) tests/snapgen/snapgen.h include/oomtrace_format.h
+$(B)/snapgen: $(SNAPGEN_DEP)
+	$(CC) -O2 -g -Iinclude $(WARN) -o $@ $(SNAPGEN_SRC) -lzstd
 TEST_PROGS += $(B)/snapgen
 # Small files that claim huge or quadratic work (issue 15): tests/sh/hostile_files.sh.
 $(B)/bombs: tests/snapgen/bombs.c include/oomtrace_format.h

@@ -34,9 +34,9 @@ $(FUZZ_BIN): tests/fuzz/fuzz_snapshot.c $(READ_CORE_SRC) $(READ_HDR) include/oom
 		-fsanitize-ignorelist=tests/fuzz/ubsan.ignore $(WARN) -o $@ $< $(READ_CORE_SRC) \
 		-lzstd $(READ_LIBS) -lm -pthread
 
-$(FUZZ_B)/snapgen: tests/snapgen/snapgen.c include/oomtrace_format.h
+$(FUZZ_B)/snapgen: $(SNAPGEN_DEP)
 	@mkdir -p $(dir $@)
-	$(CC) -Iinclude -O2 -o $@ $< -lzstd
+	$(CC) -Iinclude -O2 -o $@ $(SNAPGEN_SRC) -lzstd
 
 .PHONY: fuzz fuzz-corpus sanitize tsan
 fuzz: $(FUZZ_BIN)
