@@ -10,7 +10,8 @@
 # cudnn_bench, nccl_allreduce and ddp_rank_oom (these two only with 2 GPUs visible); the framework layer's
 # fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes
 # fw_async_backend (= framework);
-# issue 12's ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers (= userterms).
+# issue 12's ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers ut_stray_process
+# (= userterms).
 # Env: OUT (default ./gpu-out), GPU_TEST_BUDGET (seconds for the workloads, default 310 with one GPU and 400
 # with two), GPU_TEST_TIMEOUT (per run, default 120), PYTHON (default python3).
 # Needs build/liboomtrace.so and build/oomtrace-read (make) and .carry/lib (libunwind & co. for the preload).
@@ -232,6 +233,10 @@ wl_ut_leak_nomarkers() {
     begin ut_leak_nomarkers compare=exact errline=1 expect_rc=1
     pair ut_leak_nomarkers "$C1" "$PY" $T/ut_leak_nomarkers.py
 }
+wl_ut_stray_process() {
+    begin ut_stray_process compare=exact
+    pair ut_stray_process "$C1" "$PY" $T/ut_stray_process.py
+}
 wl_ut_summed_loss() {
     begin ut_summed_loss compare=exact errline=1 expect_rc=1
     pair ut_summed_loss "$C1" "$PY" $T/ut_summed_loss.py
@@ -290,7 +295,7 @@ ALL=(train_oom train_oom_segments vmm_nvcc alloc_expandable alloc_async mark_ste
     cupy_alloc jax_prealloc jax_noprealloc cudnn_bench nccl_allreduce ddp_rank_oom)
 FRAMEWORK=(fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes fw_async_backend)
 ALL+=("${FRAMEWORK[@]}")
-USERTERMS=(ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers)
+USERTERMS=(ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers ut_stray_process)
 ALL+=("${USERTERMS[@]}")
 if [ $# -eq 0 ]; then
     SEL=("${ALL[@]}")
