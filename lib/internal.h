@@ -124,7 +124,7 @@ struct ot_alloc_req {
 enum ot_poke { OT_POKE_ALLOC = 1, OT_POKE_DRIVER_OOM = 2 };
 void ot_companion_poke(enum ot_poke why); /* never from signal context, never with ot_lock held */
 
-/* ---- pyframes.c: Python frames of the calling thread, merged into a native backtrace ---- */
+/* ---- pyframes.c (with capture/py*.c): Python frames of the calling thread, merged into a native backtrace ---- */
 int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags);
 const char *ot_python_version(void); /* "3.12", or "" when the process runs no Python */
 void ot_pyframes_forked(void); /* in the child of a fork: forget the parent's pid and threads */

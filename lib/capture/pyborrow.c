@@ -1,0 +1,236 @@
+/* Borrowing: a native thread's allocation takes a waiting Python thread's stack.
+ *
+ * Autograd's device threads, NCCL's and the libraries' own threads allocate with no Python frame while a
+ * Python thread waits for them in a call that released the GIL (loss.backward() waits in
+ * _engine_run_backward). Their allocations then carry that thread's Python stack, flagged borrowed. The
+ * rule is general: a thread of the interpreter, not this one, with Python frames, that does not hold the
+ * GIL; the main thread first when it is one, else the most recently started.
+ *
+ * The other thread may return and pop its frames at any moment, and its thread state may be freed, so
+ * every read here goes through process_vm_readv (one call per thread state and per frame), never a plain
+ * load; no lock is taken (the interpreter's own head lock could be held by a thread that waits on us). */
+
+#include <string.h>
+#include <sys/uio.h>
+
+#include "capture/pyframes.h"
+#include "internal.h"
+
+#define MAX_THREADS 64
+#define TS_BYTES 176 /* the largest thread state offset read below, rounded up */
+
+/* 3.12, 3.13: the main interpreter's GIL, found once. It lives in the interpreter's (static) state as long
+ * as the process: plain loads are safe there, unlike in a thread state. */
+static void *gil_state;
+
+/* The thread state that holds the GIL, or NULL (nobody holds it, or it cannot be told). */
+static void *gil_holder(void *interp)
+{
+    const struct layout *L = ot_py.L;
+    if (L->holder == HOLDER_CURRENT)
+        return ot_py.gil_current ? ot_py.gil_current() : NULL;
+    if (!gil_state) {
+        void *g = NULL;
+        int locked = 0;
+        if (!interp || ot_py_checked_read((const char *)interp + L->interp_gil, &g, sizeof g) || !g ||
+            ot_py_checked_read((const char *)g + 16, &locked, sizeof locked) || (locked != 0 && locked != 1))
+            return NULL;
+        gil_state = g;
+    }
+    void *last_holder = __atomic_load_n((void *const *)((const char *)gil_state + 8), __ATOMIC_RELAXED);
+    return __atomic_load_n((const int *)((const char *)gil_state + 16), __ATOMIC_RELAXED) == 1 ? last_holder : NULL;
+}
+
+/* A chain read frame by frame with one checked read each. */
+static int gather_borrowed(void *frame, struct chain *c)
+{
+    const struct layout *L = ot_py.L;
+    unsigned need = ot_py_frame_need();
+    char f[128];
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        if (need > sizeof f || ot_py_checked_read(frame, f, need))
+            return -1;
+        void *prev, *code;
+        memcpy(&prev, f + L->fr_previous, sizeof prev);
+        memcpy(&code, f + L->fr_code, sizeof code);
+        if (L->frame_objects) {
+            int lasti;
+            memcpy(&lasti, f + L->fr_instr, sizeof lasti);
+            if (!code)
+                return -1;
+            c->code[n] = code;
+            c->instr[n] = (const char *)(uintptr_t)(lasti < 0 ? 0 : lasti);
+            c->entry[n++] = 1;
+        } else if (L->owner_cstack >= 0 && f[L->fr_owner] == L->owner_cstack) {
+            if (n)
+                c->entry[n - 1] = 1;
+        } else {
+            if (!code)
+                return -1;
+            c->code[n] = code;
+            memcpy(&c->instr[n], f + L->fr_instr, sizeof c->instr[n]);
+            c->entry[n++] = L->fr_is_entry >= 0 && f[L->fr_is_entry] != 0;
+        }
+        frame = prev;
+    }
+    return n;
+}
+
+/* A native thread's last borrow. While the lender still waits at the same innermost frame (the same
+ * thread state, _PyCFrame, frame, code and instruction, and it does not hold the GIL), its chain is the
+ * one read before: checked with one vectored read instead of a walk (a read costs a system call, a few
+ * microseconds on a loaded machine). A full walk all the same every BORROW_RECHECK_NS, since a deeper
+ * frame could differ under an equal innermost one, and another thread may have started waiting. */
+static void *single; /* the interpreter's only thread state at the last walk, or NULL */
+#define BORROW_RECHECK_NS 10000000ull
+
+static int borrow_again(struct lent *l, struct chain *c, uint32_t *lender)
+{
+    const struct layout *L = ot_py.L;
+    if (!l || !l->ts || ot_now_ns() - l->walked_ns > BORROW_RECHECK_NS)
+        return 0;
+    char ts[TS_BYTES], fr[128], cf[64];
+    unsigned need = ot_py_frame_need(), ncf = L->cframe_current + 8;
+    struct iovec local[4] = {{ts, sizeof ts}, {fr, need}}, remote[4] = {{l->ts, sizeof ts}, {l->frame, need}};
+    int k = 2;
+    size_t total = sizeof ts + need;
+    if (l->cframe) {
+        local[k] = (struct iovec){cf, ncf};
+        remote[k++] = (struct iovec){l->cframe, ncf};
+        total += ncf;
+    }
+    if (process_vm_readv(ot_py_self_pid(), local, (unsigned long)k, remote, (unsigned long)k, 0) != (ssize_t)total)
+        return 0;
+    void *p, *code;
+    memcpy(&p, ts + L->ts_cframe, sizeof p);
+    if (p != (l->cframe ? l->cframe : l->frame))
+        return 0;
+    if (l->cframe) {
+        memcpy(&p, cf + L->cframe_current, sizeof p);
+        if (p != l->frame)
+            return 0;
+    }
+    memcpy(&code, fr + L->fr_code, sizeof code);
+    if (code != l->code)
+        return 0;
+    if (L->frame_objects) {
+        int lasti;
+        memcpy(&lasti, fr + L->fr_instr, sizeof lasti);
+        if ((const char *)(uintptr_t)(lasti < 0 ? 0 : lasti) != l->instr)
+            return 0;
+    } else {
+        memcpy(&p, fr + L->fr_instr, sizeof p);
+        if (p != l->instr)
+            return 0;
+    }
+    if (gil_holder(NULL) == l->ts)
+        return 0;
+    memcpy(c, &l->c, sizeof *c);
+    *lender = l->tid;
+    return c->n;
+}
+
+void ot_py_borrow_forked(void)
+{
+    __atomic_store_n(&single, NULL, __ATOMIC_RELAXED);
+}
+
+static int borrow_off;    /* the layout check failed: no borrowing in this process */
+static int holder_misses; /* full walks in a row whose GIL holder the thread list lacked */
+#define HOLDER_MISSES_MAX 16
+
+/* *lender is 0 when this CPython keeps no OS thread id and the lender is not the main thread. */
+int ot_py_borrow(struct chain *c, uint32_t *lender)
+{
+    const struct layout *L = ot_py.L;
+    if (!ot_py.main_interp || !ot_py.thread_head || __atomic_load_n(&borrow_off, __ATOMIC_RELAXED))
+        return 0;
+    struct py_thread *t = ot_py_thread_get();
+    struct lent *l = t ? &t->lent : NULL;
+    int n = borrow_again(l, c, lender);
+    if (n)
+        return n;
+    if (l)
+        l->ts = NULL;
+    void *interp = ot_py.main_interp();
+    if (!interp)
+        return 0;
+    void *self = ot_py.get_tstate(), *holder = gil_holder(interp), *head = ot_py.thread_head(interp);
+    /* The interpreter had one thread state at the last walk, and the head is still it (a new thread
+     * state would be the head): when it is this thread's or holds the GIL, nobody waits, and no read is
+     * needed (the main thread of a one-thread program runs Python while a library's thread allocates). */
+    if (head && head == __atomic_load_n(&single, __ATOMIC_RELAXED) && (head == self || head == holder))
+        return 0;
+    /* Candidates: thread states other than this thread's and the GIL holder's, with a Python frame
+     * (autograd's own threads have a thread state and no frame). The list runs newest first, so the main
+     * thread's state is its last: it is the one when it is a candidate, else the newest candidate. */
+    void *pick = NULL, *cf = NULL, *frame = NULL;
+    char ts[TS_BYTES], pick_ts[TS_BYTES];
+    int holder_seen = 0, main_picked = 0;
+    __atomic_store_n(&single, NULL, __ATOMIC_RELAXED);
+    for (void *th = head; th && n < MAX_THREADS; n++) {
+        if (ot_py_checked_read(th, ts, sizeof ts))
+            return 0;
+        void *next, *tcf = NULL, *tframe = NULL;
+        memcpy(&next, ts + 8, sizeof next);
+        holder_seen |= th == holder;
+        if (th != self && th != holder) {
+            memcpy(&tcf, ts + L->ts_cframe, sizeof tcf);
+            if (L->ts_direct)
+                tframe = tcf, tcf = NULL;
+            else if (tcf && ot_py_checked_read((const char *)tcf + L->cframe_current, &tframe, sizeof tframe))
+                tframe = NULL;
+        }
+        if (tframe && (!pick || !next)) {
+            pick = th, cf = tcf, frame = tframe, main_picked = !next;
+            memcpy(pick_ts, ts, sizeof ts);
+        }
+        th = next;
+    }
+    if (holder && !holder_seen && n < MAX_THREADS) {
+        /* The GIL names a thread state the interpreter does not list. Once, that is a thread exiting
+         * (its state leaves the list before it lets the GIL go); walk after walk, this CPython's layout is
+         * not the one expected (a patch release that moved a field): borrowing stops, said once. */
+        if (__atomic_add_fetch(&holder_misses, 1, __ATOMIC_RELAXED) == HOLDER_MISSES_MAX) {
+            __atomic_store_n(&borrow_off, 1, __ATOMIC_RELAXED);
+            ot_log("Python %s: the GIL's holder is not among the interpreter's threads; native threads' "
+                   "allocations keep no Python stack", ot_py.version);
+        }
+        return 0;
+    }
+    if (holder)
+        __atomic_store_n(&holder_misses, 0, __ATOMIC_RELAXED);
+    if (n == 1)
+        __atomic_store_n(&single, head, __ATOMIC_RELAXED);
+    if (!pick)
+        return 0;
+    uint32_t tid = 0;
+    if (L->ts_native_tid) {
+        unsigned long ntid;
+        memcpy(&ntid, pick_ts + L->ts_native_tid, sizeof ntid);
+        tid = (uint32_t)ntid;
+    }
+    if (!tid && main_picked)
+        tid = (uint32_t)ot_py_self_pid();
+    if ((n = gather_borrowed(frame, c)) <= 0)
+        return 0;
+    c->entry[n - 1] = 1;
+    for (int i = 0; i < n; i++) {
+        uint64_t lasti = ot_py_instr_index(c, i);
+        void *name = NULL;
+        if (ot_py_checked_read((const char *)c->code[i] + L->co_qualname, &name, sizeof name))
+            return 0;
+        if (!(c->id[i] = ot_py_frame_id(t ? t->cache : NULL, c->code[i], lasti, name)))
+            return 0;
+    }
+    c->n = n;
+    *lender = tid;
+    if (l) {
+        *l = (struct lent){.ts = pick, .cframe = cf, .frame = frame, .code = c->code[0], .instr = c->instr[0],
+                           .tid = tid, .walked_ns = ot_now_ns()};
+        memcpy(&l->c, c, sizeof *c);
+    }
+    return n;
+}
+

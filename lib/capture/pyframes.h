@@ -1,0 +1,135 @@
+/* The Python frames' parts, shared by the files that read them (capture/ only):
+ *   pyprobe.c   which CPython runs, and each version's layout of what the walk reads;
+ *   pyintern.c  checked reads, and (code, instruction) interned once as PYFRAMES entries;
+ *   pywalk.c    the calling thread's own chain (plain loads once the layout is validated);
+ *   pyborrow.c  a native thread's allocation takes a waiting Python thread's chain;
+ *   pyframes.c  the chain merged into the native backtrace, the entry point.
+ *
+ * Nothing here takes the GIL: at a driver call the calling thread is inside native code, so its own
+ * Python frame chain cannot change under us, whether or not it holds the GIL; taking the GIL could
+ * deadlock (a GIL holder may wait for this thread). */
+#ifndef OOMTRACE_CAPTURE_PYFRAMES_H
+#define OOMTRACE_CAPTURE_PYFRAMES_H
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The str and bytes objects a code object points at: str lost its wstr fields in 3.12, which moved its
+ * data 8 bytes (ASCII) and 16 bytes (compact) closer to the header. */
+struct obj_layout {
+    unsigned uni_state, uni_length, ascii_data, compact_utf8, compact_data;
+    unsigned var_size, bytes_data;
+};
+
+struct layout {
+    unsigned ts_cframe, cframe_current;                  /* thread state -> _PyCFrame -> current frame */
+    int ts_direct;                                       /* 3.13: ts_cframe is the current frame itself */
+    unsigned fr_code, fr_previous, fr_instr, fr_owner;   /* _PyInterpreterFrame */
+    int fr_is_entry;                                     /* 3.11: offset of is_entry; -1 otherwise */
+    int owner_cstack;                                    /* 3.12: owner value of C-stack shim frames */
+    unsigned co_firstlineno, co_filename, co_qualname, co_linetable, co_code;
+    const struct obj_layout *obj;                        /* str and bytes objects */
+    /* 3.9 and 3.10: a chain of frame objects, one eval-loop run each, with f_lasti an int (3.9: a byte
+     * offset, 3.10: code units) and an older line table. co_qualname is then co_name. */
+    int frame_objects;
+    int lasti_bytes;    /* f_lasti counts bytes (3.9) */
+    int table;          /* TABLE_LOCATIONS (3.11+), TABLE_LINES (3.10), TABLE_LNOTAB (3.9) */
+    /* Borrowing (a native thread's allocation takes a waiting Python thread's stack): the thread state's
+     * next (same offset, 8, in every version), its OS thread id (0: not kept, 3.9 and 3.10), and how to
+     * tell which thread state holds the GIL. */
+    unsigned ts_native_tid;
+    int holder;          /* HOLDER_CURRENT or HOLDER_GIL */
+    unsigned interp_gil; /* 3.12, 3.13: PyInterpreterState.ceval.gil */
+};
+
+/* 3.9 to 3.11: _PyThreadState_UncheckedGet() is the runtime's current thread state, the GIL holder (NULL
+ * while nobody holds it). 3.12 and 3.13: that is thread-local; the interpreter's GIL (a
+ * _gil_runtime_state: interval, last_holder at 8, locked at 16) says who holds it. */
+enum { HOLDER_CURRENT = 0, HOLDER_GIL = 1 };
+
+enum { TABLE_LOCATIONS = 0, TABLE_LINES = 1, TABLE_LNOTAB = 2 };
+
+/* ---- pyprobe.c ---- */
+enum { PY_UNPROBED, PY_ABSENT, PY_ON, PY_OFF };
+
+/* What the probe found: set once, before ot_py_state is published PY_ON with a release store; a thread
+ * that reads PY_ON (acquire) sees it complete. */
+struct ot_py {
+    const struct layout *L;
+    void *(*get_tstate)(void);
+    int (*is_initialized)(void);
+    void *(*main_interp)(void), *(*thread_head)(void *), *(*gil_current)(void);
+    const void *code_type, *unicode_type, *bytes_type;
+    uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code */
+    char version[32];
+};
+extern struct ot_py ot_py;
+extern int ot_py_state;
+void ot_py_probe(void);             /* once (pthread_once) */
+void ot_py_publish(int state);      /* PY_OFF after a failed layout check */
+
+/* ---- pyintern.c ---- */
+pid_t ot_py_self_pid(void);
+void ot_py_pid_forked(void);
+/* Reads n bytes at addr through process_vm_readv, which fails instead of faulting: 0 or -1. */
+int ot_py_checked_read(const void *addr, void *out, size_t n);
+
+/* A per-thread cache of recent (code, lasti) -> id: the common case takes no lock. */
+#define CACHE 256
+struct cache_entry {
+    uint64_t code, lasti, name;
+    uint32_t id;
+};
+/* The PYFRAMES id of (code, instruction lasti), resolved on first sight; 0 when the code object fails
+ * its checks. cache may be NULL. */
+uint32_t ot_py_frame_id(struct cache_entry *cache, const void *code, uint64_t lasti, const void *name);
+
+/* ---- pywalk.c ---- */
+#define MAXPY 128
+
+/* One walk: the chain innermost first as (code, instruction) pairs, whether each frame is the outermost
+ * of one run of the eval loop, and (after interning) its PYFRAMES id. */
+struct chain {
+    int n;
+    const void *code[MAXPY];
+    const char *instr[MAXPY];
+    uint8_t entry[MAXPY];
+    uint32_t id[MAXPY];
+};
+
+/* A native thread's last borrow (pyborrow.c). */
+struct lent {
+    void *ts, *cframe, *frame;
+    const void *code;
+    const char *instr;
+    uint32_t tid;
+    uint64_t walked_ns;
+    struct chain c;
+};
+
+/* A thread's cache, and its previous walk: in a loop the same call sites come back, and a chain equal to
+ * the last one in every (code, instruction) pair has the same ids, found with three memcmp and no lookup.
+ * The code objects are alive (the frames hold them), so equal pointers mean the same code.
+ * Mapped at the thread's first walk rather than kept in static TLS: glibc carves a thread's static TLS out
+ * of its stack, and these 11 KB made pthread_create fail on PTHREAD_STACK_MIN stacks (issue 15, item 5). */
+struct py_thread {
+    struct cache_entry cache[CACHE];
+    struct chain last;
+    struct lent lent; /* a native thread's last borrow (borrow_again) */
+};
+#define PY_THREAD_NONE ((struct py_thread *)1) /* none to be had (exited, or mmap failed): walks go uncached */
+extern __thread struct py_thread *ot_py_tls __attribute__((tls_model("initial-exec")));
+struct py_thread *ot_py_thread_get(void); /* NULL: none */
+
+/* Frame i's instruction, counted in code units from the start of its code object. */
+uint64_t ot_py_instr_index(const struct chain *c, int i);
+/* The bytes of one frame that the walk reads: code, previous, instruction and owner. */
+unsigned ot_py_frame_need(void);
+/* The calling thread's chain, ids interned; 0 when it has no Python frame (or the check failed). */
+int ot_py_walk(struct chain *c);
+
+/* ---- pyborrow.c ---- */
+/* Fills c with a waiting Python thread's chain (ids interned); returns its length, 0 when no thread
+ * waits, and sets *lender to the lender's OS thread id. */
+int ot_py_borrow(struct chain *c, uint32_t *lender);
+void ot_py_borrow_forked(void);
+#endif

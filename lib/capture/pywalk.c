@@ -1,0 +1,215 @@
+/* The calling thread's own Python frame chain, read in each version's layout (pyprobe.c).
+ *
+ * The layout is checked before it is trusted: until one walk has validated every code object's type,
+ * reads go through process_vm_readv, which fails instead of faulting; after that they are plain loads (the
+ * hot path: a handful per frame). A per-thread cache makes repeated call sites cost a few loads each. */
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "capture/pyframes.h"
+#include "internal.h"
+
+static int validated; /* one walk has confirmed the layout: plain loads from now on */
+
+static inline int rd_u8(const void *base, unsigned off, char *out)
+{
+    if (OT_LIKELY(__atomic_load_n(&validated, __ATOMIC_RELAXED))) {
+        *out = *((const char *)base + off);
+        return 0;
+    }
+    return ot_py_checked_read((const char *)base + off, out, 1);
+}
+
+static inline void *rd_ptr(const void *base, unsigned off)
+{
+    if (OT_LIKELY(__atomic_load_n(&validated, __ATOMIC_RELAXED)))
+        return *(void *const *)((const char *)base + off);
+    void *p = NULL;
+    return ot_py_checked_read((const char *)base + off, &p, sizeof p) == 0 ? p : NULL;
+}
+
+/* ---- the thread's cache (struct py_thread) ---- */
+
+__thread struct py_thread *ot_py_tls __attribute__((tls_model("initial-exec")));
+static pthread_key_t py_key;
+static int py_key_ok;
+static pthread_once_t py_key_once = PTHREAD_ONCE_INIT;
+
+/* At thread exit. Destructors that run after this one may still allocate: they walk uncached. */
+static void py_thread_free(void *p)
+{
+    ot_py_tls = PY_THREAD_NONE;
+    munmap(p, sizeof(struct py_thread));
+}
+
+static void py_key_make(void)
+{
+    py_key_ok = pthread_key_create(&py_key, py_thread_free) == 0;
+}
+
+struct py_thread *ot_py_thread_get(void)
+{
+    struct py_thread *t = ot_py_tls;
+    if (OT_LIKELY(t != NULL))
+        return t == PY_THREAD_NONE ? NULL : t;
+    ot_py_tls = PY_THREAD_NONE;
+    pthread_once(&py_key_once, py_key_make);
+    t = py_key_ok ? mmap(NULL, sizeof *t, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    if (t == MAP_FAILED)
+        return NULL;
+    pthread_setspecific(py_key, t);
+    ot_py_tls = t;
+    return t;
+}
+
+/* ---- the chain, per version ---- */
+
+/* The chain as plain loads; called once the layout is validated. */
+static int gather_fast(void *frame, struct chain *c)
+{
+    const struct layout *L = ot_py.L;
+    const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
+    const int cstack = L->owner_cstack;
+    /* Versions without is_entry read a byte that is there (the owner) and mask it off: no branch a frame. */
+    const unsigned o_entry = L->fr_is_entry >= 0 ? (unsigned)L->fr_is_entry : o_owner;
+    const char entry_mask = L->fr_is_entry >= 0 ? (char)0xff : 0;
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        const char *f = frame;
+        frame = *(void *const *)(f + o_prev);
+        if (f[o_owner] == cstack) {
+            if (n)
+                c->entry[n - 1] = 1;
+            continue;
+        }
+        const void *code = *(void *const *)(f + o_code);
+        if (!code)
+            return -1;
+        c->code[n] = code;
+        c->instr[n] = *(const char *const *)(f + o_instr);
+        c->entry[n] = (f[o_entry] & entry_mask) != 0;
+        n++;
+    }
+    return n;
+}
+
+/* The same through checked reads, until one walk has validated the layout. */
+static int gather_checked(void *frame, struct chain *c)
+{
+    const struct layout *L = ot_py.L;
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        char owner = 0, e = 0;
+        if (rd_u8(frame, L->fr_owner, &owner))
+            return -1;
+        void *prev = rd_ptr(frame, L->fr_previous);
+        if (L->owner_cstack >= 0 && owner == L->owner_cstack) {
+            if (n)
+                c->entry[n - 1] = 1;
+            frame = prev;
+            continue;
+        }
+        c->code[n] = rd_ptr(frame, L->fr_code);
+        c->instr[n] = rd_ptr(frame, L->fr_instr);
+        if (!c->code[n])
+            return -1;
+        if (L->fr_is_entry >= 0)
+            rd_u8(frame, (unsigned)L->fr_is_entry, &e);
+        c->entry[n] = e != 0;
+        n++;
+        frame = prev;
+    }
+    return n;
+}
+
+/* 3.9 and 3.10: frame objects, each its own run of the eval loop. instr holds f_lasti as a number. */
+static int gather_objects(void *frame, struct chain *c, int fast)
+{
+    const struct layout *L = ot_py.L;
+    int n = 0;
+    for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
+        const void *code = rd_ptr(frame, L->fr_code);
+        void *prev = rd_ptr(frame, L->fr_previous);
+        int lasti = 0;
+        if (fast)
+            lasti = *(const int *)((const char *)frame + L->fr_instr);
+        else if (ot_py_checked_read((const char *)frame + L->fr_instr, &lasti, sizeof lasti))
+            return -1;
+        if (!code)
+            return -1;
+        c->code[n] = code;
+        c->instr[n] = (const char *)(uintptr_t)(lasti < 0 ? 0 : lasti);
+        c->entry[n] = 1;
+        n++;
+        frame = prev;
+    }
+    return n;
+}
+
+/* Frame i's instruction, counted in code units from the start of its code object. */
+uint64_t ot_py_instr_index(const struct chain *c, int i)
+{
+    const struct layout *L = ot_py.L;
+    if (L->frame_objects)
+        return (uint64_t)(uintptr_t)c->instr[i] >> (L->lasti_bytes ? 1 : 0);
+    const char *begin = (const char *)c->code[i] + L->co_code;
+    return c->instr[i] >= begin ? (uint64_t)(c->instr[i] - begin) / 2 : 0;
+}
+
+unsigned ot_py_frame_need(void)
+{
+    const struct layout *L = ot_py.L;
+    unsigned need = L->fr_code + 8;
+    need = need > L->fr_previous + 8 ? need : L->fr_previous + 8;
+    unsigned instr_end = L->fr_instr + (L->frame_objects ? 4 : 8); /* f_lasti is an int */
+    need = need > instr_end ? need : instr_end;
+    if (!L->frame_objects)
+        need = need > L->fr_owner + 1 ? need : L->fr_owner + 1;
+    return need;
+}
+
+int ot_py_walk(struct chain *c)
+{
+    const struct layout *L = ot_py.L;
+    if (!ot_py.is_initialized())
+        return 0;
+    void *ts = ot_py.get_tstate();
+    if (!ts)
+        return 0;
+    void *cf = rd_ptr(ts, L->ts_cframe);
+    void *frame = L->ts_direct ? cf : cf ? rd_ptr(cf, L->cframe_current) : NULL;
+    int fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE);
+    int n = L->frame_objects ? gather_objects(frame, c, fast) : fast ? gather_fast(frame, c) : gather_checked(frame, c);
+    int bad = n < 0;
+    if (n > 0)
+        c->entry[n - 1] = 1;
+    c->n = n < 0 ? 0 : n;
+    struct py_thread *t = ot_py_thread_get();
+    struct chain *last = t ? &t->last : NULL;
+    if (!bad && fast && last && n == last->n && memcmp(c->code, last->code, (size_t)n * sizeof c->code[0]) == 0 &&
+        memcmp(c->instr, last->instr, (size_t)n * sizeof c->instr[0]) == 0 &&
+        memcmp(c->entry, last->entry, (size_t)n) == 0) {
+        memcpy(c->id, last->id, (size_t)n * sizeof c->id[0]);
+        return n;
+    }
+    for (int i = 0; i < n && !bad; i++) {
+        uint64_t lasti = ot_py_instr_index(c, i);
+        c->id[i] = ot_py_frame_id(t ? t->cache : NULL, c->code[i], lasti, rd_ptr(c->code[i], L->co_qualname));
+        bad |= c->id[i] == 0;
+    }
+    if (bad) {
+        if (last)
+            last->n = 0;
+        if (!fast) {
+            ot_log("Python %s: frame layout check failed; stacks stay native", ot_py.version);
+            ot_py_publish(PY_OFF);
+        }
+        return 0;
+    }
+    if (n && !fast)
+        __atomic_store_n(&validated, 1, __ATOMIC_RELEASE);
+    if (n && last)
+        memcpy(last, c, sizeof *last);
+    return n;
+}
