@@ -78,10 +78,11 @@ $(B)/oomtrace: tools/oomtrace
 	cp $< $@
 
 # The stand-in driver: a libcuda.so.1 that simulates devices of a set capacity (tests/fakecuda/README).
+# Hidden by default: it exports only the driver's entry points and its test hooks (API in fakecuda.h).
 $(B)/fake/libcuda.so.1: $(FAKE_SRC) $(wildcard tests/fakecuda/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic \
-		-o $@ $(FAKE_SRC)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -pthread -Wl,-soname,libcuda.so.1 \
+		-Wl,-Bsymbolic -o $@ $(FAKE_SRC)
 	ln -sf libcuda.so.1 $(B)/fake/libcuda.so
 
 include tests/tests.mk

@@ -1,0 +1,291 @@
+/* fakecuda: devices, contexts and streams, and their entry points. */
+#include "fakecuda.h"
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Contexts and streams                                                                             */
+
+static uint64_t next_serial = 1; /* contexts, streams, arrays, VMM handles */
+
+/* The current context of this thread. Until the thread sets one, it behaves as if device 0's primary
+ * context were current, so tests need no setup; after cuCtxSetCurrent(NULL) it has none. */
+static __thread int tl_ctx_set;
+static __thread uint64_t tl_ctx;
+
+/* The device of the calling thread's current context. Caller holds no lock (only thread-locals). */
+CUresult cur_dev(int *dev)
+{
+    int d = 0;
+    if (tl_ctx_set) {
+        if (!tl_ctx)
+            return CUDA_ERROR_INVALID_CONTEXT;
+        d = handle_dev(tl_ctx);
+    }
+    if (!dev_ok(d))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = d;
+    return CUDA_SUCCESS;
+}
+
+static int ctx_decode(CUcontext ctx, int *dev)
+{
+    uint64_t h = (uint64_t)(uintptr_t)ctx;
+    if (!handle_is(h, TAG_CTX) || !dev_ok(handle_dev(h)))
+        return -1;
+    *dev = handle_dev(h);
+    return 0;
+}
+
+/* The device a stream belongs to; the null and special streams belong to the current context. */
+CUresult stream_dev(CUstream s, int *dev)
+{
+    uint64_t h = (uint64_t)(uintptr_t)s;
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+        return cur_dev(dev);
+    if (!handle_is(h, TAG_STREAM) || !dev_ok(handle_dev(h)))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *dev = handle_dev(h);
+    return CUDA_SUCCESS;
+}
+
+uint64_t new_serial_locked(void) { return next_serial++; }
+
+static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    lock();
+    uint64_t h = mk_handle(TAG_CTX, new_serial_locked(), dev);
+    unlock();
+    tl_ctx_set = 1;
+    tl_ctx = h;
+    *pctx = (CUcontext)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Exported API: devices, contexts, streams                                                         */
+
+API CUresult cuInit(unsigned int flags)
+{
+    enter();
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    return cfg.ndev ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+
+API CUresult cuDriverGetVersion(int *driverVersion)
+{
+    enter();
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = cfg.driver_version;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGetCount(int *count)
+{
+    enter();
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = cfg.ndev;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    enter();
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_ok(ordinal))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    enter();
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "Fake CUDA Device %d (simulated)", dev);
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
+{
+    enter();
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    static const unsigned char base[16] = {0xfa, 0xce, 0xc0, 0xda, 0x00, 0x00, 0x40, 0x00,
+                                           0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+    memcpy(uuid->bytes, base, sizeof base);
+    uuid->bytes[5] = (char)dev;
+    uuid->bytes[15] = (char)(0x5a ^ dev);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+
+API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    enter();
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = cfg.capacity;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    enter();
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    int v = 0; /* unlisted attributes read as 0 */
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = 0x10 + dev; break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 5120; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
+    default: break;
+    }
+    *pi = v;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    enter();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pctx = (CUcontext)(uintptr_t)mk_handle(TAG_CTX, 0, dev);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    enter();
+    return dev_ok(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    (void)flags;
+    enter();
+    return ctx_create(pctx, dev);
+}
+
+API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
+{
+    (void)params, (void)flags;
+    enter();
+    return ctx_create(pctx, dev);
+}
+
+API CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    int dev;
+    enter();
+    if (ctx_decode(ctx, &dev))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (tl_ctx_set && tl_ctx == (uint64_t)(uintptr_t)ctx)
+        tl_ctx = 0;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    int dev;
+    enter();
+    if (ctx && ctx_decode(ctx, &dev))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    tl_ctx_set = 1;
+    tl_ctx = (uint64_t)(uintptr_t)ctx;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    enter();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t h = tl_ctx_set ? tl_ctx : (cfg.ndev ? mk_handle(TAG_CTX, 0, 0) : 0);
+    *pctx = (CUcontext)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetDevice(CUdevice *device)
+{
+    int dev;
+    CUresult rc;
+    enter();
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = cur_dev(&dev)))
+        return rc;
+    *device = dev;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxSynchronize(void)
+{
+    int dev;
+    enter();
+    return cur_dev(&dev);
+}
+
+API CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
+{
+    int dev;
+    CUresult rc;
+    enter();
+    if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = cur_dev(&dev)))
+        return rc;
+    lock();
+    uint64_t h = mk_handle(TAG_STREAM, new_serial_locked(), dev);
+    unlock();
+    *phStream = (CUstream)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    uint64_t h = (uint64_t)(uintptr_t)hStream;
+    enter();
+    return handle_is(h, TAG_STREAM) && dev_ok(handle_dev(h)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult stream_sync(CUstream s)
+{
+    int dev;
+    enter();
+    return stream_dev(s, &dev);
+}
+
+API CUresult cuStreamSynchronize(CUstream hStream) { return stream_sync(hStream); }
+API CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return stream_sync(hStream); }
+
