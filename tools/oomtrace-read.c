@@ -140,6 +140,8 @@ static const char usage_text[] =
     "                   Write it with -o report.html.\n"
     "                   Markdown and html also take a directory (the run's table and summary, then the shown\n"
     "                   process's report) and --diff (the sides, the peak's change, the changed sites).\n"
+    "                   A directory of one process without a rank reads as that process (pid, host,\n"
+    "                   command, the snapshot reported), not as a table of ranks.\n"
     "  memviz           a pickle of torch.cuda.memory._snapshot()'s format for pytorch.org/memory_viz and\n"
     "                   torch.cuda._memory_viz: each allocation live at the --at moment (default: the\n"
     "                   snapshot) is a segment with one block; the latest 100,000 ring events up to that\n"

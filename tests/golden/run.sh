@@ -150,6 +150,10 @@ check run.json json "$READER" --format json --top 2 "$TMP/run"
 # A job's CI summary (issue 13 item 13): the directory and --diff in markdown.
 check run.md text "$READER" --format markdown --top 3 "$TMP/run"
 check diff.md text "$READER" --format markdown --diff "$A" "$B"
+# A run directory of one process without a rank (a plain `oomtrace run -- ./prog`) reads as that process (pid,
+# command, the snapshot reported), not as a rank table with one row of "?".
+check run-one.md text "$READER" --format markdown --top 2 "$TMP/a"
+check run-one.txt text "$READER" --top 2 "$TMP/a"
 
 # The other output formats, when this reader has them: folded and markdown against golden files, html
 # and memviz by their structure.
@@ -189,6 +193,15 @@ assert "<b>First failure:</b> rank 1" in card, card
 assert run.index('id="run"') < run.index("Failed request"), "the run's card leads"
 assert "<b>Peak change:</b> +64.0 MiB (+10.0%)" in diff, diff
 assert re.search(r'<td class="num">\+64\.0 MiB</td><td class="num">256 MiB in 1</td><td class="num">320 MiB in 1</td><td><code>load_weights \(workload\.c:38\)</code>', diff), diff
+EOF
+    "$READER" --format html -o "$OUT/run-one.html" "$TMP/a" || { echo "golden: html of a one-process directory failed"; fail=1; }
+    python3 - "$OUT/run-one.html" <<'EOF' || { echo "golden: html of a one-process directory"; fail=1; }
+import sys
+s = open(sys.argv[1], encoding="utf-8").read()
+card = s[s.index('<section class="card" id="run">'):]
+card = card[:card.index("</section>")]
+assert "<h2>The run: one process</h2>" in card and "all from one process: pid" in card, card
+assert "<table" not in card and "rank" not in card.lower(), card
 EOF
 fi
 if has_format memviz; then

@@ -22,6 +22,16 @@ static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
         memcpy(x->host, m->host.p, hn);
     x->host[hn] = 0;
     x->pid = m->pid;
+    size_t cn = 0;
+    for (size_t i = 0; i < m->argc && cn + 1 < sizeof(x->command); i++) {
+        if (i && cn + 1 < sizeof(x->command))
+            x->command[cn++] = ' ';
+        size_t w = m->argv[i].n < sizeof(x->command) - 1 - cn ? m->argv[i].n : sizeof(x->command) - 1 - cn;
+        if (m->argv[i].p)
+            memcpy(x->command + cn, m->argv[i].p, w);
+        cn += w;
+    }
+    x->command[cn] = 0;
     x->rank = m->rank;
     x->local_rank = m->local_rank;
     x->world_size = m->world_size;

@@ -23,6 +23,7 @@ struct snapinfo {
     bool ok;
     char host[256];
     uint64_t pid;
+    char command[256]; /* the command line, its words joined by spaces, cut at 255 bytes */
     int64_t rank, local_rank, world_size;
     uint64_t trigger;
     bool complete;

@@ -58,6 +58,40 @@ static void put_probes(struct ot_doc *d, const struct snapinfo *x)
     ot_doc_item_end(d);
 }
 
+/* A run of one process that has no rank (`oomtrace run -- ./prog`) reads as that one process, not as a table
+ * of ranks with one row of "?": the process (pid, host, command), which of its snapshots is reported, and
+ * whether it finished. The report that follows says the rest. */
+static bool one_process(const struct run *u)
+{
+    return u->nprocs == 1 && u->infos[u->procs[0].kept].rank < 0;
+}
+
+static void doc_one_process(struct ot_doc *d, const struct run *u)
+{
+    const struct proc *p = &u->procs[0];
+    const struct snapinfo *x = &u->infos[p->kept];
+    ot_doc_para(d);
+    ot_doc_printf(d, "%zu snapshot file%s in ", u->nfiles, u->nfiles == 1 ? "" : "s");
+    ot_doc_code(d, ot_cstr(u->dir), 512);
+    if (u->readable != u->nfiles)
+        ot_doc_printf(d, " (%zu readable)", u->readable);
+    ot_doc_printf(d, ", all from one process: pid %" PRIu64 " on ", x->pid);
+    ot_doc_text(d, ot_cstr(x->host), 64);
+    if (x->command[0]) {
+        ot_doc_printf(d, ", ");
+        ot_doc_code(d, ot_cstr(x->command), sizeof(x->command));
+    }
+    ot_doc_printf(d, "%s", p->has_exit ? "; it finished (exit snapshot)"
+                           : p->has_incomplete ? "; it did not finish (a crash-surviving flush remains)" : "");
+    ot_doc_printf(d, ". Reported: %s, ", x->fatal ? "its framework's out-of-memory" : x->failed ? "its first out-of-memory"
+                                                                                               : "its latest snapshot");
+    ot_doc_code(d, ot_cstr(base_of(x->path)), 256);
+    ot_doc_printf(d, ".");
+    ot_doc_para_end(d);
+    put_probes(d, x);
+    ot_doc_list_end(d);
+}
+
 static void text_table(FILE *f, struct run *u)
 {
     char b1[32], b2[32];
@@ -286,10 +320,18 @@ int merge_write_json(FILE *f, struct run *u)
     return rc;
 }
 
+static int report_text_of(FILE *f, const struct run *u, const struct snapinfo *x);
+
 int merge_write_text(FILE *f, struct run *u)
 {
-    text_table(f, u);
     struct ot_doc d = {.f = f, .kind = OT_DOC_TEXT};
+    if (one_process(u) && u->report) {
+        fputs("oomtrace-read: ", f);
+        doc_one_process(&d, u);
+        fputc('\n', f);
+        return report_text_of(f, u, &u->infos[u->report->kept]);
+    }
+    text_table(f, u);
     fputc('\n', f);
     summary(&d, u);
     merge_text_breakdowns(f, u);
@@ -302,6 +344,11 @@ int merge_write_text(FILE *f, struct run *u)
     fputs(" (", f);
     ot_fput_safe_max(f, ot_cstr(base_of(x->path)), 256);
     fputs("):\n\n", f);
+    return report_text_of(f, u, x);
+}
+
+static int report_text_of(FILE *f, const struct run *u, const struct snapinfo *x)
+{
     struct ot_loaded l;
     char err[OT_ERRBUF];
     if (ot_load(&l, x->path, &u->r->lo, err) < 0) {
@@ -384,6 +431,12 @@ static void doc_run(struct ot_doc *d, const struct run *u)
 static void html_run_card(FILE *f, const void *ctx)
 {
     struct ot_doc d = {.f = f, .kind = OT_DOC_HTML};
+    if (one_process(ctx)) {
+        fputs("<section class=\"card\" id=\"run\"><h2>The run: one process</h2>\n", f);
+        doc_one_process(&d, ctx);
+        fputs("</section>\n", f);
+        return;
+    }
     fputs("<section class=\"card\" id=\"run\"><h2>The run: one snapshot per process</h2>\n", f);
     doc_run(&d, ctx);
     fputs("</section>\n", f);
@@ -401,7 +454,11 @@ int merge_write_doc(FILE *f, struct run *u, enum ot_doc_kind kind)
     }
     struct ot_report_opts ro = u->r->ro;
     int rc = 0;
-    if (kind == OT_DOC_MARKDOWN || !x) {
+    if (kind == OT_DOC_MARKDOWN && x && one_process(u)) {
+        ot_doc_page(&d, "oomtrace: a run of one process");
+        doc_one_process(&d, u);
+        ot_doc_rule(&d);
+    } else if (kind == OT_DOC_MARKDOWN || !x) {
         ot_doc_page(&d, "oomtrace: a run's processes");
         doc_run(&d, u);
         if (!x) {
