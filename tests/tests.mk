@@ -18,9 +18,9 @@ $(TEST_BIN)/door_%: tests/doors/door_%.c tests/doors/scenario.h
 TEST_PROGS := $(TEST_BIN)/test_recorder $(DOORS:%=$(TEST_BIN)/door_%)
 
 
-$(TEST_BIN)/fakecuda_smoke: tests/fakecuda_smoke.c
+$(TEST_BIN)/fakecuda_smoke: $(wildcard tests/fakecuda_smoke/*.c) tests/fakecuda_smoke/smoke.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -o $@ $< -ldl -lpthread
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $(filter %.c,$^) -ldl -lpthread
 TEST_PROGS += $(TEST_BIN)/fakecuda_smoke
 
 READ_LIB_OBJ := $(filter-out $(B)/tools/oomtrace-read.o,$(READ_OBJ))
