@@ -37,20 +37,21 @@ $(TEST_BIN)/libnative_thread.so: tests/doors/native_thread.c $(B)/fake/libcuda.s
 $(TEST_BIN)/test_doors: $(TEST_BIN)/libnative_thread.so
 TEST_PROGS += $(TEST_BIN)/libnative_thread.so
 
-# Every allocation family and every interposer pitfall (tests/doors/families.c, pitfalls.c). The programs
+# Every allocation family and every interposer pitfall (tests/doors/families.c, pitfalls*.c). The programs
 # reach the driver only through dlopen/dlsym/cuGetProcAddress, like cudart; libpitfall.so is a library the
 # pitfall program dlopens RTLD_LOCAL, to look symbols up from a caller that is not in the global scope.
-$(TEST_BIN)/families: tests/doors/families.c tests/doors/drv.h include/oomtrace.h
+$(TEST_BIN)/families: tests/doors/families.c tests/doors/drv.c tests/doors/drv.h include/oomtrace.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $< -ldl
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $(filter %.c,$^) -ldl
 
 $(TEST_BIN)/libpitfall.so: tests/doors/pitfall_lib.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -o $@ $< -ldl
 
-$(TEST_BIN)/pitfalls: tests/doors/pitfalls.c tests/doors/drv.h include/oomtrace.h $(TEST_BIN)/libpitfall.so
+$(TEST_BIN)/pitfalls: $(wildcard tests/doors/pitfalls*.c) tests/doors/drv.c tests/doors/pitfalls.h tests/doors/drv.h \
+		include/oomtrace.h $(TEST_BIN)/libpitfall.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -pthread -o $@ $< -ldl
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -pthread -o $@ $(filter %.c,$^) -ldl
 
 $(TEST_BIN)/test_%: tests/e2e/test_%.c tests/e2e/harness.c tests/e2e/harness.h $(READ_LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -1,4 +1,4 @@
-/* Shared by the family and pitfall programs (tests/doors/families.c, pitfalls.c): reaching the stand-in
+/* Shared by the family and pitfall programs (tests/doors/families.c, pitfalls*.c; drv.c defines it): reaching the stand-in
  * driver the way cudart does. libcuda.so.1 is dlopened RTLD_LOCAL, cuGetProcAddress_v2 is the only name
  * taken with dlsym, and everything else is asked of it (flags 0, or 2 for the _ptsz twins). The fake's
  * test hooks (fakecuda_*) are not driver functions, so they come from dlsym on the same handle. */
@@ -32,39 +32,18 @@
 typedef CUresult (*gpa5_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef CUresult (*gpa4_fn)(const char *, void **, int, cuuint64_t);
 
-static void *drv;      /* the libcuda.so.1 handle */
-static gpa5_fn drv_gpa; /* what dlsym(drv, "cuGetProcAddress_v2") returned */
+extern void *drv;       /* the libcuda.so.1 handle (drv_open) */
+extern gpa5_fn drv_gpa; /* what dlsym(drv, "cuGetProcAddress_v2") returned */
 
-static void drv_open(void)
-{
-    drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    CHECK(drv != NULL);
-    drv_gpa = (gpa5_fn)dlsym(drv, "cuGetProcAddress_v2");
-    CHECK(drv_gpa != NULL);
-}
-
+void drv_open(void);
 /* (name, version, flags) through cuGetProcAddress_v2, exiting if the driver does not have it. */
-static void *drv_get(const char *name, int version, cuuint64_t flags)
-{
-    void *p = NULL;
-    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    if (drv_gpa(name, &p, version, flags, &st) != CUDA_SUCCESS || !p || st != CU_GET_PROC_ADDRESS_SUCCESS) {
-        fprintf(stderr, "cuGetProcAddress_v2(%s, %d, %llu) failed\n", name, version, (unsigned long long)flags);
-        exit(1);
-    }
-    return p;
-}
-
+void *drv_get(const char *name, int version, cuuint64_t flags);
 /* A name that is not a driver function (the fake's test hooks). */
-static void *drv_sym(const char *name)
-{
-    void *p = dlsym(drv, name);
-    if (!p) {
-        fprintf(stderr, "dlsym(libcuda, %s) failed\n", name);
-        exit(1);
-    }
-    return p;
-}
+void *drv_sym(const char *name);
+/* Writes a snapshot labelled `label` when the tracer is preloaded and enabled; nothing otherwise. The
+ * result is not checked here: the tests look each label up, so a snapshot that was not written fails
+ * there, by name. */
+void dump(const char *label);
 
 /* Declares `var`, typed as cuda.h types `fn`: from cuGetProcAddress_v2(name, version, flags), or (SYM)
  * from dlsym on the handle by the exact name of `fn`. */
@@ -72,11 +51,4 @@ static void *drv_sym(const char *name)
 #define SYM(var, fn) __typeof__(&fn) var = (__typeof__(&fn))drv_sym(#fn)
 #define PTDS CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
 
-/* Writes a snapshot labelled `label` when the tracer is preloaded and enabled; nothing otherwise. The
- * result is not checked here: the tests look each label up, so a snapshot that was not written fails
- * there, by name. */
-static void dump(const char *label)
-{
-    (void)oomtrace_dump_if_loaded(label);
-}
 #endif

@@ -1,4 +1,4 @@
-/* A library that tests/doors/pitfalls.c dlopens RTLD_LOCAL, so that dlsym(RTLD_NEXT / RTLD_DEFAULT) is
+/* A library that tests/doors/pitfalls_lookups.c dlopens RTLD_LOCAL, so that dlsym(RTLD_NEXT / RTLD_DEFAULT) is
  * called from an object outside the global scope. glibc resolves those two handles relative to the
  * caller, found from dlsym's return address: a preloaded dlsym must leave this library as the caller. */
 #include <dlfcn.h>
