@@ -26,12 +26,13 @@ FUZZ_ARGS := -artifact_prefix=$(FUZZ_B)/artifacts/ -dict=tests/fuzz/snapshot.dic
 READ_CORE_SRC := $(filter-out tools/oomtrace-read.c,$(READ_SRC))
 
 # tests/fuzz/ubsan.ignore lists open findings, with their reproducers.
-$(FUZZ_BIN): tests/fuzz/fuzz_snapshot.c $(READ_CORE_SRC) $(READ_HDR) include/oomtrace_format.h \
+FUZZ_SRC := tests/fuzz/fuzz_snapshot.c tests/fuzz/fuzz_checks.c
+$(FUZZ_BIN): $(FUZZ_SRC) tests/fuzz/fuzz_checks.h $(READ_CORE_SRC) $(READ_HDR) include/oomtrace_format.h \
 		tests/fuzz/ubsan.ignore
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(READ_CPPFLAGS) -Itools/read -g -O1 -fno-omit-frame-pointer \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-fsanitize-ignorelist=tests/fuzz/ubsan.ignore $(WARN) -o $@ $< $(READ_CORE_SRC) \
+		-fsanitize-ignorelist=tests/fuzz/ubsan.ignore $(WARN) -o $@ $(FUZZ_SRC) $(READ_CORE_SRC) \
 		-lzstd $(READ_LIBS) -lm -pthread
 
 $(FUZZ_B)/snapgen: $(SNAPGEN_DEP)
