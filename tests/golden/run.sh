@@ -215,20 +215,31 @@ assert sum(b["size"] for b in blocks) == 256 * 2**20 + 2 * 192 * 2**20 + 5 * 409
 EOF
 fi
 
-# What held the memory, in exact bytes: workload.c's 640 MiB + 20 KiB live at the failure (no framework roles, so
-# activations inferred), the pool's 64 MiB reserved and unused, the stand-in NVML's other process.
+# What held the memory, in exact bytes: workload.c's 640 MiB + 20 KiB live at the failure (no framework on
+# the stacks, so the program's own allocations, never activations), split by the C call site that made each
+# (forward's two 192 MiB, load_weights' 256 MiB, accumulate_loss's five 4 KiB), the pool's 64 MiB reserved
+# and unused, the stand-in NVML's other process.
 python3 - "$OUT/workload.json.raw" <<'EOF' || { echo "golden: breakdown numbers differ"; fail=1; }
 import json, sys
 MiB = 2**20
-b = json.load(open(sys.argv[1]))["breakdown"]
+r = json.load(open(sys.argv[1]))
+b = r["breakdown"]
 assert b["device"] == 0 and b["first_moment"] == "failure" and b["identity"] is False, b
 now = {r["category"]: r for r in b["now"]["rows"]}
-assert now["activations"]["bytes"] == 640 * MiB + 5 * 4096 == now["activations"]["inferred_bytes"], now["activations"]
+own = now["program_allocations"]
+assert own["bytes"] == 640 * MiB + 5 * 4096 == own["inferred_bytes"], own
+assert now["activations"]["bytes"] == 0, now["activations"]
+parts = {p["label"]: p["bytes"] for p in own["parts"]}
+assert parts == {"forward (workload.c:53)": 384 * MiB, "load_weights (workload.c:38)": 256 * MiB,
+                 "accumulate_loss (workload.c:60)": 5 * 4096}, parts
 assert now["framework_cache"]["bytes"] == 64 * MiB and now["other_processes"]["bytes"] == 128 * MiB
 assert now["context_untracked"]["bytes"] == 0
 assert b["now"]["whole_bytes"] == 832 * MiB + 5 * 4096 == sum(r["bytes"] for r in now.values()), b["now"]["whole_bytes"]
 peak = {r["category"]: r for r in b["peak"]["rows"]}
-assert peak["activations"]["bytes"] == 640 * MiB + 5 * 4096 and peak["other_processes"]["bytes"] is None
+assert peak["program_allocations"]["bytes"] == 640 * MiB + 5 * 4096 and peak["other_processes"]["bytes"] is None
+assert peak["activations"]["bytes"] == 0
+# A C program is never told to checkpoint its activations.
+assert not [w for w in r["what_to_try"] if w["kind"] in ("activations", "no_grad")], r["what_to_try"]
 EOF
 
 # CI gates: exit status and the one line on stderr, exactly.

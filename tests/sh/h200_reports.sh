@@ -54,6 +54,10 @@ has fw_jax_prealloc 'XLA_PYTHON_CLIENT_PREALLOCATE=false' "the preallocation rem
 hasnt fw_jax_prealloc 'gradient checkpointing' "PyTorch's remedy for a JAX program"
 has fw_jax_prealloc "^      XLA's preallocated pool \(JAX\) +872 MiB" "the pool beyond JAX's arrays is cache"
 has fw_jax_prealloc '^      JAX arrays +104 GiB' "JAX's arrays"
+# JAX's arrays are the program's own, not PyTorch's activations, though the venv's path says torch
+# (/opt/torch/.venv).
+has fw_jax_prealloc "^  the program's own allocations \(inferred\) +104 GiB" "JAX's arrays under the program's own allocations"
+hasnt fw_jax_prealloc 'activations and temporaries' "a JAX program's arrays called activations"
 
 read_one fw_cupy_then_torch
 has fw_cupy_then_torch "CuPy's memory pool kept 64\.0 GiB that the program had freed" "CuPy's pool cache"
@@ -72,6 +76,11 @@ has fw_cudnn_probes 'Failed request: 16\.0 GiB .* by PyTorch' "PyTorch's request
 read_one cupy_alloc
 has cupy_alloc 'larger than the whole device: requested 200 GiB' "the request"
 hasnt cupy_alloc 'gradient checkpointing' "PyTorch's remedy for a CuPy program"
+# CuPy's arrays are the program's own allocations, split by the line that made each.
+has cupy_alloc "^  the program's own allocations \(inferred\) +1\.50 GiB" "the program's own allocations"
+has cupy_alloc '^      cupy_alloc\.py:16 in <module> +1\.00 GiB' "the 1 GiB array's line"
+has cupy_alloc '^      cupy_alloc\.py:17 in <module> +512 MiB' "the 512 MiB array's line"
+hasnt cupy_alloc 'activations and temporaries' "a CuPy program's arrays called activations"
 
 # The companion's own frames (Companion.framework_oom, on_exception, on_raise) top the failed request's
 # stack of a framework OOM: they are the tracer's, never shown in any format; the full native view counts them.

@@ -1,11 +1,13 @@
 #include "analyze/breakdown.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analyze/allocview.h"
 #include "analyze/stackview.h"
+#include "analyze/userline.h"
 
 /* Each row's name in reports and its key in JSON. */
 static const struct {
@@ -16,6 +18,7 @@ static const struct {
     [OT_BD_OPTIMIZER] = {"optimizer state", "optimizer_state"},
     [OT_BD_BUFFERS] = {"module buffers", "buffers"},
     [OT_BD_ACTIVATIONS] = {"activations and temporaries", "activations"},
+    [OT_BD_PROGRAM] = {"the program's own allocations", "program_allocations"},
     [OT_BD_WORKSPACES] = {"library workspaces", "workspaces"},
     [OT_BD_CACHE] = {"framework cache (reserved, not allocated)", "framework_cache"},
     [OT_BD_CONTEXT] = {"CUDA context and untracked", "context_untracked"},
@@ -50,11 +53,14 @@ static bool fn_has(const struct ot_frame *f, const char *s)
 
 /* Library workspaces are named by the library that asked for them; the program's tensors by the
  * framework code that made them: an optimizer's step (torch/optim), a model moved or loaded to the
- * device (Module._apply, load_state_dict, from_pretrained), autograd's backward. The rest of the
- * program's allocations are activations and temporaries. */
+ * device (Module._apply, load_state_dict, from_pretrained), autograd's backward. The rest of what
+ * PyTorch allocated (its Python source or its native libraries on the stack) is activations and
+ * temporaries: the guides' name for a framework's other tensors. Without PyTorch on the stack nothing
+ * says the memory is activations (a C program's buffers, raw driver calls from Python, CuPy's or JAX's
+ * arrays): it is the program's own, and its call sites say what it is. */
 static struct guess guess_stack(const struct ot_analysis *a, uint64_t stack_id)
 {
-    struct guess g = {OT_BD_ACTIVATIONS, NULL};
+    struct guess g = {OT_BD_PROGRAM, NULL};
     const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
     if (!st)
         return g;
@@ -71,8 +77,13 @@ static struct guess guess_stack(const struct ot_analysis *a, uint64_t stack_id)
                     return (struct guess){OT_BD_WORKSPACES, "cuDNN"};
                 if (ot_str_starts(mb, "libnccl"))
                     return (struct guess){OT_BD_WORKSPACES, "NCCL"};
+                if (ot_str_starts(mb, "libtorch") || ot_str_starts(mb, "libc10"))
+                    g.row = OT_BD_ACTIVATIONS;
                 continue;
             }
+            /* Installed torch only: a virtual environment's own path may say torch (/opt/torch/.venv). */
+            if (file_has(f, "-packages/torch/"))
+                g.row = OT_BD_ACTIVATIONS;
             if (file_has(f, "torch/optim/"))
                 return (struct guess){OT_BD_OPTIMIZER, NULL};
             if ((file_has(f, "torch/nn/modules/module.py") && fn_has(f, "_apply")) || fn_has(f, "load_state_dict") ||
@@ -90,15 +101,32 @@ struct guesser {
     const struct ot_analysis *a;
     struct ot_u64map map; /* stack id -> index into v */
     struct guess *v;
-    size_t n, cap;
+    uint64_t *ids; /* the stack id of each v */
+    size_t n, cap, idcap;
 };
 
-static int guess_cached(struct guesser *g, uint64_t stack_id, struct guess *out)
+static uint64_t *realloc_ids(struct guesser *g)
+{
+    if (g->idcap < g->cap) {
+        uint64_t *v = realloc(g->ids, g->cap * sizeof(*v));
+        if (!v) {
+            free(g->ids);
+            return NULL;
+        }
+        g->idcap = g->cap;
+        return v;
+    }
+    return g->ids;
+}
+
+/* Returns the stack's index in the cache (what the program row's call sites are counted by), -1 when
+ * out of memory. */
+static int64_t guess_cached(struct guesser *g, uint64_t stack_id, struct guess *out)
 {
     uint32_t i = ot_u64map_get(&g->map, stack_id);
     if (i != OT_U64MAP_NONE) {
         *out = g->v[i];
-        return 0;
+        return i;
     }
     if (g->n == g->cap) {
         size_t cap = g->cap ? 2 * g->cap : 64;
@@ -111,8 +139,12 @@ static int guess_cached(struct guesser *g, uint64_t stack_id, struct guess *out)
     *out = guess_stack(g->a, stack_id);
     if (g->n >= OT_U64MAP_NONE - 1 || ot_u64map_put(&g->map, stack_id, (uint32_t)g->n) == OT_U64MAP_NONE)
         return -1;
-    g->v[g->n++] = *out;
-    return 0;
+    g->ids = realloc_ids(g);
+    if (!g->ids)
+        return -1;
+    g->ids[g->n] = stack_id;
+    g->v[g->n] = *out;
+    return (int64_t)g->n++;
 }
 
 static void add_part(struct ot_bd_moment *m, enum ot_bd_row row, struct ot_str label, uint64_t bytes)
@@ -269,12 +301,186 @@ static uint64_t identity_apply(const struct identity *id, struct ot_bd_moment *m
     return covered;
 }
 
+/* The program row's bytes per stack, indexed as the guesser's cache. */
+struct site_bytes {
+    uint64_t *v;
+    size_t cap;
+};
+
+static int site_add(struct site_bytes *sb, size_t k, uint64_t bytes)
+{
+    if (k >= sb->cap) {
+        size_t cap = sb->cap ? sb->cap : 64;
+        while (cap <= k)
+            cap *= 2;
+        uint64_t *v = realloc(sb->v, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        memset(v + sb->cap, 0, (cap - sb->cap) * sizeof(*v));
+        sb->v = v;
+        sb->cap = cap;
+    }
+    sb->v[k] = ot_sat_add(sb->v[k], bytes);
+    return 0;
+}
+
+/* The call sites of the program's own allocations, each named by the frame that tells it apart from the
+ * others: a program that allocates through one helper (train_sim.py's device_alloc, a C program's
+ * grab()) reaches it from every site, so the helper's line says nothing; the caller it was called from
+ * does ("train_sim.py:43 in forward", "main (my_prog.c:21)"). A site's frames are the program's own
+ * Python frames from its innermost outward (comprehensions belong to the function around them), else its
+ * native frames from the headline outward (the tracer's and the runtime's plumbing left out). */
+#define SITE_CHAIN 48
+
+struct site_chain {
+    const struct ot_frame *f[SITE_CHAIN];
+    size_t n;
+    uint64_t bytes;
+};
+
+static bool comprehension(const struct ot_frame *f)
+{
+    return fn_has(f, "<listcomp>") || fn_has(f, "<genexpr>") || fn_has(f, "<dictcomp>") || fn_has(f, "<setcomp>");
+}
+
+static void chain_of(const struct ot_analysis *a, uint64_t stack_id, struct site_chain *c)
+{
+    struct ot_stack_info si;
+    ot_stack_info(a->res, a->s, stack_id, &si);
+    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
+    const struct ot_frame *from = si.user ? si.user : si.head;
+    bool started = false;
+    for (size_t i = 0; st && from && i < st->nframes && c->n < SITE_CHAIN; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(a->res, st->frames[i], &fr);
+        for (size_t k = 0; k < n && c->n < SITE_CHAIN; k++) {
+            const struct ot_frame *f = &fr[k];
+            started = started || f == from;
+            if (!started || (f->kind == OT_FRAME_PY) != (from->kind == OT_FRAME_PY))
+                continue;
+            if (f->kind == OT_FRAME_PY ? comprehension(f) : ot_frame_is_plumbing(f))
+                continue;
+            c->f[c->n++] = f;
+        }
+    }
+}
+
+struct site_label {
+    char *label;
+    uint64_t bytes;
+};
+
+static int cmp_label(const void *x, const void *y)
+{
+    return strcmp(((const struct site_label *)x)->label, ((const struct site_label *)y)->label);
+}
+
+static int cmp_label_bytes(const void *x, const void *y)
+{
+    const struct site_label *a = x, *b = y;
+    if (a->bytes != b->bytes)
+        return a->bytes > b->bytes ? -1 : 1;
+    return strcmp(a->label, b->label);
+}
+
+static void put_site_part(struct ot_bd_moment *m, size_t slot, const char *label, uint64_t bytes)
+{
+    char *dst = m->site_label[slot];
+    size_t n = strlen(label);
+    if (n >= OT_BD_SITE_LABEL)
+        n = OT_BD_SITE_LABEL - 1;
+    memcpy(dst, label, n);
+    dst[n] = 0;
+    add_part(m, OT_BD_PROGRAM, (struct ot_str){dst, n}, bytes);
+}
+
+/* The program row's split by call site, when the row is still exactly its sites' bytes (a framework's
+ * pool that took some of it as cache, or JAX's arrays, say what it holds instead). */
+static int site_parts(const struct guesser *g, struct ot_bd_moment *m, const struct site_bytes *sb)
+{
+    uint64_t sum = 0;
+    size_t nsites = 0;
+    for (size_t k = 0; k < sb->cap && k < g->n; k++)
+        if (sb->v[k]) {
+            sum = ot_sat_add(sum, sb->v[k]);
+            nsites++;
+        }
+    if (!nsites || sum != m->bytes[OT_BD_PROGRAM])
+        return 0;
+    for (size_t i = 0; i < m->nparts; i++)
+        if (m->parts[i].row == OT_BD_PROGRAM)
+            return 0;
+    struct site_chain *c = calloc(nsites, sizeof(*c));
+    struct site_label *l = calloc(nsites, sizeof(*l));
+    int rc = c && l ? 0 : -1;
+    size_t n = 0;
+    for (size_t k = 0; rc == 0 && k < sb->cap && k < g->n; k++)
+        if (sb->v[k]) {
+            chain_of(g->a, g->ids[k], &c[n]);
+            c[n++].bytes = sb->v[k];
+        }
+    /* The innermost frames every site shares: none name a site. Sites whose frames are all the same (one
+     * site, or paths that differ only below the program's line) are named by their innermost frame. */
+    size_t common = rc == 0 ? c[0].n : 0;
+    bool same = true;
+    for (size_t i = 1; i < n; i++) {
+        size_t j = 0;
+        while (j < common && j < c[i].n && ot_frame_same_line(c[0].f[j], c[i].f[j]))
+            j++;
+        common = j;
+    }
+    for (size_t i = 0; i < n; i++)
+        same = same && c[i].n == common;
+    if (same)
+        common = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t at = common < c[i].n ? common : c[i].n ? c[i].n - 1 : 0;
+        l[i].label = c[i].n ? ot_short_frame_str(c[i].f[at]) : strdup("(unknown stack)");
+        l[i].bytes = c[i].bytes;
+        if (!l[i].label)
+            rc = -1;
+    }
+    size_t nl = 0;
+    if (rc == 0) {
+        /* Sites that differ only below the frame that names them are one. */
+        qsort(l, n, sizeof(*l), cmp_label);
+        for (size_t i = 0; i < n; i++) {
+            if (nl && strcmp(l[nl - 1].label, l[i].label) == 0) {
+                l[nl - 1].bytes = ot_sat_add(l[nl - 1].bytes, l[i].bytes);
+                free(l[i].label);
+                continue;
+            }
+            l[nl++] = l[i];
+        }
+        qsort(l, nl, sizeof(*l), cmp_label_bytes);
+        size_t shown = nl <= OT_BD_SITE_PARTS + 1 ? nl : OT_BD_SITE_PARTS;
+        uint64_t rest = 0;
+        for (size_t i = 0; i < nl; i++) {
+            if (i < shown)
+                put_site_part(m, i, l[i].label, l[i].bytes);
+            else
+                rest = ot_sat_add(rest, l[i].bytes);
+        }
+        if (shown < nl) {
+            char more[48];
+            snprintf(more, sizeof(more), "%zu more call sites", nl - shown);
+            put_site_part(m, OT_BD_SITE_PARTS, more, rest);
+        }
+    }
+    for (size_t i = 0; l && i < (rc == 0 ? nl : n); i++)
+        free(l[i].label);
+    free(l);
+    free(c);
+    return rc;
+}
+
 /* The program's own allocations at one moment: every device-memory record on the device, by stack. */
 /* same_as_now: for the peak, which of its records are the very allocations live at the snapshot (the
  * identity describes those only); NULL for the snapshot's own records. */
+/* sb: the program row's bytes by the guesser's stack index. */
 static int add_records(struct guesser *g, const struct identity *id, const struct ot_u64map *live_by_address,
                        const struct ot_snapshot *s, struct ot_bd_moment *m, const struct ot_record *recs, size_t n,
-                       int64_t device)
+                       int64_t device, struct site_bytes *sb)
 {
     for (int r = OT_BD_PARAMETERS; r <= OT_BD_WORKSPACES; r++)
         m->measured[r] = true;
@@ -293,7 +499,8 @@ static int add_records(struct guesser *g, const struct identity *id, const struc
         if (covered >= r->size)
             continue;
         struct guess gs;
-        if (guess_cached(g, r->stack_id, &gs) < 0)
+        int64_t k = guess_cached(g, r->stack_id, &gs);
+        if (k < 0 || (gs.row == OT_BD_PROGRAM && site_add(sb, (size_t)k, r->size - covered) < 0))
             return -1;
         add_row(m, gs.row, r->size - covered, true);
         if (gs.part)
@@ -339,26 +546,33 @@ static void add_outside(const struct ot_analysis *a, struct ot_bd_moment *m, int
 }
 
 /* Other frameworks' pools (CuPy's default pool, XLA's allocator for JAX) hand out memory from driver
- * allocations the stacks call activations. What the pool holds beyond its arrays is cache: memory the
- * program freed (or XLA reserved at start) that the pool keeps. Their counters are read at the snapshot;
- * only stack-inferred bytes move, never identity's. */
-static void take_from_activations(struct ot_bd_moment *m, enum ot_bd_row row, const char *label, uint64_t bytes)
+ * allocations the stacks call the program's own (or, next to PyTorch, activations). What the pool holds
+ * beyond its arrays is cache: memory the program freed (or XLA reserved at start) that the pool keeps.
+ * Their counters are read at the snapshot; only stack-inferred bytes move, never identity's. */
+static uint64_t take_inferred(struct ot_bd_moment *m, enum ot_bd_row from, uint64_t bytes)
 {
-    if (bytes > m->inferred[OT_BD_ACTIVATIONS])
-        bytes = m->inferred[OT_BD_ACTIVATIONS];
-    if (!bytes)
+    if (bytes > m->inferred[from])
+        bytes = m->inferred[from];
+    m->bytes[from] -= bytes;
+    m->inferred[from] -= bytes;
+    return bytes;
+}
+
+static void take_from_program(struct ot_bd_moment *m, enum ot_bd_row row, const char *label, uint64_t bytes)
+{
+    uint64_t took = take_inferred(m, OT_BD_PROGRAM, bytes);
+    took += take_inferred(m, OT_BD_ACTIVATIONS, bytes - took);
+    if (!took)
         return;
-    m->bytes[OT_BD_ACTIVATIONS] -= bytes;
-    m->inferred[OT_BD_ACTIVATIONS] -= bytes;
-    add_row(m, row, bytes, false);
-    add_part(m, row, ot_cstr(label), bytes);
+    add_row(m, row, took, false);
+    add_part(m, row, ot_cstr(label), took);
 }
 
 static void split_pools(const struct ot_snapshot *s, struct ot_bd_moment *m, int64_t device)
 {
     uint64_t freeb, limit, pool, in_use;
     if (ot_fw_stat(s, "cupy", (uint64_t)device, "pool_free_bytes", &freeb))
-        take_from_activations(m, OT_BD_CACHE, OT_BD_PART_CUPY_POOL, freeb);
+        take_from_program(m, OT_BD_CACHE, OT_BD_PART_CUPY_POOL, freeb);
     if (!ot_fw_stat(s, "jax", (uint64_t)device, "bytes_in_use", &in_use))
         return;
     /* Preallocated, XLA's pool is its limit, taken at start; else what it reserved so far. */
@@ -367,12 +581,12 @@ static void split_pools(const struct ot_snapshot *s, struct ot_bd_moment *m, int
             : ot_fw_stat(s, "jax", (uint64_t)device, "pool_bytes", &limit)) {
         pool = limit;
         if (pool > in_use)
-            take_from_activations(m, OT_BD_CACHE, pre ? "XLA's preallocated pool (JAX)" : "XLA's pool (JAX)", pool - in_use);
+            take_from_program(m, OT_BD_CACHE, pre ? "XLA's preallocated pool (JAX)" : "XLA's pool (JAX)", pool - in_use);
     }
-    /* The rest of what the stacks call activations holds JAX's arrays: say so. */
-    uint64_t arrays = in_use < m->inferred[OT_BD_ACTIVATIONS] ? in_use : m->inferred[OT_BD_ACTIVATIONS];
+    /* The rest of the program's own allocations holds JAX's arrays: say so. */
+    uint64_t arrays = in_use < m->inferred[OT_BD_PROGRAM] ? in_use : m->inferred[OT_BD_PROGRAM];
     if (arrays)
-        add_part(m, OT_BD_ACTIVATIONS, ot_cstr("JAX arrays"), arrays);
+        add_part(m, OT_BD_PROGRAM, ot_cstr("JAX arrays"), arrays);
 }
 
 static void finish(struct ot_bd_moment *m)
@@ -402,13 +616,16 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
     struct guesser g = {.a = a};
     struct identity id;
     struct ot_u64map live = {0};
+    struct site_bytes sb_now = {0}, sb_peak = {0};
     if (ot_u64map_init(&g.map, 64) < 0)
         return -1;
     int rc = identity_build(s, out->device, &id);
     out->identity = id.n > 0;
     if (rc == 0 && s->has_live) {
-        rc = add_records(&g, &id, NULL, s, &out->now, s->live, s->nlive, out->device);
+        rc = add_records(&g, &id, NULL, s, &out->now, s->live, s->nlive, out->device, &sb_now);
         split_pools(s, &out->now, out->device);
+        if (rc == 0)
+            rc = site_parts(&g, &out->now, &sb_now);
         add_outside(a, &out->now, out->device);
         finish(&out->now);
     }
@@ -424,17 +641,22 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
         }
         if (rc == 0)
             rc = add_records(&g, by_address ? &id : &(struct identity){0}, by_address ? &live : NULL, s, &out->peak,
-                             p->section->recs, p->section->count, out->device);
+                             p->section->recs, p->section->count, out->device, &sb_peak);
         /* The pools' counters describe the snapshot: the peak gets them when its allocations are the
          * snapshot's (nothing allocated or freed on the device since). */
         const struct snap_device *d = ot_snapshot_device(s, out->device);
         if (rc == 0 && d && s->has_live && d->tracked_bytes == p->bytes)
             split_pools(s, &out->peak, out->device);
+        if (rc == 0)
+            rc = site_parts(&g, &out->peak, &sb_peak);
         out->peak.whole = p->bytes;
         finish(&out->peak);
     }
     ot_u64map_free(&live);
     ot_u64map_free(&g.map);
+    free(sb_now.v);
+    free(sb_peak.v);
+    free(g.ids);
     free(g.v);
     free(id.v);
     return rc;

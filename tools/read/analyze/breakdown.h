@@ -4,7 +4,9 @@
  *
  * A row comes from tensor identity where the framework reported it (the companion's roles, matched to the
  * driver's records by address); otherwise from the allocation's stack and libraries, and then it says it
- * is inferred. Memory outside this process's allocations (context, other processes, a pool's cache) is
+ * is inferred. Only PyTorch's frames make an allocation "activations and temporaries" by inference: in a
+ * program whose stacks show no framework (a C program, raw driver calls, CuPy or JAX without roles) the
+ * rest is "the program's own allocations", split by call site. Memory outside this process's allocations (context, other processes, a pool's cache) is
  * measured only when the snapshot is written, so the peak has no number for it. */
 #ifndef OT_READ_BREAKDOWN_H
 #define OT_READ_BREAKDOWN_H
@@ -16,7 +18,8 @@ enum ot_bd_row {
     OT_BD_GRADIENTS,
     OT_BD_OPTIMIZER,   /* optimizer state */
     OT_BD_BUFFERS,     /* module buffers (identity only) */
-    OT_BD_ACTIVATIONS, /* activations and temporaries: the rest of the program's allocations */
+    OT_BD_ACTIVATIONS, /* activations and temporaries: the rest of a framework's tensors (PyTorch) */
+    OT_BD_PROGRAM,     /* the program's own allocations: what no framework or library claims (by call site) */
     OT_BD_WORKSPACES,  /* cuBLAS, cuDNN, NCCL */
     OT_BD_CACHE,       /* reserved by an allocator or pool, not handed out */
     OT_BD_CONTEXT,     /* the CUDA context and memory no allocation call explains */
@@ -29,8 +32,11 @@ const char *ot_bd_row_name(enum ot_bd_row r);
 const char *ot_bd_row_key(enum ot_bd_row r);
 
 #define OT_BD_MAX_PARTS 12
+#define OT_BD_SITE_PARTS 4   /* call sites named under the program's row; the rest as one "N more call sites" */
+#define OT_BD_SITE_LABEL 96
 
-/* A row's split: optimizer state by class and state name ("Adam.exp_avg"), workspaces by library. */
+/* A row's split: optimizer state by class and state name ("Adam.exp_avg"), workspaces by library, the
+ * program's own allocations by call site. */
 struct ot_bd_part {
     enum ot_bd_row row;
     struct ot_str label; /* untrusted bytes (optimizer labels come from the program) */
@@ -45,6 +51,9 @@ struct ot_bd_moment {
     uint64_t whole;                 /* what shares are of: used device memory at the snapshot, or the peak */
     size_t nparts;
     struct ot_bd_part parts[OT_BD_MAX_PARTS]; /* largest first within a row */
+    /* The call sites' labels the program row's parts point to ("train.py:43 in forward"); the moment is
+     * never copied, so the parts may point into it. */
+    char site_label[OT_BD_SITE_PARTS + 1][OT_BD_SITE_LABEL];
 };
 
 struct ot_breakdown {

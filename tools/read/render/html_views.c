@@ -18,7 +18,7 @@
 
 const char *const h_bd_palette[OT_BD_NROWS] = {
     [OT_BD_PARAMETERS] = "#4e79a7", [OT_BD_GRADIENTS] = "#59a14f", [OT_BD_OPTIMIZER] = "#f28e2b",
-    [OT_BD_BUFFERS] = "#76b7b2",    [OT_BD_ACTIVATIONS] = "#e15759", [OT_BD_WORKSPACES] = "#b07aa1",
+    [OT_BD_BUFFERS] = "#76b7b2",    [OT_BD_ACTIVATIONS] = "#e15759", [OT_BD_WORKSPACES] = "#b07aa1", [OT_BD_PROGRAM] = "#ff9da7",
     [OT_BD_CACHE] = "#edc948",      [OT_BD_CONTEXT] = "#bab0ac",   [OT_BD_OTHERS] = "#9c755f",
 };
 
