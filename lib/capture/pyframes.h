@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "internal.h"
+
 /* The str and bytes objects a code object points at: str lost its wstr fields in 3.12, which moved its
  * data 8 bytes (ASCII) and 16 bytes (compact) closer to the header. */
 struct obj_layout {
@@ -111,10 +113,20 @@ struct lent {
  * The code objects are alive (the frames hold them), so equal pointers mean the same code.
  * Mapped at the thread's first walk rather than kept in static TLS: glibc carves a thread's static TLS out
  * of its stack, and these 11 KB made pthread_create fail on PTHREAD_STACK_MIN stacks (issue 15, item 5). */
+/* The thread's last merged stack (pyframes.c): the native frames it was made of, and the result. Made from
+ * the chain in last, so it holds while the walk finds that chain again (ot_py_walk's *same). */
+struct merged {
+    int valid, n, max, out;
+    unsigned flags; /* what the merge added to the stack's flags */
+    uint64_t native[OT_MAX_FRAMES];
+    uint64_t frames[OT_MAX_FRAMES];
+};
+
 struct py_thread {
     struct cache_entry cache[CACHE];
     struct chain last;
     struct lent lent; /* a native thread's last borrow (borrow_again) */
+    struct merged merged;
 };
 #define PY_THREAD_NONE ((struct py_thread *)1) /* none to be had (exited, or mmap failed): walks go uncached */
 extern __thread struct py_thread *ot_py_tls __attribute__((tls_model("initial-exec")));
@@ -124,8 +136,10 @@ struct py_thread *ot_py_thread_get(void); /* NULL: none */
 uint64_t ot_py_instr_index(const struct chain *c, int i);
 /* The bytes of one frame that the walk reads: code, previous, instruction and owner. */
 unsigned ot_py_frame_need(void);
-/* The calling thread's chain, ids interned; 0 when it has no Python frame (or the check failed). */
-int ot_py_walk(struct chain *c);
+/* The calling thread's chain, ids interned, at *got (c, or the thread's last chain when it is the same);
+ * returns its length, 0 when it has no Python frame (or the check failed). *same: the chain is the one
+ * the thread's previous walk found (the thread's last). */
+int ot_py_walk(struct chain *c, const struct chain **got, int *same);
 
 /* ---- pyborrow.c ---- */
 /* Fills c with a waiting Python thread's chain (ids interned); returns its length, 0 when no thread

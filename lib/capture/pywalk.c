@@ -94,6 +94,44 @@ static int gather_fast(void *frame, struct chain *c)
     return n;
 }
 
+/* Whether the chain from frame is last, as gather_fast would read it, without storing it: in a loop the
+ * same call sites come back, and a frame is then a few loads and compares. 0 whenever in doubt (the caller
+ * then reads the chain in full): 1 only when gather_fast would give exactly last. has_entry: the layout
+ * keeps an is_entry byte (3.11); otherwise only a C-stack shim frame marks the end of a run (3.12+). */
+static inline __attribute__((always_inline)) int same_as(void *frame, const struct chain *last, int has_entry)
+{
+    const struct layout *L = ot_py.L;
+    const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
+    const unsigned o_entry = has_entry ? (unsigned)L->fr_is_entry : 0;
+    const int cstack = L->owner_cstack, want = last->n;
+    const void *const *lcode = last->code;
+    const char *const *linstr = last->instr;
+    const uint8_t *lentry = last->entry;
+    int n = 0, guard = 4 * MAXPY;
+    uint8_t pend = 0; /* frame n-1's entry bit so far: a C-stack shim frame after it sets it */
+    while (frame) {
+        if (--guard < 0)
+            return 0;
+        const char *f = frame;
+        frame = *(void *const *)(f + o_prev);
+        if (f[o_owner] == cstack) {
+            pend = 1;
+            continue;
+        }
+        if (n == want || *(void *const *)(f + o_code) != lcode[n] || *(const char *const *)(f + o_instr) != linstr[n] ||
+            (n && pend != lentry[n - 1]))
+            return 0;
+        pend = has_entry ? f[o_entry] != 0 : 0;
+        n++;
+    }
+    return n == want && n > 0 && lentry[n - 1] == 1; /* the outermost frame's bit is always set */
+}
+
+static int gather_same(void *frame, const struct chain *last)
+{
+    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, last, 1) : same_as(frame, last, 0);
+}
+
 /* The same through checked reads, until one walk has validated the layout. */
 static int gather_checked(void *frame, struct chain *c)
 {
@@ -169,8 +207,10 @@ unsigned ot_py_frame_need(void)
     return need;
 }
 
-int ot_py_walk(struct chain *c)
+int ot_py_walk(struct chain *c, const struct chain **got, int *same)
 {
+    *got = c;
+    *same = 0;
     const struct layout *L = ot_py.L;
     if (!ot_py.is_initialized())
         return 0;
@@ -180,17 +220,23 @@ int ot_py_walk(struct chain *c)
     void *cf = rd_ptr(ts, L->ts_cframe);
     void *frame = L->ts_direct ? cf : cf ? rd_ptr(cf, L->cframe_current) : NULL;
     int fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE);
+    struct py_thread *t = ot_py_thread_get();
+    struct chain *last = t ? &t->last : NULL;
+    if (fast && last && !L->frame_objects && gather_same(frame, last)) {
+        *got = last;
+        *same = 1;
+        return last->n;
+    }
     int n = L->frame_objects ? gather_objects(frame, c, fast) : fast ? gather_fast(frame, c) : gather_checked(frame, c);
     int bad = n < 0;
     if (n > 0)
         c->entry[n - 1] = 1;
     c->n = n < 0 ? 0 : n;
-    struct py_thread *t = ot_py_thread_get();
-    struct chain *last = t ? &t->last : NULL;
     if (!bad && fast && last && n == last->n && memcmp(c->code, last->code, (size_t)n * sizeof c->code[0]) == 0 &&
         memcmp(c->instr, last->instr, (size_t)n * sizeof c->instr[0]) == 0 &&
         memcmp(c->entry, last->entry, (size_t)n) == 0) {
-        memcpy(c->id, last->id, (size_t)n * sizeof c->id[0]);
+        *got = last;
+        *same = n > 0;
         return n;
     }
     for (int i = 0; i < n && !bad; i++) {

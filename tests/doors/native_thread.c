@@ -195,3 +195,30 @@ void ot_native_frameless_join(void)
 {
     pthread_join(frameless_thread, NULL);
 }
+
+/* tests/py/stack_cache.py: one allocation on the calling thread, through one of two native paths, so that
+ * two allocations from one Python call instruction have different native frames. Not static: the names
+ * are found without the library's debug information. */
+int via_left(size_t bytes);
+int via_right(size_t bytes);
+__attribute__((noinline)) int via_left(size_t bytes)
+{
+    CUdeviceptr p = 0;
+    int rc = cuMemAlloc_v2(&p, bytes);
+    __asm__ volatile("" ::: "memory"); /* not a tail call: this frame stays on the stack */
+    return rc;
+}
+
+__attribute__((noinline)) int via_right(size_t bytes)
+{
+    CUdeviceptr p = 0;
+    __asm__ volatile("nop"); /* not folded into via_left */
+    int rc = cuMemAlloc_v2(&p, bytes);
+    __asm__ volatile("" ::: "memory");
+    return rc;
+}
+
+int ot_native_alloc_via(int right, size_t bytes)
+{
+    return right ? via_right(bytes) : via_left(bytes);
+}

@@ -224,20 +224,27 @@ static void test_python_versions(void **st)
     assert_true(each_python("test_python_versions", check_python_plain) > 0);
 }
 
+/* Runs a Python workload whose one argument is build/tests/libnative_thread.so, which exits 0 after one
+ * snapshot, and loads that snapshot (its output kept for run_u64). */
+static void run_with_native_lib(const char *interp, const char *py, struct traced_run *r, struct loaded *l)
+{
+    char *argv[] = {(char *)interp, (char *)py, "build/tests/libnative_thread.so", NULL};
+    traced_run_capture(r, argv, NULL);
+    assert_int_equal(r->status, 0);
+    assert_int_equal(r->nsnaps, 1);
+    load_snapshot(l, r->paths[0]);
+}
+
 /* tests/py/borrow_native.py: allocations of a thread with no Python frame take the Python stack of the
  * main thread, which waits in a call that released the GIL, flagged borrowed and naming the main thread;
  * while the main thread holds the GIL, nothing is borrowed. */
 static void check_borrowed(const char *interp)
 {
     const char *py = "tests/py/borrow_native.py";
-    char *argv[] = {(char *)interp, (char *)py, "build/tests/libnative_thread.so", NULL};
     struct traced_run r;
-    traced_run_capture(&r, argv, NULL);
-    assert_int_equal(r.status, 0);
-    assert_int_equal(r.nsnaps, 1);
-    uint64_t pid = run_u64(&r, "pid"), waiter = run_u64(&r, "waiter_lender");
     struct loaded l;
-    load_snapshot(&l, r.paths[0]);
+    run_with_native_lib(interp, py, &r, &l);
+    uint64_t pid = run_u64(&r, "pid"), waiter = run_u64(&r, "waiter_lender");
     const struct ot_snapshot *s = &l.s;
     int borrowed = 0, native = 0, reg = 0, from_waiter = 0;
     for (size_t i = 0; i < s->nlive; i++) {
@@ -295,6 +302,57 @@ static void test_python_borrowed(void **st)
     each_python("test_python_borrowed", check_borrowed);
 }
 
+/* tests/py/stack_cache.py: allocations whose stacks differ only in the innermost Python frame's line, only
+ * in its caller's line, or only in their native frames, alternating in one loop: each keeps its own stack
+ * (the thread's last chain and last merged stack are reused only when both are the same). */
+static void check_stack_cache(const char *interp)
+{
+    const char *py = "tests/py/stack_cache.py";
+    struct traced_run r;
+    struct loaded l;
+    run_with_native_lib(interp, py, &r, &l);
+    const struct ot_snapshot *s = &l.s;
+    int seen[8] = {0};
+    for (size_t i = 0; i < s->nlive; i++) {
+        const struct ot_record *rec = &s->live[i];
+        uint64_t id = rec->stack_id;
+        switch (rec->size / MiB) {
+        case 2:
+            assert_int_equal(stack_python_line(&l, id, "lines", "stack_cache.py"), marker_line(py, "even"));
+            break;
+        case 3:
+            assert_int_equal(stack_python_line(&l, id, "lines", "stack_cache.py"), marker_line(py, "odd"));
+            break;
+        case 4:
+        case 5:
+            assert_int_equal(stack_python_line(&l, id, "inner", "stack_cache.py"), marker_line(py, "inner"));
+            assert_int_equal(stack_python_line(&l, id, "callers", "stack_cache.py"),
+                             marker_line(py, rec->size == 4 * MiB ? "caller_even" : "caller_odd"));
+            break;
+        case 6:
+        case 7:
+            assert_int_equal(stack_python_line(&l, id, "natives", "stack_cache.py"), marker_line(py, "via"));
+            assert_true(stack_has_function(&l, id, rec->size == 6 * MiB ? "via_left" : "via_right"));
+            assert_false(stack_has_function(&l, id, rec->size == 6 * MiB ? "via_right" : "via_left"));
+            break;
+        default:
+            continue;
+        }
+        seen[rec->size / MiB]++;
+    }
+    for (int k = 2; k <= 7; k++)
+        assert_int_equal(seen[k], 3);
+    unload_snapshot(&l);
+    traced_cleanup(&r);
+}
+
+static void test_python_stack_cache(void **st)
+{
+    (void)st;
+    check_stack_cache("python3");
+    each_python("test_python_stack_cache", check_stack_cache);
+}
+
 /* Four threads allocate through ctypes while the main thread runs the scenario: no deadlock, and the
  * main thread's Python frames are still exact. */
 static void test_python_threads_no_deadlock(void **st)
@@ -315,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_python_threads_no_deadlock),
         cmocka_unit_test(test_python_versions),
         cmocka_unit_test(test_python_borrowed),
+        cmocka_unit_test(test_python_stack_cache),
     };
     return cmocka_run_group_tests_name("doors", tests, NULL, NULL);
 }
