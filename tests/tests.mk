@@ -127,6 +127,11 @@ $(TEST_BIN)/golden_workload: tests/golden/workload.c include/oomtrace.h $(B)/fak
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $< -L$(B)/fake -lcuda -ldl
 TEST_PROGS += $(TEST_BIN)/golden_workload
+# Call sites that reach the allocation through one helper (tests/golden/helper.c), for the same tests.
+$(TEST_BIN)/golden_helper: tests/golden/helper.c $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $< -L$(B)/fake -lcuda
+TEST_PROGS += $(TEST_BIN)/golden_helper
 # Unit tests of the reader's gates, size parsing, stack views and site filters (the pattern rule above builds it).
 TEST_PROGS += $(TEST_BIN)/test_readmodes
 

@@ -15,8 +15,9 @@ UPDATE=0
 READER=${READER:-$ROOT/build/oomtrace-read}
 LIB=$ROOT/build/liboomtrace.so
 WORK=$ROOT/build/tests/golden_workload
+HELPER=$ROOT/build/tests/golden_helper
 EXP=$ROOT/tests/golden/expected
-for f in "$READER" "$LIB" "$WORK" "$ROOT/build/fake/libcuda.so.1" "$ROOT/build/fake/libnvidia-ml.so.1"; do
+for f in "$READER" "$LIB" "$WORK" "$HELPER" "$ROOT/build/fake/libcuda.so.1" "$ROOT/build/fake/libnvidia-ml.so.1"; do
     [ -e "$f" ] || { echo "golden: $f is missing (make test-build)"; exit 1; }
 done
 command -v python3 >/dev/null 2>&1 || { echo "golden: skipped, no python3"; exit 0; }
@@ -24,7 +25,7 @@ command -v python3 >/dev/null 2>&1 || { echo "golden: skipped, no python3"; exit
 TMP=$(mktemp -d /tmp/oomtrace-golden-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 OUT=$TMP/out
-mkdir -p "$OUT" "$TMP/a" "$TMP/b" "$TMP/py" "$TMP/run" "$TMP/bad" "$TMP/user"
+mkdir -p "$OUT" "$TMP/a" "$TMP/b" "$TMP/py" "$TMP/run" "$TMP/bad" "$TMP/user" "$TMP/h1" "$TMP/h2"
 HOST=$(hostname 2>/dev/null || uname -n)
 # Without ASLR the runs are as alike as they can be (addresses are normalised anyway).
 NOASLR=""
@@ -52,6 +53,9 @@ traced "$TMP/run" RANK=0 LOCAL_RANK=0 WORLD_SIZE=3 OOMTRACE_DUMP=oom,exit $NOASL
 traced "$TMP/run" RANK=1 LOCAL_RANK=1 WORLD_SIZE=3 GOLDEN_WEIGHTS_MIB=320 OOMTRACE_DUMP=oom,exit $NOASLR "$WORK" oom
 traced "$TMP/run" RANK=2 LOCAL_RANK=2 WORLD_SIZE=3 GOLDEN_WEIGHTS_MIB=288 OOMTRACE_DUMP=crash $NOASLR "$WORK" crash
 printf 'not a snapshot\n' >"$TMP/run/oomtrace-garbage.oomt"
+# Three call sites through one helper, twice: the second run's weights are 64 MiB larger.
+traced "$TMP/h1" $NOASLR "$HELPER"
+traced "$TMP/h2" HELPER_EXTRA_MIB=64 $NOASLR "$HELPER"
 printf 'OOMTRACE' >"$TMP/bad/oomtrace-short.oomt"
 
 A=$(ls "$TMP"/a/*.oomt)
@@ -150,6 +154,13 @@ check run.json json "$READER" --format json --top 2 "$TMP/run"
 # A job's CI summary (issue 13 item 13): the directory and --diff in markdown.
 check run.md text "$READER" --format markdown --top 3 "$TMP/run"
 check diff.md text "$READER" --format markdown --diff "$A" "$B"
+# Sites that reach the allocation through one helper read apart: "grab (helper.c:N) ← main (helper.c:M)", and
+# --diff matches each site with its own (by the native frames' file:line where names alone read the same).
+H1=$(ls "$TMP"/h1/*.oomt)
+H2=$(ls "$TMP"/h2/*.oomt)
+check helper.txt text "$READER" --top 3 "$H1"
+check helper-diff.txt text "$READER" --diff "$H1" "$H2"
+check helper-diff.md text "$READER" --format markdown --diff "$H1" "$H2"
 # A run directory of one process without a rank (a plain `oomtrace run -- ./prog`) reads as that process (pid,
 # command, the snapshot reported), not as a rank table with one row of "?".
 check run-one.md text "$READER" --format markdown --top 2 "$TMP/a"

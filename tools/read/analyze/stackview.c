@@ -196,8 +196,9 @@ void ot_put_headline(FILE *f, const struct ot_stack_info *si, bool with_caller)
     }
 }
 
-/* What one of the two writers below puts, as a malloc'd string. */
-static char *put_str(const struct ot_stack_info *si, bool with_caller, const struct ot_frame *fr)
+/* What one of the writers below (headline, short frame, parting) puts, as a malloc'd string. */
+static char *put_str(const struct ot_stack_info *si, bool with_caller, const struct ot_frame *fr,
+                     const struct ot_parting *part)
 {
     char *p = NULL;
     size_t n = 0;
@@ -206,8 +207,10 @@ static char *put_str(const struct ot_stack_info *si, bool with_caller, const str
         return NULL;
     if (si)
         ot_put_headline(m, si, with_caller);
-    else
+    else if (fr)
         ot_put_short_frame(m, fr);
+    else
+        ot_put_parting(m, part);
     if (fclose(m) != 0) {
         free(p);
         return NULL;
@@ -217,12 +220,12 @@ static char *put_str(const struct ot_stack_info *si, bool with_caller, const str
 
 char *ot_headline_str(const struct ot_stack_info *si, bool with_caller)
 {
-    return put_str(si, with_caller, NULL);
+    return put_str(si, with_caller, NULL, NULL);
 }
 
 char *ot_short_frame_str(const struct ot_frame *fr)
 {
-    return put_str(NULL, false, fr);
+    return put_str(NULL, false, fr, NULL);
 }
 
 void ot_put_frame(FILE *o, const struct ot_frame *f)
@@ -379,34 +382,92 @@ bool ot_put_stack_from_user(FILE *f, struct ot_resolver *res, const struct ot_sn
     return from;
 }
 
-/* The Python frame at depth d (0: innermost) of a stack, or NULL. */
-static const struct ot_frame *py_at(struct ot_resolver *res, const struct ot_stack *st, size_t d)
+/* The frame at depth d (0: innermost) of a stack among its Python frames (py), else among its native
+ * frames that are not plumbing; NULL past the last. */
+static const struct ot_frame *meaningful_at(struct ot_resolver *res, const struct ot_stack *st, bool py, size_t d)
 {
     size_t idx = 0;
     for (size_t i = 0; st && i < st->nframes; i++) {
         const struct ot_frame *fr;
         size_t n = ot_resolve(res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++)
-            if (fr[k].kind == OT_FRAME_PY && idx++ == d)
+        for (size_t k = 0; k < n; k++) {
+            bool counts = py ? fr[k].kind == OT_FRAME_PY : fr[k].kind == OT_FRAME_NATIVE && !ot_frame_is_plumbing(&fr[k]);
+            if (counts && idx++ == d)
                 return &fr[k];
+        }
     }
     return NULL;
 }
 
-const struct ot_frame *ot_stack_first_difference(struct ot_resolver *res, const struct ot_snapshot *s, uint64_t a,
-                                                 uint64_t b, size_t *depth)
+const struct ot_frame *ot_stack_parting(const struct ot_stack_ref *a, const struct ot_stack_ref *b, size_t *depth)
 {
-    const struct ot_stack *sa = ot_snapshot_stack(s, a), *sb = ot_snapshot_stack(s, b);
+    const struct ot_stack *sa = ot_snapshot_stack(a->s, a->id), *sb = ot_snapshot_stack(b->s, b->id);
+    bool py = meaningful_at(a->res, sa, true, 0) != NULL;
     for (size_t d = 0;; d++) {
-        const struct ot_frame *x = py_at(res, sa, d);
+        const struct ot_frame *x = meaningful_at(a->res, sa, py, d);
         if (!x)
             return NULL;
-        const struct ot_frame *y = py_at(res, sb, d);
+        const struct ot_frame *y = meaningful_at(b->res, sb, py, d);
         if (!y || !ot_frame_same_line(x, y)) {
             *depth = d;
             return x;
         }
     }
+}
+
+const struct ot_frame *ot_stack_first_difference(struct ot_resolver *res, const struct ot_snapshot *s, uint64_t a,
+                                                 uint64_t b, size_t *depth)
+{
+    const struct ot_stack_ref ra = {res, s, a}, rb = {res, s, b};
+    if (!meaningful_at(res, ot_snapshot_stack(s, a), true, 0))
+        return NULL; /* Python frames only, as said */
+    return ot_stack_parting(&ra, &rb, depth);
+}
+
+int ot_headline_partings(const struct ot_stack_ref *v, size_t n, struct ot_parting *out)
+{
+    memset(out, 0, n * sizeof(*out));
+    char **hl = calloc(n ? n : 1, sizeof(*hl));
+    if (!hl)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct ot_stack_info si;
+        ot_stack_info(v[i].res, v[i].s, v[i].id, &si);
+        hl[i] = si.head ? ot_headline_str(&si, false) : NULL;
+        if (si.head && !hl[i])
+            rc = -1;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        for (size_t j = 0; j < n && hl[i]; j++) {
+            if (j == i || !hl[j] || strcmp(hl[i], hl[j]) != 0)
+                continue;
+            size_t d = 0;
+            const struct ot_frame *part = ot_stack_parting(&v[i], &v[j], &d);
+            /* Depth 0 parts inside the headline itself (frames a headline leaves out): nothing to add. */
+            if (part && d > 0 && d > out[i].depth)
+                out[i] = (struct ot_parting){part, d};
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(hl[i]);
+    free(hl);
+    if (rc < 0)
+        memset(out, 0, n * sizeof(*out));
+    return rc;
+}
+
+void ot_put_parting(FILE *f, const struct ot_parting *p)
+{
+    if (!p->frame)
+        return;
+    fputs(p->depth > 1 ? " \xe2\x86\x90 \xe2\x80\xa6 \xe2\x86\x90 " : " \xe2\x86\x90 ", f); /* " ← … ← ", " ← " */
+    ot_put_short_frame(f, p->frame);
+}
+
+char *ot_parting_str(const struct ot_parting *p)
+{
+    return put_str(NULL, false, NULL, p);
 }
 
 void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,

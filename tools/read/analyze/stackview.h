@@ -71,6 +71,31 @@ bool ot_put_stack_from_user(FILE *f, struct ot_resolver *res, const struct ot_sn
 const struct ot_frame *ot_stack_first_difference(struct ot_resolver *res, const struct ot_snapshot *s, uint64_t a,
                                                  uint64_t b, size_t *depth);
 
+/* A stack of a snapshot, with the resolver that names its frames (the two sides of --diff differ). */
+struct ot_stack_ref {
+    struct ot_resolver *res;
+    const struct ot_snapshot *s;
+    uint64_t id;
+};
+
+/* Where a's stack parts from b's: a's frame at the first depth where b's differs, counting the frames a
+ * headline is made of (the Python frames when a has any, else the native frames that are not plumbing;
+ * depth 0: the innermost), with that depth in *depth; NULL when b has every one of a's. */
+const struct ot_frame *ot_stack_parting(const struct ot_stack_ref *a, const struct ot_stack_ref *b, size_t *depth);
+
+/* For sites whose headlines read the same (two C call sites reaching the allocation through one helper:
+ * "grab (my_prog.c:7)" twice), the caller that tells each from all the others. */
+struct ot_parting {
+    const struct ot_frame *frame; /* NULL: no other site of v reads the same, or nothing tells them apart */
+    size_t depth;                 /* 1: the headline's own caller; more: frames they share lie between */
+};
+/* Fills out[0..n) for the stacks v[0..n): each one's frame at the deepest depth where it parts from a
+ * stack with the same headline. -1 when out of memory (out is then all NULL). Quadratic in n, a --top. */
+int ot_headline_partings(const struct ot_stack_ref *v, size_t n, struct ot_parting *out);
+/* " ← main (my_prog.c:21)", or " ← … ← main (my_prog.c:21)" past shared frames; nothing for no frame. */
+void ot_put_parting(FILE *f, const struct ot_parting *p);
+char *ot_parting_str(const struct ot_parting *p); /* the same as a string ("" for none); NULL when out of memory */
+
 /* Every frame in full (the --native view), up to max_frames. */
 void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id,
                          const char *indent, size_t max_frames);

@@ -9,6 +9,7 @@
 struct dentry {
     char *key, *loose; /* loose: the same without Python line numbers */
     size_t keylen, looselen;
+    bool lines;  /* the key has the native frames' file:line (sites that read alike by names alone) */
     int side; /* 0 base, 1 new */
     uint64_t bytes, count, stack_id;
 };
@@ -17,6 +18,7 @@ struct drow {
     const char *key, *loose;
     size_t keylen, looselen;
     bool loose_match; /* matched only when Python line numbers were ignored */
+    bool lines;       /* matched with the native frames' file:line too */
     bool gone;        /* merged into another row */
     bool in[2];
     uint64_t bytes[2], count[2], stack[2], top_bytes[2]; /* stack: the largest merged site's id */
@@ -48,7 +50,10 @@ static void key_put(FILE *m, struct ot_str s)
         fwrite(s.p, 1, s.n, m);
 }
 
-static char *make_key(struct dside *d, uint64_t stack_id, bool lines, size_t *len)
+/* A site's key: its frames by name (native frames by function and module base name, Python frames by function,
+ * file and, with lines, line). native_lines adds each native frame's file:line from debug info (inlined calls
+ * included), which tells apart two call sites that reach the allocation through one helper. */
+static char *make_key(struct dside *d, uint64_t stack_id, bool lines, bool native_lines, size_t *len)
 {
     char *p = NULL;
     size_t n = 0;
@@ -74,6 +79,15 @@ static char *make_key(struct dside *d, uint64_t stack_id, bool lines, size_t *le
                 key_put(m, native_name(d, raw, fr));
                 fputc('\x1f', m);
                 key_put(m, ot_base_name(fr->module));
+                const struct ot_frame *dw;
+                size_t k = native_lines ? ot_resolve(d->l->res, raw, &dw) : 0;
+                for (size_t j = 0; j < k; j++) {
+                    fputc('\x1f', m);
+                    key_put(m, dw[j].function);
+                    fputc('\x1f', m);
+                    key_put(m, ot_base_name(dw[j].file));
+                    fprintf(m, "\x1f%" PRIu64, dw[j].has_line ? dw[j].line : 0);
+                }
             }
             fputc('\x1e', m);
         }
@@ -127,6 +141,7 @@ struct diff {
     size_t ne;
     struct drow *rows;
     size_t nrows;
+    struct ot_parting *part; /* per row: the caller that tells it from a row of the same headline */
 };
 
 static int cmp_loose(const void *x, const void *y)
@@ -188,6 +203,18 @@ static void loose_pass(struct diff *d)
     d->nrows = w;
 }
 
+/* The side whose stack a row shows: the new snapshot when it has the site. */
+static int show_side(const struct drow *r)
+{
+    return r->in[1] ? 1 : 0;
+}
+
+/* How a row was matched, said after its stack id. */
+static const char *matched_note(const struct drow *r)
+{
+    return r->loose_match ? "; matched with Python line numbers ignored" : r->lines ? "; matched with native file:line" : "";
+}
+
 static int diff_build(struct diff *d, struct ot_loaded *base, struct ot_loaded *cur)
 {
     memset(d, 0, sizeof(*d));
@@ -212,8 +239,8 @@ static int diff_build(struct diff *d, struct ot_loaded *base, struct ot_loaded *
             continue;
         for (size_t i = 0; i < p->sites.n; i++) {
             struct dentry *x = &d->e[d->ne];
-            x->key = make_key(&d->side[s], p->sites.v[i].stack_id, true, &x->keylen);
-            x->loose = make_key(&d->side[s], p->sites.v[i].stack_id, false, &x->looselen);
+            x->key = make_key(&d->side[s], p->sites.v[i].stack_id, true, false, &x->keylen);
+            x->loose = make_key(&d->side[s], p->sites.v[i].stack_id, false, false, &x->looselen);
             if (!x->key || !x->loose)
                 return -1;
             x->side = s;
@@ -225,6 +252,30 @@ static int diff_build(struct diff *d, struct ot_loaded *base, struct ot_loaded *
     }
     if (d->ne > 1)
         qsort(d->e, d->ne, sizeof(*d->e), cmp_entry);
+    /* Sites of one snapshot whose stacks read the same by names (two lines of main calling one helper) would
+     * merge into one row: on both sides, such keys get the native frames' file:line, and are sorted again. */
+    bool refined = false;
+    for (size_t i = 0; i < d->ne;) {
+        size_t k = i + 1, per[2] = {0, 0};
+        while (k < d->ne && d->e[k].keylen == d->e[i].keylen && memcmp(d->e[k].key, d->e[i].key, d->e[i].keylen) == 0)
+            k++;
+        for (size_t m = i; m < k; m++)
+            per[d->e[m].side]++;
+        for (size_t m = i; m < k && (per[0] > 1 || per[1] > 1); m++)
+            d->e[m].lines = refined = true;
+        i = k;
+    }
+    for (size_t i = 0; i < d->ne; i++) {
+        struct dentry *x = &d->e[i];
+        if (!x->lines)
+            continue;
+        free(x->key);
+        x->key = make_key(&d->side[x->side], x->stack_id, true, true, &x->keylen);
+        if (!x->key)
+            return -1;
+    }
+    if (refined && d->ne > 1)
+        qsort(d->e, d->ne, sizeof(*d->e), cmp_entry);
     for (size_t i = 0; i < d->ne; i++) {
         struct dentry *x = &d->e[i];
         struct drow *r = d->nrows ? &d->rows[d->nrows - 1] : NULL;
@@ -234,6 +285,7 @@ static int diff_build(struct diff *d, struct ot_loaded *base, struct ot_loaded *
             r->keylen = x->keylen;
             r->loose = x->loose;
             r->looselen = x->looselen;
+            r->lines = x->lines;
         }
         int s = x->side;
         if (!r->in[s] || x->bytes > r->top_bytes[s]) {
@@ -249,7 +301,20 @@ static int diff_build(struct diff *d, struct ot_loaded *base, struct ot_loaded *
         d->rows[i].change = sdiff(d->rows[i].bytes[1], d->rows[i].bytes[0]);
     if (d->nrows > 1)
         qsort(d->rows, d->nrows, sizeof(*d->rows), cmp_row);
-    return 0;
+    /* Rows whose headlines read the same (each from the side it shows) are told apart by a caller. */
+    struct ot_stack_ref *refs = calloc(d->nrows ? d->nrows : 1, sizeof(*refs));
+    d->part = calloc(d->nrows ? d->nrows : 1, sizeof(*d->part));
+    if (!refs || !d->part) {
+        free(refs);
+        return -1;
+    }
+    for (size_t i = 0; i < d->nrows; i++) {
+        int s = show_side(&d->rows[i]);
+        refs[i] = (struct ot_stack_ref){d->side[s].l->res, &d->side[s].l->snap, d->rows[i].stack[s]};
+    }
+    int rc = ot_headline_partings(refs, d->nrows, d->part);
+    free(refs);
+    return rc;
 }
 
 static void diff_free(struct diff *d)
@@ -260,15 +325,10 @@ static void diff_free(struct diff *d)
     }
     free(d->e);
     free(d->rows);
+    free(d->part);
     for (int s = 0; s < 2; s++)
         ot_resolver_free(d->side[s].dump);
     memset(d, 0, sizeof(*d));
-}
-
-/* The side whose stack a row shows: the new snapshot when it has the site. */
-static int show_side(const struct drow *r)
-{
-    return r->in[1] ? 1 : 0;
 }
 
 static void put_signed_bytes(FILE *f, int64_t v)
@@ -324,8 +384,8 @@ int ot_diff_text(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const s
     for (size_t i = 0; i < d.nrows; i++)
         changed += d.rows[i].change != 0;
     fprintf(f, "\nCall sites by change in peak bytes, largest first (%zu site%s, %zu changed; matched by function names,\n"
-               "Python file:line and module names, not addresses; sites found on one side only, again without Python\n"
-               "line numbers):\n",
+               "Python file:line and module names, not addresses, and by native file:line where sites of one snapshot\n"
+               "read the same by names; sites found on one side only, again without Python line numbers):\n",
             d.nrows, d.nrows == 1 ? "" : "s", changed);
     size_t shown = 0;
     for (size_t i = 0; i < d.nrows && shown < o->top; i++) {
@@ -350,8 +410,8 @@ int ot_diff_text(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const s
         struct ot_stack_info si;
         ot_stack_info(d.side[s].l->res, &d.side[s].l->snap, r->stack[s], &si);
         ot_put_headline(f, &si, true);
-        fprintf(f, " (%s stack %" PRIu64 "%s)\n", s ? "new" : "base", r->stack[s],
-                r->loose_match ? "; matched with Python line numbers ignored" : "");
+        ot_put_parting(f, &d.part[i]);
+        fprintf(f, " (%s stack %" PRIu64 "%s)\n", s ? "new" : "base", r->stack[s], matched_note(r));
         if (o->native || !ot_put_stack_python_first(f, d.side[s].l->res, &d.side[s].l->snap, r->stack[s], "        ", o->frames))
             ot_put_stack_native(f, d.side[s].l->res, &d.side[s].l->snap, r->stack[s], "        ", o->frames);
     }
@@ -448,13 +508,17 @@ int ot_diff_doc(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const st
         int sd = show_side(r);
         struct ot_stack_info si;
         ot_stack_info(d.side[sd].l->res, &d.side[sd].l->snap, r->stack[sd], &si);
-        char *hl = ot_headline_str(&si, true);
+        char *hl = ot_headline_str(&si, true), *pt = ot_parting_str(&d.part[i]);
         ot_doc_cell(&o);
-        ot_doc_code(&o, ot_cstr(hl ? hl : "?"), 400);
-        ot_doc_printf(&o, " (%s stack %" PRIu64 "%s)", sd ? "new" : "base", r->stack[sd],
-                      r->loose_match ? "; matched with Python line numbers ignored" : "");
+        char *both = NULL;
+        if (asprintf(&both, "%s%s", hl ? hl : "?", pt ? pt : "") < 0)
+            both = NULL;
+        ot_doc_code(&o, ot_cstr(both ? both : "?"), 600);
+        free(both);
+        ot_doc_printf(&o, " (%s stack %" PRIu64 "%s)", sd ? "new" : "base", r->stack[sd], matched_note(r));
         ot_doc_cell_end(&o);
         free(hl);
+        free(pt);
         ot_doc_row_end(&o);
     }
     if (changed)
@@ -464,7 +528,8 @@ int ot_diff_doc(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const st
     if (changed > shown)
         ot_doc_printf(&o, " (%zu not shown: --top)", changed - shown);
     ot_doc_printf(&o, ", %zu unchanged. Sites are matched by function names, Python file:line and module names, not "
-                  "addresses; sites found on one side only, again without Python line numbers.", d.nrows - changed);
+                  "addresses, and by native file:line where sites of one snapshot read the same by names; sites found "
+                  "on one side only, again without Python line numbers.", d.nrows - changed);
     ot_doc_para_end(&o);
     ot_doc_page_end(&o);
     diff_free(&d);
@@ -557,12 +622,18 @@ int ot_diff_json(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const s
         ot_json_u64_or_null(&j, "new_count", r->in[1], r->count[1]);
         ot_json_u64_or_null(&j, "base_stack_id", r->in[0], r->stack[0]);
         ot_json_u64_or_null(&j, "new_stack_id", r->in[1], r->stack[1]);
-        ot_json_cstr(&j, "matched_by", r->loose_match ? "names_without_python_lines" : "names");
+        ot_json_cstr(&j, "matched_by", r->loose_match ? "names_without_python_lines" : r->lines ? "names_and_native_lines" : "names");
         struct ot_stack_info si;
         ot_stack_info(d.side[s].l->res, &d.side[s].l->snap, r->stack[s], &si);
         char *hl = ot_headline_str(&si, true);
         ot_json_cstr(&j, "headline", hl);
         free(hl);
+        char *pt = d.part[i].frame ? ot_short_frame_str(d.part[i].frame) : NULL;
+        if (pt)
+            ot_json_cstr(&j, "parted_by", pt);
+        else
+            ot_json_null(&j, "parted_by");
+        free(pt);
         json_key_frames(&j, &d.side[s], r->stack[s]);
         ot_json_obj_end(&j);
     }

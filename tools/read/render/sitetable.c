@@ -4,6 +4,7 @@
 #include "render/sitetable.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "analyze/allocview.h"
 #include "analyze/stackview.h"
@@ -69,9 +70,10 @@ static void row_head(FILE *o, size_t rank, uint64_t bytes, uint64_t count, uint6
         fprintf(o, ", %.1f%% of %s", 100.0 * (double)bytes / (double)whole, share_of);
 }
 
-/* One site's row: bytes, count, share, headline, then its stack. */
+/* One site's row: bytes, count, share, headline (with the caller that tells it from another row of the
+ * same headline), then its stack. */
 static void site_row(struct st *t, size_t rank, const struct ot_sites *st, const struct ot_site *x, uint64_t whole,
-                     const char *share_of)
+                     const char *share_of, const struct ot_parting *part)
 {
     FILE *o = t->f;
     row_head(o, rank, x->bytes, x->count, whole, share_of);
@@ -79,6 +81,7 @@ static void site_row(struct st *t, size_t rank, const struct ot_sites *st, const
     ot_stack_info(t->a->res, t->s, x->stack_id, &si);
     fputs(": ", o);
     ot_put_headline(o, &si, false);
+    ot_put_parting(o, part);
     fprintf(o, " (stack %" PRIu64 ")\n", x->stack_id);
     size_t k = (size_t)(x - st->v);
     if (t->segments_now)
@@ -173,6 +176,19 @@ void ot_text_site_table(FILE *f, const struct ot_analysis *a, const struct ot_re
     size_t rows = grouped ? st->ngroups : st->n;
     size_t n = rows < t->o->top ? rows : t->o->top;
     uint64_t shown_bytes = 0;
+    /* The rows of one site each; those whose headlines read the same are told apart by a caller. */
+    struct ot_stack_ref *refs = calloc(n ? n : 1, sizeof(*refs));
+    struct ot_parting *parts = calloc(n ? n : 1, sizeof(*parts));
+    size_t *row_of = calloc(n ? n : 1, sizeof(*row_of)), nref = 0;
+    for (size_t i = 0; refs && parts && row_of && i < n; i++) {
+        const struct ot_site_group *g = grouped ? &st->groups[i] : NULL;
+        if (g && g->n > 1)
+            continue;
+        refs[nref] = (struct ot_stack_ref){t->a->res, t->s, st->v[g ? st->member[g->first] : i].stack_id};
+        row_of[i] = ++nref; /* 0: a group's row */
+    }
+    bool parted = refs && parts && row_of && ot_headline_partings(refs, nref, parts) == 0;
+    static const struct ot_parting none;
     for (size_t i = 0; i < n; i++) {
         const struct ot_site_group *g = grouped ? &st->groups[i] : NULL;
         if (g && g->n > 1) {
@@ -181,9 +197,12 @@ void ot_text_site_table(FILE *f, const struct ot_analysis *a, const struct ot_re
             continue;
         }
         const struct ot_site *x = &st->v[g ? st->member[g->first] : i];
-        site_row(t, i + 1, st, x, whole, share_of);
+        site_row(t, i + 1, st, x, whole, share_of, parted ? &parts[row_of[i] - 1] : &none);
         shown_bytes = ot_sat_add(shown_bytes, x->bytes);
     }
+    free(refs);
+    free(parts);
+    free(row_of);
     if (rows > n) {
         uint64_t rest = st->bytes >= shown_bytes ? st->bytes - shown_bytes : 0;
         fprintf(o, "  ... %zu more %s%s: %s", rows - n, grouped ? "row" : "site", rows - n == 1 ? "" : "s",
