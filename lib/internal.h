@@ -35,6 +35,7 @@ struct ot_options {
     unsigned flush_ms;     /* OOMTRACE_FLUSH_MS: crash-surviving flush interval */
     int quiet;             /* OOMTRACE_QUIET: no "snapshot written" lines */
     int frameworks;        /* OOMTRACE_FRAMEWORKS: start the Python companion in Python processes */
+    int tsc;               /* OOMTRACE_TSC: read the clock from the TSC where it is invariant */
 };
 extern struct ot_options ot_opt;
 void ot_options_load(void);
@@ -51,7 +52,14 @@ struct trace_thread {
 };
 extern __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
 uint32_t ot_tid(void);
-uint64_t ot_now_ns(void);
+
+/* ---- common/clock.c: CLOCK_MONOTONIC nanoseconds, read from the TSC where it is invariant ---- */
+uint64_t ot_now_ns(void);  /* the tracer's clock: every time it records (within microseconds of the next) */
+uint64_t ot_mono_ns(void); /* clock_gettime(CLOCK_MONOTONIC) itself */
+void ot_clock_start(int use_tsc); /* after the options: calibrate the TSC against CLOCK_MONOTONIC */
+void ot_clock_forked(void);
+int ot_clock_uses_tsc(void);
+void ot_clock_tune(uint64_t cal_ns, uint64_t anchor_ns); /* tests: shorter calibration and anchors */
 extern uint64_t ot_start_ns; /* CLOCK_MONOTONIC at start-up (set by runtime/init.c) */
 
 /* ---- snapshot/file.c ---- */

@@ -35,6 +35,7 @@ static const struct opt table[] = {
     {"OOMTRACE_FLUSH_MS", OPT_INT, "1000", 10, 3600000, &ot_opt.flush_ms},
     {"OOMTRACE_QUIET", OPT_BOOL, "0", 0, 1, &ot_opt.quiet},      /* no line per snapshot */
     {"OOMTRACE_FRAMEWORKS", OPT_BOOL, "1", 0, 1, &ot_opt.frameworks}, /* the Python companion */
+    {"OOMTRACE_TSC", OPT_BOOL, "1", 0, 1, &ot_opt.tsc},           /* 0: clock_gettime for every time */
 };
 
 static int parse_size(const char *s, long long *out)

@@ -278,6 +278,7 @@ void ot_after_first_alloc(void)
 static void atfork_child(void)
 {
     ot_self.tid = 0;
+    ot_clock_forked();
     __atomic_store_n(&threads_pid, 0, __ATOMIC_RELEASE); /* restarted on the child's next tracer call */
     pthread_mutex_init(&flush_mu, NULL);
     ot_record_reset(1);
@@ -298,6 +299,7 @@ static void init_once(void)
         ot_self.busy = was_busy;
         return;
     }
+    ot_clock_start(ot_opt.tsc);
     ot_backtrace_init();
     pthread_atfork(ot_record_fork_prepare, ot_record_fork_parent, atfork_child);
     /* Registered after the state lock's, so its prepare runs first: fork waits for the walks of the loaded

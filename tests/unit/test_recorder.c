@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "record/liveset.h"
 #include "record/state.h"
@@ -349,6 +352,80 @@ static void test_options_fall_back_on_bad_values(void **state)
     unsetenv("OOMTRACE_SIGNAL");
 }
 
+/* The clock (lib/common/clock.c) read from the TSC: it must stay CLOCK_MONOTONIC nanoseconds, never go back
+ * on a thread, and follow clock_gettime across anchors. Calibration and anchors are shortened to 2 ms and
+ * 5 ms, so that 150 ms cross some thirty of them; four threads read it at once (TSan, make tsan). */
+static int cpu_tsc_invariant(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u)
+        return 0;
+    __cpuid(0x80000007u, a, b, c, d);
+    return (d >> 8) & 1;
+#else
+    return 0;
+#endif
+}
+
+struct clock_run {
+    uint64_t reads, back, far, worst;
+};
+
+static void *clock_reader(void *arg)
+{
+    struct clock_run *r = arg;
+    uint64_t end = ot_mono_ns() + 150000000ull, last = 0;
+    for (;;) {
+        uint64_t before = ot_mono_ns(), t = ot_now_ns(), after = ot_mono_ns();
+        r->reads++;
+        if (t < last)
+            r->back++;
+        last = t;
+        /* within 50 µs of the clock_gettime readings around it (the conversion's error is far smaller; a
+         * preempted read is not counted) */
+        uint64_t off = t < before ? before - t : t > after ? t - after : 0;
+        if (after - before < 20000 && off > 50000)
+            r->far++;
+        if (after - before < 20000 && off > r->worst)
+            r->worst = off;
+        if (after > end)
+            break;
+    }
+    return NULL;
+}
+
+static void clock_check(int use_tsc)
+{
+    ot_clock_tune(2000000, 5000000);
+    ot_clock_start(use_tsc);
+    struct clock_run runs[4] = {{0}};
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, clock_reader, &runs[i]), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        assert_true(runs[i].reads > 100);
+        assert_int_equal(runs[i].back, 0);
+        if (runs[i].far)
+            fprintf(stderr, "clock: %llu of %llu reads more than 50 us off, worst %llu ns\n",
+                    (unsigned long long)runs[i].far, (unsigned long long)runs[i].reads,
+                    (unsigned long long)runs[i].worst);
+        assert_true(runs[i].far * 1000 <= runs[i].reads); /* a rare outlier: a preemption between reads */
+    }
+    assert_int_equal(ot_clock_uses_tsc(), use_tsc && cpu_tsc_invariant());
+}
+
+static void test_clock_from_tsc_follows_monotonic(void **state)
+{
+    (void)state;
+    clock_check(1);
+    clock_check(0); /* OOMTRACE_TSC=0 */
+    ot_clock_tune(20000000, 1000000000);
+    ot_clock_start(1);
+}
+
 int main(void)
 {
     ot_backtrace_init();
@@ -360,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_ring_counts_dropped_chunks),
         cmocka_unit_test(test_markers_before_peak_are_kept),
         cmocka_unit_test(test_options_fall_back_on_bad_values),
+        cmocka_unit_test(test_clock_from_tsc_follows_monotonic),
     };
     return cmocka_run_group_tests_name("recorder", tests, NULL, NULL);
 }
