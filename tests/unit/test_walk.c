@@ -40,6 +40,8 @@ struct probe {
     void (*hop)(next_fn, void *); /* a frame of another shape, half-way down */
     int hop_at;
     int ours, theirs;
+    int walk_only;           /* the leaf walks with ot_native_walk alone (see test_walk_replays_whole_walks) */
+    int want;                /* frames the leaf's walk asks for; 0: 80 */
     uint64_t our[OT_MAX_FRAMES], their[OT_MAX_FRAMES];
     long masks_in_walk, masks_in_backtrace;
 };
@@ -50,8 +52,10 @@ __attribute__((noinline)) static void leaf(struct probe *p)
 {
     p->theirs = unw_backtrace((void **)p->their, 80);
     long before = masks;
-    p->ours = ot_native_walk(p->our, 80);
+    p->ours = ot_native_walk(p->our, p->want ? p->want : 80);
     p->masks_in_walk = masks - before;
+    if (p->walk_only)
+        return;
     uint64_t frames[OT_MAX_FRAMES];
     before = masks;
     unsigned flags = 0;
@@ -192,6 +196,34 @@ static void test_walk_replay_follows_changes(void **state)
     }
 }
 
+/* Walks from one place, one after another, as a loop that allocates makes them: the whole previous walk
+ * is replayed when the stack below is the same (same depth, same callers), and must be given up where it
+ * is not - another caller at the same depth (via_a, via_b), a frame found through an rbp that moved (pad),
+ * a frame of another shape. Now and then the same stack with a want that cuts the walk short, then the
+ * full one again: a walk that stopped at a smaller want must not end a larger one there. */
+static void test_walk_replays_whole_walks(void **state)
+{
+    (void)state;
+    void (*hops[])(next_fn, void *) = {NULL, walk_hop_expr, walk_hop_drap};
+    unsigned x = 777;
+    for (int i = 0; i < 2000; i++) {
+        x = x * 1103515245u + 12345u;
+        int depth = 6 + (int)(x >> 8) % 2 * 3, pad = (int)(x >> 12) % 2, cut = (x >> 28) % 4 == 0;
+        for (int k = 0; k <= 2 * cut; k++) {
+            struct probe p = {.levels = depth, .hop = hops[(x >> 16) % 3], .hop_at = depth / 2, .walk_only = 1,
+                              .want = k == 1 ? 5 : 0};
+            padded(&p, pad, (x >> 20) & 1 ? via_a : via_b, (x >> 24) & 1);
+            if (k != 1) {
+                check_same(&p);
+                continue;
+            }
+            assert_int_equal(p.ours, 5);
+            for (int f = 1; f < 5; f++)
+                assert_true(p.our[f] == p.their[f]);
+        }
+    }
+}
+
 /* A library unloaded, and another loaded at the same place: the rules kept for the first (by return
  * address) must not be used for the second. walk_lib_a.so and walk_lib_b.so put walk_lib_hop and its
  * return address at the same offsets, with frames of different sizes (tests/unit/walk_lib.S). */
@@ -298,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_walk_through_expression_frames),
         cmocka_unit_test(test_walk_declines_frames_without_unwind_info),
         cmocka_unit_test(test_walk_replay_follows_changes),
+        cmocka_unit_test(test_walk_replays_whole_walks),
         cmocka_unit_test(test_walk_after_unload),
         cmocka_unit_test(test_backtrace_after_thread_exit_cleanup),
     };
