@@ -1,6 +1,6 @@
 /* The event path: what a wrapper calls after the real driver call returned. The backtrace is taken
  * before ot_lock (no lock is ever held while unwinding); everything after it - interning, the live set,
- * the peak, the ring - is a few hundred nanoseconds under one mutex. */
+ * the peak, the ring - is a few hundred instructions under that one lock (record/lock.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,6 @@
 #include "record/ring.h"
 #include "record/state.h"
 
-pthread_mutex_t ot_lock = PTHREAD_MUTEX_INITIALIZER;
 struct ot_state ot_state;
 #define S ot_state
 
@@ -64,7 +63,7 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     int n = capture(frames, &sflags);
     uint32_t tid = ot_tid();
 
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     struct ot_rec *stale = ot_live_find(&S.live, a->ns, a->key);
     if (stale) /* the driver reused a key we still hold: its free went through a door we do not see */
         close_rec(stale, OT_API_NONE, tid);
@@ -84,7 +83,7 @@ void ot_record_alloc(const struct ot_alloc_req *a)
         S.untracked++;
     }
     emit(OT_EV_ALLOC, &r, r.seq, r.time_ns, NULL);
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 /* ---- undo: frees are recorded before the real call (lib/intercept/hook_call.h says why) ---- */
@@ -120,13 +119,13 @@ static void close_undoable(struct ot_rec *r, uint16_t api, uint32_t tid, struct 
 void ot_record_free(uint8_t ns, uint64_t key, uint16_t api, struct ot_undo *u)
 {
     uint32_t tid = ot_tid();
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     struct ot_rec *r = ot_live_find(&S.live, ns, key);
     if (r)
         close_undoable(r, api, tid, u);
     else
         S.unknown_frees++;
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 /* The driver refused a free recorded before the call: the memory is still allocated, and as the driver
@@ -170,7 +169,7 @@ static void unmap_undo(const struct ot_rec *m)
 void ot_record_undo(struct ot_undo *u)
 {
     int err = errno;
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     for (unsigned i = u->n; i-- > 0;) {
         const struct ot_rec *r = &u->steps[i].rec;
         struct ot_rec *live = u->steps[i].kind == OT_UNDO_CLOSED || u->steps[i].kind == OT_UNDO_MAP
@@ -183,7 +182,7 @@ void ot_record_undo(struct ot_undo *u)
         case OT_UNDO_MAPREF: if (live) live->maps++; break;
         }
     }
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
     if (u->lost)
         ot_log("no memory to undo a refused free in full; the live set may miss an allocation");
     errno = err;
@@ -202,7 +201,7 @@ void ot_record_failure(const struct ot_alloc_req *a, int result)
     int n = capture(frames, &sflags);
     uint32_t tid = ot_tid();
 
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     struct ot_rec r = {
         .key = 0, .size = a->size, .time_ns = ot_now_ns(), .stack = ot_stack_intern(frames, n, sflags),
         .tid = tid, .device = (int16_t)a->device, .cat = a->cat, .ns = a->ns, .api = a->api,
@@ -214,13 +213,13 @@ void ot_record_failure(const struct ot_alloc_req *a, int result)
         .stack = r.stack,
     };
     S.failures++;
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 void ot_record_marker(const char *label)
 {
     uint32_t tid = ot_tid();
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     struct trace_marker *m = &S.markers[S.nmarkers % OT_MAX_MARKERS];
     m->seq = ++S.seq;
     m->time_ns = ot_now_ns();
@@ -231,7 +230,7 @@ void ot_record_marker(const char *label)
     S.nmarkers++;
     struct ot_rec r = {.api = OT_API_oomtrace_mark, .device = -1, .tid = tid};
     emit(OT_EV_MARKER, &r, m->seq, m->time_ns, m->label);
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 /* ---- VMM: physical memory lives while it has a reference or a mapping ---- */
@@ -255,30 +254,30 @@ static void vmm_drop(struct ot_rec *r, uint32_t *count, uint8_t kind, uint16_t a
 
 void ot_vmm_retain(uint64_t handle)
 {
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
     if (r)
         r->refs++;
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 void ot_vmm_release(uint64_t handle, struct ot_undo *u)
 {
     uint32_t tid = ot_tid();
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
     if (r) {
         vmm_drop(r, &r->refs, OT_UNDO_REF, OT_API_cuMemRelease, tid, u);
     } else {
         S.unknown_frees++;
     }
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle)
 {
     uint32_t tid = ot_tid();
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, handle);
     if (r) {
         r->maps++;
@@ -296,7 +295,7 @@ void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle)
     struct ot_rec ev = {.key = va, .size = size, .api = OT_API_cuMemMap, .cat = OT_CAT_VMM, .tid = tid,
                         .device = r ? r->device : -1};
     emit(OT_EV_MAP, &ev, ++S.seq, ot_now_ns(), NULL);
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 static void unmap_one(uint64_t key, uint32_t tid, struct ot_undo *u)
@@ -321,7 +320,7 @@ void ot_vmm_unmap(uint64_t va, uint64_t size, struct ot_undo *u)
     uint64_t end = va + size;
     if (!size || end < va)
         return;
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     uint64_t at = va, inside = 0;
     for (const struct ot_rec *m; at < end && (m = ot_live_find(&S.maps, OT_NS_DEVPTR, at)) != NULL; at += m->size) {
         if (at + m->size > end)
@@ -367,18 +366,18 @@ void ot_vmm_unmap(uint64_t va, uint64_t size, struct ot_undo *u)
         }
     }
 refused:
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 void ot_pool_seen(uint64_t pool, int device)
 {
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     int i;
     for (i = 0; i < S.npools && S.pools[i].handle != pool; i++)
         ;
     if (i == S.npools && S.npools < OT_MAX_POOLS)
         S.pools[S.npools++] = (struct trace_pool){pool, device};
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 /* The device's used memory before this process's first tracked allocation on it: what the context,
@@ -404,12 +403,12 @@ void ot_record_baseline_set(int device, int known, uint64_t used)
 
 void ot_record_fork_prepare(void)
 {
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
 }
 
 void ot_record_fork_parent(void)
 {
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 /* Empties the recorder. In a forked child (forked = 1): the parent's allocations are not the child's (a
@@ -418,9 +417,9 @@ void ot_record_fork_parent(void)
 void ot_record_reset(int forked)
 {
     if (forked)
-        pthread_mutex_init(&ot_lock, NULL);
+        ot_lock_forked();
     else
-        pthread_mutex_lock(&ot_lock);
+        ot_lock_take();
     ot_live_clear(&S.live);
     ot_live_clear(&S.maps);
     for (int i = 0; i < OT_MAX_DEVICES; i++)
@@ -434,5 +433,5 @@ void ot_record_reset(int forked)
     S.npools = 0;
     S.async_devices = 0;
     if (!forked)
-        pthread_mutex_unlock(&ot_lock);
+        ot_lock_give();
 }

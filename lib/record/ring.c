@@ -121,7 +121,7 @@ static void *compressor(void *arg)
     for (;;) {
         while (sem_wait(&R.work) != 0 && errno == EINTR)
             ;
-        pthread_mutex_lock(&ot_lock);
+        ot_lock_take();
         struct pending *p = R.qhead;
         if (p) {
             R.qhead = p->next;
@@ -130,11 +130,11 @@ static void *compressor(void *arg)
             R.inflight = p;
         }
         uint64_t epoch = R.epoch;
-        pthread_mutex_unlock(&ot_lock);
+        ot_lock_give();
         if (!p)
             continue;
         struct chunk *c = compress_chunk(cctx, p->raw, p->len, p->first_seq, p->nevents, p->t0);
-        pthread_mutex_lock(&ot_lock);
+        ot_lock_take();
         if (R.epoch == epoch) {
             R.inflight = NULL;
             R.nqueued--;
@@ -147,7 +147,7 @@ static void *compressor(void *arg)
             free(p->raw);
             free(p);
         }
-        pthread_mutex_unlock(&ot_lock);
+        ot_lock_give();
     }
     return NULL;
 }

@@ -2,6 +2,7 @@
  * and read through its view (record/view.c), never the state itself. */
 #ifndef OOMTRACE_RECORD_STATE_H
 #define OOMTRACE_RECORD_STATE_H
+#include "record/lock.h"
 #include "record/record.h"
 
 /* Everything the recorder keeps. */
@@ -27,7 +28,6 @@ struct ot_state {
     uint64_t async_devices;         /* bit d: device d had stream-ordered allocations */
 };
 extern struct ot_state ot_state;
-extern pthread_mutex_t ot_lock; /* guards ot_state, the stack table and the ring */
 
 static inline struct trace_device *ot_devslot(int d)
 {

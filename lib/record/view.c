@@ -2,7 +2,6 @@
  * writer holds the recorder still (ot_record_hold), so that no file outside record/ touches the state. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "record/state.h"
 
@@ -10,12 +9,11 @@
 
 int ot_record_hold(int bounded)
 {
-    if (!bounded)
-        return pthread_mutex_lock(&ot_lock);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    return pthread_mutex_timedlock(&ot_lock, &until);
+    if (!bounded) {
+        ot_lock_take();
+        return 0;
+    }
+    return ot_lock_take_within(1000000000ull);
 }
 
 int ot_record_sources(struct trace_sources *out, int bounded)
@@ -31,13 +29,13 @@ int ot_record_sources(struct trace_sources *out, int bounded)
     out->async_devices = S.async_devices;
     out->npools = S.npools;
     memcpy(out->pools, S.pools, (size_t)S.npools * sizeof *S.pools);
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
     return 0;
 }
 
 void ot_record_release(void)
 {
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 uint64_t ot_record_events(void)

@@ -1,5 +1,7 @@
 /* Unit tests of the recorder's core, linked against lib/'s objects: the live set, the exact peak set,
  * VMM reference counting, the ring's drop accounting and the options table. */
+#include <errno.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,17 +30,17 @@ static uint64_t next(void)
  * appends a chunk: options are written under the same lock (TSan, make tsan). */
 static void set_ring_bytes(uint64_t bytes)
 {
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     ot_opt.ring_bytes = bytes;
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
 }
 
 static void reset(void)
 {
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     ot_opt.depth = 16;
     ot_opt.dump_oom = 0;
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
     set_ring_bytes(64 << 20);
     ot_record_reset(0);
 }
@@ -232,11 +234,11 @@ static void test_ring_counts_dropped_chunks(void **state)
      * are dropped: on a loaded machine the queue can hold the rest, so wait (bounded) for the thread. */
     struct ot_ring_stats st;
     for (int tries = 0;; tries++) {
-        pthread_mutex_lock(&ot_lock);
+        ot_lock_take();
         ot_ring_stats(&st);
         if (st.dropped > 0 || tries >= 1000)
             break;
-        pthread_mutex_unlock(&ot_lock);
+        ot_lock_give();
         usleep(10000);
     }
     assert_int_equal(ot_state.recorded, 60000);
@@ -248,7 +250,7 @@ static void test_ring_counts_dropped_chunks(void **state)
     struct ot_buf b = {0};
     ot_ring_serialize(&b);
     uint64_t last_seq = ot_state.seq;
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
     uint64_t first = 0, last = 0;
     uint64_t n = decode_chunks(&b, &first, &last);
     /* What is kept is exactly the newest events, without a gap. */
@@ -329,18 +331,18 @@ static void test_options_fall_back_on_bad_values(void **state)
     setenv("OOMTRACE_DEPTH", "1000000", 1);
     setenv("OOMTRACE_DUMP", "exit,crash", 1);
     setenv("OOMTRACE_SIGNAL", "USR2", 1);
-    pthread_mutex_lock(&ot_lock); /* the compressor may still be appending (see set_ring_bytes) */
+    ot_lock_take(); /* the compressor may still be appending (see set_ring_bytes) */
     ot_options_load();
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
     assert_int_equal(ot_opt.ring_bytes, 64 << 20);
     assert_int_equal(ot_opt.depth, 64);
     assert_true(ot_opt.dump_exit && ot_opt.dump_crash && ot_opt.dump_oom);
     assert_int_equal(ot_opt.signal, 12); /* SIGUSR2 on Linux */
     setenv("OOMTRACE_RING", "1.5M", 1);
     setenv("OOMTRACE_DUMP", "none", 1);
-    pthread_mutex_lock(&ot_lock);
+    ot_lock_take();
     ot_options_load();
-    pthread_mutex_unlock(&ot_lock);
+    ot_lock_give();
     assert_int_equal(ot_opt.ring_bytes, 3 << 19);
     assert_false(ot_opt.dump_oom);
     unsetenv("OOMTRACE_RING");
@@ -424,6 +426,65 @@ static void test_clock_from_tsc_follows_monotonic(void **state)
     ot_clock_start(1);
 }
 
+/* ot_lock (record/lock.h): eight threads adding under it lose no update, however they meet (spinning,
+ * asleep on the futex, woken by a give); a bounded take gives up while another thread holds it, and
+ * takes it once given back. */
+static uint64_t lock_counter;
+
+static void *lock_adder(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 50000; i++) {
+        ot_lock_take();
+        uint64_t v = lock_counter;
+        if (i % 1024 == 0)
+            sched_yield(); /* held across a yield now and then: the others spin out and sleep */
+        lock_counter = v + 1;
+        ot_lock_give();
+    }
+    return NULL;
+}
+
+struct lock_try {
+    int got, errno_kept;
+};
+
+static void *lock_try_briefly(void *arg)
+{
+    struct lock_try *t = arg;
+    errno = 1234; /* the program's: the futex calls must leave it */
+    t->got = ot_lock_take_within(20000000); /* 20 ms */
+    t->errno_kept = errno == 1234;
+    if (t->got == 0)
+        ot_lock_give();
+    return NULL;
+}
+
+static void test_lock_excludes_and_gives_up(void **state)
+{
+    (void)state;
+    pthread_t th[8];
+    lock_counter = 0;
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, lock_adder, NULL), 0);
+    for (int i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(lock_counter, 8 * 50000);
+    assert_int_equal(__atomic_load_n(&ot_lock.sleepers, __ATOMIC_RELAXED), 0);
+
+    struct lock_try tr = {1, 0};
+    ot_lock_take();
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, lock_try_briefly, &tr), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(tr.got, -1);
+    assert_true(tr.errno_kept);
+    ot_lock_give();
+    assert_int_equal(pthread_create(&t, NULL, lock_try_briefly, &tr), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(tr.got, 0);
+}
+
 int main(void)
 {
     ot_backtrace_init();
@@ -436,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_markers_before_peak_are_kept),
         cmocka_unit_test(test_options_fall_back_on_bad_values),
         cmocka_unit_test(test_clock_from_tsc_follows_monotonic),
+        cmocka_unit_test(test_lock_excludes_and_gives_up),
     };
     return cmocka_run_group_tests_name("recorder", tests, NULL, NULL);
 }
