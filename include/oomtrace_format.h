@@ -13,7 +13,7 @@
 
 #define OT_MAGIC "OOMTRACE"
 #define OT_VERSION_MAJOR 1
-#define OT_VERSION_MINOR 2
+#define OT_VERSION_MINOR 3
 
 struct ot_file_header {
     char magic[8];          /* "OOMTRACE" */
@@ -438,6 +438,21 @@ static inline const char *ot_get_str(struct ot_cursor *c, size_t *len)
 /* PROCESSES source: where the list of other processes came from. */
 enum ot_processes_source { OT_PROCESSES_NONE = 0, OT_PROCESSES_NVML = 1 };
 
+/* PROCESSES, appended (since 1.3): how each listed process is related to this one, and where its name
+ * came from. */
+enum ot_process_relation {
+    OT_PROCESS_RELATION_UNKNOWN = 0, /* its /proc/PID/stat was not readable (another PID namespace) */
+    OT_PROCESS_RELATION_NONE = 1,    /* neither this process's descendant nor its ancestor */
+    OT_PROCESS_RELATION_CHILD = 2,   /* a descendant: its parents, walked up, reach this process */
+    OT_PROCESS_RELATION_PARENT = 3,  /* an ancestor: this process's parents, walked up, reach it */
+    OT_PROCESS_RELATION_SELF = 4     /* this process */
+};
+enum ot_process_name_source {
+    OT_PROCESS_NAME_NONE = 0,
+    OT_PROCESS_NAME_PROC = 1, /* /proc/PID/comm, and command from /proc/PID/cmdline */
+    OT_PROCESS_NAME_NVML = 2  /* nvmlSystemGetProcessName: /proc did not show the process (or showed another) */
+};
+
 /* PROCESSES: these two, then the list. */
 #define OT_PROCESSES_FIELDS(X, ctx)                                                                \
     X(ctx, source, U, "enum ot_processes_source")                                                  \
@@ -447,6 +462,11 @@ enum ot_processes_source { OT_PROCESSES_NONE = 0, OT_PROCESSES_NVML = 1 };
     X(ctx, pid, U, "")                                                                             \
     X(ctx, used_bytes, U, "")                                                                      \
     X(ctx, name, STR, "")
+/* Then (since 1.3) a count equal to the list's, and for each process in the list's order: */
+#define OT_PROCESS_DETAIL_FIELDS(X, ctx)                                                           \
+    X(ctx, relation, U, "enum ot_process_relation")                                                \
+    X(ctx, name_source, U, "enum ot_process_name_source")                                          \
+    X(ctx, command, STR, "its command line (arguments joined by spaces), else NVML's name")
 
 #define OT_THREAD_FIELDS(X, ctx)                                                                   \
     X(ctx, tid, U, "")                                                                             \

@@ -249,6 +249,13 @@ static void put_processes(struct ot_buf *b, const struct ot_nvml *nv)
         ot_buf_uv(b, nv->procs[i].used);
         ot_buf_cstr(b, nv->procs[i].name);
     }
+    /* Appended (1.3): a reader of 1.2 stops before it. */
+    ot_buf_uv(b, (uint64_t)nv->nprocs);
+    for (int i = 0; i < nv->nprocs; i++) {
+        ot_buf_uv(b, (uint64_t)nv->procs[i].relation);
+        ot_buf_uv(b, (uint64_t)nv->procs[i].name_source);
+        ot_buf_cstr(b, nv->procs[i].command);
+    }
 }
 
 static struct ot_buf *section(struct trace_sections *secs, uint32_t type)

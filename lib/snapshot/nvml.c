@@ -3,6 +3,7 @@
  * follow CUDA_VISIBLE_DEVICES, NVML's do not. */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,22 +30,97 @@ static void uuid_string(const unsigned char u[16], char out[48])
              u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 }
 
-static void proc_name(unsigned pid, char *out, size_t cap)
+/* Reads /proc/PID/<what> into out (NUL-terminated); the byte count, -1 when it cannot be read. */
+static ssize_t proc_read(unsigned pid, const char *what, char *out, size_t cap)
 {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%u/comm", pid);
+    snprintf(path, sizeof path, "/proc/%u/%s", pid, what);
     out[0] = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return;
+        return -1;
     ssize_t n = read(fd, out, cap - 1);
     close(fd);
     if (n < 0)
-        n = 0;
+        return -1;
     out[n] = 0;
-    char *nl = strchr(out, '\n');
+    return n;
+}
+
+/* The parent of pid from /proc/PID/stat (the field after the command's closing parenthesis and the
+ * state); 0 when unreadable. */
+static unsigned proc_parent(unsigned pid)
+{
+    char st[512];
+    if (proc_read(pid, "stat", st, sizeof st) <= 0)
+        return 0;
+    char *paren = strrchr(st, ')');
+    unsigned long pp = 0;
+    if (!paren || sscanf(paren + 1, " %*c %lu", &pp) != 1)
+        return 0;
+    return (unsigned)pp;
+}
+
+/* How pid is related to this process: a descendant when its parents, walked up, reach us; an ancestor
+ * when ours reach it. Unknown when /proc does not show it (another PID namespace: NVML's pids are the
+ * host's). */
+static int relation_of(unsigned pid)
+{
+    unsigned self = (unsigned)getpid();
+    if (pid == self)
+        return OT_PROCESS_RELATION_SELF;
+    unsigned p = proc_parent(pid);
+    if (!p)
+        return OT_PROCESS_RELATION_UNKNOWN;
+    for (int hops = 0; p > 1 && hops < 64; hops++, p = proc_parent(p))
+        if (p == self)
+            return OT_PROCESS_RELATION_CHILD;
+    for (unsigned q = proc_parent(self), hops = 0; q > 1 && hops < 64; hops++, q = proc_parent(q))
+        if (q == pid)
+            return OT_PROCESS_RELATION_PARENT;
+    return OT_PROCESS_RELATION_NONE;
+}
+
+static const char *base(const char *path)
+{
+    const char *sl = strrchr(path, '/');
+    return sl ? sl + 1 : path;
+}
+
+/* The process's name and command line: /proc where it shows the process, else NVML's name for it. In
+ * another PID namespace /proc may show nothing under NVML's pid, or another process: when NVML's name
+ * (its executable) is neither the program /proc's command line starts with nor begins with /proc's comm
+ * (15 characters; a program may rename its main thread), NVML's is kept. */
+static void proc_name(unsigned pid, struct ot_nvml_proc *o, nvmlReturn_t (*nvml_name)(unsigned, char *, unsigned))
+{
+    char nv[160] = "";
+    if (nvml_name && nvml_name(pid, nv, sizeof nv) != 0)
+        nv[0] = 0;
+    nv[sizeof nv - 1] = 0;
+    char comm[64];
+    ssize_t n = proc_read(pid, "comm", comm, sizeof comm);
+    char *nl = n > 0 ? strchr(comm, '\n') : NULL;
     if (nl)
         *nl = 0;
+    ssize_t c = n > 0 ? proc_read(pid, "cmdline", o->command, sizeof o->command) : -1;
+    bool proc_ok = n > 0 && comm[0] &&
+                   (!nv[0] || strncmp(base(nv), comm, strlen(comm)) == 0 || (c > 0 && strcmp(base(nv), base(o->command)) == 0));
+    if (proc_ok) {
+        snprintf(o->name, sizeof o->name, "%s", comm);
+        o->name_source = OT_PROCESS_NAME_PROC;
+        for (ssize_t i = 0; i + 1 < c; i++) /* arguments are NUL-separated */
+            if (!o->command[i])
+                o->command[i] = ' ';
+        return;
+    }
+    o->command[0] = 0;
+    if (nv[0]) {
+        snprintf(o->name, sizeof o->name, "%s", base(nv));
+        snprintf(o->command, sizeof o->command, "%s", nv);
+        o->name_source = OT_PROCESS_NAME_NVML;
+        o->relation = OT_PROCESS_RELATION_UNKNOWN; /* /proc's pid is not this one */
+        o->relation_fixed = 1;
+    }
 }
 
 void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int ndevs)
@@ -64,6 +140,8 @@ void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int n
         sym ? (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, struct nvml_proc_v3 *))sym(
                   h, "nvmlDeviceGetComputeRunningProcesses_v3")
             : NULL;
+    nvmlReturn_t (*nvml_name)(unsigned, char *, unsigned) =
+        sym ? (nvmlReturn_t(*)(unsigned, char *, unsigned))sym(h, "nvmlSystemGetProcessName") : NULL;
     nvmlReturn_t (*meminfo)(nvmlDevice_t, struct nvml_memory *) =
         sym ? (nvmlReturn_t(*)(nvmlDevice_t, struct nvml_memory *))sym(h, "nvmlDeviceGetMemoryInfo") : NULL;
     if (!init || !by_uuid || !procs) {
@@ -108,7 +186,9 @@ void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int n
             o->pid = p[k].pid;
             o->used = p[k].usedGpuMemory == NVML_VALUE_NOT_AVAILABLE ? 0 : p[k].usedGpuMemory;
             o->used_known = p[k].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE;
-            proc_name(p[k].pid, o->name, sizeof o->name);
+            proc_name(p[k].pid, o, nvml_name);
+            if (!o->relation_fixed)
+                o->relation = relation_of(p[k].pid);
         }
     }
     if (shutdown)

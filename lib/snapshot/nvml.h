@@ -16,6 +16,10 @@ struct ot_nvml_proc {
     int used_known;
     uint64_t used;
     char name[64];
+    char command[160];
+    int relation;    /* enum ot_process_relation */
+    int name_source; /* enum ot_process_name_source */
+    int relation_fixed; /* the relation was decided while naming it (NVML named it: unknown) */
 };
 
 struct ot_nvml {

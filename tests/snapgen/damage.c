@@ -51,6 +51,8 @@ const char *const corrupt_names[C_COUNT] = {
     [C_FW_ROLES_LABEL] = "fw-roles-label",
     [C_FW_STEPS_SHORT] = "fw-steps-short",
     [C_PROBES_COUNT] = "probes-count",
+    [C_PROCESS_DETAILS_COUNT] = "process-details-count",
+    [C_PROCESS_DETAILS_SHORT] = "process-details-short",
 };
 
 /* Damage applied to the finished bytes. */

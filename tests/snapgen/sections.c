@@ -399,6 +399,17 @@ static void write_rest(void)
     put_uv(&b, 4242); /* the process itself, which the reader must not count as "other" */
     put_uv(&b, sim.dev[0].tracked + CONTEXT);
     put_cstr(&b, "python3");
+    /* 1.3: each one's relation, where its name came from, its command line. Damaged: a count that is not
+     * the list's, or details that stop after the first. */
+    put_uv(&b, 2 + (cfg.corrupt == C_PROCESS_DETAILS_COUNT ? 1 : 0));
+    put_uv(&b, OT_PROCESS_RELATION_NONE);
+    put_uv(&b, OT_PROCESS_NAME_PROC);
+    put_cstr(&b, "other_job --serve");
+    if (cfg.corrupt != C_PROCESS_DETAILS_SHORT) {
+        put_uv(&b, OT_PROCESS_RELATION_SELF);
+        put_uv(&b, OT_PROCESS_NAME_PROC);
+        put_cstr(&b, "python3 train.py");
+    }
     section(OT_SEC_PROCESSES, &b, false);
 
     static const char *const tn[] = {"python3", "pt_autograd_0", "pin_memory", "nccl"};

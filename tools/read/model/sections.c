@@ -253,6 +253,7 @@ struct processes_head {
 };
 static const struct ot_field processes_fields[] = {OT_PROCESSES_FIELDS(OT_FIELD_OF, struct processes_head)};
 static const struct ot_field process_fields[] = {OT_PROCESS_FIELDS(OT_FIELD_OF, struct ot_process)};
+static const struct ot_field process_detail_fields[] = {OT_PROCESS_DETAIL_FIELDS(OT_FIELD_OF, struct ot_process)};
 
 int parse_processes(struct sec_ctx *x)
 {
@@ -264,6 +265,21 @@ int parse_processes(struct sec_ctx *x)
     if (SEC_READ_LIST(x, &s->processes, &s->nprocesses, 4, "process", process_fields, NULL, NULL, NULL) < 0)
         return -1;
     s->has_processes = true;
+    /* Since 1.3 each process's relation and command follow, one per process in the list's order; a 1.2
+     * file ends here. */
+    if (!sec_left(x))
+        return 0;
+    uint64_t n = U();
+    if (x->c.err)
+        return sec_item_err(x, "process details count", SIZE_MAX);
+    if (n != s->nprocesses)
+        return sec_err(x, "%" PRIu64 " process details for %zu processes", n, s->nprocesses);
+    for (size_t i = 0; i < s->nprocesses; i++) {
+        struct ot_process *p = &s->processes[i];
+        ot_read_fields(&x->c, p, process_detail_fields, OT_NFIELDS(process_detail_fields));
+        if (x->c.err)
+            return sec_item_err(x, "process details", i);
+    }
     return 0;
 }
 

@@ -127,6 +127,10 @@ struct ot_process {
     int64_t device;
     uint64_t pid, used_bytes;
     struct ot_str name;
+    /* Since 1.3 (0 and empty in older files): */
+    uint64_t relation;    /* enum ot_process_relation, as stored (untrusted: may be any value) */
+    uint64_t name_source; /* enum ot_process_name_source, as stored */
+    struct ot_str command;
 };
 
 struct snap_thread {

@@ -329,6 +329,29 @@ static void events(struct jx *x)
     ot_json_obj_end(j);
 }
 
+/* The stored enums as JSON words; a value this reader does not know (a later writer, a damaged file) is
+ * "unknown". */
+static const char *process_relation(uint64_t r)
+{
+    switch (r) {
+    case OT_PROCESS_RELATION_NONE:
+        return "none";
+    case OT_PROCESS_RELATION_CHILD:
+        return "child";
+    case OT_PROCESS_RELATION_PARENT:
+        return "parent";
+    case OT_PROCESS_RELATION_SELF:
+        return "self";
+    default:
+        return "unknown";
+    }
+}
+
+static const char *process_name_source(uint64_t r)
+{
+    return r == OT_PROCESS_NAME_PROC ? "proc" : r == OT_PROCESS_NAME_NVML ? "nvml" : "none";
+}
+
 static void bd_moment(struct ot_json *j, const char *key, const struct ot_bd_moment *m)
 {
     if (!m->known) {
@@ -516,6 +539,9 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
             ot_json_u64(j, "pid", p->pid);
             ot_json_u64(j, "used_bytes", p->used_bytes);
             ot_json_str(j, "name", p->name);
+            ot_json_cstr(j, "name_source", process_name_source(p->name_source));
+            ot_json_str(j, "command", p->command.n ? p->command : (struct ot_str){NULL, 0});
+            ot_json_cstr(j, "relation", process_relation(p->relation));
             ot_json_obj_end(j);
         }
         ot_json_arr_end(j);

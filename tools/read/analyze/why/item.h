@@ -39,6 +39,11 @@ void why_nums_u(struct why_item_b *b, const struct why_kv *kv, size_t n);
  * longer keeps it. */
 void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id);
 void why_put_marker(FILE *f, const struct ot_snapshot *s, uint64_t seq);
+/* "pid 629 (python3, a child of this process)": another process on the device as NVML listed it, with
+ * its name and how it is related to this process where the snapshot says (others.c). */
+void why_put_process(FILE *f, const struct ot_snapshot *s, const struct ot_process *p);
+/* Is it this process's descendant (a DataLoader worker, a multiprocessing child that opened CUDA)? */
+bool why_process_is_child(const struct ot_process *p);
 
 static inline const char *why_bytes(char *buf, uint64_t v)
 {

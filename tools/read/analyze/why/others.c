@@ -7,6 +7,30 @@
 
 #define OT_WHY_PIDS_SHOWN 4
 
+bool why_process_is_child(const struct ot_process *p)
+{
+    return p->relation == OT_PROCESS_RELATION_CHILD;
+}
+
+void why_put_process(FILE *f, const struct ot_snapshot *s, const struct ot_process *p)
+{
+    fprintf(f, "pid %" PRIu64, p->pid);
+    /* The parent: this process's own record says so even in files without relations. */
+    bool parent = p->relation == OT_PROCESS_RELATION_PARENT ||
+                  (p->pid && s->meta.pid && p->pid != s->meta.pid && s->meta.ppid == p->pid);
+    const char *rel = why_process_is_child(p) ? "a child of this process" : parent ? "this process's parent" : NULL;
+    if (!p->name.n && !rel)
+        return;
+    fputs(" (", f);
+    if (p->name.n)
+        ot_fput_safe_max(f, p->name, 64);
+    if (p->name.n && p->name_source == OT_PROCESS_NAME_NVML)
+        fputs(", named by NVML", f);
+    if (rel)
+        fprintf(f, "%s%s", p->name.n ? ", " : "", rel);
+    fputc(')', f);
+}
+
 void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 {
     const struct ot_snapshot *s = a->s;
@@ -33,7 +57,9 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
             top_pid = p->pid;
         }
         if (shown < OT_WHY_PIDS_SHOWN) {
-            fprintf(b.f, "%spid %" PRIu64 ": %s", shown ? ", " : "", p->pid, why_bytes(b1, p->used_bytes));
+            fputs(shown ? ", " : "", b.f);
+            why_put_process(b.f, s, p);
+            fprintf(b.f, ": %s", why_bytes(b1, p->used_bytes));
             shown++;
         }
     }

@@ -281,28 +281,53 @@ static void other_process(struct ot_why *w, const struct ot_analysis *a, int64_t
     const struct snap_device *d = ot_snapshot_device(s, dev);
     if (!d || !d->total_bytes)
         return;
-    const struct ot_process *top = NULL;
+    const struct ot_process *top = NULL, *top_child = NULL;
+    uint64_t children = 0;
+    size_t nchildren = 0;
     for (size_t i = 0; i < s->nprocesses; i++) {
         const struct ot_process *p = &s->processes[i];
-        if (p->device == dev && p->pid != s->meta.pid && (!top || p->used_bytes > top->used_bytes))
+        if (p->device != dev || p->pid == s->meta.pid)
+            continue;
+        if (!top || p->used_bytes > top->used_bytes)
             top = p;
+        if (why_process_is_child(p)) {
+            children = ot_sat_add(children, p->used_bytes);
+            nchildren++;
+            if (!top_child || p->used_bytes > top_child->used_bytes)
+                top_child = p;
+        }
     }
-    if (!top || top->used_bytes * 10 < d->total_bytes)
+    /* This process's own children (DataLoader workers, multiprocessing workers that touched CUDA) each hold a
+     * context and what they allocated: together they are one cause, and stopping them is this program's fix. */
+    bool kids = top_child && children * 10 >= d->total_bytes && children >= (top ? top->used_bytes : 0);
+    uint64_t held = kids ? children : top ? top->used_bytes : 0;
+    if (!top || held * 10 < d->total_bytes)
         return;
     char b1[32];
     struct why_item_b b;
-    if (!why_item_say(&b, w, "other_process", "pid %" PRIu64, top->pid))
+    if (!why_item_begin(&b, w, "other_process"))
         return;
-    if (top->name.n) {
-        fputs(" (", b.f);
-        ot_fput_safe_max(b.f, top->name, 128);
-        fputc(')', b.f);
+    if (kids) {
+        if (nchildren > 1)
+            fprintf(b.f, "%zu child processes of this one hold %s, %.0f%% of device %" PRId64 " (the largest: ", nchildren,
+                    why_bytes(b1, children), share(children, d->total_bytes), dev);
+        why_put_process(b.f, s, top_child);
+        if (nchildren > 1)
+            fprintf(b.f, ", %s)", why_bytes(b1, top_child->used_bytes));
+        else
+            fprintf(b.f, " holds %s, %.0f%% of device %" PRId64, why_bytes(b1, children), share(children, d->total_bytes), dev);
+        fputs(": a child that touched CUDA opened its own context and allocates on the card (a DataLoader worker that "
+              "moves tensors to the GPU, a multiprocessing worker); keep CUDA in the main process (return CPU tensors from "
+              "the Dataset, pin_memory=True), or stop the children before this process allocates.", b.f);
+    } else {
+        why_put_process(b.f, s, top);
+        fprintf(b.f, " holds %s, %.0f%% of device %" PRId64 ": stop it (check it is not a zombie of an earlier run) or "
+                "use another card (CUDA_VISIBLE_DEVICES).", why_bytes(b1, top->used_bytes), share(top->used_bytes, d->total_bytes), dev);
     }
-    if (top->pid && s->meta.pid && top->pid != s->meta.pid && s->meta.ppid == top->pid)
-        fputs(", this process's parent,", b.f);
-    fprintf(b.f, " holds %s, %.0f%% of device %" PRId64 ": stop it (check it is not a zombie of an earlier run) or "
-            "use another card (CUDA_VISIBLE_DEVICES).", why_bytes(b1, top->used_bytes), share(top->used_bytes, d->total_bytes), dev);
-    WHY_NUMS_U(&b, {"pid", top->pid}, {"used_bytes", top->used_bytes}, {"total_bytes", d->total_bytes});
+    const struct ot_process *named = kids ? top_child : top;
+    WHY_NUMS_U(&b, {"pid", named->pid}, {"used_bytes", held}, {"total_bytes", d->total_bytes});
+    if (kids)
+        WHY_NUMS_U(&b, {"child_processes", nchildren});
     why_item_end(&b);
 }
 
