@@ -12,10 +12,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "oomtrace_format.h"
+#include "capture/backtrace.h"
 #include "capture/cfi.h"
 #include "capture/loader.h"
 #include "capture/modules.h"
-#include "internal.h"
+#include "common/defs.h"
 
 static uintptr_t self_lo, self_hi;
 

@@ -9,7 +9,7 @@
 #include <pthread.h>
 
 #include "capture/loader.h"
-#include "internal.h"
+#include "common/self.h"
 
 /* Writer-preferring: a fork is not starved by threads that keep unwinding through libunwind. */
 static pthread_rwlock_t loader_rw = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;

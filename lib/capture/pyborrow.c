@@ -14,7 +14,8 @@
 #include <sys/uio.h>
 
 #include "capture/pyframes.h"
-#include "internal.h"
+#include "common/clock.h"
+#include "common/log.h"
 
 #define MAX_THREADS 64
 #define TS_BYTES 176 /* the largest thread state offset read below, rounded up */

@@ -4,8 +4,11 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "oomtrace_format.h"
 #include "capture/pyframes.h"
-#include "internal.h"
+#include "capture/python.h"
+#include "capture/stacks.h"
+#include "common/defs.h"
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "internal.h"
+#include "common/defs.h"
 
 /* The str and bytes objects a code object points at: str lost its wstr fields in 3.12, which moved its
  * data 8 bytes (ASCII) and 16 bytes (compact) closer to the header. */

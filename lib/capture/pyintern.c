@@ -7,10 +7,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "common/buf.h"
 #include "capture/pyframes.h"
 #include "capture/pylines.h"
-#include "internal.h"
+#include "capture/python.h"
+#include "common/buf.h"
 
 /* ---- memory reads ---- */
 

@@ -9,8 +9,10 @@
 #include <stdio.h>
 
 #include "capture/pyframes.h"
+#include "capture/python.h"
+#include "common/log.h"
+#include "common/options.h"
 #include "driver/real.h"
-#include "internal.h"
 
 static const struct obj_layout obj39 = {
     .uni_state = 32, .uni_length = 16, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72,

@@ -8,7 +8,8 @@
 #include <sys/mman.h>
 
 #include "capture/pyframes.h"
-#include "internal.h"
+#include "common/defs.h"
+#include "common/log.h"
 
 static int validated; /* one walk has confirmed the layout: plain loads from now on */
 

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "capture/stacks.h"
 
 struct entry {
     uint64_t hash;

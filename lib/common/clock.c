@@ -23,7 +23,8 @@
 #include <cpuid.h>
 #endif
 
-#include "internal.h"
+#include "common/clock.h"
+#include "common/defs.h"
 
 #define CAL_NS 20000000ull      /* the first rate: measured over 20 ms */
 #define ANCHOR_NS 1000000000ull /* an anchor lasts 1 s */

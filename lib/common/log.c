@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "common/log.h"
 
 /* The stderr the process had at start. A program may close fd 2 and open its own data file there; our
  * line would then land inside its records. So a line is written only while fd 2 is that same file, or a

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "common/defs.h"
+#include "common/log.h"
+#include "common/options.h"
 
 struct ot_options ot_opt;
 

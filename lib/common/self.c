@@ -3,7 +3,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "common/defs.h"
+#include "common/self.h"
 
 __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
 uint64_t ot_start_ns;

@@ -6,7 +6,6 @@
 
 #include "driver/cuda_api.h"
 #include "driver/real.h"
-#include "internal.h"
 
 #define REAL(name) ((__typeof__(&name))ot_real.name)
 

@@ -9,8 +9,8 @@
 
 #include "capture/loader.h"
 #include "capture/modules.h"
+#include "common/defs.h"
 #include "driver/real.h"
-#include "internal.h"
 
 static int first_subs(struct dl_phdr_info *info, size_t size, void *data)
 {

@@ -8,8 +8,9 @@
 #include <stddef.h>
 #include <unistd.h>
 
+#include "common/defs.h"
 #include "driver/real.h"
-#include "internal.h"
+#include "runtime/init.h"
 
 static int missing(void *const *fn)
 {

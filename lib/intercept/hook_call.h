@@ -11,11 +11,14 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "common/defs.h"
+#include "common/self.h"
 #include "driver/cuda_api.h"
 #include "driver/driver.h"
 #include "driver/real.h"
-#include "internal.h"
+#include "record/rec.h"
 #include "record/record.h"
+#include "runtime/init.h"
 
 void *ot_real_slow(size_t off);
 

@@ -1,6 +1,8 @@
 /* CUDA arrays. The driver does not say how much an array takes; the size is computed from the descriptor
  * (elements x channels x bytes per channel, every mip level) and marked as estimated. */
+#include "common/defs.h"
 #include "intercept/hook_call.h"
+#include "record/rec.h"
 
 static uint64_t format_bytes(CUarray_format f)
 {

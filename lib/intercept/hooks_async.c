@@ -1,7 +1,9 @@
 /* Stream-ordered memory: cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync, each with its
  * per-thread-default-stream (_ptsz) twin, which is a distinct driver function with its own wrapper. A free
  * returns memory to its pool, not to the device; the snapshot measures what the pools still hold. */
+#include "common/defs.h"
 #include "intercept/hook_call.h"
+#include "record/rec.h"
 
 static CUresult alloc_async(void *realp, uint16_t api, CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {

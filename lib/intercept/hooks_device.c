@@ -1,5 +1,9 @@
 /* Device memory: cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemFree. */
+#include "common/defs.h"
 #include "intercept/hook_call.h"
+#include "record/rec.h"
+#include "runtime/companion.h"
+#include "runtime/init.h"
 #include "snapshot/snapshot.h"
 
 void *ot_real_slow(size_t off)

@@ -1,7 +1,9 @@
 /* Page-locked host memory and IPC imports. Pinned memory is host memory: it is recorded on device -1
  * and never enters a device's totals. Memory opened from another process's IPC handle is that process's;
  * it is reported as imported. */
+#include "common/defs.h"
 #include "intercept/hook_call.h"
+#include "record/rec.h"
 
 static void after_host(CUresult r, uint16_t api, void *p, size_t bytes)
 {

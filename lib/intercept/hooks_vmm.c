@@ -2,7 +2,9 @@
  * The memory lives while a reference (create, retain) or a mapping remains, which is how NCCL's
  * retain-once, release-twice pattern ends in exactly one free. Address reservations are not memory and
  * are not wrapped at all. */
+#include "common/defs.h"
 #include "intercept/hook_call.h"
+#include "record/rec.h"
 
 OT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                                unsigned long long flags)

@@ -3,6 +3,8 @@
  * 4-argument form and ("cuGetProcAddress", 12000) the 5-argument one. Each wrapper calls the real lookup
  * with the caller's exact arguments and then routes the pointer it returned (lib/route.c); a lookup that
  * fails is returned untouched. */
+#include "common/defs.h"
+#include "common/options.h"
 #include "intercept/hook_call.h"
 #include "intercept/route.h"
 

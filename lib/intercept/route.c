@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "common/options.h"
 #include "driver/real.h"
 #include "intercept/route.h"
-#include "internal.h"
 
 /* Declared with a dummy type: only their addresses are taken here. The definitions, with their real
  * prototypes, are in hooks_*.c. */

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "record/liveset.h"
+#include "record/rec.h"
 
 static uint64_t slot_of(const struct ot_liveset *s, uint8_t ns, uint64_t key)
 {

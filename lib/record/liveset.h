@@ -1,6 +1,6 @@
 #ifndef OOMTRACE_LIVESET_H
 #define OOMTRACE_LIVESET_H
-#include "internal.h"
+#include "record/rec.h"
 
 struct ot_liveset {
     struct ot_rec *slots; /* size == 0 marks an empty slot: the driver never hands out 0 bytes */

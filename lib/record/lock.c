@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "record/lock.h"
 
 struct ot_lock ot_lock;

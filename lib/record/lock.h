@@ -14,7 +14,8 @@
 #define OOMTRACE_RECORD_LOCK_H
 #include <stdint.h>
 
-#include "internal.h"
+#include "common/clock.h"
+#include "common/defs.h"
 
 struct ot_lock {
     int held;     /* 0 free, 1 held: the futex word */

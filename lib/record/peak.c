@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "record/peak.h"
+#include "record/rec.h"
 
 void ot_peak_on_alloc(struct trace_device *d, const struct ot_rec *r)
 {

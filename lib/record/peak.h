@@ -1,6 +1,7 @@
 #ifndef OOMTRACE_PEAK_H
 #define OOMTRACE_PEAK_H
-#include "internal.h"
+#include "oomtrace_format.h"
+#include "record/rec.h"
 
 /* Per-device accounting and the exact live set at the device's high-water mark. */
 struct trace_device {

@@ -5,6 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture/backtrace.h"
+#include "capture/python.h"
+#include "capture/stacks.h"
+#include "common/clock.h"
+#include "common/defs.h"
+#include "common/log.h"
+#include "common/options.h"
+#include "common/self.h"
+#include "record/rec.h"
 #include "record/ring.h"
 #include "record/state.h"
 

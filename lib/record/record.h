@@ -3,9 +3,10 @@
  * it through the view below, while it holds the recorder still. */
 #ifndef OOMTRACE_RECORD_H
 #define OOMTRACE_RECORD_H
-#include "internal.h"
+#include "common/defs.h"
 #include "record/liveset.h"
 #include "record/peak.h"
+#include "record/rec.h"
 
 #define OT_MAX_MARKERS 1024
 #define OT_MAX_POOLS 256

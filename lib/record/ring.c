@@ -15,6 +15,9 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "common/defs.h"
+#include "common/options.h"
+#include "common/self.h"
 #include "record/ring.h"
 #include "record/state.h"
 

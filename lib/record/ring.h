@@ -1,7 +1,6 @@
 #ifndef OOMTRACE_RING_H
 #define OOMTRACE_RING_H
 #include "common/buf.h"
-#include "internal.h"
 
 struct trace_event {
     uint8_t kind;

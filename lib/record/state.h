@@ -2,6 +2,7 @@
  * and read through its view (record/view.c), never the state itself. */
 #ifndef OOMTRACE_RECORD_STATE_H
 #define OOMTRACE_RECORD_STATE_H
+#include "common/defs.h"
 #include "record/lock.h"
 #include "record/record.h"
 

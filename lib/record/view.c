@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/defs.h"
 #include "record/state.h"
 
 #define S ot_state

@@ -5,9 +5,13 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "oomtrace_format.h"
+#include "common/defs.h"
+#include "common/self.h"
 #include "driver/cuda_api.h"
-#include "internal.h"
+#include "record/rec.h"
 #include "record/record.h"
+#include "runtime/init.h"
 #include "snapshot/framework.h"
 #include "snapshot/snapshot.h"
 

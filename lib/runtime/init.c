@@ -11,9 +11,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capture/backtrace.h"
 #include "capture/loader.h"
+#include "capture/python.h"
+#include "common/clock.h"
+#include "common/defs.h"
+#include "common/log.h"
+#include "common/options.h"
+#include "common/self.h"
 #include "driver/real.h"
 #include "record/record.h"
+#include "runtime/init.h"
 #include "snapshot/snapshot.h"
 
 

@@ -6,6 +6,13 @@
 #include <unistd.h>
 
 #include "capture/modules.h"
+#include "capture/python.h"
+#include "capture/stacks.h"
+#include "common/clock.h"
+#include "common/defs.h"
+#include "common/options.h"
+#include "common/self.h"
+#include "record/rec.h"
 #include "record/ring.h"
 #include "snapshot/framework.h"
 #include "snapshot/writer.h"
@@ -160,7 +167,7 @@ static void put_stacks(struct ot_buf *b, struct addrset *addrs)
     }
 }
 
-/* The lender of each borrowed stack (internal.h: it rides in the stack's flags); false when none is. */
+/* The lender of each borrowed stack (capture/stacks.h: it rides in the stack's flags); false when none is. */
 static int put_borrowed(struct ot_buf *b)
 {
     uint32_t n = ot_stack_count(), count = 0;

@@ -15,6 +15,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "common/log.h"
+#include "common/options.h"
 #include "snapshot/snapshot.h"
 #include "snapshot/writer.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "common/log.h"
 #include "snapshot/framework.h"
 
 /* A payload past this is a companion bug or a hostile caller, not an allocator's state. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/defs.h"
 #include "driver/driver.h"
 #include "snapshot/writer.h"
 

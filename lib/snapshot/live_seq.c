@@ -3,6 +3,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/defs.h"
+#include "record/rec.h"
 #include "snapshot/writer.h"
 
 struct seq_slot {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "oomtrace_format.h"
 #include "driver/real.h"
 #include "snapshot/nvml.h"
 

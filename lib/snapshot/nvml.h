@@ -1,6 +1,8 @@
 #ifndef OOMTRACE_NVML_H
 #define OOMTRACE_NVML_H
-#include "internal.h"
+#include <stdint.h>
+
+#include "common/defs.h"
 
 #define OT_NVML_MAX_PROCS 128
 

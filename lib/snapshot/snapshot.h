@@ -15,4 +15,7 @@ void ot_snapshot_forked(void);
 
 /* Removes this process's crash-surviving flush file (the process finished). */
 void ot_flush_file_remove(void);
+
+/* OOMTRACE_DIR was reported unusable: later failures there stay quiet (file.c). */
+extern int ot_dir_warned;
 #endif

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "capture/backtrace.h"
+#include "common/log.h"
+#include "common/options.h"
+#include "common/self.h"
 #include "snapshot/framework.h"
 #include "snapshot/snapshot.h"
 #include "snapshot/writer.h"

@@ -5,6 +5,8 @@
 #ifndef OOMTRACE_SNAPSHOT_WRITER_H
 #define OOMTRACE_SNAPSHOT_WRITER_H
 #include "common/buf.h"
+#include "common/defs.h"
+#include "record/rec.h"
 #include "record/record.h"
 #include "snapshot/nvml.h"
 

@@ -3,15 +3,23 @@
 # reader files (a header with its sources counted as one) include each other, directly or around a loop.
 #   tools/read: model <- symbols <- analyze <- render <- modes <- tools/oomtrace-read.c
 #   lib:        common <- driver <- capture <- record <- snapshot <- runtime <- intercept
-#               (lib/internal.h, the library's shared declarations, sits with common)
+#               (every file is in a room: no header at the top of lib/ that all rooms include)
 # Writer and reader share only include/oomtrace_format.h: neither includes the other's files.
 # Calls as well as includes: from the built objects (build/, or $B), no room's object uses a function or
 # variable that a room above it defines (nm). The wrappers of intercept/ (the driver's and the C library's
 # own names: cuMemAlloc_v2, dlsym, execve) are not counted: a tracer call reaches them as any caller's does.
+# Declarations: a header of the library declares only what its own room defines, so that including a
+# room's header is depending on that room (a catch-all header low down would hide an upward dependency).
+# Then the check checks itself: on a copy of the sources with an upward include planted, and with a
+# function of runtime/ declared in a header of common/, it must fail, naming each.
 set -u
 cd "$(dirname "$0")/../.."
-python3 - <<'PY'
+ROOT=$PWD
+# check [DIR]: the checks on the sources under DIR (default: the repository), the objects under $B.
+check() {
+    LAYERING_ROOT=${1:-.} B=${B:-$ROOT/build} python3 - <<'PY'
 import os, re, sys
+os.chdir(os.environ.get('LAYERING_ROOT', '.'))
 
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 bad = []
@@ -84,28 +92,23 @@ for u in sorted(graph):
 # --- the library (the order is docs/ARCHITECTURE.md's) ---
 LIB_ROOMS = ['common', 'driver', 'capture', 'record', 'snapshot', 'runtime', 'intercept']
 LIB_RANK = {r: i for i, r in enumerate(LIB_ROOMS)}
-LIB_SHARED = {'internal.h': 0}  # lib/internal.h: with common
 PUBLIC = {'oomtrace_format.h', 'oomtrace.h'}
 lib_files = [f for f in sources('lib')]
 for f in lib_files:
     rel = os.path.relpath(f, 'lib')
     here = rel.split(os.sep)[0] if os.sep in rel else None
-    rank = LIB_RANK[here] if here in LIB_RANK else LIB_SHARED.get(rel)
+    rank = LIB_RANK.get(here)
     if rank is None:
         bad.append(f'{f}: not in a room of the library ({" <- ".join(LIB_ROOMS)})')
         continue
     for inc in includes(f):
         if inc in PUBLIC:
             continue
-        if inc in LIB_SHARED:
-            target = LIB_SHARED[inc]
-            top = 'internal.h'
-        else:
-            top = inc.split('/')[0]
-            if top not in LIB_RANK:
-                bad.append(f'{f}: includes "{inc}", which is not a room of the library (the writer and reader share only oomtrace_format.h)')
-                continue
-            target = LIB_RANK[top]
+        top = inc.split('/')[0]
+        if top not in LIB_RANK or '/' not in inc:
+            bad.append(f'{f}: includes "{inc}", which is not a room of the library (the writer and reader share only oomtrace_format.h)')
+            continue
+        target = LIB_RANK[top]
         if target > rank:
             bad.append(f'{f}: includes "{inc}": {here or rel} may not depend on {top}, which comes after it ({" <- ".join(LIB_ROOMS)})')
 
@@ -140,10 +143,37 @@ def check_calls(top, src, rooms, counted):
             bad.append(f'{o}: uses {name}, defined in {defined[name][1]}: {r} may not depend on {defined[name][0]}')
     return len(objs)
 
-nobj = 0
+# --- declarations: a library header declares what its own room defines ---
+DECL = re.compile(r'(?:^|;|\})\s*((?:extern\s+)?(?!static\b|typedef\b|struct\b|enum\b|union\b)[A-Za-z_][\w\s\*]*?(?<!struct )(?<!enum )(?<!union )\b(ot_\w+)(?=\s*(?:\(|;|\[|__attribute__)))', re.M)
+
+def check_declarations(top):
+    defined = {}
+    for o in glob.glob(f'{top}/*/*.o'):
+        for name, t in symbols(o):
+            if t.isupper() and t != 'U':
+                defined.setdefault(name, set()).add(os.path.relpath(o, top).split(os.sep)[0])
+    n = 0
+    for h in sorted(glob.glob('lib/*/*.h')):
+        room = h.split('/')[1]
+        with open(h, encoding='utf-8', errors='replace') as f:
+            t = f.read()
+        t = re.sub(r'/\*.*?\*/', ' ', t, flags=re.S)
+        t = re.sub(r'^\s*#.*$', ' ', t, flags=re.M)
+        prev = None
+        while prev != t:  # struct, enum and function bodies out: what is left is the header's declarations
+            prev, t = t, re.sub(r'\{[^{}]*\}', ';', t)
+        for m in DECL.finditer(t):
+            rooms = defined.get(m.group(2))
+            n += 1
+            if rooms and room not in rooms:
+                bad.append(f'{h}: declares {m.group(2)}, which {" and ".join(sorted(rooms))}/ defines: a header declares only what its own room defines')
+    return n
+
+nobj = ndecl = 0
 if glob.glob(f'{B}/lib/*/*.o') and glob.glob(f'{B}/tools/read/*/*.o'):
     nobj += check_calls(f'{B}/lib', 'lib', LIB_ROOMS, lambda name, room: room != 'intercept' or name.startswith('ot_'))
     nobj += check_calls(f'{B}/tools/read', 'tools/read', ROOMS, lambda name, room: True)
+    ndecl = check_declarations(f'{B}/lib')
 else:
     bad.append(f'no objects under {B}/lib and {B}/tools/read to check calls in (make test-build first)')
 
@@ -151,6 +181,24 @@ for b in bad:
     print('layering:', b)
 if bad:
     sys.exit(1)
-print(f'layering: ok (tools/read: {len(files)} files, {len(graph)} units that include others; lib: {len(lib_files)} files; '
-      f'calls in {nobj} objects)')
+print(f'layering: ok (tools/read: {len(files)} files, {len(graph)} units that include others; lib: {len(lib_files)} files, '
+      f'{ndecl} declarations in its headers; calls in {nobj} objects)')
 PY
+}
+
+check || exit 1
+
+# The check on a copy with two faults planted: common/ including a header of runtime/, and a header of
+# common/ declaring runtime's ot_ready (what lib/internal.h did for every room).
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+mkdir -p "$T/tools" && cp -r lib "$T/" && cp -r tools/read tools/oomtrace-read.c "$T/tools/"
+printf '#include "runtime/init.h"\n' >>"$T/lib/common/log.c"
+printf '#include "runtime/init.h"\n' >>"$T/lib/common/log.h"
+printf 'int ot_ready(void);\n' >>"$T/lib/common/self.h"
+check "$T" >"$T/out" 2>&1 && { echo "layering: FAILED: the check passed a copy with an upward include"; exit 1; }
+for want in 'lib/common/log.c: includes "runtime/init.h": common may not depend on runtime' \
+    'lib/common/self.h: declares ot_ready, which runtime/ defines'; do
+    grep -qF "$want" "$T/out" || { echo "layering: FAILED: the planted fault was not named: $want"; cat "$T/out"; exit 1; }
+done
+echo "layering: the check fails on a planted upward include and on a declaration outside its room"

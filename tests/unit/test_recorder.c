@@ -1,6 +1,7 @@
 /* Unit tests of the recorder's core, linked against lib/'s objects: the live set, the exact peak set,
  * VMM reference counting, the ring's drop accounting and the options table. */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,9 +13,13 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "capture/backtrace.h"
+#include "common/clock.h"
+#include "common/options.h"
 #include "record/liveset.h"
-#include "record/state.h"
+#include "record/rec.h"
 #include "record/ring.h"
+#include "record/state.h"
 
 /* A deterministic generator, so a failure reproduces. */
 static uint64_t rng = 88172645463325252ull;

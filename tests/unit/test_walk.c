@@ -18,8 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "capture/backtrace.h"
 #include "capture/modules.h"
-#include "internal.h"
+#include "common/defs.h"
 
 /* libunwind's slow path masks signals around its cache lock and its module lookups: counted here (the
  * program's definition interposes libc's for libunwind). */

@@ -1,0 +1,17 @@
+/* Native backtraces of the calling thread (backtrace.c). */
+#ifndef OOMTRACE_CAPTURE_BACKTRACE_H
+#define OOMTRACE_CAPTURE_BACKTRACE_H
+#include <stddef.h>
+#include <stdint.h>
+
+int ot_backtrace(uint64_t *frames, int max, unsigned *flags);
+void ot_backtrace_init(void);
+int ot_native_walk(uint64_t *frames, int want); /* raw return addresses from the caller out; -1: use libunwind */
+/* Bytes of this thread's stack below the caller's frame; SIZE_MAX where unknown (on another stack). The
+ * tracer's deep work checks it, so that threads with small stacks (PTHREAD_STACK_MIN, 16 KiB) never
+ * overflow in it: libunwind's backtrace needs OT_UNWIND_STACK, a snapshot's writer OT_WRITER_STACK (both
+ * with a wide margin over what docs/RELIABILITY.md measured). */
+size_t ot_stack_room(void);
+#define OT_UNWIND_STACK (24 * 1024)
+#define OT_WRITER_STACK (128 * 1024)
+#endif

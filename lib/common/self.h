@@ -1,0 +1,14 @@
+/* The calling thread's own state (self.c); the clock is clock.h's. */
+#ifndef OOMTRACE_COMMON_SELF_H
+#define OOMTRACE_COMMON_SELF_H
+#include <stdint.h>
+
+struct trace_thread {
+    int busy;     /* reentrancy guard: set while the tracer itself runs on this thread */
+    uint32_t tid; /* cached gettid() */
+    int in_loader; /* inside a walk of the loaded objects (capture/loader.c) */
+};
+extern __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
+uint32_t ot_tid(void);
+extern uint64_t ot_start_ns; /* CLOCK_MONOTONIC at start-up (set by runtime/init.c) */
+#endif

@@ -1,0 +1,7 @@
+/* The Python companion (lib/companion/), started at a pending call (companion.c). */
+#ifndef OOMTRACE_RUNTIME_COMPANION_H
+#define OOMTRACE_RUNTIME_COMPANION_H
+
+enum ot_poke { OT_POKE_ALLOC = 1, OT_POKE_DRIVER_OOM = 2 };
+void ot_companion_poke(enum ot_poke why); /* never from signal context, never with the recorder's lock held */
+#endif
