@@ -206,34 +206,46 @@ static inline uint32_t replay(const struct step *prev, uint32_t stop, uint64_t l
  * with the same steps, so they are kept as they are, not copied (a copy was half of a replayed frame's
  * cost). Each step is checked as replay checks it, but every slot it read must hold what it held then,
  * the saved rbp included (replay lets that one differ when no later step uses it): rbp is then what it
- * was at every step but the first, whose rbp is compared when a later step uses it. A slot that differs
- * sends the walk step by step from the start (the frames written are rewritten), which costs a stack
- * that changed since the last walk the few loads and compares a frame of the steps that still matched.
- * Returns the frames, or -1. */
+ * was at every step but those before the first that changes it, which have the entry's (compared when a
+ * later step uses it). Returns the frames; or -1, with the steps that matched in *matched (their frames
+ * written) and rbp at the step after them in *bp_next: the walk goes on from there. */
 static inline int replay_all(const struct walker *w, uint64_t pc, uint64_t sp, uint64_t bp, uint64_t *frames,
-                             int want)
+                             int want, uint32_t *matched, uint64_t *bp_next)
 {
     const struct step *P = w->steps[w->prev];
     const uint32_t nprev = w->nprev;
+    *matched = 0;
     if (nprev < 2 || nprev - 1 > (uint32_t)want || P[0].sp != sp || P[0].pc != pc ||
         ((P[0].flags & STEP_LIVE) && P[0].bp != bp))
         return -1;
     const struct step *s = P, *const last = P + nprev - 1;
+    uint64_t b = bp;
     for (; s != last; s++, frames++) {
         const struct step *nx = s + 1;
         const uint64_t flags = s->flags, nsp = nx->sp, ra = nx->pc;
+        uint64_t nb = b;
         /* (No bound checks: the walk that made these steps started at this sp, so at this lo, and checked
          * every slot it read against it.) */
-        if (OT_UNLIKELY(flags & (STEP_DEREF | STEP_BPAT))) {
+        if (OT_UNLIKELY(flags & (STEP_DEREF | STEP_BPAT | STEP_KILLS))) {
             if ((flags & STEP_DEREF) && *(const uint64_t *)(uintptr_t)s->deref_at != nsp)
-                return -1;
-            if ((flags & STEP_BPAT) && *(const uint64_t *)(uintptr_t)s->bp_at != nx->bp)
-                return -1;
+                break;
+            if (flags & STEP_BPAT) {
+                if (*(const uint64_t *)(uintptr_t)s->bp_at != nx->bp)
+                    break;
+                nb = nx->bp;
+            } else if (flags & STEP_KILLS) {
+                nb = 0;
+            }
         }
         if (*(const uint64_t *)(uintptr_t)(nsp - 8) != ra)
-            return -1;
+            break;
+        b = nb;
         *frames = ra;
     }
+    *matched = (uint32_t)(s - P);
+    *bp_next = b;
+    if (s != last)
+        return -1;
     if (last->pc < 0x4000) /* the chain ended at a return address below 0x4000: no frame for it */
         return (int)nprev - 2;
     if ((last->flags & STEP_END) || nprev - 1 == (uint32_t)want)
@@ -269,7 +281,9 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         w->nprev = 0;
         w->modgen = gen;
     }
-    int all = replay_all(w, pc, sp, bp, frames, want);
+    uint32_t matched;
+    uint64_t bp_next;
+    int all = replay_all(w, pc, sp, bp, frames, want, &matched, &bp_next);
     if (OT_LIKELY(all >= 0))
         return all;
     const struct step *P = w->steps[w->prev];
@@ -280,6 +294,22 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     int walked = 0;   /* steps taken by their rules */
     uint64_t end = 0; /* STEP_END when the chain ended */
     w->nprev = 0;     /* until this walk completes */
+    if (matched) {
+        /* The steps replay_all matched (a stack that differs further out: another call site) are this
+         * walk's first steps, with rbp as it really was at each: the entry's up to the first step that
+         * changes it, the previous walk's after that (checked). The walk goes on from the next one. */
+        memcpy(C, P, matched * sizeof *C);
+        for (uint32_t i = 0; i < matched; i++) {
+            C[i].bp = bp;
+            if (P[i].flags & STEP_KILLS)
+                break;
+        }
+        n = (int)matched;
+        j = matched;
+        pc = P[matched].pc;
+        sp = P[matched].sp;
+        bp = bp_next;
+    }
     for (;;) {
         /* Replay while the state is one the previous walk had. j == 0 only at n == 0 (the first step's
          * pc is looked up as is, the others' minus one). */
