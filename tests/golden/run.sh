@@ -154,6 +154,19 @@ check run.json json "$READER" --format json --top 2 "$TMP/run"
 # A job's CI summary (issue 13 item 13): the directory and --diff in markdown.
 check run.md text "$READER" --format markdown --top 3 "$TMP/run"
 check diff.md text "$READER" --format markdown --diff "$A" "$B"
+# Python 3.11 and before run a comprehension in a frame of its own, on its function's line: the caller that
+# tells the demo's three device_alloc rows apart is named by the function (forward), not the comprehension.
+for py311 in /usr/bin/python3.11 "$HOME"/.pyenv/versions/3.11.*/bin/python3.11; do
+    [ -x "$py311" ] || continue
+    mkdir -p "$TMP/py311"
+    traced "$TMP/py311" FAKECUDA_CAPACITY=8G "$py311" tests/demo/train_sim.py
+    "$READER" --top 3 "$TMP"/py311/*-oom.oomt >"$OUT/py311.txt" 2>&1
+    for want in "device_alloc \342\206\220 train_sim.py:43 in forward (stack" "device_alloc \342\206\220 train_sim.py:39 in init_optimizer (stack"; do
+        grep -q "$(printf "$want")" "$OUT/py311.txt" ||
+            { echo "golden: $py311: no row '$(printf "$want")': $(grep -m1 'in device_alloc' "$OUT/py311.txt")"; fail=1; }
+    done
+    break
+done
 # Sites that reach the allocation through one helper read apart: "grab (helper.c:N) ← main (helper.c:M)", and
 # --diff matches each site with its own (by the native frames' file:line where names alone read the same).
 H1=$(ls "$TMP"/h1/*.oomt)

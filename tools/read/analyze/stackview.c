@@ -448,6 +448,15 @@ int ot_headline_partings(const struct ot_stack_ref *v, size_t n, struct ot_parti
             if (part && d > 0 && d > out[i].depth)
                 out[i] = (struct ot_parting){part, d};
         }
+        /* A comprehension's own frame (Python 3.11 and before: forward.<locals>.<listcomp>) sits on the line of
+         * the function that runs it: the function names the caller better, as the breakdown does. */
+        if (out[i].frame && out[i].frame->kind == OT_FRAME_PY) {
+            const struct ot_stack *st = ot_snapshot_stack(v[i].s, v[i].id);
+            const struct ot_frame *up = meaningful_at(v[i].res, st, true, out[i].depth + 1);
+            if (up && up->has_line && out[i].frame->has_line && up->line == out[i].frame->line &&
+                up->file.n == out[i].frame->file.n && (!up->file.n || memcmp(up->file.p, out[i].frame->file.p, up->file.n) == 0))
+                out[i].frame = up;
+        }
     }
     for (size_t i = 0; i < n; i++)
         free(hl[i]);
