@@ -4,7 +4,8 @@ stand-in driver, for tests/sh/growth_windows.sh.
   leak_nomarkers.py oom      until the device is full; exit 1 after the out-of-memory
   leak_nomarkers.py stop N   N iterations, then exit 0 (run with OOMTRACE_DUMP=exit for a snapshot)
   leak_nomarkers.py build    40 buffers kept with no free in between (as a model or an optimizer's state is
-                             built), then a request too big: a buildup, not a leak"""
+                             built), then a request too big: a buildup, not a leak
+  leak_nomarkers.py cupy     as oom, the kept buffers made through a stand-in CuPy (tests/py/fakecupy)"""
 import ctypes
 import os
 import sys
@@ -12,6 +13,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from alloc_ctypes import MiB, alloc, cuda, free  # noqa: E402
+
+if sys.argv[1:2] == ["cupy"]:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakecupy", "site-packages"))
+    import cupy  # noqa: E402
 
 
 def device_alloc(nbytes):
@@ -25,6 +30,8 @@ def temporary():
 
 
 def kept():
+    if sys.argv[1] == "cupy":
+        return cupy.empty(1 * MiB)
     return device_alloc(1 * MiB)  # LINE:kept
 
 

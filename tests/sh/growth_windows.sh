@@ -38,6 +38,14 @@ has oom 'in kept .*; \+[0-9.]+ [KMG]?i?B per second' "the rate per second"
 hasnt oom 'lasts about' "no projection once the device ran out"
 has oom 'Live memory grew by [0-9.]+ [KMG]?i?B per second over [0-9.e+-]+ s' "the leak remedy"
 hasnt oom "gradient checkpointing \\(torch" "checkpointing for a leak"
+# No framework on the growing site's stack: no PyTorch words (loss.item()) for it.
+hasnt oom 'loss\.item' "PyTorch's leak advice for a program without PyTorch"
+
+# The same leak through CuPy (a stand-in in a site-packages/cupy folder): CuPy's words.
+traced "$TMP/cupy" python3 tests/py/leak_nomarkers.py cupy
+report "$TMP/cupy"
+has cupy 'Live memory grew by .*: memory that grows by the same amount every iteration is held across iterations: do not keep CuPy arrays' "CuPy's leak advice"
+hasnt cupy 'loss\.item|torch' "PyTorch's leak advice for a CuPy program"
 
 traced "$TMP/stop" OOMTRACE_DUMP=exit python3 tests/py/leak_nomarkers.py stop 60
 report "$TMP/stop"
@@ -48,5 +56,5 @@ traced "$TMP/build" python3 tests/py/leak_nomarkers.py build
 report "$TMP/build"
 hasnt build 'grew through the event ring|Live memory grew' "a buildup with no frees read as a leak"
 
-[ "$failed" -eq 0 ] && echo "growth_windows: ok (3 snapshots)"
+[ "$failed" -eq 0 ] && echo "growth_windows: ok (4 snapshots)"
 exit "$failed"

@@ -675,6 +675,35 @@ enum ot_bd_row ot_bd_guess(const struct ot_analysis *a, uint64_t stack_id)
     return guess_stack(a, stack_id).row;
 }
 
+const char *ot_stack_framework(const struct ot_analysis *a, uint64_t stack_id)
+{
+    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
+    for (size_t i = 0; st && i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(a->res, st->frames[i], &fr);
+        for (size_t k = 0; k < n; k++) {
+            const struct ot_frame *f = &fr[k];
+            if (f->kind != OT_FRAME_PY) {
+                struct ot_str mb = ot_base_name(f->module);
+                if (ot_str_starts(mb, "libtorch") || ot_str_starts(mb, "libc10"))
+                    return "torch";
+                if (ot_str_contains(f->module, "-packages/cupy") )
+                    return "cupy";
+                if (ot_str_contains(f->module, "-packages/jaxlib") || ot_str_starts(mb, "xla_extension"))
+                    return "jax";
+                continue;
+            }
+            if (file_has(f, "-packages/torch/"))
+                return "torch";
+            if (file_has(f, "-packages/cupy/") || file_has(f, "-packages/cupy_backends/"))
+                return "cupy";
+            if (file_has(f, "-packages/jax/") || file_has(f, "-packages/jaxlib/"))
+                return "jax";
+        }
+    }
+    return NULL;
+}
+
 enum ot_bd_row ot_bd_largest(const struct ot_bd_moment *m)
 {
     enum ot_bd_row best = OT_BD_NROWS;

@@ -81,4 +81,9 @@ uint64_t ot_bd_part_bytes(const struct ot_bd_moment *m, enum ot_bd_row row, cons
  * failed request's: OT_BD_OPTIMIZER when it came from inside an optimizer. */
 enum ot_bd_row ot_bd_guess(const struct ot_analysis *a, uint64_t stack_id);
 
+/* The framework a stack allocated through, from its libraries and installed sources: "torch" (libtorch,
+ * libc10, site-packages/torch), "cupy" (cupy, cupy_backends), "jax" (jax, jaxlib, XLA's extension); NULL
+ * for none of them. What a remedy's words are written for (a CuPy leak is not fixed with loss.item()). */
+const char *ot_stack_framework(const struct ot_analysis *a, uint64_t stack_id);
+
 #endif

@@ -430,11 +430,24 @@ static void leak(struct ot_why *w, const struct ot_analysis *a)
         fprintf(b.f, " (%s in all; the growing site above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, site_growth));
     else
         fprintf(b.f, " (%s in all, at the growing site above): ", why_bytes(b2, growth));
-    if (a->s->meta.python_version.n && pytorch_or_unknown(&a->s->fw))
+    /* The words are the growing site's framework's: the stack says which, else (a stack cut short) the
+     * frameworks' view of a Python process that saw PyTorch alone. */
+    const char *fw = ot_stack_framework(a, item_num(site, "stack_id"));
+    if (!fw && a->s->meta.python_version.n && a->s->fw.present && a->s->fw.ninfo && pytorch_or_unknown(&a->s->fw))
+        fw = "torch";
+    if (fw && strcmp(fw, "torch") == 0)
         fputs("memory that grows by the same amount every iteration is held across iterations, and gradient checkpointing "
               "or a smaller batch only delays the failure: accumulate loss.item() (or loss.detach()), not the loss tensor; do "
               "not keep outputs or their graphs in lists; drop retain_graph=True unless the graph is used again; "
               "evaluate under torch.no_grad().", b.f);
+    else if (fw && strcmp(fw, "cupy") == 0)
+        fputs("memory that grows by the same amount every iteration is held across iterations: do not keep CuPy arrays (or "
+              "views of them) in lists or globals from one iteration to the next; accumulate scalars on the host (float(x), "
+              "x.item(), cupy.asnumpy), not as device arrays; freed arrays return to CuPy's pool, not to the device.", b.f);
+    else if (fw && strcmp(fw, "jax") == 0)
+        fputs("memory that grows by the same amount every iteration is held across iterations: do not keep JAX arrays in "
+              "lists or globals from one step to the next; accumulate metrics on the host (float(x), jax.device_get), and "
+              "let the old state go when a jitted step returns the new one (donate_argnums).", b.f);
     else
         fputs("free what the growing site allocates each iteration, or bound what it keeps.", b.f);
     WHY_NUMS_U(&b, {"growth_bytes", growth}, {"bytes_per_interval", growth / n}, {"intervals", n});
