@@ -46,6 +46,7 @@ struct walker {
     uint64_t modgen;  /* the modules' generation the rules were read under */
     struct ot_frame_rule rules[NRULES];
     struct step steps[2][NSTEPS];
+    uint32_t replay_stale; /* replay_all: the first step whose kept rbp may differ from this walk's */
 };
 
 static __thread struct walker *walker_tls __attribute__((tls_model("initial-exec")));
@@ -204,13 +205,12 @@ static inline uint32_t replay(const struct step *prev, uint32_t stop, uint64_t l
 
 /* A walk that replays the whole previous one (a loop allocating from one place: the common case) ends
  * with the same steps, so they are kept as they are, not copied (a copy was half of a replayed frame's
- * cost). Each step is checked as replay checks it, but every slot it read must hold what it held then,
- * the saved rbp included (replay lets that one differ when no later step uses it): rbp is then what it
- * was at every step but those before the first that changes it, which have the entry's (compared when a
- * later step uses it). Returns the frames; or -1, with the steps that matched in *matched (their frames
- * written) and rbp at the step after them in *bp_next: the walk goes on from there. */
-static inline int replay_all(const struct walker *w, uint64_t pc, uint64_t sp, uint64_t bp, uint64_t *frames,
-                             int want, uint32_t *matched, uint64_t *bp_next)
+ * cost). Each step is checked as replay checks it. The steps kept then hold an rbp that may differ from
+ * this walk's only where no later step uses it, which nothing reads but the hand-over below. Returns the
+ * frames; or -1, with the steps that matched in *matched (their frames written) and rbp at the step after
+ * them in *bp_next: the walk goes on from there. */
+static inline int replay_all(struct walker *w, uint64_t pc, uint64_t sp, uint64_t bp, uint64_t *frames, int want,
+                             uint32_t *matched, uint64_t *bp_next)
 {
     const struct step *P = w->steps[w->prev];
     const uint32_t nprev = w->nprev;
@@ -220,6 +220,7 @@ static inline int replay_all(const struct walker *w, uint64_t pc, uint64_t sp, u
         return -1;
     const struct step *s = P, *const last = P + nprev - 1;
     uint64_t b = bp;
+    w->replay_stale = NSTEPS;
     for (; s != last; s++, frames++) {
         const struct step *nx = s + 1;
         const uint64_t flags = s->flags, nsp = nx->sp, ra = nx->pc;
@@ -230,9 +231,13 @@ static inline int replay_all(const struct walker *w, uint64_t pc, uint64_t sp, u
             if ((flags & STEP_DEREF) && *(const uint64_t *)(uintptr_t)s->deref_at != nsp)
                 break;
             if (flags & STEP_BPAT) {
-                if (*(const uint64_t *)(uintptr_t)s->bp_at != nx->bp)
-                    break;
-                nb = nx->bp;
+                nb = *(const uint64_t *)(uintptr_t)s->bp_at;
+                if (nb != nx->bp) {
+                    if (nx->flags & STEP_LIVE)
+                        break;
+                    if (w->replay_stale == NSTEPS)
+                        w->replay_stale = (uint32_t)(s - P) + 1;
+                }
             } else if (flags & STEP_KILLS) {
                 nb = 0;
             }
@@ -296,13 +301,22 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     w->nprev = 0;     /* until this walk completes */
     if (matched) {
         /* The steps replay_all matched (a stack that differs further out: another call site) are this
-         * walk's first steps, with rbp as it really was at each: the entry's up to the first step that
-         * changes it, the previous walk's after that (checked). The walk goes on from the next one. */
+         * walk's first steps, with rbp as it really was at each (the steps kept may hold an older one
+         * where no later step used it: replay_all says from where). The walk goes on from the next one. */
         memcpy(C, P, matched * sizeof *C);
-        for (uint32_t i = 0; i < matched; i++) {
+        for (uint32_t i = 0; i < matched; i++) { /* the entry's rbp, up to the first step that changes it */
             C[i].bp = bp;
             if (P[i].flags & STEP_KILLS)
                 break;
+        }
+        if (w->replay_stale < matched) { /* a saved rbp changed: followed again from the entry */
+            uint64_t b = bp;
+            for (uint32_t i = 0; i < matched; i++) {
+                if (i >= w->replay_stale)
+                    C[i].bp = b;
+                b = P[i].flags & STEP_BPAT ? *(const uint64_t *)(uintptr_t)P[i].bp_at
+                    : P[i].flags & STEP_KILLS ? 0 : b;
+            }
         }
         n = (int)matched;
         j = matched;
