@@ -172,6 +172,9 @@ done
 H1=$(ls "$TMP"/h1/*.oomt)
 H2=$(ls "$TMP"/h2/*.oomt)
 check helper.txt text "$READER" --top 3 "$H1"
+check helper.md text "$READER" --format markdown --top 3 "$H1"
+"$READER" --format html -o "$OUT/helper.html" "$H1" && grep -q "Allocated at <code>grab (helper.c:14) $(printf '\342\206\220') main (helper.c:36)</code>" "$OUT/helper.html" ||
+    { echo "golden: html: the failed request's label does not name its caller: $(grep -o 'Allocated at <code>[^<]*' "$OUT/helper.html")"; fail=1; }
 check helper-diff.txt text "$READER" --diff "$H1" "$H2"
 check helper-diff.md text "$READER" --format markdown --diff "$H1" "$H2"
 # A run directory of one process without a rank (a plain `oomtrace run -- ./prog`) reads as that process (pid,

@@ -136,14 +136,6 @@ static void header(struct hx *h)
     fputs("</p></header>\n<main>\n", f);
 }
 
-static void label_of(struct hx *h, uint64_t stack_id)
-{
-    struct ot_site one = {.stack_id = stack_id};
-    char **l = ot_lbl_sites(h->a, &one, 1, H_NAME_MAX);
-    h_cstr(h->f, l ? l[0] : "?");
-    ot_strv_free(l, 1);
-}
-
 static void failure(struct hx *h)
 {
     FILE *f = h->f;
@@ -166,7 +158,9 @@ static void failure(struct hx *h)
         fputs(".</p>", f);
     }
     fputs("<details><summary>Allocated at <code>", f);
-    label_of(h, x->stack_id);
+    char *fl = ot_lbl_failure(h->a, x->stack_id, h->o->top, H_NAME_MAX);
+    h_cstr(f, fl ? fl : "?");
+    free(fl);
     fputs("</code></summary>", f);
     stack_list(h, x->stack_id);
     fputs("</details></section>\n", f);

@@ -40,14 +40,6 @@ static void title(struct md *m)
     fputs("\n\n", f);
 }
 
-static void put_label(struct md *m, uint64_t stack_id, bool in_table)
-{
-    struct ot_site one = {.stack_id = stack_id};
-    char **l = ot_lbl_sites(m->a, &one, 1, MD_NAME_MAX);
-    ot_md_code(m->f, ot_cstr(l ? l[0] : "?"), 0, in_table);
-    ot_strv_free(l, 1);
-}
-
 static void failure(struct md *m)
 {
     FILE *f = m->f;
@@ -64,7 +56,9 @@ static void failure(struct md *m)
             fprintf(f, ", %s short", ot_fmt_bytes(b1, w.x->requested_bytes - d->free_bytes));
     }
     fputs(".  \nAllocated at ", f);
-    put_label(m, w.x->stack_id, false);
+    char *fl = ot_lbl_failure(m->a, w.x->stack_id, m->o->top, MD_NAME_MAX);
+    ot_md_code(f, ot_cstr(fl ? fl : "?"), 0, false);
+    free(fl);
     fputs("\n\n", f);
     struct ot_doc doc = {.f = f, .kind = OT_DOC_MARKDOWN};
     ot_fwview_failure_doc(&doc, m->a);

@@ -352,3 +352,34 @@ oom:
     return NULL;
 }
 
+
+char *ot_lbl_failure(const struct ot_analysis *a, uint64_t stack_id, size_t top, size_t max_bytes)
+{
+    const struct ot_sites *tables[2] = {a->peak && a->peak->has_sites ? &a->peak->sites : NULL,
+                                        a->has_at_failure ? &a->at_failure : NULL};
+    size_t cap = 1;
+    for (int t = 0; t < 2; t++)
+        cap += tables[t] ? (tables[t]->n < top ? tables[t]->n : top) : 0;
+    struct ot_site *v = calloc(cap, sizeof(*v));
+    if (!v)
+        return NULL;
+    size_t n = 0;
+    v[n++].stack_id = stack_id;
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; tables[t] && i < tables[t]->n && i < top; i++) {
+            bool seen = false;
+            for (size_t k = 0; k < n && !seen; k++)
+                seen = v[k].stack_id == tables[t]->v[i].stack_id;
+            if (!seen)
+                v[n++].stack_id = tables[t]->v[i].stack_id;
+        }
+    }
+    char **l = ot_lbl_sites(a, v, n, max_bytes);
+    free(v);
+    if (!l)
+        return NULL;
+    char *first = l[0];
+    l[0] = NULL;
+    ot_strv_free(l, n);
+    return first;
+}

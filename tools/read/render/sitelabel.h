@@ -44,4 +44,9 @@ bool ot_lbl_is_plumbing(const struct ot_frame *f);
  * (free with ot_strv_free), or NULL when out of memory. max_bytes caps one frame's name ("..." past it). */
 char **ot_lbl_sites(const struct ot_analysis *a, const struct ot_site *v, size_t n, size_t max_bytes);
 
+/* The failed request's label, told apart from the site rows it would read as (the failing call and the
+ * peak's largest site both "grab (my_prog.c:7)", from two lines of main): labelled with the top `top` sites
+ * of the peak and of the failure, so it names the caller where they part. malloc'd; NULL when out of memory. */
+char *ot_lbl_failure(const struct ot_analysis *a, uint64_t stack_id, size_t top, size_t max_bytes);
+
 #endif
