@@ -325,6 +325,18 @@ assert r["first_failure"]["rank"] == 1 and r["first_failure"]["requested_bytes"]
 im = r["imbalance"]
 assert im["max_rank"] == 1 and im["min_rank"] == 0 and im["difference_bytes"] == 64 * MiB, im
 assert r["failing_rank_report"]["schema"] == "oomtrace-report/1" and r["failing_rank_report"]["process"]["rank"] == 1
+# A rank's breakdown is its own report's object, key for key and number for number (one emitter,
+# render/json_breakdown.c); only a call site's label may read otherwise: the ranks are read without debug
+# information ("forward (golden_workload)"), the report of the failing rank with it ("forward (workload.c:53)").
+def unlabelled(b):
+    b = json.loads(json.dumps(b))
+    for m in (b["now"], b["peak"]):
+        for row in m["rows"]:
+            for p in row["parts"]:
+                p["label"] = p["label"].split(" (")[0]
+    return b
+assert unlabelled(ranks[1]["breakdown"]) == unlabelled(r["failing_rank_report"]["breakdown"]), ranks[1]["breakdown"]
+assert ranks[1]["breakdown"]["first_moment"] == "failure" and ranks[0]["breakdown"]["first_moment"] == "snapshot"
 kinds = [w["kind"] for w in r["failing_rank_report"]["why"]]
 assert kinds == ["request_exceeds_free", "other_processes", "pool_cached", "peak_site", "peak_phase", "growing_site",
                  "largest_rise"], kinds

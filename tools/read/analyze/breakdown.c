@@ -714,3 +714,34 @@ enum ot_bd_row ot_bd_largest(const struct ot_bd_moment *m)
             best = (enum ot_bd_row)r;
     return best;
 }
+
+int ot_breakdown_copy(struct ot_breakdown *dst, const struct ot_breakdown *src)
+{
+    *dst = *src;
+    dst->owned = NULL;
+    struct ot_bd_moment *m[2] = {&dst->now, &dst->peak};
+    size_t need = 0;
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < m[k]->nparts; i++)
+            need += m[k]->parts[i].label.n;
+    char *p = dst->owned = malloc(need ? need : 1);
+    if (!p) {
+        dst->now.nparts = dst->peak.nparts = 0;
+        return -1;
+    }
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < m[k]->nparts; i++) {
+            struct ot_str *l = &m[k]->parts[i].label;
+            if (l->n)
+                memcpy(p, l->p, l->n);
+            l->p = p;
+            p += l->n;
+        }
+    return 0;
+}
+
+void ot_breakdown_copy_free(struct ot_breakdown *b)
+{
+    free(b->owned);
+    b->owned = NULL;
+}

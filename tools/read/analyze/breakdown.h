@@ -62,11 +62,18 @@ struct ot_breakdown {
     bool at_failure;     /* first moment: the failure (an oom snapshot), else the snapshot */
     bool identity;       /* the snapshot carried the framework's roles */
     struct ot_bd_moment now, peak;
+    char *owned;         /* a copy's own label bytes (ot_breakdown_copy); NULL in a built one */
 };
 
 /* Builds the breakdown for the analysis's device (the failing one, else the leading peak's). -1 only
  * when out of memory. */
 int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out);
+
+/* A copy that outlives its snapshot (the merged view of a run keeps each process's): the parts' labels,
+ * which point into the snapshot and into the moment itself, copied into storage of the copy's own, freed by
+ * ot_breakdown_copy_free. -1 when out of memory: then dst is a copy without parts. */
+int ot_breakdown_copy(struct ot_breakdown *dst, const struct ot_breakdown *src);
+void ot_breakdown_copy_free(struct ot_breakdown *b);
 
 /* The row with the most bytes of a moment among the program's own rows (parameters .. workspaces, plus
  * cache, context and others when measured); OT_BD_NROWS when the moment is unknown or empty. */

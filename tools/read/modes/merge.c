@@ -64,14 +64,8 @@ static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
         snprintf(x->uuid, sizeof(x->uuid), "%s", u ? u : "");
     }
     x->max_peak = ot_max_peak(a, &x->max_peak_device);
-    const struct ot_breakdown *b = a->breakdown;
-    if (b && b->has_device && b->now.known) {
-        struct mergebd *bm = &x->bd;
-        *bm = (struct mergebd){true, b->at_failure, b->identity, b->device, b->now.whole, {0}, {0}, {0}};
-        memcpy(bm->bytes, b->now.bytes, sizeof(bm->bytes));
-        memcpy(bm->inferred, b->now.inferred, sizeof(bm->inferred));
-        memcpy(bm->measured, b->now.measured, sizeof(bm->measured));
-    }
+    if (a->breakdown && a->breakdown->has_device)
+        (void)ot_breakdown_copy(&x->bd, a->breakdown); /* out of memory: kept without its parts */
     x->fatal = m->trigger == OT_TRIGGER_FRAMEWORK_OOM;
     if (x->fatal && s->probes.present) {
         x->probes_known = x->probes_listed = true;
@@ -147,6 +141,8 @@ static void count_probes(struct run *u, struct proc *p)
 static void run_free(struct run *u)
 {
     ot_strv_free(u->files, u->nfiles);
+    for (size_t i = 0; u->infos && i < u->nfiles; i++)
+        ot_breakdown_copy_free(&u->infos[i].bd);
     free(u->infos);
     free(u->order);
     free(u->procs);

@@ -8,16 +8,6 @@
 #include "modes/run.h"
 #include "render/json_writer.h"
 
-/* One process's "what held the memory" (analyze/breakdown.h), kept as numbers: the snapshot is freed
- * once read. At the failure for a failed process, else at the snapshot. */
-struct mergebd {
-    bool known, at_failure, identity;
-    int64_t device;
-    uint64_t whole;
-    uint64_t bytes[OT_BD_NROWS], inferred[OT_BD_NROWS];
-    bool measured[OT_BD_NROWS];
-};
-
 struct snapinfo {
     const char *path;
     bool ok;
@@ -45,7 +35,9 @@ struct snapinfo {
     bool probes_known;   /* nprobes is known (from its probe list, or counted from the process's files) */
     size_t nprobes;      /* driver-level out-of-memory snapshots before it: the framework's retries and probes */
     bool probes_listed;  /* nprobes came from the snapshot's own list */
-    struct mergebd bd;
+    /* What held the memory (analyze/breakdown.h), copied: the snapshot is freed once read. has_device
+     * false: none (no device known, or no memory to build it). */
+    struct ot_breakdown bd;
 };
 
 struct proc {
@@ -74,8 +66,8 @@ int merge_write_json(FILE *f, struct run *u);
 int merge_write_text(FILE *f, struct run *u);
 int merge_write_doc(FILE *f, struct run *u, enum ot_doc_kind kind);
 
-/* Each process's breakdown rows (merge_breakdown.c): one line per process in text, a rank's member in JSON. */
+/* Each process's breakdown rows (merge_breakdown.c): one line per process in text (in JSON, each rank's
+ * "breakdown" is the report's object, render/json_breakdown.h). */
 void merge_text_breakdowns(FILE *f, const struct run *u);
-void merge_json_breakdown(struct ot_json *j, const struct mergebd *b);
 
 #endif

@@ -5,11 +5,16 @@
 
 #include "modes/merge.h"
 
+static bool known(const struct ot_breakdown *b)
+{
+    return b->has_device && b->now.known;
+}
+
 void merge_text_breakdowns(FILE *f, const struct run *u)
 {
     bool any = false;
     for (size_t i = 0; i < u->nprocs && !any; i++)
-        any = u->infos[u->procs[i].kept].bd.known;
+        any = known(&u->infos[u->procs[i].kept].bd);
     if (!any)
         return;
     char b1[32];
@@ -17,18 +22,19 @@ void merge_text_breakdowns(FILE *f, const struct run *u)
           "failed process, else at its snapshot; shares of that device's used memory):\n", f);
     for (size_t i = 0; i < u->nprocs; i++) {
         const struct snapinfo *x = &u->infos[u->procs[i].kept];
-        const struct mergebd *b = &x->bd;
+        const struct ot_breakdown *bd = &x->bd;
+        const struct ot_bd_moment *b = &bd->now;
         fputs("  ", f);
         if (x->rank >= 0)
             fprintf(f, "rank %" PRId64, x->rank);
         else
             fputs("process (rank unknown)", f);
         fprintf(f, " (pid %" PRIu64 ")", x->pid);
-        if (!b->known) {
+        if (!known(bd)) {
             fputs(": unknown (its snapshot has no device breakdown)\n", f);
             continue;
         }
-        fprintf(f, ", device %" PRId64 " at the %s:", b->device, b->at_failure ? "failure" : "snapshot");
+        fprintf(f, ", device %" PRId64 " at the %s:", bd->device, bd->at_failure ? "failure" : "snapshot");
         const char *sep = " ";
         for (int r = 0; r < OT_BD_NROWS; r++) {
             if (!b->measured[r] || !b->bytes[r])
@@ -41,26 +47,4 @@ void merge_text_breakdowns(FILE *f, const struct run *u)
         }
         fputc('\n', f);
     }
-}
-
-void merge_json_breakdown(struct ot_json *j, const struct mergebd *b)
-{
-    if (!b->known) {
-        ot_json_null(j, "breakdown");
-        return;
-    }
-    ot_json_obj(j, "breakdown");
-    ot_json_i64(j, "device", b->device);
-    ot_json_cstr(j, "at", b->at_failure ? "failure" : "snapshot");
-    ot_json_bool(j, "identity", b->identity);
-    ot_json_u64(j, "whole_bytes", b->whole);
-    ot_json_obj(j, "bytes");
-    for (int r = 0; r < OT_BD_NROWS; r++)
-        ot_json_u64_or_null(j, ot_bd_row_key((enum ot_bd_row)r), b->measured[r], b->bytes[r]);
-    ot_json_obj_end(j);
-    ot_json_obj(j, "inferred_bytes");
-    for (int r = 0; r < OT_BD_NROWS; r++)
-        ot_json_u64_or_null(j, ot_bd_row_key((enum ot_bd_row)r), b->measured[r], b->inferred[r]);
-    ot_json_obj_end(j);
-    ot_json_obj_end(j);
 }

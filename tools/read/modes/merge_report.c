@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "render/json_breakdown.h"
 #include "render/json_writer.h"
 #include "modes/merge.h"
 
@@ -214,7 +215,7 @@ static void json_rank(struct ot_json *j, const struct run *u, const struct proc 
     ot_json_cstr(j, "trigger", ot_trigger_name(x->trigger));
     ot_json_u64(j, "snapshots", p->n);
     json_probes(j, x);
-    merge_json_breakdown(j, &x->bd);
+    ot_json_breakdown(j, "breakdown", &x->bd);
     if (x->failed) {
         ot_json_obj(j, "failure");
         ot_json_u64(j, "requested_bytes", x->requested);

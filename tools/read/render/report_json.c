@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "render/json_breakdown.h"
 #include "render/json_writer.h"
 #include "render/report.h"
 #include "analyze/allocview.h"
@@ -352,52 +353,6 @@ static const char *process_name_source(uint64_t r)
     return r == OT_PROCESS_NAME_PROC ? "proc" : r == OT_PROCESS_NAME_NVML ? "nvml" : "none";
 }
 
-static void bd_moment(struct ot_json *j, const char *key, const struct ot_bd_moment *m)
-{
-    if (!m->known) {
-        ot_json_null(j, key);
-        return;
-    }
-    ot_json_obj(j, key);
-    ot_json_u64(j, "whole_bytes", m->whole);
-    ot_json_arr(j, "rows");
-    for (int r = 0; r < OT_BD_NROWS; r++) {
-        ot_json_obj(j, NULL);
-        ot_json_cstr(j, "category", ot_bd_row_key((enum ot_bd_row)r));
-        ot_json_u64_or_null(j, "bytes", m->measured[r], m->bytes[r]);
-        ot_json_u64(j, "inferred_bytes", m->inferred[r]);
-        ot_json_arr(j, "parts");
-        for (size_t i = 0; i < m->nparts; i++) {
-            if (m->parts[i].row != (enum ot_bd_row)r)
-                continue;
-            ot_json_obj(j, NULL);
-            ot_json_str(j, "label", m->parts[i].label);
-            ot_json_u64(j, "bytes", m->parts[i].bytes);
-            ot_json_obj_end(j);
-        }
-        ot_json_arr_end(j);
-        ot_json_obj_end(j);
-    }
-    ot_json_arr_end(j);
-    ot_json_obj_end(j);
-}
-
-/* The "breakdown" object: what held the memory (breakdown.h); null when no device is known. */
-static void breakdown(struct ot_json *j, const struct ot_breakdown *b)
-{
-    if (!b || !b->has_device) {
-        ot_json_null(j, "breakdown");
-        return;
-    }
-    ot_json_obj(j, "breakdown");
-    ot_json_i64(j, "device", b->device);
-    ot_json_cstr(j, "first_moment", b->at_failure ? "failure" : "snapshot");
-    ot_json_bool(j, "identity", b->identity);
-    bd_moment(j, "now", &b->now);
-    bd_moment(j, "peak", &b->peak);
-    ot_json_obj_end(j);
-}
-
 /* The "why" array: empty without statements, null when they could not be built. */
 static void statements(struct ot_json *j, const char *key, const struct ot_why *w)
 {
@@ -472,7 +427,7 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
     ot_json_arr_end(j);
 
     failure(&x);
-    breakdown(j, a->breakdown);
+    ot_json_breakdown(j, "breakdown", a->breakdown);
     statements(j, "why", a->why);
     statements(j, "what_to_try", a->remedies);
     ot_fwview_json(j, a);
