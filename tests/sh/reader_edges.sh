@@ -46,6 +46,9 @@ grep -q 'no chunk compressed yet (the kept events are in the chunk being filled)
 # 15: NVML not found: "unknown" once, with the reason.
 grep -q 'other processes: unknown (libnvidia-ml.so.1 not found)$' "$work/oom.txt" ||
     fail "other processes: $(grep 'other processes' "$work/oom.txt")"
+# ... said with the devices, before the host's pinned memory (it followed that line, away from its device).
+sed -n '/^Devices/,/^Host pinned memory/p' "$work/oom.txt" | grep -q 'other processes: unknown' ||
+    fail "the unknown other processes are not said among the devices: $(grep -n 'other processes\|^Host pinned' "$work/oom.txt")"
 
 # 15: the growth percentage of a gate: tests/e2e/test_readmodes.c (test_gate_eval).
 echo "reader_edges: ok"

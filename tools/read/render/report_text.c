@@ -300,6 +300,12 @@ static void devices(struct tx *t)
                     s->pools[i].handle, s->pools[i].device, ot_fmt_bytes(b1, s->pools[i].reserved_bytes),
                     ot_fmt_bytes(b2, s->pools[i].used_bytes));
         }
+    /* Said with the devices it is about, before the host's memory. */
+    if (s->has_processes && !s->nprocesses && s->processes_note.n) {
+        fputs("  other processes: unknown (", o);
+        put(t, s->processes_note);
+        fputs(")\n", o);
+    }
     fprintf(o, "Host pinned memory (page-locked host RAM, never in device totals): %s in %s allocation%s\n",
             ot_fmt_bytes(b1, a->host_pinned_bytes), ot_fmt_count(b2, a->host_pinned_count),
             a->host_pinned_count == 1 ? "" : "s");
@@ -307,11 +313,6 @@ static void devices(struct tx *t)
         fprintf(o, "Imported memory (another process's allocations mapped here, not counted): %s in %s allocation%s\n",
                 ot_fmt_bytes(b1, a->imported_bytes), ot_fmt_count(b2, a->imported_count),
                 a->imported_count == 1 ? "" : "s");
-    if (s->has_processes && !s->nprocesses && s->processes_note.n) {
-        fputs("  other processes: unknown (", o);
-        put(t, s->processes_note);
-        fputs(")\n", o);
-    }
 }
 
 static void markers_before(struct tx *t, uint64_t seq, const char *what)
