@@ -339,7 +339,14 @@ assert unlabelled(ranks[1]["breakdown"]) == unlabelled(r["failing_rank_report"][
 assert ranks[1]["breakdown"]["first_moment"] == "failure" and ranks[0]["breakdown"]["first_moment"] == "snapshot"
 kinds = [w["kind"] for w in r["failing_rank_report"]["why"]]
 assert kinds == ["request_exceeds_free", "other_processes", "pool_cached", "peak_site", "peak_phase", "growing_site",
-                 "largest_rise"], kinds
+                 "largest_rise", "step_demand"], kinds
+# step 5 asked for its two 192 MiB activations and the failed 240 MiB; step 4 rose by its 160 MiB activation and
+# the 4 KiB loss it kept, and freed the activation
+sd = [w for w in r["failing_rank_report"]["why"] if w["kind"] == "step_demand"][0]["numbers"]
+assert sd["step_demand_bytes"] == 2 * 192 * MiB + 240 * MiB and sd["previous_demand_bytes"] == 160 * MiB + 4096, sd
+assert sd["held_bytes"] == 2 * 192 * MiB, sd
+rem = [x["kind"] for x in r["failing_rank_report"]["what_to_try"]]
+assert "step_input" in rem, rem
 EOF
 
 if [ $UPDATE -eq 1 ]; then

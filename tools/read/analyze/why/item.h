@@ -66,6 +66,15 @@ void why_peak_site(struct ot_why *w, const struct ot_analysis *a);
 void why_peak_phase(struct ot_why *w, const struct ot_analysis *a);
 void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
 void why_step_inputs(struct ot_why *w, const struct ot_analysis *a);
+/* One interval between markers as the ring's replay saw it: the marker it starts at, the live bytes there,
+ * the highest in it and at its end (relative to the ring's start), and the frees in it. */
+struct why_interval {
+    uint64_t marker_seq;
+    int64_t start_live, high_live, end_live;
+    uint64_t frees;
+};
+void why_step_demand(struct ot_why *w, const struct ot_analysis *a, int64_t dev, const struct why_interval *prev,
+                     const struct why_interval *last);
 /* The frameworks' view (allocview.h). */
 void why_fragmentation(struct ot_why *w, const struct ot_analysis *a);
 void why_framework_cache(struct ot_why *w, const struct ot_analysis *a, int64_t dev);

@@ -17,6 +17,8 @@
  *   framework_pool_cache  CuPy's pool keeps freed memory of at least 15% of the used memory
  *   leak            a call site grew in every interval (why: growing_site) by at least 1% of the peak in all,
  *                   and the ring saw frees or the framework's view says the growth is allocated tensors
+ *   step_input      the interval between markers under way at the failure asked for at least 1.5x the one
+ *                   before it, which fit and freed its memory (why: step_demand), and no leak explains it
  *   headroom        no failure, but the peak left less than 15% of the device free
  *
  * Strongest first: remedies for what refused this very request while memory existed (other_process,
@@ -454,6 +456,29 @@ static void leak(struct ot_why *w, const struct ot_analysis *a)
     why_item_end(&b);
 }
 
+/* A step that asked for much more than the one before it was given a larger input (why: step_demand). */
+static void step_input(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "step_demand");
+    uint64_t demand = it ? item_num(it, "step_demand_bytes") : 0, before = it ? item_num(it, "previous_demand_bytes") : 0;
+    if (!demand || !before)
+        return;
+    char b1[32], b2[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "step_input"))
+        return;
+    fputs("What ran after ", b.f);
+    why_put_marker(b.f, a->s, item_num(it, "marker_seq"));
+    fprintf(b.f, " asked for %s, %.1fx the %s of what ran after ", why_bytes(b1, demand), (double)demand / (double)before,
+            why_bytes(b2, before));
+    why_put_marker(b.f, a->s, item_num(it, "previous_marker_seq"));
+    fputs(", which fit: that step was given more (a longer input, a larger batch) or did more. Bound the largest input one step gets (truncate it, or bucket inputs by "
+          "size so that one long input cannot exceed what fits), or split such a step into micro-batches with gradient "
+          "accumulation.", b.f);
+    WHY_NUMS_U(&b, {"step_demand_bytes", demand}, {"previous_demand_bytes", before});
+    why_item_end(&b);
+}
+
 static void headroom(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 {
     const struct ot_snapshot *s = a->s;
@@ -481,7 +506,7 @@ static void headroom(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 static uint64_t weight(const struct ot_why_item *it)
 {
     static const char *const keys[] = {"used_bytes", "free_in_cache_bytes", "bytes_limit", "pool_free_bytes", "activations_bytes",
-                                       "optimizer_state_bytes", "parameters_bytes", "growth_bytes", "peak_bytes"};
+                                       "optimizer_state_bytes", "parameters_bytes", "growth_bytes", "step_demand_bytes", "peak_bytes"};
     /* A remedy's first key in this list is the one it rests on. */
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         for (size_t k = 0; k < it->nnum; k++)
@@ -539,6 +564,8 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     /* Memory held across steps that filled at least half of the peak: checkpointing or a smaller batch
      * does not stop it from growing, so the activations' remedies would mislead. */
     bool leaking = w->n > before && a->peak && item_num(&w->v[before], "growth_bytes") * 2 >= a->peak->bytes;
+    if (w->n == before)
+        step_input(w, a);
     if (bd && bd->has_device) {
         int grad_enabled = -1;
         bool torch = a->s->meta.python_version.n > 0 && pytorch_or_unknown(&a->s->fw);

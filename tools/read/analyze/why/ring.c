@@ -46,8 +46,11 @@ struct replay {
     int64_t *mlive;   /* live bytes at each marker, relative to the ring's start */
     bool *mstep;      /* the companion's optimizer-step marker */
     uint64_t *mfrees; /* frees in the interval that ends at each marker */
-    size_t tcap, lcap, scap_, fcap;
+    int64_t *mhigh;   /* the highest live bytes in the interval that ends at each marker */
+    size_t tcap, lcap, scap_, fcap, hcap;
     int64_t live;     /* live bytes now, relative to the ring's start */
+    int64_t high;     /* the highest live bytes since the last marker */
+    uint64_t tail_frees; /* frees after the last marker */
     /* no markers in the ring: window boundaries (seq) stand for them */
     bool windows;
     uint64_t wb[WINDOWS];
@@ -168,7 +171,8 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, bool ste
         !grow((void **)&r->mtime, &r->tcap, r->nm + 1, sizeof(uint64_t)) ||
         !grow((void **)&r->mlive, &r->lcap, r->nm + 1, sizeof(int64_t)) ||
         !grow((void **)&r->mstep, &r->scap_, r->nm + 1, sizeof(bool)) ||
-        !grow((void **)&r->mfrees, &r->fcap, r->nm + 1, sizeof(uint64_t))) {
+        !grow((void **)&r->mfrees, &r->fcap, r->nm + 1, sizeof(uint64_t)) ||
+        !grow((void **)&r->mhigh, &r->hcap, r->nm + 1, sizeof(int64_t))) {
         r->sites_off = true;
         return;
     }
@@ -177,6 +181,8 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, bool ste
     r->mlive[k] = r->live;
     r->mstep[k] = step;
     r->mfrees[k] = r->w_frees;
+    r->mhigh[k] = r->high;
+    r->high = r->live;
     r->mseq[r->nm++] = seq;
     close_window(r, k == 0 ? NO_MARK : k - 1, k);
     if (r->sites_off)
@@ -233,6 +239,8 @@ static void on_alloc(struct replay *r, const struct ot_replay_step *st)
     const struct snap_event *e = st->e;
     r->delta = sat_step(r->delta, e->size, 1);
     r->live = sat_step(r->live, e->size, 1);
+    if (r->live > r->high)
+        r->high = r->live;
     r->w_allocs++;
     if (e->size > r->big_size) {
         r->big_size = e->size;
@@ -316,6 +324,7 @@ static int replay_ring(struct replay *r)
         on_marker(r, r->target == UINT64_MAX ? r->last_seq : r->target, r->last_time, false);
         return 0;
     }
+    r->tail_frees = r->w_frees;
     if (r->nm > 0)
         close_window(r, r->nm - 1, NO_MARK);
     return 0;
@@ -555,12 +564,19 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     if (replay_ring(&r) == 0) {
         why_growth(w, &r);
         why_rise(w, &r, what);
+        /* The last two marker intervals: the one the failure ended and the one before it. */
+        if (s->has_failure && !r.windows && r.nm >= 2 && r.mseq[r.nm - 1] < r.target)
+            why_step_demand(w, a, dev,
+                &(struct why_interval){r.mseq[r.nm - 2], r.mlive[r.nm - 2], r.mhigh[r.nm - 1], r.mlive[r.nm - 1],
+                                       r.mfrees[r.nm - 1]},
+                &(struct why_interval){r.mseq[r.nm - 1], r.mlive[r.nm - 1], r.high, r.live, r.tail_frees});
     }
     free(r.mseq);
     free(r.mtime);
     free(r.mlive);
     free(r.mstep);
     free(r.mfrees);
+    free(r.mhigh);
     free(r.sites);
     free(r.dirty);
     ot_u64map_free(&r.site_idx);
