@@ -99,11 +99,40 @@ const struct ot_fw_devview *why_fw_dev_next(const struct ot_analysis *a, int64_t
     return NULL;
 }
 
+/* How many of the peak's leading sites a statement's site is told apart from, as the site table's rows are. */
+#define PARTING_AMONG 16
+
 void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id)
 {
     struct ot_stack_info si;
     ot_stack_info(a->res, a->s, stack_id, &si);
     ot_put_headline(f, &si, true);
+    /* Two sites reaching the allocation through one helper read the same: the caller that tells this one
+     * from the peak's other leading sites, as in the site table ("grab (my_prog.c:7) ← main (my_prog.c:21)"). */
+    struct ot_stack_ref refs[PARTING_AMONG + 1];
+    struct ot_parting parts[PARTING_AMONG + 1];
+    size_t n = 0;
+    refs[n++] = (struct ot_stack_ref){a->res, a->s, stack_id};
+    const struct ot_peak_view *p = a->peak;
+    for (size_t i = 0; p && p->has_sites && i < p->sites.n && n <= PARTING_AMONG; i++)
+        if (p->sites.v[i].stack_id != stack_id)
+            refs[n++] = (struct ot_stack_ref){a->res, a->s, p->sites.v[i].stack_id};
+    /* A Python headline names its caller already ("called from ..."): only a frame past it adds anything;
+     * and a caller that reads as the headline itself (a function calling itself) tells nothing apart. */
+    if (n > 1 && ot_headline_partings(refs, n, parts) == 0 && parts[0].frame && !(si.caller && parts[0].depth <= 1)) {
+        char *head = NULL, *part = ot_parting_str(&parts[0]);
+        size_t len = 0;
+        FILE *hf = open_memstream(&head, &len);
+        if (hf) {
+            fputs(" ← ", hf);
+            ot_put_headline(hf, &si, false);
+            fclose(hf);
+        }
+        if (part && head && strcmp(part, head) != 0)
+            fputs(part, f);
+        free(part);
+        free(head);
+    }
     fprintf(f, " (stack %" PRIu64 ")", stack_id);
 }
 
