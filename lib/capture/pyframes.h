@@ -62,6 +62,7 @@ struct ot_py {
     void *(*main_interp)(void), *(*thread_head)(void *), *(*gil_current)(void);
     const void *code_type, *unicode_type, *bytes_type;
     uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code */
+    uintptr_t runtime_lo, runtime_hi; /* _PyRuntime: static, holds the main interpreter's first thread state */
     char version[32];
 };
 extern struct ot_py ot_py;
@@ -104,9 +105,16 @@ struct lent {
     const void *code;
     const char *instr;
     uint32_t tid;
-    uint64_t walked_ns;
+    uint64_t walked_ns, checked_ns; /* when the chain was last read, and last read or checked */
+    uint64_t stamp;  /* ot_py_stamp when the chain was last read or checked */
+    uint32_t quick;  /* borrows since then that read nothing but static memory */
     struct chain c;
 };
+
+/* Counts the walks of threads' own Python frames while some thread keeps a borrow (ot_py_lending): a lender
+ * that ran Python since a borrow was checked, and allocated, changed it. */
+extern uint64_t ot_py_stamp;
+extern int ot_py_lending;
 
 /* A thread's cache, and its previous walk: in a loop the same call sites come back, and a chain equal to
  * the last one in every (code, instruction) pair has the same ids, found with three memcmp and no lookup.

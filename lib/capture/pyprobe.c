@@ -126,6 +126,12 @@ void ot_py_probe(void)
         p->eval_lo = (uintptr_t)eval;
         p->eval_hi = p->eval_lo + es->st_size;
     }
+    void *runtime = sym("_PyRuntime");
+    es = NULL;
+    if (runtime && dladdr1(runtime, &info, (void **)&es, RTLD_DL_SYMENT) && es && es->st_size) {
+        p->runtime_lo = (uintptr_t)runtime;
+        p->runtime_hi = p->runtime_lo + es->st_size;
+    }
     ot_py_publish(PY_ON);
 }
 

@@ -12,6 +12,8 @@
 #include "common/log.h"
 
 static int validated; /* one walk has confirmed the layout: plain loads from now on */
+uint64_t ot_py_stamp;
+int ot_py_lending;
 
 static inline int rd_u8(const void *base, unsigned off, char *out)
 {
@@ -223,6 +225,8 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same)
     int fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE);
     struct py_thread *t = ot_py_thread_get();
     struct chain *last = t ? &t->last : NULL;
+    if (__atomic_load_n(&ot_py_lending, __ATOMIC_RELAXED))
+        __atomic_add_fetch(&ot_py_stamp, 1, __ATOMIC_RELAXED);
     if (fast && last && !L->frame_objects && gather_same(frame, last)) {
         *got = last;
         *same = 1;

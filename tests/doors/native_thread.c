@@ -222,3 +222,54 @@ int ot_native_alloc_via(int right, size_t bytes)
 {
     return right ? via_right(bytes) : via_left(bytes);
 }
+
+/* tests/py/borrow_again.py: one thread kept for the process, as autograd keeps its device threads, that
+ * allocates count times bytes on each request while the caller waits (called through ctypes.CDLL, which
+ * releases the GIL: the caller's Python stack is the one to borrow). Returns how many failed. */
+static pthread_mutex_t worker_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t worker_cond = PTHREAD_COND_INITIALIZER;
+static struct job worker_job;
+static int worker_pending, worker_started;
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&worker_lock);
+    for (;;) {
+        while (!worker_pending)
+            pthread_cond_wait(&worker_cond, &worker_lock);
+        struct job j = worker_job;
+        pthread_mutex_unlock(&worker_lock);
+        for (int i = 0; i < j.count; i++) {
+            CUdeviceptr p = 0;
+            j.failed += cuMemAlloc_v2(&p, j.bytes) != 0;
+        }
+        pthread_mutex_lock(&worker_lock);
+        worker_job.failed = j.failed;
+        worker_pending = 0;
+        pthread_cond_broadcast(&worker_cond);
+    }
+    return NULL;
+}
+
+int ot_native_worker_alloc(size_t bytes, int count)
+{
+    pthread_mutex_lock(&worker_lock);
+    if (!worker_started) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, worker, NULL) != 0) {
+            pthread_mutex_unlock(&worker_lock);
+            return -1;
+        }
+        pthread_detach(t);
+        worker_started = 1;
+    }
+    worker_job = (struct job){bytes, count, 0, 0};
+    worker_pending = 1;
+    pthread_cond_broadcast(&worker_cond);
+    while (worker_pending)
+        pthread_cond_wait(&worker_cond, &worker_lock);
+    int failed = worker_job.failed;
+    pthread_mutex_unlock(&worker_lock);
+    return failed;
+}

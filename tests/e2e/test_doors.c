@@ -302,6 +302,44 @@ static void test_python_borrowed(void **st)
     each_python("test_python_borrowed", check_borrowed);
 }
 
+/* tests/py/borrow_again.py: a native thread kept for the process borrows the main thread's stack at two
+ * places in turn; each allocation names the place the main thread waits at then, though most borrows read
+ * none of the main thread's frames. */
+static void check_borrow_again(const char *interp)
+{
+    const char *py = "tests/py/borrow_again.py";
+    struct traced_run r;
+    struct loaded l;
+    run_with_native_lib(interp, py, &r, &l);
+    const struct ot_snapshot *s = &l.s;
+    int a = 0, b = 0;
+    for (size_t i = 0; i < s->nlive; i++) {
+        const struct ot_record *rec = &s->live[i];
+        const struct ot_stack *stk = ot_snapshot_stack(s, rec->stack_id);
+        assert_non_null(stk);
+        if (rec->size != 8 * MiB && rec->size != 9 * MiB)
+            continue;
+        int is_a = rec->size == 8 * MiB;
+        assert_true(stk->flags & OT_STACK_BORROWED);
+        assert_int_equal(stack_python_line(&l, rec->stack_id, is_a ? "wait_a" : "wait_b", "borrow_again.py"),
+                         marker_line(py, is_a ? "wait_a" : "wait_b"));
+        assert_int_equal(stack_python_line(&l, rec->stack_id, is_a ? "wait_b" : "wait_a", "borrow_again.py"), -1);
+        a += is_a;
+        b += !is_a;
+    }
+    assert_int_equal(a, 20);
+    assert_int_equal(b, 20);
+    unload_snapshot(&l);
+    traced_cleanup(&r);
+}
+
+static void test_python_borrow_again(void **st)
+{
+    (void)st;
+    check_borrow_again("python3");
+    each_python("test_python_borrow_again", check_borrow_again);
+}
+
 /* tests/py/stack_cache.py: allocations whose stacks differ only in the innermost Python frame's line, only
  * in its caller's line, or only in their native frames, alternating in one loop: each keeps its own stack
  * (the thread's last chain and last merged stack are reused only when both are the same). */
@@ -374,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_python_versions),
         cmocka_unit_test(test_python_borrowed),
         cmocka_unit_test(test_python_stack_cache),
+        cmocka_unit_test(test_python_borrow_again),
     };
     return cmocka_run_group_tests_name("doors", tests, NULL, NULL);
 }

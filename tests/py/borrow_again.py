@@ -1,0 +1,52 @@
+"""A native thread kept for the process (as autograd's device threads are) allocates while the main thread
+waits, at two places in turn; it must take the stack of the place the main thread waits at now, though
+its last borrow is reused without reading the main thread's frames while nothing says it moved
+(lib/capture/pyborrow.c, borrow_quick):
+  wait_a, wait_b   the main thread waits at one line, then at another one, in functions at the same
+                   depth; 4 allocations each (8 and 9 MiB);
+  between them     the main thread allocates (1 MiB: its own stack), or, in the second loop, sleeps
+                   5 ms without allocating.
+Ends with a snapshot (oomtrace_dump)."""
+import ctypes
+import sys
+import time
+
+MiB = 1 << 20
+cuda = ctypes.CDLL("libcuda.so.1")
+alloc = cuda.cuMemAlloc_v2
+alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+lib = ctypes.CDLL(sys.argv[1])  # CDLL: each call releases the GIL
+lib.ot_native_worker_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int]
+
+
+def wait_a():
+    return lib.ot_native_worker_alloc(8 * MiB, 4)  # LINE:wait_a
+
+
+def wait_b():
+    return lib.ot_native_worker_alloc(9 * MiB, 4)  # LINE:wait_b
+
+
+def own():
+    p = ctypes.c_uint64()
+    assert alloc(ctypes.byref(p), 1 * MiB) == 0  # LINE:own
+
+
+def main():
+    assert cuda.cuInit(0) == 0
+    for _ in range(3):
+        assert wait_a() == 0
+        own()
+        assert wait_b() == 0
+        own()
+    for _ in range(2):
+        assert wait_a() == 0
+        time.sleep(0.005)
+        assert wait_b() == 0
+        time.sleep(0.005)
+    dump = getattr(ctypes.CDLL(None), "oomtrace_dump", None)
+    assert dump is not None and dump(b"borrow_again") == 0
+
+
+if __name__ == "__main__":
+    main()
