@@ -16,7 +16,8 @@ import sys
 import time
 
 BATCH = 64
-PY_DEPTH = 20
+# --depth N: N levels of recurse() and work() instead of 20 (1: a shallow stack)
+PY_DEPTH = int(sys.argv[sys.argv.index("--depth") + 1]) if "--depth" in sys.argv else 20
 REPS = 5
 CALLS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 16384
 
