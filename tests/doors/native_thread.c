@@ -229,15 +229,18 @@ int ot_native_alloc_via(int right, size_t bytes)
 static pthread_mutex_t worker_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t worker_cond = PTHREAD_COND_INITIALIZER;
 static struct job worker_job;
-static int worker_pending, worker_started;
+static int worker_pending, worker_started, worker_quit;
+static pthread_t worker_thread;
 
 static void *worker(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&worker_lock);
     for (;;) {
-        while (!worker_pending)
+        while (!worker_pending && !worker_quit)
             pthread_cond_wait(&worker_cond, &worker_lock);
+        if (worker_quit)
+            break;
         struct job j = worker_job;
         pthread_mutex_unlock(&worker_lock);
         for (int i = 0; i < j.count; i++) {
@@ -249,6 +252,7 @@ static void *worker(void *arg)
         worker_pending = 0;
         pthread_cond_broadcast(&worker_cond);
     }
+    pthread_mutex_unlock(&worker_lock);
     return NULL;
 }
 
@@ -256,12 +260,10 @@ int ot_native_worker_alloc(size_t bytes, int count)
 {
     pthread_mutex_lock(&worker_lock);
     if (!worker_started) {
-        pthread_t t;
-        if (pthread_create(&t, NULL, worker, NULL) != 0) {
+        if (pthread_create(&worker_thread, NULL, worker, NULL) != 0) {
             pthread_mutex_unlock(&worker_lock);
             return -1;
         }
-        pthread_detach(t);
         worker_started = 1;
     }
     worker_job = (struct job){bytes, count, 0, 0};
@@ -272,4 +274,16 @@ int ot_native_worker_alloc(size_t bytes, int count)
     int failed = worker_job.failed;
     pthread_mutex_unlock(&worker_lock);
     return failed;
+}
+
+/* Ends the kept thread (at the end of the workload, so that no thread is left running at exit). */
+void ot_native_worker_stop(void)
+{
+    pthread_mutex_lock(&worker_lock);
+    int was_started = worker_started;
+    worker_quit = 1;
+    pthread_cond_broadcast(&worker_cond);
+    pthread_mutex_unlock(&worker_lock);
+    if (was_started)
+        pthread_join(worker_thread, NULL);
 }

@@ -6,7 +6,7 @@ its last borrow is reused without reading the main thread's frames while nothing
                    depth; 4 allocations each (8 and 9 MiB);
   between them     the main thread allocates (1 MiB: its own stack), or, in the second loop, sleeps
                    5 ms without allocating.
-Ends with a snapshot (oomtrace_dump)."""
+Ends the thread, then writes a snapshot (oomtrace_dump)."""
 import ctypes
 import sys
 import time
@@ -44,6 +44,7 @@ def main():
         time.sleep(0.005)
         assert wait_b() == 0
         time.sleep(0.005)
+    lib.ot_native_worker_stop()
     dump = getattr(ctypes.CDLL(None), "oomtrace_dump", None)
     assert dump is not None and dump(b"borrow_again") == 0
 
