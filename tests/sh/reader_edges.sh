@@ -32,6 +32,20 @@ fi
 [ $? -eq 2 ] || fail "--diff with one file: status"
 grep -q -- "--diff .* needs the new snapshot" "$work/diff.err" || fail "--diff with one file: $(cat "$work/diff.err")"
 
+# A directory that `oomtrace run --dir D` wrote into holds run-* directories, no snapshot: the line names
+# them and the latest, for the `--dir D` user who reads D; the gate's baseline says the same.
+mkdir -p "$work/runs/run-20261201T100000Z-1" "$work/runs/run-20261201T110000Z-2" "$work/runs/other"
+cp "$oom" "$work/runs/run-20261201T110000Z-2/"
+"$READER" "$work/runs" >/dev/null 2>"$work/runs.err"
+[ $? -eq 2 ] || fail "directory of run directories: status"
+grep -q "holds 2 run directories of oomtrace run: read one, e.g. the latest, $work/runs/run-20261201T110000Z-2\$" \
+    "$work/runs.err" || fail "directory of run directories: $(cat "$work/runs.err")"
+[ "$(wc -l <"$work/runs.err")" -eq 1 ] || fail "directory of run directories: more than one line"
+"$READER" --baseline "$work/runs" --max-growth 5 "$oom" >/dev/null 2>"$work/runs_gate.err"
+[ $? -eq 2 ] || fail "baseline directory of run directories: status"
+grep -q "holds 2 run directories" "$work/runs_gate.err" || fail "baseline: $(cat "$work/runs_gate.err")"
+"$READER" "$work/runs/other" 2>&1 | grep -q 'no \*.oomt snapshot in the directory$' || fail "empty directory line"
+
 # 15: one process (two snapshots, no rank) is no imbalance: no line naming one pid as both ends.
 "$READER" "$work/snaps" >"$work/dir.txt" 2>&1 || fail "directory report"
 grep -q 'Imbalance' "$work/dir.txt" && fail "one process shown as an imbalance: $(grep Imbalance "$work/dir.txt")"

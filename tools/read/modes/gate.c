@@ -138,7 +138,7 @@ int ot_gate_peak_of_path(const char *path, const struct ot_load_opts *o, struct 
         if (first_err[0])
             snprintf(errbuf, OT_ERRBUF, "no readable snapshot (%s)", first_err);
         else
-            snprintf(errbuf, OT_ERRBUF, "no *.oomt snapshot in the directory");
+            ot_no_snapshot_msg(path, errbuf);
         return -1;
     }
     return 0;

@@ -232,3 +232,33 @@ oom:
     snprintf(errbuf, OT_ERRBUF, "out of memory listing the directory");
     return -1;
 }
+
+void ot_no_snapshot_msg(const char *dir, char errbuf[OT_ERRBUF])
+{
+    size_t runs = 0;
+    char latest[256] = "";
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, "run-", 4) != 0 || strlen(e->d_name) >= sizeof(latest))
+            continue;
+        char path[4096];
+        struct stat st;
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= sizeof(path) ||
+            stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        runs++;
+        if (strcmp(e->d_name, latest) > 0)
+            snprintf(latest, sizeof(latest), "%s", e->d_name);
+    }
+    if (d)
+        closedir(d);
+    if (!runs) {
+        snprintf(errbuf, OT_ERRBUF, "no *.oomt snapshot in the directory");
+        return;
+    }
+    size_t dl = strlen(dir);
+    snprintf(errbuf, OT_ERRBUF,
+             "no *.oomt snapshot in the directory, which holds %zu run director%s of oomtrace run: read one, "
+             "e.g. the latest, %.*s/%s",
+             runs, runs == 1 ? "y" : "ies", (int)(dl && dir[dl - 1] == '/' ? dl - 1 : dl), dir, latest);
+}

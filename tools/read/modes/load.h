@@ -41,4 +41,8 @@ bool ot_is_dir(const char *path);
  * -1 with errbuf when the directory cannot be read. */
 int ot_list_snapshots(const char *dir, char ***paths, size_t *n, char errbuf[OT_ERRBUF]);
 
+/* The line for a directory without a snapshot. `oomtrace run --dir D` writes into D/run-ID directories,
+ * so a user who then reads D is told which run directories it holds (the latest by name: by start time). */
+void ot_no_snapshot_msg(const char *dir, char errbuf[OT_ERRBUF]);
+
 #endif

@@ -157,7 +157,8 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         return 2;
     }
     if (!u.nfiles) {
-        fprintf(stderr, "oomtrace-read: %s: no *.oomt snapshot in the directory\n", dir);
+        ot_no_snapshot_msg(dir, err);
+        fprintf(stderr, "oomtrace-read: %s: %s\n", dir, err);
         run_free(&u);
         return 2;
     }
