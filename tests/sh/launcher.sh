@@ -160,6 +160,11 @@ grep -q "== oomtrace: 1 snapshot(s) cut off while being written (the process die
 [ $? -eq 0 ] || fail "--help status"
 "$prefix/bin/oomtrace" >"$work/none.out" 2>&1
 [ $? -eq 2 ] || fail "no-argument status"
+# --help lists every variable of the README's options table: the wheel installs neither the README nor the
+# manual, and --help is what its user has.
+for v in $(sed -n 's/^| `\(OOMTRACE_[A-Z_]*\)`.*/\1/p' README.md); do
+    grep -q "^  $v " "$work/help.out" || fail "oomtrace --help does not list $v"
+done
 for f in help none; do
     head -1 "$work/$f.out" | grep -q '^usage: oomtrace run ' || fail "$f: no usage line: $(head -1 "$work/$f.out")"
     grep -q 'set -u\|me=\|\$(' "$work/$f.out" && fail "$f: prints the script: $(grep -m1 'set -u\|me=' "$work/$f.out")"
