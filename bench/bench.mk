@@ -66,9 +66,15 @@ $(BENCH_BIN)/hops/.stamp: $(foreach k,$(HOP_KINDS),$(BENCH_BIN)/hops/$(k).so)
 		for i in $$(seq -f %03g 0 $$(($(HOP_COPIES) - 1))); do cp $(BENCH_BIN)/hops/$$k.so $(BENCH_BIN)/hops/$$k/hop$$i.so; done; done
 	touch $@
 
-.PHONY: bench-build
+.PHONY: bench-build bench-reader-ab
 bench-build: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/fake/libcuda.so.1 $(BENCH_PROGS)
 
 bench: bench-build
 	@MAKE="$(MAKE)" bench/run.sh --built
+	@MAKE="$(MAKE)" bench/reader_ab.sh
+
+# Issue 12's cost target alone: the text report of a 1M-allocation snapshot, this tree against the reader
+# before issue 12's work, alternating (bench/reader_ab.sh).
+bench-reader-ab: $(B)/oomtrace-read
+	@MAKE="$(MAKE)" bench/reader_ab.sh
 

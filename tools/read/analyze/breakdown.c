@@ -484,6 +484,11 @@ static int add_records(struct guesser *g, const struct identity *id, const struc
 {
     for (int r = OT_BD_PARAMETERS; r <= OT_BD_WORKSPACES; r++)
         m->measured[r] = true;
+    /* Neighbouring records often share a stack (a loop's allocations): the last guess is reused without
+     * a lookup. */
+    uint64_t last_id = 0;
+    int64_t last_k = -1;
+    struct guess last_g = {OT_BD_PROGRAM, NULL};
     for (size_t i = 0; i < n; i++) {
         const struct ot_record *r = &recs[i];
         if (r->device != device || !ot_category_is_device64(r->category))
@@ -498,8 +503,11 @@ static int add_records(struct guesser *g, const struct identity *id, const struc
             covered = identity_apply(id, m, r->address, r->size);
         if (covered >= r->size)
             continue;
-        struct guess gs;
-        int64_t k = guess_cached(g, r->stack_id, &gs);
+        struct guess gs = last_g;
+        int64_t k = last_k >= 0 && r->stack_id == last_id ? last_k : guess_cached(g, r->stack_id, &gs);
+        last_id = r->stack_id;
+        last_k = k;
+        last_g = gs;
         if (k < 0 || (gs.row == OT_BD_PROGRAM && site_add(sb, (size_t)k, r->size - covered) < 0))
             return -1;
         add_row(m, gs.row, r->size - covered, true);

@@ -57,6 +57,13 @@ static bool tracer_word(const struct ot_snapshot *s, uint64_t w)
 
 static int hide_tracer_frames(struct ot_snapshot *s, char errbuf[OT_ERRBUF])
 {
+    /* Most snapshots have no companion frame at all: one pass over the Python frames says so, instead of a
+     * lookup for every Python frame of every stack (100k stacks: ~0.1 s). */
+    bool any = false;
+    for (size_t i = 0; i < s->npyframes && !any; i++)
+        any = ot_str_starts(s->pyframes[i].file, OT_TRACER_PYFILE_PREFIX);
+    if (!any)
+        return 0;
     for (size_t i = 0; i < s->nstacks; i++) {
         struct ot_stack *st = &s->stacks[i];
         size_t n = 0;
