@@ -36,7 +36,7 @@ traced() {
     dir=$1
     shift
     env LD_LIBRARY_PATH="$ROOT/build/fake" FAKECUDA_CAPACITY=1G FAKECUDA_OTHER_USED=128M \
-        FAKENVML_PROCS="4242:134217728" OOMTRACE_DIR="$dir" OOMTRACE_QUIET=1 LD_PRELOAD="$LIB" "$@" \
+        FAKENVML_PROCS="4194342:134217728" OOMTRACE_DIR="$dir" OOMTRACE_QUIET=1 LD_PRELOAD="$LIB" "$@" \
         >>"$TMP/programs.log" 2>&1
 }
 
