@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyze/allocview.h"
+#include "analyze/breakdown/sites.h"
 #include "analyze/stackview.h"
 #include "analyze/userline.h"
 
@@ -147,7 +148,7 @@ static int64_t guess_cached(struct guesser *g, uint64_t stack_id, struct guess *
     return (int64_t)g->n++;
 }
 
-static void add_part(struct ot_bd_moment *m, enum ot_bd_row row, struct ot_str label, uint64_t bytes)
+void ot_bd_add_part(struct ot_bd_moment *m, enum ot_bd_row row, struct ot_str label, uint64_t bytes)
 {
     for (size_t i = 0; i < m->nparts; i++)
         if (m->parts[i].row == row && m->parts[i].label.n == label.n &&
@@ -295,183 +296,10 @@ static uint64_t identity_apply(const struct identity *id, struct ot_bd_moment *m
             n = size - covered; /* overlapping spans from a damaged view: never more than the record */
         add_row(m, x->row, n, false);
         if (x->row == OT_BD_OPTIMIZER && x->label.n)
-            add_part(m, x->row, x->label, n);
+            ot_bd_add_part(m, x->row, x->label, n);
         covered += n;
     }
     return covered;
-}
-
-/* The program row's bytes per stack, indexed as the guesser's cache. */
-struct site_bytes {
-    uint64_t *v;
-    size_t cap;
-};
-
-static int site_add(struct site_bytes *sb, size_t k, uint64_t bytes)
-{
-    if (k >= sb->cap) {
-        size_t cap = sb->cap ? sb->cap : 64;
-        while (cap <= k)
-            cap *= 2;
-        uint64_t *v = realloc(sb->v, cap * sizeof(*v));
-        if (!v)
-            return -1;
-        memset(v + sb->cap, 0, (cap - sb->cap) * sizeof(*v));
-        sb->v = v;
-        sb->cap = cap;
-    }
-    sb->v[k] = ot_sat_add(sb->v[k], bytes);
-    return 0;
-}
-
-/* The call sites of the program's own allocations, each named by the frame that tells it apart from the
- * others: a program that allocates through one helper (train_sim.py's device_alloc, a C program's
- * grab()) reaches it from every site, so the helper's line says nothing; the caller it was called from
- * does ("train_sim.py:43 in forward", "main (my_prog.c:21)"). A site's frames are the program's own
- * Python frames from its innermost outward (comprehensions belong to the function around them), else its
- * native frames from the headline outward (the tracer's and the runtime's plumbing left out). */
-#define SITE_CHAIN 48
-
-struct site_chain {
-    const struct ot_frame *f[SITE_CHAIN];
-    size_t n;
-    uint64_t bytes;
-};
-
-static bool comprehension(const struct ot_frame *f)
-{
-    return fn_has(f, "<listcomp>") || fn_has(f, "<genexpr>") || fn_has(f, "<dictcomp>") || fn_has(f, "<setcomp>");
-}
-
-static void chain_of(const struct ot_analysis *a, uint64_t stack_id, struct site_chain *c)
-{
-    struct ot_stack_info si;
-    ot_stack_info(a->res, a->s, stack_id, &si);
-    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
-    const struct ot_frame *from = si.user ? si.user : si.head;
-    bool started = false;
-    for (size_t i = 0; st && from && i < st->nframes && c->n < SITE_CHAIN; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(a->res, st->frames[i], &fr);
-        for (size_t k = 0; k < n && c->n < SITE_CHAIN; k++) {
-            const struct ot_frame *f = &fr[k];
-            started = started || f == from;
-            if (!started || (f->kind == OT_FRAME_PY) != (from->kind == OT_FRAME_PY))
-                continue;
-            if (f->kind == OT_FRAME_PY ? comprehension(f) : ot_frame_is_plumbing(f))
-                continue;
-            c->f[c->n++] = f;
-        }
-    }
-}
-
-struct site_label {
-    char *label;
-    uint64_t bytes;
-};
-
-static int cmp_label(const void *x, const void *y)
-{
-    return strcmp(((const struct site_label *)x)->label, ((const struct site_label *)y)->label);
-}
-
-static int cmp_label_bytes(const void *x, const void *y)
-{
-    const struct site_label *a = x, *b = y;
-    if (a->bytes != b->bytes)
-        return a->bytes > b->bytes ? -1 : 1;
-    return strcmp(a->label, b->label);
-}
-
-static void put_site_part(struct ot_bd_moment *m, size_t slot, const char *label, uint64_t bytes)
-{
-    char *dst = m->site_label[slot];
-    size_t n = strlen(label);
-    if (n >= OT_BD_SITE_LABEL)
-        n = OT_BD_SITE_LABEL - 1;
-    memcpy(dst, label, n);
-    dst[n] = 0;
-    add_part(m, OT_BD_PROGRAM, (struct ot_str){dst, n}, bytes);
-}
-
-/* The program row's split by call site, when the row is still exactly its sites' bytes (a framework's
- * pool that took some of it as cache, or JAX's arrays, say what it holds instead). */
-static int site_parts(const struct guesser *g, struct ot_bd_moment *m, const struct site_bytes *sb)
-{
-    uint64_t sum = 0;
-    size_t nsites = 0;
-    for (size_t k = 0; k < sb->cap && k < g->n; k++)
-        if (sb->v[k]) {
-            sum = ot_sat_add(sum, sb->v[k]);
-            nsites++;
-        }
-    if (!nsites || sum != m->bytes[OT_BD_PROGRAM])
-        return 0;
-    for (size_t i = 0; i < m->nparts; i++)
-        if (m->parts[i].row == OT_BD_PROGRAM)
-            return 0;
-    struct site_chain *c = calloc(nsites, sizeof(*c));
-    struct site_label *l = calloc(nsites, sizeof(*l));
-    int rc = c && l ? 0 : -1;
-    size_t n = 0;
-    for (size_t k = 0; rc == 0 && k < sb->cap && k < g->n; k++)
-        if (sb->v[k]) {
-            chain_of(g->a, g->ids[k], &c[n]);
-            c[n++].bytes = sb->v[k];
-        }
-    /* The innermost frames every site shares: none name a site. Sites whose frames are all the same (one
-     * site, or paths that differ only below the program's line) are named by their innermost frame. */
-    size_t common = rc == 0 ? c[0].n : 0;
-    bool same = true;
-    for (size_t i = 1; i < n; i++) {
-        size_t j = 0;
-        while (j < common && j < c[i].n && ot_frame_same_line(c[0].f[j], c[i].f[j]))
-            j++;
-        common = j;
-    }
-    for (size_t i = 0; i < n; i++)
-        same = same && c[i].n == common;
-    if (same)
-        common = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        size_t at = common < c[i].n ? common : c[i].n ? c[i].n - 1 : 0;
-        l[i].label = c[i].n ? ot_short_frame_str(c[i].f[at]) : strdup("(unknown stack)");
-        l[i].bytes = c[i].bytes;
-        if (!l[i].label)
-            rc = -1;
-    }
-    size_t nl = 0;
-    if (rc == 0) {
-        /* Sites that differ only below the frame that names them are one. */
-        qsort(l, n, sizeof(*l), cmp_label);
-        for (size_t i = 0; i < n; i++) {
-            if (nl && strcmp(l[nl - 1].label, l[i].label) == 0) {
-                l[nl - 1].bytes = ot_sat_add(l[nl - 1].bytes, l[i].bytes);
-                free(l[i].label);
-                continue;
-            }
-            l[nl++] = l[i];
-        }
-        qsort(l, nl, sizeof(*l), cmp_label_bytes);
-        size_t shown = nl <= OT_BD_SITE_PARTS + 1 ? nl : OT_BD_SITE_PARTS;
-        uint64_t rest = 0;
-        for (size_t i = 0; i < nl; i++) {
-            if (i < shown)
-                put_site_part(m, i, l[i].label, l[i].bytes);
-            else
-                rest = ot_sat_add(rest, l[i].bytes);
-        }
-        if (shown < nl) {
-            char more[48];
-            snprintf(more, sizeof(more), "%zu more call sites", nl - shown);
-            put_site_part(m, OT_BD_SITE_PARTS, more, rest);
-        }
-    }
-    for (size_t i = 0; l && i < (rc == 0 ? nl : n); i++)
-        free(l[i].label);
-    free(l);
-    free(c);
-    return rc;
 }
 
 /* The program's own allocations at one moment: every device-memory record on the device, by stack. */
@@ -480,7 +308,7 @@ static int site_parts(const struct guesser *g, struct ot_bd_moment *m, const str
 /* sb: the program row's bytes by the guesser's stack index. */
 static int add_records(struct guesser *g, const struct identity *id, const struct ot_u64map *live_by_address,
                        const struct ot_snapshot *s, struct ot_bd_moment *m, const struct ot_record *recs, size_t n,
-                       int64_t device, struct site_bytes *sb)
+                       int64_t device, struct ot_bd_site_bytes *sb)
 {
     for (int r = OT_BD_PARAMETERS; r <= OT_BD_WORKSPACES; r++)
         m->measured[r] = true;
@@ -508,11 +336,11 @@ static int add_records(struct guesser *g, const struct identity *id, const struc
         last_id = r->stack_id;
         last_k = k;
         last_g = gs;
-        if (k < 0 || (gs.row == OT_BD_PROGRAM && site_add(sb, (size_t)k, r->size - covered) < 0))
+        if (k < 0 || (gs.row == OT_BD_PROGRAM && ot_bd_site_add(sb, (size_t)k, r->size - covered) < 0))
             return -1;
         add_row(m, gs.row, r->size - covered, true);
         if (gs.part)
-            add_part(m, gs.row, ot_cstr(gs.part), r->size - covered);
+            ot_bd_add_part(m, gs.row, ot_cstr(gs.part), r->size - covered);
     }
     m->known = true;
     return 0;
@@ -573,7 +401,7 @@ static void take_from_program(struct ot_bd_moment *m, enum ot_bd_row row, const 
     if (!took)
         return;
     add_row(m, row, took, false);
-    add_part(m, row, ot_cstr(label), took);
+    ot_bd_add_part(m, row, ot_cstr(label), took);
 }
 
 static void split_pools(const struct ot_snapshot *s, struct ot_bd_moment *m, int64_t device)
@@ -594,7 +422,7 @@ static void split_pools(const struct ot_snapshot *s, struct ot_bd_moment *m, int
     /* The rest of the program's own allocations holds JAX's arrays: say so. */
     uint64_t arrays = in_use < m->inferred[OT_BD_PROGRAM] ? in_use : m->inferred[OT_BD_PROGRAM];
     if (arrays)
-        add_part(m, OT_BD_PROGRAM, ot_cstr("JAX arrays"), arrays);
+        ot_bd_add_part(m, OT_BD_PROGRAM, ot_cstr("JAX arrays"), arrays);
 }
 
 static void finish(struct ot_bd_moment *m)
@@ -624,7 +452,7 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
     struct guesser g = {.a = a};
     struct identity id;
     struct ot_u64map live = {0};
-    struct site_bytes sb_now = {0}, sb_peak = {0};
+    struct ot_bd_site_bytes sb_now = {0}, sb_peak = {0};
     if (ot_u64map_init(&g.map, 64) < 0)
         return -1;
     int rc = identity_build(s, out->device, &id);
@@ -633,7 +461,7 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
         rc = add_records(&g, &id, NULL, s, &out->now, s->live, s->nlive, out->device, &sb_now);
         split_pools(s, &out->now, out->device);
         if (rc == 0)
-            rc = site_parts(&g, &out->now, &sb_now);
+            rc = ot_bd_site_parts(g.a, g.ids, g.n, &out->now, &sb_now);
         add_outside(a, &out->now, out->device);
         finish(&out->now);
     }
@@ -656,7 +484,7 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
         if (rc == 0 && d && s->has_live && d->tracked_bytes == p->bytes)
             split_pools(s, &out->peak, out->device);
         if (rc == 0)
-            rc = site_parts(&g, &out->peak, &sb_peak);
+            rc = ot_bd_site_parts(g.a, g.ids, g.n, &out->peak, &sb_peak);
         out->peak.whole = p->bytes;
         finish(&out->peak);
     }

@@ -1,0 +1,178 @@
+/* The program's own allocations, split by the call sites that made them (the breakdown's program row). */
+#include "analyze/breakdown/sites.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/stackview.h"
+#include "analyze/userline.h"
+
+int ot_bd_site_add(struct ot_bd_site_bytes *sb, size_t k, uint64_t bytes)
+{
+    if (k >= sb->cap) {
+        size_t cap = sb->cap ? sb->cap : 64;
+        while (cap <= k)
+            cap *= 2;
+        uint64_t *v = realloc(sb->v, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        memset(v + sb->cap, 0, (cap - sb->cap) * sizeof(*v));
+        sb->v = v;
+        sb->cap = cap;
+    }
+    sb->v[k] = ot_sat_add(sb->v[k], bytes);
+    return 0;
+}
+
+/* The call sites of the program's own allocations, each named by the frame that tells it apart from the
+ * others: a program that allocates through one helper (train_sim.py's device_alloc, a C program's
+ * grab()) reaches it from every site, so the helper's line says nothing; the caller it was called from
+ * does ("train_sim.py:43 in forward", "main (my_prog.c:21)"). A site's frames are the program's own
+ * Python frames from its innermost outward (comprehensions belong to the function around them), else its
+ * native frames from the headline outward (the tracer's and the runtime's plumbing left out). */
+#define SITE_CHAIN 48
+
+struct site_chain {
+    const struct ot_frame *f[SITE_CHAIN];
+    size_t n;
+    uint64_t bytes;
+};
+
+static bool comprehension(const struct ot_frame *f)
+{
+    return ot_str_contains(f->function, "<listcomp>") || ot_str_contains(f->function, "<genexpr>") ||
+           ot_str_contains(f->function, "<dictcomp>") || ot_str_contains(f->function, "<setcomp>");
+}
+
+static void chain_of(const struct ot_analysis *a, uint64_t stack_id, struct site_chain *c)
+{
+    struct ot_stack_info si;
+    ot_stack_info(a->res, a->s, stack_id, &si);
+    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
+    const struct ot_frame *from = si.user ? si.user : si.head;
+    bool started = false;
+    for (size_t i = 0; st && from && i < st->nframes && c->n < SITE_CHAIN; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(a->res, st->frames[i], &fr);
+        for (size_t k = 0; k < n && c->n < SITE_CHAIN; k++) {
+            const struct ot_frame *f = &fr[k];
+            started = started || f == from;
+            if (!started || (f->kind == OT_FRAME_PY) != (from->kind == OT_FRAME_PY))
+                continue;
+            if (f->kind == OT_FRAME_PY ? comprehension(f) : ot_frame_is_plumbing(f))
+                continue;
+            c->f[c->n++] = f;
+        }
+    }
+}
+
+struct site_label {
+    char *label;
+    uint64_t bytes;
+};
+
+static int cmp_label(const void *x, const void *y)
+{
+    return strcmp(((const struct site_label *)x)->label, ((const struct site_label *)y)->label);
+}
+
+static int cmp_label_bytes(const void *x, const void *y)
+{
+    const struct site_label *a = x, *b = y;
+    if (a->bytes != b->bytes)
+        return a->bytes > b->bytes ? -1 : 1;
+    return strcmp(a->label, b->label);
+}
+
+static void put_site_part(struct ot_bd_moment *m, size_t slot, const char *label, uint64_t bytes)
+{
+    char *dst = m->site_label[slot];
+    size_t n = strlen(label);
+    if (n >= OT_BD_SITE_LABEL)
+        n = OT_BD_SITE_LABEL - 1;
+    memcpy(dst, label, n);
+    dst[n] = 0;
+    ot_bd_add_part(m, OT_BD_PROGRAM, (struct ot_str){dst, n}, bytes);
+}
+
+/* The program row's split by call site, when the row is still exactly its sites' bytes (a framework's
+ * pool that took some of it as cache, or JAX's arrays, say what it holds instead). */
+int ot_bd_site_parts(const struct ot_analysis *a, const uint64_t *ids, size_t nids, struct ot_bd_moment *m,
+                     const struct ot_bd_site_bytes *sb)
+{
+    uint64_t sum = 0;
+    size_t nsites = 0;
+    for (size_t k = 0; k < sb->cap && k < nids; k++)
+        if (sb->v[k]) {
+            sum = ot_sat_add(sum, sb->v[k]);
+            nsites++;
+        }
+    if (!nsites || sum != m->bytes[OT_BD_PROGRAM])
+        return 0;
+    for (size_t i = 0; i < m->nparts; i++)
+        if (m->parts[i].row == OT_BD_PROGRAM)
+            return 0;
+    struct site_chain *c = calloc(nsites, sizeof(*c));
+    struct site_label *l = calloc(nsites, sizeof(*l));
+    int rc = c && l ? 0 : -1;
+    size_t n = 0;
+    for (size_t k = 0; rc == 0 && k < sb->cap && k < nids; k++)
+        if (sb->v[k]) {
+            chain_of(a, ids[k], &c[n]);
+            c[n++].bytes = sb->v[k];
+        }
+    /* The innermost frames every site shares: none name a site. Sites whose frames are all the same (one
+     * site, or paths that differ only below the program's line) are named by their innermost frame. */
+    size_t common = rc == 0 ? c[0].n : 0;
+    bool same = true;
+    for (size_t i = 1; i < n; i++) {
+        size_t j = 0;
+        while (j < common && j < c[i].n && ot_frame_same_line(c[0].f[j], c[i].f[j]))
+            j++;
+        common = j;
+    }
+    for (size_t i = 0; i < n; i++)
+        same = same && c[i].n == common;
+    if (same)
+        common = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t at = common < c[i].n ? common : c[i].n ? c[i].n - 1 : 0;
+        l[i].label = c[i].n ? ot_short_frame_str(c[i].f[at]) : strdup("(unknown stack)");
+        l[i].bytes = c[i].bytes;
+        if (!l[i].label)
+            rc = -1;
+    }
+    size_t nl = 0;
+    if (rc == 0) {
+        /* Sites that differ only below the frame that names them are one. */
+        qsort(l, n, sizeof(*l), cmp_label);
+        for (size_t i = 0; i < n; i++) {
+            if (nl && strcmp(l[nl - 1].label, l[i].label) == 0) {
+                l[nl - 1].bytes = ot_sat_add(l[nl - 1].bytes, l[i].bytes);
+                free(l[i].label);
+                continue;
+            }
+            l[nl++] = l[i];
+        }
+        qsort(l, nl, sizeof(*l), cmp_label_bytes);
+        size_t shown = nl <= OT_BD_SITE_PARTS + 1 ? nl : OT_BD_SITE_PARTS;
+        uint64_t rest = 0;
+        for (size_t i = 0; i < nl; i++) {
+            if (i < shown)
+                put_site_part(m, i, l[i].label, l[i].bytes);
+            else
+                rest = ot_sat_add(rest, l[i].bytes);
+        }
+        if (shown < nl) {
+            char more[48];
+            snprintf(more, sizeof(more), "%zu more call sites", nl - shown);
+            put_site_part(m, OT_BD_SITE_PARTS, more, rest);
+        }
+    }
+    for (size_t i = 0; l && i < (rc == 0 ? nl : n); i++)
+        free(l[i].label);
+    free(l);
+    free(c);
+    return rc;
+}
