@@ -265,7 +265,7 @@ measure adam "$ROOT/tests/h200/ut_adam_first_step.oomt"
 check adam '
 bars_ok()
 assert any(l.startswith("optimizer state") for l in r["legend"]), r["legend"]
-assert any(l.strip("\u2003 ").startswith("Adam.exp_avg_sq") for l in r["legend"]), r["legend"]
+assert any(l.strip("\u2003\u21b3 ").startswith("Adam.exp_avg_sq") for l in r["legend"]), r["legend"]
 assert not r["allocator"] or r["fwrows"] >= 1
 '
 # 3c. Crowded markers around the phase the Why section cites.

@@ -80,6 +80,8 @@ bad_gate() { # bad_gate WHAT ARGS...: the gate ARGS must be refused before the c
     [ "$rc" -eq 2 ] || fail "$what: exit status $rc, want 2"
     [ -e "$work/ran" ] && fail "$what: the command ran"
     [ "$(wc -l <"$work/bad.out")" -eq 1 ] || fail "$what: not one line: $(cat "$work/bad.out")"
+    # every refusal said alike: what was wrong, and that the command did not run
+    grep -q "^oomtrace: bad gate, touch was not run: " "$work/bad.out" || fail "$what: said otherwise: $(cat "$work/bad.out")"
 }
 bad_gate "a missing baseline" --baseline /nonexistent.oomt --max-growth 5
 bad_gate "an unreadable baseline" --baseline "$work/a.out" --max-growth 5

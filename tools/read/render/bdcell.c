@@ -47,7 +47,8 @@ void ot_bd_table(struct ot_doc *d, const struct ot_breakdown *b)
                 continue;
             ot_doc_row(d);
             ot_doc_cell(d);
-            ot_doc_printf(d, "\xe2\x80\x83\xe2\x80\x83"); /* em spaces indent the part under its row */
+            /* An arrow says the part belongs to the row above: renderers may trim a cell's leading spaces. */
+            ot_doc_printf(d, "\xe2\x80\x83\xe2\x86\xb3 ");
             ot_doc_text(d, pm->parts[i].label, 80);
             ot_doc_cell_end(d);
             cells(d, pm == &b->now ? pm : NULL, (enum ot_bd_row)r, pm->parts[i].bytes);

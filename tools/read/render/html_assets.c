@@ -124,7 +124,10 @@ const char h_script[] =
     "function bsearch(t){var lo=0,hi=N-1;if(t<T[0])return -1;while(lo<hi){var m=(lo+hi+1)>>1;if(T[m]<=t)lo=m;else hi=m-1;}return lo;}\n"
     "function draw(){\n"
     " el.querySelectorAll('svg').forEach(function(x){x.remove();});\n"
-    " var W=Math.max(640,el.clientWidth||1200),H=440,ml=74,mr=24,mt=34,mb=58,pw=W-ml-mr,ph=H-mt-mb;\n"
+    /* one lane of marker labels for each marker the statements cite (at least two, at most four), so that
+     * the cited labels, always shown, never have to overlap: the plot starts lower for each lane past two */
+    " var NL=Math.min(4,Math.max(2,(D.markers||[]).filter(function(m){return m.cited;}).length));\n"
+    " var W=Math.max(640,el.clientWidth||1200),H=440+14*(NL-2),ml=74,mr=24,mt=34+14*(NL-2),mb=58,pw=W-ml-mr,ph=H-mt-mb;\n"
     " var t0=T[0],t1=T[N-1];if(D.failure&&D.failure.t>t1)t1=D.failure.t;if(!(t1>t0))t1=t0+1;var pad=(t1-t0)*0.01;t1+=pad;\n"
     " var top=maxTot;if(D.failure)top=Math.max(top,D.failure.level+D.failure.bytes);if(D.peak)top=Math.max(top,D.peak.bytes);\n"
     " if(fitCap&&D.capacity)top=Math.max(top,D.capacity);if(!(top>0))top=1;top*=1.08;\n"
@@ -156,9 +159,9 @@ const char h_script[] =
     /* the capacity line */
     " if(D.capacity&&D.capacity<=top){var yc=Y(D.capacity);mk('line',{x1:ml,x2:ml+pw,y1:yc,y2:yc,stroke:'#8e1b10','stroke-width':1.6,'stroke-dasharray':'7 4'},svg);"
     "txt(svg,ml+6,yc-5,'device total '+fmtB(D.capacity),{class:'halo',fill:'#8e1b10','font-weight':600});}\n"
-    /* markers: a dashed line each; labels in two rows above the plot. The markers the statements cite are
+    /* markers: a dashed line each; labels in NL rows above the plot. The markers the statements cite are
      * placed first and always labelled; the others only where their label overlaps no other. */
-    " var mg=mk('g',{class:'markers'},svg),lanes=[[],[]],lastLine=-1e9;\n"
+    " var mg=mk('g',{class:'markers'},svg),lanes=[],lastLine=-1e9;for(var li=0;li<NL;li++)lanes.push([]);\n"
     " var ms=(D.markers||[]).filter(function(m){var x=X(m.t);return x>=ml-0.5&&x<=ml+pw+0.5;});\n"
     " ms.forEach(function(m){var x=X(m.t);if(!m.cited&&x-lastLine<4)return;lastLine=x;"
     "mk('line',{x1:x,x2:x,y1:mt,y2:mt+ph,stroke:m.cited?'#1d2330':'#6b7385','stroke-width':m.cited?1.2:0.8,'stroke-dasharray':'2 3'},mg);});\n"
@@ -167,7 +170,7 @@ const char h_script[] =
     "if(m.cited){t.setAttribute('font-weight',600);t.setAttribute('data-cited','1');}"
     "var w=t.getComputedTextLength()||lab.length*6.2,x0=x+3;if(x0+w>W-2)x0=x-3-w;if(x0<2)x0=2;t.setAttribute('x',x0.toFixed(1));"
     "for(var L=0;L<lanes.length;L++){if(lanes[L].every(function(r){return x0+w+4<=r[0]||x0>=r[1]+4;})){lanes[L].push([x0,x0+w]);"
-    "t.setAttribute('y',mt-6-13*L);return;}}if(force)lanes[0].push([x0,x0+w]);else t.remove();}\n"
+    "t.setAttribute('y',mt-6-14*L);return;}}if(force)lanes[0].push([x0,x0+w]);else t.remove();}\n"
     " ms.forEach(function(m){if(m.cited)place(m,true);});ms.forEach(function(m){if(!m.cited)place(m,false);});\n"
     /* the ring's start, when it forgot older events */
     " if(D.dropped>0){var xs=X(T[0]);mk('line',{x1:xs,x2:xs,y1:mt,y2:mt+ph,stroke:'#8a5300','stroke-width':1.2},svg);"
