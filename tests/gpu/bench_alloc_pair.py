@@ -43,7 +43,7 @@ def nested(depth, fn):
     return nested(depth - 1, fn)
 
 
-def make_step():
+def make_step(with_model=False):
     torch.manual_seed(0)
     mods = []
     for _ in range(12):
@@ -56,7 +56,7 @@ def make_step():
         opt.zero_grad(set_to_none=True)
         model(x).square().mean().backward()
         opt.step()
-    return step
+    return (step, model) if with_model else step
 
 
 def main():
