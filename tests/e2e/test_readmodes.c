@@ -81,6 +81,10 @@ static void test_gate_eval(void **state)
     struct ot_gate_peak p = peak(640 * MiB, "new.oomt");
     ot_gate_eval(&g, &p, NULL, &r);
     assert_int_equal(r.rc, 0); /* equal is not above */
+    /* A passing gate says so in one line, with what it measured: a CI log shows that it ran. */
+    assert_int_equal(r.nmsg, 1);
+    assert_string_equal(r.msg[0], "gate --max-peak passed: peak 640 MiB (671088640 bytes) on device 0 in new.oomt "
+                                  "is within 640 MiB (671088640 bytes)");
     p.bytes++;
     ot_gate_eval(&g, &p, NULL, &r);
     assert_int_equal(r.rc, 1);
@@ -93,6 +97,9 @@ static void test_gate_eval(void **state)
     struct ot_gate_peak b = peak(1000 * MiB, "base.oomt"), n = peak(1100 * MiB, "new.oomt");
     ot_gate_eval(&gg, &n, &b, &r);
     assert_int_equal(r.rc, 0);
+    assert_int_equal(r.nmsg, 1);
+    assert_string_equal(r.msg[0], "gate --max-growth passed: peak 1.07 GiB (1153433600 bytes) in new.oomt is 10% above the "
+                                  "baseline's 1000 MiB (1048576000 bytes) in base.oomt, within 10%");
     n.bytes += 1;
     ot_gate_eval(&gg, &n, &b, &r);
     assert_int_equal(r.rc, 1);
@@ -117,12 +124,14 @@ static void test_gate_eval(void **state)
     gg.max_growth = 0;
     ot_gate_eval(&gg, &n, &b, &r);
     assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.msg[0], "gate --max-growth passed: peak 10 B (10 bytes) in new.oomt is 100% below the baseline's"));
     b.bytes = 0;
     ot_gate_eval(&gg, &n, &b, &r);
     assert_int_equal(r.rc, 1);
     n.bytes = 0;
     ot_gate_eval(&gg, &n, &b, &r);
     assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.msg[0], "gate --max-growth passed: peak 0 B (0 bytes) in new.oomt, the baseline's peak is 0 B"));
     /* Both gates failing: two lines. */
     struct ot_gate both = {.max_peak_set = true, .max_peak = 1, .growth_set = true, .max_growth = 1};
     b.bytes = 100;
@@ -130,6 +139,13 @@ static void test_gate_eval(void **state)
     ot_gate_eval(&both, &n, &b, &r);
     assert_int_equal(r.rc, 1);
     assert_int_equal(r.nmsg, 2);
+    /* One passing, one failing: a line each, and the status of the failure. */
+    both.max_peak = 200;
+    ot_gate_eval(&both, &n, &b, &r);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.nmsg, 2);
+    assert_non_null(strstr(r.msg[0], "gate --max-peak passed: "));
+    assert_non_null(strstr(r.msg[1], "gate --max-growth failed: "));
 }
 
 static void expect_short(const char *in, const char *out)

@@ -60,15 +60,21 @@ run --dir "$work/b" -- sh -c 'exit 3' >/dev/null 2>&1
 [ $? -eq 3 ] || fail "status of a failing command"
 
 # The gate: a peak of 512 MiB passes 1G and fails 256M; both forms of an option's value work.
-run --dir "$work/c" --max-peak 1G -- "$door" >/dev/null 2>&1
+run --dir "$work/c" --max-peak 1G -- "$door" >"$work/c.out" 2>&1
 [ $? -eq 0 ] || fail "gate that should pass"
+# A CI log shows that a passing gate ran, in one line with its numbers.
+[ "$(grep -c 'gate --max-peak' "$work/c.out")" -eq 1 ] &&
+    grep -q "^oomtrace: gate --max-peak passed: peak 512 MiB (536870912 bytes) on device 0 in $work/c/run-.*\.oomt is within 1.00 GiB (1073741824 bytes)\$" "$work/c.out" ||
+    fail "a passing gate did not say one line: $(grep 'gate' "$work/c.out")"
 run --dir "$work/d" --max-peak=256M -- "$door" >"$work/d.out" 2>&1
 [ $? -eq 1 ] || fail "gate that should fail"
 grep -q "^oomtrace: gate --max-peak failed: peak 512 MiB" "$work/d.out" ||
     fail "the failed gate's line does not name the launcher: $(grep 'max-peak' "$work/d.out")"
 base=$(ls "$work"/c/run-*/*-exit.oomt)
-run --dir "$work/e" --baseline="$base" --max-growth=5 -- "$door" >/dev/null 2>&1
+run --dir "$work/e" --baseline="$base" --max-growth=5 -- "$door" >"$work/e.out" 2>&1
 [ $? -eq 0 ] || fail "a growth gate against the same program's baseline"
+grep -q "^oomtrace: gate --max-growth passed: peak 512 MiB (536870912 bytes) in .* is 0% above the baseline's 512 MiB (536870912 bytes) in $base, within 5%\$" "$work/e.out" ||
+    fail "a passing growth gate did not say so: $(grep 'gate' "$work/e.out")"
 
 # Bad gates: usage error (2), one line, and the command never runs.
 bad_gate() { # bad_gate WHAT ARGS...: the gate ARGS must be refused before the command starts

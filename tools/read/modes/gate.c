@@ -144,10 +144,13 @@ int ot_gate_peak_of_path(const char *path, const struct ot_load_opts *o, struct 
     return 0;
 }
 
-static void add_msg(struct ot_gate_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add_msg(struct ot_gate_result *r, const char *fmt, ...)
+/* One line per gate, passed or failed: a CI log must show that the gate ran and what it measured, not only
+ * when it fails. */
+static void add_msg(struct ot_gate_result *r, bool failed, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_msg(struct ot_gate_result *r, bool failed, const char *fmt, ...)
 {
-    r->rc = 1;
+    if (failed)
+        r->rc = 1;
     if (r->nmsg >= 2)
         return;
     va_list ap;
@@ -182,24 +185,28 @@ void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, cons
     memset(r, 0, sizeof(*r));
     r->speaker = g->speaker;
     char b1[32], b2[32];
-    if (g->max_peak_set && peak->bytes > g->max_peak)
-        add_msg(r, "gate --max-peak failed: peak %s (%" PRIu64 " bytes) on device %" PRId64 " in %.300s exceeds %s (%" PRIu64 " bytes)",
-                ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->device, peak->path, ot_fmt_bytes(b2, g->max_peak),
-                g->max_peak);
+    if (g->max_peak_set) {
+        bool over = peak->bytes > g->max_peak;
+        add_msg(r, over, "gate --max-peak %s: peak %s (%" PRIu64 " bytes) on device %" PRId64 " in %.300s %s %s (%" PRIu64 " bytes)",
+                over ? "failed" : "passed", ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->device, peak->path,
+                over ? "exceeds" : "is within", ot_fmt_bytes(b2, g->max_peak), g->max_peak);
+    }
     if (g->growth_set && base) {
         if (base->bytes == 0) {
-            if (peak->bytes > 0)
-                add_msg(r, "gate --max-growth failed: peak %s (%" PRIu64 " bytes) in %.250s, the baseline's peak is 0 B in %.250s"
-                        " (any growth is more than %g%%)",
-                        ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->path, base->path, g->max_growth);
+            bool over = peak->bytes > 0;
+            add_msg(r, over, "gate --max-growth %s: peak %s (%" PRIu64 " bytes) in %.250s, the baseline's peak is 0 B in %.250s"
+                    " (%s %g%%)",
+                    over ? "failed" : "passed", ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->path, base->path,
+                    over ? "any growth is more than" : "no growth, within", g->max_growth);
         } else {
             double growth = 100.0 * ((double)peak->bytes - (double)base->bytes) / (double)base->bytes;
+            bool over = growth > g->max_growth;
             char pct[48];
-            if (growth > g->max_growth)
-                add_msg(r, "gate --max-growth failed: peak %s (%" PRIu64 " bytes) in %.250s is %s%% above the baseline's %s (%" PRIu64
-                        " bytes) in %.250s, more than %g%%",
-                        ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->path, fmt_growth(pct, growth, g->max_growth),
-                        ot_fmt_bytes(b2, base->bytes), base->bytes, base->path, g->max_growth);
+            add_msg(r, over, "gate --max-growth %s: peak %s (%" PRIu64 " bytes) in %.250s is %s%% %s the baseline's %s (%" PRIu64
+                    " bytes) in %.250s, %s %g%%",
+                    over ? "failed" : "passed", ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->path,
+                    fmt_growth(pct, fabs(growth), over ? g->max_growth : -1.0), growth < 0 ? "below" : "above",
+                    ot_fmt_bytes(b2, base->bytes), base->bytes, base->path, over ? "more than" : "within", g->max_growth);
         }
     }
 }

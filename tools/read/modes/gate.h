@@ -1,7 +1,8 @@
 /* CI gates: --max-peak SIZE fails when the peak (the largest device peak of a snapshot; with a
  * directory, of its worst snapshot) exceeds SIZE; --baseline SNAPSHOT --max-growth PCT fails when that
- * peak grew by more than PCT percent over the baseline's. Exit status 1 with one line on stderr per
- * failed gate; bad input is the caller's exit 2. */
+ * peak grew by more than PCT percent over the baseline's. One line on stderr per gate, passed or failed
+ * (a CI log shows the gate ran and what it measured); exit status 1 when one failed; bad input is the
+ * caller's exit 2. */
 #ifndef OT_READ_GATE_H
 #define OT_READ_GATE_H
 
@@ -13,7 +14,7 @@ struct ot_gate {
     const char *baseline; /* a snapshot or a directory; NULL */
     bool growth_set;
     double max_growth; /* percent */
-    const char *speaker; /* the program name a failed gate's line starts with; NULL: oomtrace-read */
+    const char *speaker; /* the program name a gate's line starts with; NULL: oomtrace-read */
 };
 
 /* The peak a gate measures, and where it was found. */
@@ -28,7 +29,7 @@ struct ot_gate_peak {
 struct ot_gate_result {
     int rc; /* 0 passed (or no gate), 1 failed */
     const char *speaker; /* the gate's, copied */
-    size_t nmsg;
+    size_t nmsg; /* one line per gate evaluated, "gate --X passed: ..." or "gate --X failed: ..." */
     char msg[2][OT_GATE_MSG];
 };
 
@@ -48,7 +49,7 @@ int ot_gate_peak_of_path(const char *path, const struct ot_load_opts *o, struct 
 /* Evaluates the gates against peak (and base for --max-growth; base may be NULL when no growth gate). */
 void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, const struct ot_gate_peak *base,
                   struct ot_gate_result *r);
-/* Prints the result's lines on stderr ("oomtrace-read: gate ... failed: ...", or the gate's speaker instead of
+/* Prints the result's lines on stderr ("oomtrace-read: gate ... passed: ..." or "... failed: ...", the speaker instead of
  * oomtrace-read) and returns its rc. */
 int ot_gate_report(const struct ot_gate_result *r);
 
