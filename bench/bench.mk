@@ -78,3 +78,23 @@ bench: bench-build
 bench-reader-ab: $(B)/oomtrace-read
 	@MAKE="$(MAKE)" bench/reader_ab.sh
 
+
+# The stage build (lib/common/stage.h): the library with -DOT_STAGE_CYCLES, counting rdtsc cycles and calls
+# per stage of the event path and each cache's hits, one line of JSON on stderr at exit. Bench only: the
+# normal build compiles the counters to nothing. Same link line, so it runs wherever liboomtrace.so does.
+STAGE_OBJ := $(LIB_SRC:%.c=$(BENCH_BIN)/stages/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
+$(BENCH_BIN)/stages/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
+
+$(BENCH_BIN)/liboomtrace-stages.so: $(STAGE_OBJ)
+	$(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+
+.PHONY: bench-stages
+bench-stages: $(BENCH_BIN)/liboomtrace-stages.so $(B)/fake/libcuda.so.1
+
+# bench/step_mix.py's native side: a step's allocations through PyTorch-like C chains, a backward thread.
+$(BENCH_BIN)/libstepmix.so: bench/stepmix/stepmix.c $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -fPIC -shared -pthread -o $@ $< -L$(B)/fake -lcuda -ldl
+bench-build: $(BENCH_BIN)/libstepmix.so

@@ -18,6 +18,7 @@
 #include "capture/loader.h"
 #include "capture/modules.h"
 #include "common/defs.h"
+#include "common/stage.h"
 
 static uintptr_t self_lo, self_hi;
 
@@ -289,6 +290,7 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     uint32_t matched;
     uint64_t bp_next;
     int all = replay_all(w, pc, sp, bp, frames, want, &matched, &bp_next);
+    OT_STAGE_CACHE(OT_C_WALK_REPLAY, all >= 0);
     if (OT_LIKELY(all >= 0))
         return all;
     const struct step *P = w->steps[w->prev];
@@ -452,7 +454,7 @@ int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
     }
     if (n < 0) {
         ot_loader_enter(); /* libunwind finds each frame's module with dl_iterate_phdr */
-        n = unw_backtrace((void **)frames, want);
+        n = OT_STAGE_CALL(OT_ST_UNWIND, unw_backtrace((void **)frames, want));
         ot_loader_leave();
     }
     int skip = 0;

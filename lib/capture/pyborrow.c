@@ -16,6 +16,7 @@
 #include "capture/pyframes.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/stage.h"
 
 #define MAX_THREADS 64
 #define TS_BYTES 176 /* the largest thread state offset read below, rounded up */
@@ -116,7 +117,9 @@ static int borrow_again(struct lent *l, struct chain *c, uint32_t *lender, uint6
     uint64_t now = l && l->ts ? ot_now_ns() : 0;
     if (!l || !l->ts || now - l->walked_ns > BORROW_RECHECK_NS)
         return 0;
-    if (borrow_quick(l, stamp, now)) {
+    int quick = borrow_quick(l, stamp, now);
+    OT_STAGE_CACHE(OT_C_BORROW_QUICK, quick);
+    if (quick) {
         l->quick++;
         c->n = l->c.n;
         memcpy(c->id, l->c.id, (size_t)c->n * sizeof c->id[0]);

@@ -9,6 +9,7 @@
 #include "capture/python.h"
 #include "capture/stacks.h"
 #include "common/defs.h"
+#include "common/stage.h"
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
@@ -73,12 +74,12 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     struct chain c;
     const struct chain *got;
     int same;
-    int np = ot_py_walk(&c, &got, &same);
+    int np = OT_STAGE_CALL(OT_ST_PYWALK, ot_py_walk(&c, &got, &same));
     if (np == 0) {
         if (__atomic_load_n(&ot_py_state, __ATOMIC_ACQUIRE) != PY_ON)
             return n;
         uint32_t lender = 0;
-        if (!ot_py.is_initialized() || (np = ot_py_borrow(&c, &lender)) == 0) {
+        if (!ot_py.is_initialized() || (np = OT_STAGE_CALL(OT_ST_BORROW, ot_py_borrow(&c, &lender))) == 0) {
             *flags |= OT_STACK_NO_PYTHON; /* a native thread of a Python process, no thread waiting */
             return n;
         }
@@ -95,10 +96,12 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     }
     struct merged *m = &t->merged;
     if (same && m->valid && m->n == n && m->max == max && memcmp(m->native, frames, (size_t)n * sizeof *frames) == 0) {
+        OT_STAGE_CACHE(OT_C_PY_MERGED, 1);
         memcpy(frames, m->frames, (size_t)m->out * sizeof *frames);
         *flags |= m->flags;
         return m->out;
     }
+    OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
     memcpy(m->native, frames, (size_t)n * sizeof *frames);
     unsigned added = 0;
     int out = merge_into(frames, m->native, n, max, got, &added);

@@ -9,6 +9,7 @@
 
 #include "capture/pyframes.h"
 #include "common/defs.h"
+#include "common/stage.h"
 #include "common/log.h"
 
 static int validated; /* one walk has confirmed the layout: plain loads from now on */
@@ -225,9 +226,14 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same)
     int fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE);
     struct py_thread *t = ot_py_thread_get();
     struct chain *last = t ? &t->last : NULL;
-    if (__atomic_load_n(&ot_py_lending, __ATOMIC_RELAXED))
+    /* Only a thread with Python frames can be a lender that moved: a thread state without a frame (autograd's
+     * threads, registered and never running Python) is the borrower itself, and counting its walks made
+     * every borrow of a backward read the lender again. */
+    if (frame && __atomic_load_n(&ot_py_lending, __ATOMIC_RELAXED))
         __atomic_add_fetch(&ot_py_stamp, 1, __ATOMIC_RELAXED);
-    if (fast && last && !L->frame_objects && gather_same(frame, last)) {
+    int hit = fast && last && !L->frame_objects && gather_same(frame, last);
+    OT_STAGE_CACHE(OT_C_PY_SAME, hit);
+    if (hit) {
         *got = last;
         *same = 1;
         return last->n;

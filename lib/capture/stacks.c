@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "capture/stacks.h"
+#include "common/stage.h"
 
 struct entry {
     uint64_t hash;
@@ -95,9 +96,12 @@ uint32_t ot_stack_intern(const uint64_t *f, int n, unsigned flags)
     uint32_t last = last_id;
     if (last && last < nentries) {
         const struct entry *e = &entries[last];
-        if (e->n == (uint32_t)n && e->flags == flags && memcmp(&frames[e->off], f, (size_t)n * sizeof *f) == 0)
+        if (e->n == (uint32_t)n && e->flags == flags && memcmp(&frames[e->off], f, (size_t)n * sizeof *f) == 0) {
+            OT_STAGE_CACHE(OT_C_STACK_LAST, 1);
             return last;
+        }
     }
+    OT_STAGE_CACHE(OT_C_STACK_LAST, 0);
     uint32_t id = intern(f, n, flags);
     if (id)
         last_id = id;

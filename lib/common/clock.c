@@ -24,6 +24,7 @@
 #endif
 
 #include "common/clock.h"
+#include "common/stage.h"
 #include "common/defs.h"
 
 #define CAL_NS 20000000ull      /* the first rate: measured over 20 ms */
@@ -169,7 +170,7 @@ __attribute__((noinline, cold)) static uint64_t slow(void)
     return out;
 }
 
-uint64_t ot_now_ns(void)
+static inline uint64_t now_ns(void)
 {
     if (OT_LIKELY(__atomic_load_n(&K.state, __ATOMIC_ACQUIRE) == CLK_TSC)) {
         uint32_t s = __atomic_load_n(&K.seq, __ATOMIC_ACQUIRE);
@@ -182,6 +183,11 @@ uint64_t ot_now_ns(void)
     return slow();
 }
 
+uint64_t ot_now_ns(void)
+{
+    return OT_STAGE_CALL(OT_ST_CLOCK, now_ns());
+}
+
 void ot_clock_start(int use_tsc)
 {
     uint64_t t, ns;
@@ -192,6 +198,12 @@ void ot_clock_start(int use_tsc)
     ST(K.true_tsc, t);
     ST(K.true_ns, ns);
     ST(K.state, CLK_CALIBRATING);
+}
+
+/* The TSC's rate, ns = ticks * mult >> 32; 0 while the clock does not read the TSC (stage.c). */
+uint64_t ot_clock_tsc_mult(void)
+{
+    return LD(K.state) == CLK_TSC ? LD(K.mult) : 0;
 }
 
 int ot_clock_uses_tsc(void)

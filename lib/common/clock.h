@@ -8,5 +8,6 @@ uint64_t ot_mono_ns(void); /* clock_gettime(CLOCK_MONOTONIC) itself */
 void ot_clock_start(int use_tsc); /* after the options: calibrate the TSC against CLOCK_MONOTONIC */
 void ot_clock_forked(void);
 int ot_clock_uses_tsc(void);
+uint64_t ot_clock_tsc_mult(void); /* the TSC's rate (ns = ticks * mult >> 32); 0 without it */
 void ot_clock_tune(uint64_t cal_ns, uint64_t anchor_ns); /* tests: shorter calibration and anchors */
 #endif

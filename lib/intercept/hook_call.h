@@ -13,6 +13,7 @@
 
 #include "common/defs.h"
 #include "common/self.h"
+#include "common/stage.h"
 #include "driver/cuda_api.h"
 #include "driver/driver.h"
 #include "driver/real.h"
@@ -32,11 +33,13 @@ static inline int ot_enter(void)
     if (ot_self.busy || !ot_ready())
         return 0;
     ot_self.busy = 1;
+    OT_STAGE_HOOK_IN();
     return 1;
 }
 
 static inline void ot_leave(int saved_errno)
 {
+    OT_STAGE_HOOK_OUT();
     ot_self.busy = 0;
     errno = saved_errno;
 }

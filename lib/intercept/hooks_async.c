@@ -9,7 +9,7 @@ static CUresult alloc_async(void *realp, uint16_t api, CUdeviceptr *dptr, size_t
 {
     OT_HOOK_START(__typeof__(&cuMemAllocAsync), realp, (dptr, bytesize, s));
     int dev = ot_pre_alloc();
-    CUresult r = real(dptr, bytesize, s);
+    CUresult r = OT_STAGE_CALL(OT_ST_DRIVER_ALLOC, real(dptr, bytesize, s));
     struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_ASYNC, api, 0, dev, r == CUDA_SUCCESS ? *dptr : 0, bytesize};
     return ot_alloc_end(r, &q, err);
 }
@@ -19,7 +19,7 @@ static CUresult alloc_pool(void *realp, uint16_t api, CUdeviceptr *dptr, size_t 
 {
     OT_HOOK_START(__typeof__(&cuMemAllocFromPoolAsync), realp, (dptr, bytesize, pool, s));
     int dev = ot_pre_alloc();
-    CUresult r = real(dptr, bytesize, pool, s);
+    CUresult r = OT_STAGE_CALL(OT_ST_DRIVER_ALLOC, real(dptr, bytesize, pool, s));
     if (r == CUDA_SUCCESS)
         ot_pool_seen((uint64_t)(uintptr_t)pool, dev);
     struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_ASYNC, api, 0, dev, r == CUDA_SUCCESS ? *dptr : 0, bytesize};
@@ -30,7 +30,7 @@ static CUresult alloc_pool(void *realp, uint16_t api, CUdeviceptr *dptr, size_t 
 static CUresult free_async(void *realp, uint16_t api, CUdeviceptr dptr, CUstream s)
 {
     OT_HOOK_START(__typeof__(&cuMemFreeAsync), realp, (dptr, s));
-    OT_FREE_CALL(if (dptr) ot_record_free(OT_NS_DEVPTR, dptr, api, &undo), real(dptr, s));
+    OT_FREE_CALL(if (dptr) ot_record_free(OT_NS_DEVPTR, dptr, api, &undo), OT_STAGE_CALL(OT_ST_DRIVER_FREE, real(dptr, s)));
 }
 
 OT_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)

@@ -25,17 +25,21 @@ void ot_first_use(int dev)
 
 int ot_pre_alloc(void)
 {
+    OT_STAGE_BEGIN(t);
     int dev = ot_drv_current_device();
     ot_first_use(dev);
+    OT_STAGE_END(OT_ST_PRE_ALLOC, t);
     return dev;
 }
 
 void ot_after_alloc(CUresult r, const struct ot_alloc_req *req)
 {
     if (r == CUDA_SUCCESS) {
+        OT_STAGE_BEGIN(t);
         ot_record_alloc(req);
         ot_after_first_alloc();
         ot_companion_poke(OT_POKE_ALLOC);
+        OT_STAGE_END(OT_ST_AFTER_ALLOC, t);
     } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         ot_after_first_alloc(); /* a process whose first allocation fails uses the device too */
         ot_record_failure(req, r);
@@ -48,7 +52,7 @@ OT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     OT_HOOK_ENTER(cuMemAlloc_v2, (dptr, bytesize));
     int dev = ot_pre_alloc();
-    CUresult r = real(dptr, bytesize);
+    CUresult r = OT_STAGE_CALL(OT_ST_DRIVER_ALLOC, real(dptr, bytesize));
     struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, dev,
                              r == CUDA_SUCCESS ? *dptr : 0, bytesize};
     return ot_alloc_end(r, &q, err);
@@ -82,5 +86,5 @@ OT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 OT_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     OT_HOOK_ENTER(cuMemFree_v2, (dptr));
-    OT_FREE_CALL(if (dptr) ot_record_free(OT_NS_DEVPTR, dptr, OT_API_cuMemFree_v2, &undo), real(dptr));
+    OT_FREE_CALL(if (dptr) ot_record_free(OT_NS_DEVPTR, dptr, OT_API_cuMemFree_v2, &undo), OT_STAGE_CALL(OT_ST_DRIVER_FREE, real(dptr)));
 }

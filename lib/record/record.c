@@ -12,6 +12,7 @@
 #include "common/defs.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "common/stage.h"
 #include "common/self.h"
 #include "record/rec.h"
 #include "record/ring.h"
@@ -23,8 +24,8 @@ struct ot_state ot_state;
 static int capture(uint64_t *frames, unsigned *flags)
 {
     *flags = 0;
-    int n = ot_backtrace(frames, ot_opt.depth, flags);
-    return ot_python_merge(frames, n, OT_MAX_FRAMES, flags);
+    int n = OT_STAGE_CALL(OT_ST_BACKTRACE, ot_backtrace(frames, ot_opt.depth, flags));
+    return OT_STAGE_CALL(OT_ST_PYTHON, ot_python_merge(frames, n, OT_MAX_FRAMES, flags));
 }
 
 static void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t, const char *label)
@@ -34,7 +35,10 @@ static void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t,
         .stack = kind == OT_EV_ALLOC || kind == OT_EV_FAILED ? r->stack : 0,
         .seq = seq, .time_ns = t, .addr = r->key, .size = r->size, .label = label,
     };
+    OT_STAGE_BEGIN(ring_t0);
     ot_ring_append(&e);
+    OT_STAGE_END(OT_ST_RING, ring_t0);
+    OT_STAGE_EVENT(kind != OT_EV_FREE);
     S.recorded++;
 }
 
@@ -69,16 +73,20 @@ void ot_record_alloc(const struct ot_alloc_req *a)
 {
     uint64_t frames[OT_MAX_FRAMES];
     unsigned sflags;
-    int n = capture(frames, &sflags);
+    int n = OT_STAGE_CALL(OT_ST_CAPTURE, capture(frames, &sflags));
     uint32_t tid = ot_tid();
 
+    OT_STAGE_BEGIN(tl);
     ot_lock_take();
+    OT_STAGE_END(OT_ST_LOCK, tl);
+    OT_STAGE_BEGIN(tr);
     struct ot_rec *stale = ot_live_find(&S.live, a->ns, a->key);
     if (stale) /* the driver reused a key we still hold: its free went through a door we do not see */
         close_rec(stale, OT_API_NONE, tid);
     struct ot_rec r = {
         .key = a->key, .size = a->size, .seq = ++S.seq, .time_ns = ot_now_ns(),
-        .stack = ot_stack_intern(frames, n, sflags), .tid = tid, .device = (int16_t)a->device,
+        .stack = OT_STAGE_CALL(OT_ST_INTERN, ot_stack_intern(frames, n, sflags)), .tid = tid,
+        .device = (int16_t)a->device,
         .cat = a->cat, .ns = a->ns, .api = a->api, .flags = a->flags,
         .refs = a->ns == OT_NS_VMM ? 1 : 0,
     };
@@ -92,6 +100,7 @@ void ot_record_alloc(const struct ot_alloc_req *a)
         S.untracked++;
     }
     emit(OT_EV_ALLOC, &r, r.seq, r.time_ns, NULL);
+    OT_STAGE_END(OT_ST_RECORD_ALLOC, tr);
     ot_lock_give();
 }
 
@@ -127,6 +136,7 @@ static void close_undoable(struct ot_rec *r, uint16_t api, uint32_t tid, struct 
 
 void ot_record_free(uint8_t ns, uint64_t key, uint16_t api, struct ot_undo *u)
 {
+    OT_STAGE_BEGIN(t);
     uint32_t tid = ot_tid();
     ot_lock_take();
     struct ot_rec *r = ot_live_find(&S.live, ns, key);
@@ -135,6 +145,7 @@ void ot_record_free(uint8_t ns, uint64_t key, uint16_t api, struct ot_undo *u)
     else
         S.unknown_frees++;
     ot_lock_give();
+    OT_STAGE_END(OT_ST_RECORD_FREE, t);
 }
 
 /* The driver refused a free recorded before the call: the memory is still allocated, and as the driver

@@ -232,9 +232,11 @@ static struct job worker_job;
 static int worker_pending, worker_started, worker_quit;
 static pthread_t worker_thread;
 
+/* arg non-NULL: the thread has a Python thread state and no frame, as autograd's threads do */
 static void *worker(void *arg)
 {
-    (void)arg;
+    void *saved = NULL;
+    int gil = 0, reg = arg && registered(&saved, &gil);
     pthread_mutex_lock(&worker_lock);
     for (;;) {
         while (!worker_pending && !worker_quit)
@@ -253,14 +255,24 @@ static void *worker(void *arg)
         pthread_cond_broadcast(&worker_cond);
     }
     pthread_mutex_unlock(&worker_lock);
+    if (reg)
+        unregister(saved, gil);
     return NULL;
+}
+
+static int worker_registered;
+
+/* The kept thread registered with Python (tests/py/borrow_registered.py): call before the first request. */
+void ot_native_worker_register(void)
+{
+    worker_registered = 1;
 }
 
 int ot_native_worker_alloc(size_t bytes, int count)
 {
     pthread_mutex_lock(&worker_lock);
     if (!worker_started) {
-        if (pthread_create(&worker_thread, NULL, worker, NULL) != 0) {
+        if (pthread_create(&worker_thread, NULL, worker, worker_registered ? &worker_registered : NULL) != 0) {
             pthread_mutex_unlock(&worker_lock);
             return -1;
         }
