@@ -154,6 +154,10 @@ check run.json json "$READER" --format json --top 2 "$TMP/run"
 # A job's CI summary (issue 13 item 13): the directory and --diff in markdown.
 check run.md text "$READER" --format markdown --top 3 "$TMP/run"
 check diff.md text "$READER" --format markdown --diff "$A" "$B"
+# --diff of two directories (two runs of `oomtrace run`, two jobs): each side is its directory's snapshot with
+# the largest peak, the one a gate on the directory measures, and the report says which it picked and from what.
+check diff-dirs.txt text "$READER" --top 2 --diff "$TMP/a" "$TMP/run"
+check diff-dirs.json json "$READER" --format json --top 1 --diff "$TMP/a" "$TMP/run"
 # Python 3.11 and before run a comprehension in a frame of its own, on its function's line: the caller that
 # tells the demo's three device_alloc rows apart is named by the function (forward), not the comprehension.
 for py311 in /usr/bin/python3.11 "$HOME"/.pyenv/versions/3.11.*/bin/python3.11; do
@@ -286,6 +290,7 @@ gate --baseline "$A" --max-growth 10 "$B"
 gate --baseline "$A" --max-growth 9.99 "$B"
 gate --baseline "$B" --max-growth 0 "$A"
 gate --diff "$A" "$B" --max-growth 5
+gate --diff "$TMP/a" "$TMP/run" --max-growth 5
 gate --max-peak 700M "$TMP/run"
 gate --max-peak 1G "$TMP/run"
 gate --max-peak 12X "$A"

@@ -45,6 +45,14 @@ grep -q "holds 2 run directories of oomtrace run: read one, e.g. the latest, $wo
 [ $? -eq 2 ] || fail "baseline directory of run directories: status"
 grep -q "holds 2 run directories" "$work/runs_gate.err" || fail "baseline: $(cat "$work/runs_gate.err")"
 "$READER" "$work/runs/other" 2>&1 | grep -q 'no \*.oomt snapshot in the directory$' || fail "empty directory line"
+# --diff takes directories (each side its largest peak), and names the run directories of D as the others do.
+"$READER" --diff "$work/runs" "$oom" >/dev/null 2>"$work/runs_diff.err"
+[ $? -eq 2 ] && [ "$(wc -l <"$work/runs_diff.err")" -eq 1 ] && grep -q "holds 2 run directories" "$work/runs_diff.err" ||
+    fail "--diff of a directory of run directories: $(cat "$work/runs_diff.err")"
+"$READER" --diff "$work/runs/run-20261201T110000Z-2" "$work/runs/run-20261201T110000Z-2" >"$work/dirdiff.txt" 2>&1 ||
+    fail "--diff of two run directories: $(tail -1 "$work/dirdiff.txt")"
+grep -q "(picked from $work/runs/run-20261201T110000Z-2: its only snapshot)" "$work/dirdiff.txt" ||
+    fail "--diff of two run directories does not say what it picked: $(head -4 "$work/dirdiff.txt")"
 
 # 15: one process (two snapshots, no rank) is no imbalance: no line naming one pid as both ends.
 "$READER" "$work/snaps" >"$work/dir.txt" 2>&1 || fail "directory report"

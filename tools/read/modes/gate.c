@@ -116,23 +116,41 @@ int ot_gate_peak_of_path(const char *path, const struct ot_load_opts *o, struct 
     size_t n;
     if (ot_list_snapshots(path, &files, &n, errbuf) < 0)
         return -1;
-    size_t ok = 0;
+    /* The processes the snapshots came from, by host and pid (a process may leave several files). */
+    struct { uint64_t host, pid; } *procs = calloc(n ? n : 1, sizeof(*procs));
+    size_t ok = 0, nprocs = 0, nbad = 0;
     char first_err[OT_ERRBUF] = "";
     for (size_t i = 0; i < n; i++) {
         struct ot_loaded l;
         char err[OT_ERRBUF];
         if (ot_load(&l, files[i], &plain, err) < 0) {
+            nbad++;
             if (!first_err[0])
                 snprintf(first_err, sizeof(first_err), "%.200s: %.280s", files[i], err);
             continue;
         }
         struct ot_gate_peak q;
         ot_gate_peak_of_analysis(&l.an, files[i], &q);
+        uint64_t host = 1469598103934665603ull, pid = l.snap.meta.pid;
+        for (size_t k = 0; k < l.snap.meta.host.n; k++)
+            host = (host ^ (unsigned char)l.snap.meta.host.p[k]) * 1099511628211ull;
         ot_loaded_free(&l);
         ok++;
-        if (q.known && (!p->known || q.bytes > p->bytes))
+        size_t k = 0;
+        while (procs && k < nprocs && (procs[k].host != host || procs[k].pid != pid))
+            k++;
+        if (procs && k == nprocs) {
+            procs[nprocs].host = host;
+            procs[nprocs++].pid = pid;
+        }
+        /* The first readable file stands until one with a known peak beats it: --diff needs a file. */
+        if (!p->path[0] || (q.known && (!p->known || q.bytes > p->bytes)))
             *p = q;
     }
+    free(procs);
+    p->nfiles = ok;
+    p->nprocs = nprocs;
+    p->nbad = nbad;
     ot_strv_free(files, n);
     if (!ok) {
         if (first_err[0])

@@ -23,6 +23,8 @@ struct ot_gate_peak {
     uint64_t bytes;
     int64_t device;
     char path[1024];
+    size_t nfiles, nprocs, nbad; /* a directory's: the snapshots read, the processes they came from, the files
+                                  * that could not be read */
 };
 
 #define OT_GATE_MSG 640
@@ -43,7 +45,8 @@ bool ot_gate_active(const struct ot_gate *g);
 
 /* The peak of one analysis, for a gate. */
 void ot_gate_peak_of_analysis(const struct ot_analysis *a, const char *path, struct ot_gate_peak *p);
-/* The peak of a file or directory (the worst readable snapshot): 0, or -1 with errbuf. */
+/* The peak of a file or directory (the worst readable snapshot, named in p->path; the first readable one when
+ * none has a known peak): 0, or -1 with errbuf. */
 int ot_gate_peak_of_path(const char *path, const struct ot_load_opts *o, struct ot_gate_peak *p, char errbuf[OT_ERRBUF]);
 
 /* Evaluates the gates against peak (and base for --max-growth; base may be NULL when no growth gate). */

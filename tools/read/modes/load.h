@@ -21,6 +21,12 @@ struct ot_loaded {
     struct ot_resolver *res;
     struct ot_analysis an;
     bool parsed, analyzed;
+    /* Set by --diff when the snapshot was picked from a directory (its largest peak), for the report to say so:
+     * dir NULL otherwise. */
+    struct {
+        const char *dir;
+        size_t nfiles, nprocs, nbad;
+    } picked;
 };
 
 /* 0, or -1 with one line in errbuf (the file's name is not in it). On -1, *l needs no freeing but

@@ -21,34 +21,70 @@ int ot_run_gate(const struct ot_run_opts *r, const struct ot_analysis *a, const 
     return 0;
 }
 
+/* One side of a diff: a snapshot, or a directory's snapshot with the largest peak (a run directory of
+ * `oomtrace run`, a job's directory): the one a gate on that directory measures. 0, or -1 after its line. */
+static int load_side(struct ot_loaded *l, const char *path, const struct ot_run_opts *r)
+{
+    char err[OT_ERRBUF];
+    struct ot_gate_peak pick;
+    char *picked = NULL; /* the directory's snapshot, named for as long as l lives */
+    if (ot_is_dir(path)) {
+        if (ot_gate_peak_of_path(path, &r->lo, &pick, err) < 0) {
+            fprintf(stderr, "oomtrace-read: %s: %s\n", path, err);
+            return -1;
+        }
+        if (!(picked = strdup(pick.path))) {
+            fprintf(stderr, "oomtrace-read: out of memory\n");
+            return -1;
+        }
+    }
+    if (ot_load(l, picked ? picked : path, &r->lo, err) < 0) {
+        fprintf(stderr, "oomtrace-read: %s: %s\n", picked ? picked : path, err);
+        free(picked);
+        return -1;
+    }
+    if (picked) {
+        l->picked.dir = path;
+        l->picked.nfiles = pick.nfiles;
+        l->picked.nprocs = pick.nprocs;
+        l->picked.nbad = pick.nbad;
+    }
+    return 0;
+}
+
+static void free_side(struct ot_loaded *l)
+{
+    char *own = l->picked.dir ? (char *)l->path : NULL;
+    ot_loaded_free(l);
+    free(own);
+}
+
 int ot_run_diff(const char *base, const char *cur, const struct ot_run_opts *r)
 {
     struct ot_loaded lb, ln;
     char err[OT_ERRBUF];
-    if (ot_load(&lb, base, &r->lo, err) < 0) {
-        fprintf(stderr, "oomtrace-read: %s: %s\n", base, err);
+    if (load_side(&lb, base, r) < 0)
+        return 2;
+    if (load_side(&ln, cur, r) < 0) {
+        free_side(&lb);
         return 2;
     }
-    if (ot_load(&ln, cur, &r->lo, err) < 0) {
-        fprintf(stderr, "oomtrace-read: %s: %s\n", cur, err);
-        ot_loaded_free(&lb);
-        return 2;
-    }
-    /* Gates: --max-peak on NEW; --max-growth against --baseline when given, else against BASE. */
+    /* Gates: --max-peak on NEW; --max-growth against --baseline when given, else against BASE: each side's
+     * snapshot, the one the diff shows (a directory's largest peak). */
     struct ot_gate_result gr = {0};
     if (ot_gate_active(&r->gate)) {
         struct ot_gate_peak peak, bp;
-        ot_gate_peak_of_analysis(&ln.an, cur, &peak);
+        ot_gate_peak_of_analysis(&ln.an, ln.path, &peak);
         if (r->gate.growth_set) {
             if (r->gate.baseline) {
                 if (ot_gate_peak_of_path(r->gate.baseline, &r->lo, &bp, err) < 0) {
                     fprintf(stderr, "oomtrace-read: %s: %s\n", r->gate.baseline, err);
-                    ot_loaded_free(&lb);
-                    ot_loaded_free(&ln);
+                    free_side(&lb);
+                    free_side(&ln);
                     return 2;
                 }
             } else {
-                ot_gate_peak_of_analysis(&lb.an, base, &bp);
+                ot_gate_peak_of_analysis(&lb.an, lb.path, &bp);
             }
         }
         ot_gate_eval(&r->gate, &peak, r->gate.growth_set ? &bp : NULL, &gr);
@@ -56,8 +92,8 @@ int ot_run_diff(const char *base, const char *cur, const struct ot_run_opts *r)
     FILE *out = stdout;
     if (r->out_path && !(out = fopen(r->out_path, "w"))) {
         fprintf(stderr, "oomtrace-read: %s: %s\n", r->out_path, strerror(errno));
-        ot_loaded_free(&lb);
-        ot_loaded_free(&ln);
+        free_side(&lb);
+        free_side(&ln);
         return 2;
     }
     int rc = r->as_doc ? ot_diff_doc(out, &lb, &ln, &r->ro, r->doc)
@@ -66,8 +102,8 @@ int ot_run_diff(const char *base, const char *cur, const struct ot_run_opts *r)
     bool bad = fflush(out) != 0 || ferror(out);
     if (out != stdout && fclose(out) != 0)
         bad = true;
-    ot_loaded_free(&lb);
-    ot_loaded_free(&ln);
+    free_side(&lb);
+    free_side(&ln);
     if (bad || rc < 0) {
         fprintf(stderr, "oomtrace-read: %s\n", bad ? "write failed" : "out of memory");
         return 2;

@@ -18,6 +18,23 @@ static const char *trig(const struct ot_snapshot *s)
     return t ? t : "unknown";
 }
 
+/* Where a side's snapshot came from when the user gave a directory: "picked from DIR: the largest peak of its
+ * N snapshots (from M processes)". */
+static const char *picked_tail(char buf[200], const struct ot_loaded *l)
+{
+    int n;
+    if (l->picked.nfiles == 1)
+        n = snprintf(buf, 200, l->picked.nbad ? ": its only readable snapshot" : ": its only snapshot");
+    else
+        n = snprintf(buf, 200, ": the largest peak of its %zu snapshots, from %zu process%s%s", l->picked.nfiles,
+                     l->picked.nprocs, l->picked.nprocs == 1 ? "" : "es",
+                     l->picked.nprocs > 1 ? "; the other processes are not compared" : "");
+    if (l->picked.nbad && n > 0 && n < 200)
+        snprintf(buf + n, 200 - (size_t)n, "; %zu file%s that could not be read", l->picked.nbad,
+                 l->picked.nbad == 1 ? "" : "s");
+    return buf;
+}
+
 static void text_side(FILE *f, const char *label, const struct dside *d)
 {
     char b1[32];
@@ -32,6 +49,12 @@ static void text_side(FILE *f, const char *label, const struct dside *d)
     if (s->meta.rank >= 0)
         fprintf(f, ", rank %" PRId64, s->meta.rank);
     fputc('\n', f);
+    if (d->l->picked.dir) {
+        char tail[200];
+        fputs("    (picked from ", f);
+        ot_fput_safe_max(f, ot_cstr(d->l->picked.dir), 512);
+        fprintf(f, "%s)\n", picked_tail(tail, d->l));
+    }
     if (d->p && !d->p->has_sites)
         fprintf(f, "    (device %" PRId64 ": the live set at its peak was not recorded, so it has no site table)\n", d->p->device);
 }
@@ -118,6 +141,12 @@ static void doc_side(struct ot_doc *o, const char *label, const struct dside *d)
     ot_doc_printf(o, "; %s snapshot of pid %" PRIu64, trig(s), s->meta.pid);
     if (s->meta.rank >= 0)
         ot_doc_printf(o, ", rank %" PRId64, s->meta.rank);
+    if (d->l->picked.dir) {
+        char tail[200];
+        ot_doc_printf(o, " (picked from ");
+        ot_doc_code(o, ot_cstr(d->l->picked.dir), 512);
+        ot_doc_printf(o, "%s)", picked_tail(tail, d->l));
+    }
     if (d->p && !d->p->has_sites)
         ot_doc_printf(o, " (device %" PRId64 ": the live set at its peak was not recorded, so it has no site table)",
                       d->p->device);
@@ -224,6 +253,16 @@ static void json_side(struct ot_json *j, const char *key, const struct dside *d)
     ot_json_u64_or_null(j, "peak_bytes", d->p != NULL, d->p ? d->p->bytes : 0);
     ot_json_u64_or_null(j, "peak_seq", d->p != NULL, d->p ? d->p->seq : 0);
     ot_json_bool(j, "has_sites", d->p && d->p->has_sites);
+    if (d->l->picked.dir) {
+        ot_json_obj(j, "picked_from");
+        ot_json_cstr(j, "directory", d->l->picked.dir);
+        ot_json_u64(j, "snapshots", d->l->picked.nfiles);
+        ot_json_u64(j, "processes", d->l->picked.nprocs);
+        ot_json_u64(j, "unreadable_files", d->l->picked.nbad);
+        ot_json_obj_end(j);
+    } else {
+        ot_json_null(j, "picked_from");
+    }
     ot_json_obj_end(j);
 }
 
