@@ -10,6 +10,7 @@ symbolic links there to a `make install` tree. The launcher finds the other two 
 by its real path. The process is replaced (exec), so the exit status is the launcher's own.
 """
 import os
+import signal
 import sys
 
 _BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin")
@@ -19,6 +20,19 @@ def _packaged(name):
     """The real path of a program in the package's bin/, or None."""
     path = os.path.join(_BIN, name)
     return os.path.realpath(path) if os.path.isfile(path) else None
+
+
+def _exec(path, argv):
+    """Replaces this process with PATH. Python set SIGPIPE and SIGXFSZ to ignored at its start, and an ignored
+    signal stays ignored across exec: they are set back to the default first, so that the traced command
+    and the reader see what they would see run from the shell (a pipe into head ends them quietly, a write
+    past RLIMIT_FSIZE kills). The signals Python handles (SIGINT) go back to the default by exec itself."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    os.execv(path, argv)
 
 
 def launcher():
@@ -33,9 +47,7 @@ def main(argv=None):
     if path is None:
         sys.stderr.write(f"oomtrace: the launcher is not in {_BIN}; install the wheel that `make wheel` builds\n")
         return 2
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv("/bin/sh", ["/bin/sh", path] + args)
+    _exec("/bin/sh", ["/bin/sh", path] + args)
     return 2  # not reached: execv replaces the process or raises
 
 
@@ -46,9 +58,7 @@ def read_main(argv=None):
     if path is None:
         sys.stderr.write(f"oomtrace-read: the reader is not in {_BIN}; install the wheel that `make wheel` builds\n")
         return 2
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(path, ["oomtrace-read"] + args)
+    _exec(path, ["oomtrace-read"] + args)
     return 2  # not reached
 
 

@@ -20,6 +20,15 @@ PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$py" -m pip install -q --no-inde
 "$work/venv/bin/oomtrace" --help >"$work/help.out" 2>&1 || fail "oomtrace --help exit status"
 head -1 "$work/help.out" | grep -q '^usage: oomtrace run ' || fail "oomtrace --help: $(head -2 "$work/help.out")"
 
+# The console scripts are Python, which ignores SIGPIPE and SIGXFSZ at start; the traced command and the reader
+# must see the dispositions they would see untraced (a pipeline into head ends quietly; a write past
+# RLIMIT_FSIZE kills). The command's ignored set is compared with the same shell's untraced one.
+want=$(sh -c 'grep "^SigIgn:" /proc/self/status')
+got=$(cd "$work" && "$work/venv/bin/oomtrace" run --dir sig -- sh -c 'grep "^SigIgn:" /proc/self/status' 2>/dev/null)
+[ "$got" = "$want" ] || fail "the wheel's oomtrace run changed the command's ignored signals: '$got', untraced '$want'"
+got=$("$py" -m oomtrace run --dir "$work/sig" -- sh -c 'grep "^SigIgn:" /proc/self/status' 2>/dev/null)
+[ "$got" = "$want" ] || fail "python -m oomtrace run changed the command's ignored signals: '$got', untraced '$want'"
+
 # import oomtrace outside the tracer: the calls are no-ops.
 "$py" -c 'import oomtrace; assert not oomtrace.active() and not oomtrace.mark("x") and not oomtrace.dump()' ||
     fail "import oomtrace in the venv"
@@ -61,6 +70,12 @@ oomtrace read --top 3 "$rundir" >"$work/read2.out" 2>&1 || fail "oomtrace read D
 "$py" -m oomtrace read --top 3 "$rundir" >"$work/read3.out" 2>&1 || fail "python -m oomtrace read: $(tail -1 "$work/read3.out")"
 cmp -s "$work/read1.out" "$work/read2.out" && cmp -s "$work/read1.out" "$work/read3.out" ||
     fail "oomtrace-read, oomtrace read and python -m oomtrace read differ"
+# The reader into a pipe already closed (its reader, true, has exited) ends quietly by SIGPIPE (141), as the
+# built reader does.
+{ sleep 0.5; oomtrace-read "$rundir" 2>"$work/pipe.err"; echo $? >"$work/pipe.rc"; } | true
+rc=$(cat "$work/pipe.rc")
+[ "$rc" -eq 141 ] && [ ! -s "$work/pipe.err" ] ||
+    fail "oomtrace-read | head: status $rc, want 141 and nothing on stderr: $(cat "$work/pipe.err")"
 oomtrace-read --bogus >"$work/read4.out" 2>&1
 [ $? -eq 2 ] && grep -q "^oomtrace-read: unknown option" "$work/read4.out" || fail "oomtrace-read's usage error: $(cat "$work/read4.out")"
 echo "wheel: ok"
