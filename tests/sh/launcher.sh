@@ -38,6 +38,15 @@ grep -q "Failed request: 700 MiB" "$work/a.out" || fail "no report printed"
 grep -q "could not" "$work/a.out" && fail "a good snapshot reported as unreadable: $(grep 'could not' "$work/a.out")"
 [ "$(ls "$work"/a/run-*/ | grep -c -- '-exit.oomt')" -eq 1 ] || fail "no exit snapshot in the run's directory"
 
+# The command's standard output stays the command's (a command whose output is data, `> preds.jsonl` or
+# `| jq`): the report, like the launcher's other lines, goes to standard error.
+"$door" >"$work/so-untraced.out" 2>/dev/null
+run --dir "$work/so" --max-peak 1G -- "$door" >"$work/so.out" 2>"$work/so.err"
+[ $? -eq 0 ] || fail "status of the run whose outputs are split"
+cmp -s "$work/so.out" "$work/so-untraced.out" ||
+    fail "the command's standard output is not what it is untraced: $(diff "$work/so-untraced.out" "$work/so.out" | head -5)"
+grep -q "Failed request: 700 MiB" "$work/so.err" || fail "the report is not on standard error"
+
 # A second run into the same directory reads only its own snapshots, from a fresh directory.
 run --dir "$work/a" -- "$door" >"$work/a2.out" 2>&1
 [ $? -eq 0 ] || fail "status of the second run"
