@@ -181,6 +181,9 @@ check helper.md text "$READER" --format markdown --top 3 "$H1"
     { echo "golden: html: the failed request's label does not name its caller: $(grep -o 'Allocated at <code>[^<]*' "$OUT/helper.html")"; fail=1; }
 check helper-diff.txt text "$READER" --diff "$H1" "$H2"
 check helper-diff.md text "$READER" --format markdown --diff "$H1" "$H2"
+# Sites found on one side only matched nothing: no "matched with native file:line" on them, though their keys
+# carry it (the helper's sites read alike by names).
+check diff-onesided.txt text "$READER" --top 4 --frames 2 --diff "$A" "$H2"
 # A run directory of one process without a rank (a plain `oomtrace run -- ./prog`) reads as that process (pid,
 # command, the snapshot reported), not as a rank table with one row of "?".
 check run-one.md text "$READER" --format markdown --top 2 "$TMP/a"

@@ -61,9 +61,12 @@ static inline int ot_diff_show_side(const struct drow *r)
     return r->in[1] ? 1 : 0;
 }
 
-/* How a row was matched, said after its stack id. */
+/* How a row was matched, said after its stack id: nothing for a site found on one side only, which matched
+ * nothing (its key may still carry native file:line, to tell it from a site of its own snapshot). */
 static inline const char *ot_diff_matched_note(const struct drow *r)
 {
+    if (!r->in[0] || !r->in[1])
+        return "";
     return r->loose_match ? "; matched with Python line numbers ignored" : r->lines ? "; matched with native file:line" : "";
 }
 

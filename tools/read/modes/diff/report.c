@@ -336,7 +336,10 @@ int ot_diff_json(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const s
         ot_json_u64_or_null(&j, "new_count", r->in[1], r->count[1]);
         ot_json_u64_or_null(&j, "base_stack_id", r->in[0], r->stack[0]);
         ot_json_u64_or_null(&j, "new_stack_id", r->in[1], r->stack[1]);
-        ot_json_cstr(&j, "matched_by", r->loose_match ? "names_without_python_lines" : r->lines ? "names_and_native_lines" : "names");
+        if (!r->in[0] || !r->in[1])
+            ot_json_null(&j, "matched_by"); /* on one side only: matched nothing */
+        else
+            ot_json_cstr(&j, "matched_by", r->loose_match ? "names_without_python_lines" : r->lines ? "names_and_native_lines" : "names");
         struct ot_stack_info si;
         ot_stack_info(d.side[s].l->res, &d.side[s].l->snap, r->stack[s], &si);
         char *hl = ot_headline_str(&si, true);
