@@ -118,6 +118,18 @@ static void test_gate_eval(void **state)
     ot_gate_eval(&gg, &n, &b, &r);
     assert_int_equal(r.rc, 1);
     assert_non_null(strstr(r.msg[0], " is 0.004% above the baseline's"));
+    /* One decimal when that is enough: "255.9%", not "255.8719%" (walk finding 11); "9.9997%" against 10 stays. */
+    b.bytes = 281 * MiB;
+    n.bytes = 1000 * MiB;
+    gg.max_growth = 5;
+    ot_gate_eval(&gg, &n, &b, &r);
+    assert_non_null(strstr(r.msg[0], " is 255.9% above the baseline's"));
+    b.bytes = 671109120;
+    n.bytes = 738217984;
+    gg.max_growth = 10;
+    ot_gate_eval(&gg, &n, &b, &r);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.msg[0], " is 9.9997% above the baseline's"));
     b.bytes = 1000 * MiB;
     /* A shrinking peak never fails; a zero baseline fails on any peak above 0. */
     n.bytes = 10;

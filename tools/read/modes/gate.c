@@ -177,13 +177,15 @@ static void add_msg(struct ot_gate_result *r, bool failed, const char *fmt, ...)
     va_end(ap);
 }
 
-/* A growth percentage as people write it ("20%", "9.9997%", not "20.0000%"): four decimals, more when needed to
- * show that it exceeds the limit (0.004% over a limit of 0 is not "0%"). */
+/* A growth percentage as people write it ("255.9%", "20%", not "255.8719%" or "20.0000%"): one decimal, more
+ * only when needed to put it on its true side of the limit (9.9997% against 10 is not "10%", 0.004% over a
+ * limit of 0 is not "0%"). Without its sign: the line says above or below. */
 static const char *fmt_growth(char buf[48], double growth, double limit)
 {
-    for (int prec = 4; prec <= 8; prec++) {
+    for (int prec = 1; prec <= 8; prec++) {
         snprintf(buf, 48, "%.*f", prec, growth);
-        if (strtod(buf, NULL) > limit || prec == 8)
+        double shown = strtod(buf, NULL);
+        if (((shown > limit) == (growth > limit) && (shown == limit) == (growth == limit)) || prec == 8)
             break;
     }
     char *dot = strchr(buf, '.');
@@ -194,6 +196,8 @@ static const char *fmt_growth(char buf[48], double growth, double limit)
         if (end == dot + 1)
             *dot = '\0';
     }
+    if (buf[0] == '-')
+        return strcmp(buf, "-0") == 0 ? "0" : buf + 1;
     return buf;
 }
 
@@ -223,7 +227,7 @@ void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, cons
             add_msg(r, over, "gate --max-growth %s: peak %s (%" PRIu64 " bytes) in %.250s is %s%% %s the baseline's %s (%" PRIu64
                     " bytes) in %.250s, %s %g%%",
                     over ? "failed" : "passed", ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->path,
-                    fmt_growth(pct, fabs(growth), over ? g->max_growth : -1.0), growth < 0 ? "below" : "above",
+                    fmt_growth(pct, growth, g->max_growth), growth < 0 ? "below" : "above",
                     ot_fmt_bytes(b2, base->bytes), base->bytes, base->path, over ? "more than" : "within", g->max_growth);
         }
     }
