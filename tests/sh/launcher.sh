@@ -108,6 +108,22 @@ bad_gate "an empty size" --max-peak=
 bad_gate "an empty growth" --baseline "$base" --max-growth=
 [ -e "$work/bad" ] && fail "a bad gate created the run directory"
 
+# A run directory that cannot be made: one line with the reason, saying the command was not run, status 2.
+# DIR under a regular file (its own mkdir fails), and a DIR that exists where no directory can be made.
+no_rundir() { # no_rundir DIR REASON_PATTERN
+    rm -f "$work/ran"
+    run --dir "$1" --max-peak 1G -- touch "$work/ran" >"$work/nodir.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "--dir $1: exit status $rc, want 2"
+    [ -e "$work/ran" ] && fail "--dir $1: the command ran"
+    [ "$(wc -l <"$work/nodir.out")" -eq 1 ] &&
+        grep -q "^oomtrace: cannot create a run directory in $1: $2; touch was not run (--dir or OOMTRACE_DIR picks another)\$" "$work/nodir.out" ||
+        fail "--dir $1: $(cat "$work/nodir.out")"
+}
+: >"$work/plain"
+no_rundir "$work/plain/sub" "Not a directory"
+[ -d /sys/kernel ] && no_rundir /sys/kernel "[A-Z][A-Za-z -]*"
+
 # A gate with nothing to check (no snapshot) fails instead of passing.
 run --dir "$work/f" --max-peak 1G -- true >"$work/f.out" 2>&1
 [ $? -eq 1 ] || fail "a gate with no snapshot did not fail"
