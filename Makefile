@@ -32,7 +32,7 @@ READ_LIBS := -ldw
 endif
 
 .PHONY: all deps test demo bench install wheel clean check-deps
-all: check-deps $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/fake/libcuda.so.1
+all: check-deps $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/oomtrace-supervise $(B)/fake/libcuda.so.1
 
 check-deps:
 	@tools/deps.sh --check
@@ -72,10 +72,14 @@ $(B)/tools/%.o: tools/%.c $(READ_HDR) include/oomtrace_format.h
 $(B)/oomtrace-read: $(READ_OBJ)
 	$(CC) -o $@ $^ -lzstd $(READ_LIBS) -lm
 
-# The launcher finds the library beside itself.
+# The launcher finds the library beside itself, and the process it becomes while the command runs.
 $(B)/oomtrace: tools/oomtrace
 	@mkdir -p $(dir $@)
 	cp $< $@
+
+$(B)/oomtrace-supervise: tools/oomtrace-supervise.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
 
 # The stand-in driver: a libcuda.so.1 that simulates devices of a set capacity (tests/fakecuda/README).
 # Hidden by default: it exports only the driver's entry points and its test hooks (API in fakecuda.h).
@@ -95,13 +99,14 @@ PYTHON_SITE ?= $(shell $(PYTHON) -c 'import sys, sysconfig; p = "$(PREFIX)".rstr
 	c = [d for d in sys.path if d.startswith(p + "/lib/") and d.endswith(("site-packages", "dist-packages"))]; \
 	print(c[0] if c else sysconfig.get_path("purelib", "posix_prefix", vars={"base": p, "platbase": p}))')
 PY_SRC := $(wildcard python/oomtrace/*.py)
-install: $(B)/liboomtrace.so $(B)/oomtrace-read
+install: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace-supervise
 	@[ -n "$(PYTHON_SITE)" ] || { echo "make install: $(PYTHON) did not say where its packages go; set PYTHON_SITE=" >&2; exit 2; }
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/lib/oomtrace $(DESTDIR)$(PREFIX)/include \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PYTHON_SITE)/oomtrace/bin
 	install -m 0755 $(B)/liboomtrace.so $(DESTDIR)$(PREFIX)/lib/liboomtrace.so
 	install -m 0755 $(B)/oomtrace-read $(DESTDIR)$(PREFIX)/bin/oomtrace-read
 	install -m 0755 tools/oomtrace $(DESTDIR)$(PREFIX)/bin/oomtrace
+	install -m 0755 $(B)/oomtrace-supervise $(DESTDIR)$(PREFIX)/lib/oomtrace/oomtrace-supervise
 	install -m 0644 include/oomtrace.h $(DESTDIR)$(PREFIX)/include/oomtrace.h
 	install -m 0644 docs/man/oomtrace.1 docs/man/oomtrace-read.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 $(PY_SRC) $(DESTDIR)$(PYTHON_SITE)/oomtrace/
@@ -112,10 +117,10 @@ install: $(B)/liboomtrace.so $(B)/oomtrace-read
 		" (not on $(PYTHON)'"'"'s path: set PYTHONPATH=" + d + ", or pip install the wheel of make wheel)"))'
 
 # make wheel: build/oomtrace-VERSION-py3-none-linux_x86_64.whl, with the package, launcher, library and reader.
-wheel: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(PY_SRC) tools/make_wheel.py
+wheel: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/oomtrace-supervise $(PY_SRC) tools/make_wheel.py
 	@rm -f $(B)/oomtrace-*.whl
 	@$(PYTHON) tools/make_wheel.py --out $(B) --package python/oomtrace \
-		--bin $(B)/oomtrace --bin $(B)/oomtrace-read --bin $(B)/liboomtrace.so
+		--bin $(B)/oomtrace --bin $(B)/oomtrace-read --bin $(B)/liboomtrace.so --bin $(B)/oomtrace-supervise
 
 clean:
 	rm -rf $(B)

@@ -47,6 +47,37 @@ cmp -s "$work/so.out" "$work/so-untraced.out" ||
     fail "the command's standard output is not what it is untraced: $(diff "$work/so-untraced.out" "$work/so.out" | head -5)"
 grep -q "Failed request: 700 MiB" "$work/so.err" || fail "the report is not on standard error"
 
+# The command sees the signal dispositions and mask it would see untraced.
+want=$(sh -c 'grep -E "^Sig(Ign|Blk|Cgt):" /proc/self/status')
+got=$(run --dir "$work/sig" -- sh -c 'grep -E "^Sig(Ign|Blk|Cgt):" /proc/self/status' 2>/dev/null)
+[ "$got" = "$want" ] || fail "the command's signals differ under the launcher: $got; untraced: $want"
+
+# A signal sent to the launcher's process id alone (a supervisor, a job script's kill PID, a CI cancel) is
+# passed on to the command; the launcher waits for it to end, then reports what it wrote, with its status.
+# The command allocates (door_linked, which writes its exit snapshot), then waits in sleep.
+for s in TERM:15 HUP:1; do
+    num=${s#*:} s=${s%:*}
+    rm -f "$work/cmd.pid"
+    "$prefix/bin/oomtrace" run --dir "$work/sig$s" -- sh -c 'echo $$ >"$0"; "$1"; exec sleep 30' "$work/cmd.pid" "$door" \
+        >"$work/sig.out" 2>&1 &
+    launcher=$!
+    n=0
+    while [ ! -s "$work/cmd.pid" ] || ! grep -q "^sleep" "/proc/$(cat "$work/cmd.pid")/cmdline" 2>/dev/null; do
+        n=$((n + 1))
+        [ "$n" -lt 200 ] || fail "SIG$s: the command did not start"
+        sleep 0.05
+    done
+    kill -s "$s" "$launcher"
+    wait "$launcher"
+    rc=$?
+    cmd=$(cat "$work/cmd.pid")
+    [ -d "/proc/$cmd" ] && { kill "$cmd"; fail "SIG$s to the launcher left the command running"; }
+    [ "$rc" -eq $((128 + num)) ] || fail "SIG$s: status $rc, want the command's $((128 + num))"
+    grep -q "^oomtrace: SIG$s passed on to sh; its report follows when it ends\$" "$work/sig.out" ||
+        fail "SIG$s: not said: $(head -3 "$work/sig.out")"
+    grep -q "Failed request: 700 MiB" "$work/sig.out" || fail "SIG$s: no report after the command ended: $(tail -3 "$work/sig.out")"
+done
+
 # A second run into the same directory reads only its own snapshots, from a fresh directory.
 run --dir "$work/a" -- "$door" >"$work/a2.out" 2>&1
 [ $? -eq 0 ] || fail "status of the second run"

@@ -29,6 +29,23 @@ got=$(cd "$work" && "$work/venv/bin/oomtrace" run --dir sig -- sh -c 'grep "^Sig
 got=$("$py" -m oomtrace run --dir "$work/sig" -- sh -c 'grep "^SigIgn:" /proc/self/status' 2>/dev/null)
 [ "$got" = "$want" ] || fail "python -m oomtrace run changed the command's ignored signals: '$got', untraced '$want'"
 
+# SIGTERM to the console script's process id reaches the command, and the launcher still reports (exit 143).
+(cd "$work" && exec "$work/venv/bin/oomtrace" run --dir term -- sh -c 'echo $$ >"$0"; exec sleep 30' "$work/term.pid") \
+    >"$work/term.out" 2>&1 &
+launcher=$!
+n=0
+until [ -s "$work/term.pid" ] && grep -q "^sleep" "/proc/$(cat "$work/term.pid")/cmdline" 2>/dev/null; do
+    n=$((n + 1))
+    [ "$n" -lt 200 ] || fail "the command under the wheel's oomtrace did not start"
+    sleep 0.05
+done
+kill -TERM "$launcher"
+wait "$launcher"
+rc=$?
+[ -d "/proc/$(cat "$work/term.pid")" ] && { kill "$(cat "$work/term.pid")"; fail "SIGTERM to the wheel's oomtrace left the command running"; }
+[ "$rc" -eq 143 ] && grep -q "^oomtrace: SIGTERM passed on to sh" "$work/term.out" ||
+    fail "SIGTERM to the wheel's oomtrace: status $rc: $(cat "$work/term.out")"
+
 # import oomtrace outside the tracer: the calls are no-ops.
 "$py" -c 'import oomtrace; assert not oomtrace.active() and not oomtrace.mark("x") and not oomtrace.dump()' ||
     fail "import oomtrace in the venv"
