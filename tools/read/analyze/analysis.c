@@ -236,6 +236,7 @@ int ot_analysis_build(struct ot_analysis *a, const struct ot_snapshot *s, struct
         ot_note(&a->notes, "%zu stack ids used by records are not among the recorded stacks", p.missing);
     struct ot_resolve_stats rs;
     ot_resolver_stats(res, &rs);
+    a->sym.cxx_names = rs.cxx_names;
     if (rs.missing_pyframes)
         ot_note(&a->notes, "%zu Python frame ids used by stacks are not among the recorded Python frames", rs.missing_pyframes);
     return 0;

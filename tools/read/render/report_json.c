@@ -392,9 +392,14 @@ static void symbolization(struct jx *x)
     ot_json_u64(j, "modules", y->modules);
     ot_json_u64(j, "verified", y->verified);
     ot_json_u64(j, "missing", y->missing);
+    ot_json_arr(j, "missing_modules");
+    for (size_t i = 0; i < y->missing && i < OT_SYM_MISSING_NAMED; i++)
+        ot_json_str(j, NULL, x->a->s->modules[y->missing_idx[i]].path);
+    ot_json_arr_end(j);
     ot_json_u64(j, "mismatched", y->mismatched);
     ot_json_u64(j, "unverifiable", y->unverifiable);
     ot_json_u64(j, "unreadable", y->unreadable);
+    ot_json_u64(j, "cxx_names", y->cxx_names);
     ot_json_obj_end(j);
 }
 

@@ -452,8 +452,22 @@ static void trailer(struct tx *t)
     if (y->available && y->verified < y->modules) {
         fputs(" (", o);
         const char *sep = "";
-        if (y->missing)
-            fprintf(o, "%s%zu not found", sep, y->missing), sep = ", ";
+        if (y->missing) {
+            fprintf(o, "%s%zu not found here: ", sep, y->missing), sep = ", ";
+            /* A few names tell what to look for; a snapshot read on another machine misses dozens, and
+             * the JSON lists more. */
+            size_t named = y->missing < 3 ? y->missing : 3;
+            for (size_t i = 0; i < named; i++) {
+                struct ot_str p = a->s->modules[y->missing_idx[i]].path;
+                fputs(i ? ", " : "", o);
+                if (p.n)
+                    ot_fput_safe_max(o, p, 256);
+                else
+                    fputs("(a module with no name)", o);
+            }
+            if (named < y->missing)
+                fprintf(o, " and %zu more", y->missing - named);
+        }
         if (y->mismatched)
             fprintf(o, "%s%zu with a different build-id", sep, y->mismatched), sep = ", ";
         if (y->unverifiable)
@@ -462,7 +476,9 @@ static void trailer(struct tx *t)
             fprintf(o, "%s%zu unreadable", sep, y->unreadable), sep = ", ";
         fputs("; dump-time names for those)", o);
     }
-    fputs(y->demangler ? "; C++ names demangled\n" : "; C++ names left mangled (no __cxa_demangle found)\n", o);
+    if (y->cxx_names)
+        fputs(y->demangler ? "; C++ names demangled" : "; C++ names left mangled (no __cxa_demangle found)", o);
+    fputc('\n', o);
     if (a->notes.n) {
         fputs("Notes:\n", o);
         for (size_t i = 0; i < a->notes.n; i++)

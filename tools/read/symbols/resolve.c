@@ -48,6 +48,7 @@ void ot_resolver_free(struct ot_resolver *r)
 void ot_resolver_stats(const struct ot_resolver *r, struct ot_resolve_stats *st)
 {
     *st = r->st;
+    st->cxx_names += ot_symbolizer_cxx_names(r->sym);
 }
 
 static size_t resolve_python(struct ot_resolver *r, uint64_t id, struct ot_frame *f)
@@ -72,6 +73,8 @@ static struct ot_str dump_name(struct ot_resolver *r, const struct ot_symbol *sy
 {
     if (!sym || !sym->name.p || sym->name.n == 0)
         return (struct ot_str){NULL, 0};
+    if (sym->name.n > 2 && sym->name.p[0] == '_' && sym->name.p[1] == 'Z')
+        r->st.cxx_names++;
     /* Only a NUL-free name can be handed to the demangler as a C string. */
     if (sym->name.n > 2 && memchr(sym->name.p, 0, sym->name.n) == NULL) {
         char *tmp = ot_arena_strdup(&r->arena, sym->name.p, sym->name.n);

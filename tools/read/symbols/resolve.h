@@ -18,9 +18,10 @@ void ot_resolver_free(struct ot_resolver *r);
  * for the resolver's lifetime. Never fails: on out of memory it returns a static "unknown" frame. */
 size_t ot_resolve(struct ot_resolver *r, uint64_t raw, const struct ot_frame **out);
 
-/* Counts for the report: frames that fell back to dump-time names, Python ids missing from PYFRAMES. */
+/* Counts for the report: frames that fell back to dump-time names, Python ids missing from PYFRAMES,
+ * native frames named by a mangled (C++) name, from the dump or from debug info. */
 struct ot_resolve_stats {
-    size_t native, python, symbolized, missing_pyframes;
+    size_t native, python, symbolized, missing_pyframes, cxx_names;
 };
 void ot_resolver_stats(const struct ot_resolver *r, struct ot_resolve_stats *st);
 

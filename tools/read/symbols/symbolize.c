@@ -4,6 +4,21 @@
 
 #include "symbols/demangle.h"
 
+bool ot_module_is_vdso(struct ot_str path)
+{
+    /* The link map names it by its soname alone, never by a path: there is no file behind it. */
+    static const char *const names[] = {"linux-vdso.so.1", "linux-gate.so.1", "linux-vdso64.so.1", "linux-vdso32.so.1"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (path.p && path.n == strlen(names[i]) && memcmp(path.p, names[i], path.n) == 0)
+            return true;
+    return false;
+}
+
+static bool is_mangled(const char *name)
+{
+    return name && name[0] == '_' && name[1] == 'Z';
+}
+
 #ifndef OT_HAVE_LIBDW
 
 struct ot_symbolizer *ot_symbolizer_new(const struct ot_snapshot *s, const char *const *debug_dirs, size_t ndirs)
@@ -22,6 +37,12 @@ void ot_symbolizer_info(const struct ot_symbolizer *y, struct ot_symbolizer_info
 void ot_symbolizer_free(struct ot_symbolizer *y)
 {
     (void)y;
+}
+
+size_t ot_symbolizer_cxx_names(const struct ot_symbolizer *y)
+{
+    (void)y;
+    return 0;
 }
 
 size_t ot_symbolizer_lookup(struct ot_symbolizer *y, uint64_t address, struct ot_arena *a, struct ot_frame *out,
@@ -45,6 +66,7 @@ struct ot_symbolizer {
     char *debuginfo_path;
     Dwfl_Module **mods; /* per snapshot module (same index); NULL when not verified */
     struct ot_symbolizer_info info;
+    size_t cxx_names; /* lookups that met a mangled name */
 };
 
 /* Modules come from an untrusted file: only an absolute path to a regular file is opened, so a
@@ -120,6 +142,13 @@ struct ot_symbolizer *ot_symbolizer_new(const struct ot_snapshot *s, const char 
         const struct ot_module *m = &s->modules[i];
         char *path = usable_path(m->path);
         if (!path) {
+            if (ot_module_is_vdso(m->path)) {
+                y->info.vdso++;
+                y->info.modules--;
+                continue;
+            }
+            if (y->info.missing < OT_SYM_MISSING_NAMED)
+                y->info.missing_idx[y->info.missing] = i;
             y->info.missing++;
             continue;
         }
@@ -163,6 +192,11 @@ void ot_symbolizer_info(const struct ot_symbolizer *y, struct ot_symbolizer_info
         memset(info, 0, sizeof(*info));
         info->demangler = ot_demangler_available();
     }
+}
+
+size_t ot_symbolizer_cxx_names(const struct ot_symbolizer *y)
+{
+    return y ? y->cxx_names : 0;
 }
 
 void ot_symbolizer_free(struct ot_symbolizer *y)
@@ -225,6 +259,8 @@ size_t ot_symbolizer_lookup(struct ot_symbolizer *y, uint64_t address, struct ot
     GElf_Off symoff = 0;
     GElf_Sym sym;
     const char *symname = dwfl_module_addrinfo(mod, pc, &symoff, &sym, NULL, NULL, NULL);
+    if (is_mangled(symname))
+        y->cxx_names++;
 
     const char *file = NULL;
     int lineno = 0;

@@ -9,6 +9,9 @@
 
 struct ot_symbolizer;
 
+/* How many missing modules a report names. */
+#define OT_SYM_MISSING_NAMED 8
+
 struct ot_symbolizer_info {
     bool available;        /* built with libdw */
     bool demangler;        /* __cxa_demangle found */
@@ -18,6 +21,9 @@ struct ot_symbolizer_info {
     size_t mismatched;     /* file found, build-id differs */
     size_t unverifiable;   /* the snapshot has no build-id for it */
     size_t unreadable;     /* libdw could not load it */
+    size_t vdso;           /* the kernel's vDSO: no file to find, so not counted in modules */
+    size_t missing_idx[OT_SYM_MISSING_NAMED]; /* snapshot module indexes of the first missing ones */
+    size_t cxx_names;      /* native frames named by a C++ (mangled) name; set after resolving */
 };
 
 /* debug_dirs: extra directories searched for debug files (by build-id and by name). Returns NULL when
@@ -25,6 +31,12 @@ struct ot_symbolizer_info {
 struct ot_symbolizer *ot_symbolizer_new(const struct ot_snapshot *s, const char *const *debug_dirs, size_t ndirs);
 void ot_symbolizer_info(const struct ot_symbolizer *y, struct ot_symbolizer_info *info);
 void ot_symbolizer_free(struct ot_symbolizer *y);
+
+/* True when a module path is the kernel's vDSO (linux-vdso.so.1, linux-gate.so.1): it has no file. */
+bool ot_module_is_vdso(struct ot_str path);
+
+/* How many names the lookups so far found mangled (C++), to say "C++ names demangled" only then. */
+size_t ot_symbolizer_cxx_names(const struct ot_symbolizer *y);
 
 /* The frames at a native return address, innermost (most deeply inlined) first, strings copied into a.
  * Returns how many were written (at most cap), 0 when debug info knows nothing about the address. */

@@ -1,0 +1,46 @@
+#!/bin/sh
+# The reports' wording where a new user read something wrong (the fourth new-user walk): each check runs a
+# program under the tracer against the stand-in driver (or makes a snapshot with snapgen), reads it, and
+# looks for the words that misled and the words that say it right.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+READER=${READER:-$ROOT/build/oomtrace-read}
+SNAPGEN=${SNAPGEN:-$ROOT/build/snapgen}
+LIB=$ROOT/build/liboomtrace.so
+WORK=$ROOT/build/tests/golden_workload
+for f in "$READER" "$SNAPGEN" "$LIB" "$WORK" "$ROOT/build/fake/libcuda.so.1"; do
+    [ -e "$f" ] || { echo "report_wording: $f is missing (make test-build)"; exit 1; }
+done
+fail() { echo "report_wording: FAIL: $*"; exit 1; }
+T=$(mktemp -d /tmp/oomtrace-wording.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+# traced DIR [VAR=VALUE...] PROGRAM ARGS: one run under the tracer on a 1 GiB simulated device.
+traced() {
+    dir=$1
+    shift
+    mkdir -p "$dir"
+    env LD_LIBRARY_PATH="$ROOT/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$dir" OOMTRACE_QUIET=1 \
+        LD_PRELOAD="$LIB" "$@" >>"$T/programs.log" 2>&1
+}
+has() { grep -qF -- "$2" "$1" || fail "$3: missing \"$2\" in $(basename "$1"): $(head -c 400 "$1")"; }
+hasnt() { ! grep -qF -- "$2" "$1" || fail "$3: \"$2\" in $(basename "$1"): $(grep -F -- "$2" "$1" | head -2)"; }
+n=0
+
+# Symbols: a C program read where it ran has every module here; the kernel's vDSO, which has no file,
+# is not a module "not found", and "C++ names demangled" is said only when there were C++ names.
+traced "$T/c" FAKECUDA_OTHER_USED=128M "$WORK" oom
+C=$(ls "$T"/c/*-oom.oomt)
+"$READER" "$C" >"$T/c.txt" || fail "read the C workload"
+has "$T/c.txt" "Symbols: " "symbols line"
+hasnt "$T/c.txt" "not found" "a C program read where it ran"
+hasnt "$T/c.txt" "C++ names" "a C program"
+"$SNAPGEN" --trigger oom --events 100 -o "$T/gen.oomt" || fail snapgen
+"$READER" "$T/gen.oomt" >"$T/gen.txt" || fail "read snapgen's snapshot"
+has "$T/gen.txt" "5 not found here: /usr/local/cuda/lib64/libcudart.so.12, " "missing modules are named"
+has "$T/gen.txt" "and 2 more; dump-time names" "missing modules past three are counted"
+has "$T/gen.txt" "C++ names demangled" "snapgen's stacks have C++ names"
+"$READER" --format json "$T/gen.oomt" | grep -q '"missing_modules": \[' || fail "JSON names the missing modules"
+n=$((n + 1))
+
+echo "report_wording: ok ($n checks)"
