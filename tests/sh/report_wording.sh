@@ -43,4 +43,12 @@ has "$T/gen.txt" "C++ names demangled" "snapgen's stacks have C++ names"
 "$READER" --format json "$T/gen.oomt" | grep -q '"missing_modules": \[' || fail "JSON names the missing modules"
 n=$((n + 1))
 
+# A C program has no tensors: its breakdown's note does not speak of their roles (#19).
+hasnt "$T/c.txt" "tensors' roles" "a C program's breakdown"
+has "$T/c.txt" "no framework was on those stacks" "a C program's breakdown"
+"$READER" --format html "$C" >"$T/c.html" || fail "html of the C workload"
+hasnt "$T/c.html" "tensors' roles" "a C program's HTML breakdown"
+"$READER" --format json "$C" | grep -q '"framework_on_stacks": false' || fail "JSON framework_on_stacks"
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

@@ -61,6 +61,8 @@ struct ot_breakdown {
     int64_t device;
     bool at_failure;     /* first moment: the failure (an oom snapshot), else the snapshot */
     bool identity;       /* the snapshot carried the framework's roles */
+    bool framework_seen; /* a framework (PyTorch, CuPy, JAX) is on a stack the rows were inferred from: a
+                          * program with none (C, raw driver calls) is never told of tensors' roles */
     struct ot_bd_moment now, peak;
     char *owned;         /* a copy's own label bytes (ot_breakdown_copy); NULL in a built one */
 };

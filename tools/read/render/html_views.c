@@ -61,7 +61,9 @@ void h_breakdown_section(struct hx *h)
     fprintf(f, "<section class=\"card\" id=\"breakdown\"><h2>What held the memory<small>device %" PRId64 "; shares of the "
             "device's used memory at %s, and of the peak", b->device, now);
     if (!b->identity)
-        fputs("; inferred from the allocations' stacks and libraries (the tensors' roles were not reported)", f);
+        fputs(b->framework_seen ? "; inferred from the allocations' stacks and libraries (the tensors' roles were not reported)"
+                                : "; inferred from the allocations' stacks and libraries (no framework was on those stacks)",
+              f);
     fputs("</small></h2>\n<div class=\"bd\">\n", f);
     if (b->now.known)
         bd_bar(f, &b->now, b->at_failure ? "failure" : "snapshot", b->at_failure ? "At the failure" : "At the snapshot");

@@ -42,6 +42,7 @@ void ot_json_breakdown(struct ot_json *j, const char *key, const struct ot_break
     ot_json_i64(j, "device", b->device);
     ot_json_cstr(j, "first_moment", b->at_failure ? "failure" : "snapshot");
     ot_json_bool(j, "identity", b->identity);
+    ot_json_bool(j, "framework_on_stacks", b->framework_seen);
     bd_moment(j, "now", &b->now);
     bd_moment(j, "peak", &b->peak);
     ot_json_obj_end(j);

@@ -229,7 +229,9 @@ static void breakdown(struct tx *t)
         }
     }
     if (!b->identity)
-        fputs("  (inferred: from the allocations' stacks and libraries; the tensors' roles were not reported)\n", o);
+        fputs(b->framework_seen ? "  (inferred: from the allocations' stacks and libraries; the tensors' roles were not reported)\n"
+                                : "  (inferred: from the allocations' stacks and libraries; no framework was on those stacks)\n",
+              o);
 }
 
 static void device_block(struct tx *t, const struct snap_device *d)

@@ -488,6 +488,8 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
         out->peak.whole = p->bytes;
         finish(&out->peak);
     }
+    for (size_t i = 0; i < g.n && !out->framework_seen; i++)
+        out->framework_seen = ot_stack_framework(a, g.ids[i]) != NULL;
     ot_u64map_free(&live);
     ot_u64map_free(&g.map);
     free(sb_now.v);
