@@ -161,6 +161,33 @@ run --dir "$work/f" --max-peak 1G -- true >"$work/f.out" 2>&1
 [ "$(wc -l <"$work/f.out")" -eq 1 ] && grep -q "^oomtrace: no snapshot was written.*the gate could not be checked, so it fails\$" "$work/f.out" ||
     fail "a gate with no snapshot: not one line: $(cat "$work/f.out")"
 
+# No snapshot from a command that did allocate: the line says why, never that it allocated nothing. Killed by a
+# signal before its exit snapshot (here SIGKILL, after 64 MiB); the same under a shell, which exits 128+N; and
+# snapshots turned off with OOMTRACE_DUMP=none.
+cat >"$work/killed.py" <<'PY'
+import ctypes, os, signal
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+p = ctypes.c_uint64()
+assert cuda.cuMemAlloc_v2(ctypes.byref(p), 64 << 20) == 0
+os.kill(os.getpid(), signal.SIGKILL)
+PY
+run --dir "$work/k" -- python3 "$work/killed.py" >"$work/k.out" 2>&1
+rc=$?
+[ "$rc" -eq 137 ] && [ "$(wc -l <"$work/k.out")" -eq 1 ] &&
+    grep -q "^oomtrace: no snapshot was written: python3 was killed by SIGKILL before its exit snapshot; OOMTRACE_DUMP=crash keeps one for a crashing process\$" "$work/k.out" ||
+    fail "a command killed after allocating: status $rc: $(cat "$work/k.out")"
+run --dir "$work/k" -- sh -c 'python3 "$0"' "$work/killed.py" >"$work/k.out" 2>&1
+rc=$?
+[ "$rc" -eq 137 ] && [ "$(grep -c oomtrace "$work/k.out")" -eq 1 ] &&
+    grep -q "^oomtrace: no snapshot was written: sh exited with status 137, as a shell does for a command killed by SIGKILL; OOMTRACE_DUMP=crash keeps a snapshot of a crashing process\$" "$work/k.out" ||
+    fail "a shell whose command was killed: status $rc: $(cat "$work/k.out")"
+OOMTRACE_DUMP=none run --dir "$work/k" --max-peak 1G -- "$door" >"$work/k.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && [ "$(wc -l <"$work/k.out")" -eq 1 ] &&
+    grep -q "^oomtrace: no snapshot was written: OOMTRACE_DUMP=none is set, which turns them off; the gate could not be checked, so it fails\$" "$work/k.out" ||
+    fail "OOMTRACE_DUMP=none: status $rc: $(cat "$work/k.out")"
+
 # A framework's own out-of-memory (the fatal one) is reported before the driver-level ones of the same process
 # that came before it (its retries and probes), and the launcher says how many there were; a driver-level one
 # after it is no probe of it. The command only copies snapgen's snapshots into the run's directory, whose path
