@@ -1,9 +1,9 @@
 /* libstepmix: the native side of bench/step_mix.py, a training step's allocation mix against the stand-in
  * driver (or a real one). Each allocation goes through a chain of 31 C frames shaped like PyTorch's between
- * the Python binding and the driver: 6 shared outer frames (binding, dispatcher), 16 frames that differ by
- * operator (two distinct functions at each level, picked by a bit of the op: 16 ops, 16 distinct middles,
- * as the kernels of linear, relu, the loss and Adam's foreach ops differ), and 8 shared inner frames (the
- * caching allocator, cudart) ending at cuMemAllocAsync. sm_backward hands a batch of allocations to a
+ * the Python binding and the driver: 7 shared outer frames (binding, dispatcher), 16 frames of the op's own
+ * (16 ops, each its own functions, as the kernels and the dispatcher's entries of linear, relu, the loss
+ * and Adam's foreach ops are), and 8 shared inner frames (the caching allocator, cudart) ending at
+ * cuMemAllocAsync. sm_backward hands a batch of allocations to a
  * thread kept for the process (autograd's device thread: registered with Python, no Python frame of its
  * own) and waits for it in a blocking call, so those allocations borrow the waiting thread's stack.
  * CPython's functions are looked up at run time: the library links no libpython. */
@@ -52,29 +52,29 @@ CHAIN(in5, in4, 5)
 CHAIN(in6, in5, 6)
 CHAIN(in7, in6, 7)
 
-/* middle: level k has variants a and b (distinct code: the tag keeps them apart under identical-code
- * folding); which one runs is bit (k & 3) of the op */
+/* middle: each op's own 16 frames (its kernel, its dispatcher entries: distinct code per op, as PyTorch's
+ * templated dispatcher and kernels are) */
 typedef int (*level_fn)(struct req *);
-static const level_fn mid_table[17][2];
-#define MID(k, v, tag)                                                                                  \
-    static NOINL int mid_##k##_##v(struct req *r)                                                      \
+#define OPL(o, k, next)                                                                                 \
+    static NOINL int op##o##_##k(struct req *r)                                                        \
     {                                                                                                  \
-        int e = mid_table[(k) + 1][(r->op >> (((k) + 1) & 3)) & 1](r);                                  \
-        sm_sink += e + (tag);                                                                          \
+        int e = next(r);                                                                               \
+        sm_sink += e + (o) * 32 + (k);                                                                 \
         return e;                                                                                      \
     }
-#define MIDS(k) MID(k, a, 100 + 2 * (k)) MID(k, b, 101 + 2 * (k))
-MIDS(0) MIDS(1) MIDS(2) MIDS(3) MIDS(4) MIDS(5) MIDS(6) MIDS(7)
-MIDS(8) MIDS(9) MIDS(10) MIDS(11) MIDS(12) MIDS(13) MIDS(14) MIDS(15)
-#define ROW(k) {mid_##k##_a, mid_##k##_b}
-static const level_fn mid_table[17][2] = {
-    ROW(0), ROW(1), ROW(2), ROW(3), ROW(4), ROW(5), ROW(6), ROW(7),
-    ROW(8), ROW(9), ROW(10), ROW(11), ROW(12), ROW(13), ROW(14), ROW(15), {in7, in7},
-};
+#define OPCHAIN(o)                                                                                      \
+    OPL(o, 15, in7) OPL(o, 14, op##o##_15) OPL(o, 13, op##o##_14) OPL(o, 12, op##o##_13)               \
+    OPL(o, 11, op##o##_12) OPL(o, 10, op##o##_11) OPL(o, 9, op##o##_10) OPL(o, 8, op##o##_9)           \
+    OPL(o, 7, op##o##_8) OPL(o, 6, op##o##_7) OPL(o, 5, op##o##_6) OPL(o, 4, op##o##_5)                 \
+    OPL(o, 3, op##o##_4) OPL(o, 2, op##o##_3) OPL(o, 1, op##o##_2) OPL(o, 0, op##o##_1)
+OPCHAIN(0) OPCHAIN(1) OPCHAIN(2) OPCHAIN(3) OPCHAIN(4) OPCHAIN(5) OPCHAIN(6) OPCHAIN(7)
+OPCHAIN(8) OPCHAIN(9) OPCHAIN(10) OPCHAIN(11) OPCHAIN(12) OPCHAIN(13) OPCHAIN(14) OPCHAIN(15)
+static const level_fn ops[16] = {op0_0, op1_0, op2_0, op3_0, op4_0, op5_0, op6_0, op7_0,
+                                 op8_0, op9_0, op10_0, op11_0, op12_0, op13_0, op14_0, op15_0};
 
 static NOINL int mid(struct req *r)
 {
-    int e = mid_table[0][r->op & 1](r);
+    int e = ops[r->op](r);
     sm_sink += e;
     return e;
 }

@@ -37,8 +37,22 @@ struct step {
 };
 #define NSTEPS (OT_MAX_FRAMES + 1)
 
+/* The thread's last WALKS walks, each in a slot of steps, and an index of their states: a training step
+ * allocates from a hundred places in turn, so the previous walk is rarely the one to replay; where a walk
+ * leaves its previous one (another operator's frames), the state it reaches is looked up among the walks
+ * kept (the same place in the previous step, or another op sharing the outer frames) and replayed from
+ * there. An index entry names a slot, a step and the slot's generation (a slot reused for a newer walk
+ * drops its entries); it is only a hint: the step it names must have the state looked for. */
+#define WALKS 128
+#define INDEX_BITS 13
+struct state_ref {
+    uint64_t pc, sp;
+    uint32_t gen;
+    uint16_t slot, step;
+};
+
 /* A thread's rules, its stack's bounds (every read the walk makes is checked against them), and the
- * steps of its previous walk (see replay in ot_native_walk). */
+ * steps of its last walks (see replay in ot_native_walk). */
 struct walker {
     uint64_t stack_lo, stack_hi;
     uint32_t used;
@@ -46,9 +60,48 @@ struct walker {
     uint32_t prev;
     uint64_t modgen;  /* the modules' generation the rules were read under */
     struct ot_frame_rule rules[NRULES];
-    struct step steps[2][NSTEPS];
     uint32_t replay_stale; /* replay_all: the first step whose kept rbp may differ from this walk's */
+    uint32_t nsteps[WALKS], gen[WALKS]; /* each slot's steps, and its generation (bumped when rewritten) */
+    struct state_ref index[1u << INDEX_BITS];
+    struct step steps[WALKS][NSTEPS];
 };
+
+static inline uint32_t state_hash(uint64_t pc, uint64_t sp)
+{
+    return (uint32_t)(((pc ^ (sp << 17)) * 0x9E3779B97F4A7C15ull) >> (64 - INDEX_BITS));
+}
+
+/* The kept walk with state (pc, sp) at one of its steps: its steps at *steps, that step's index at *at, and
+ * its step count; 0 when none. */
+static inline uint32_t state_find(const struct walker *w, uint64_t pc, uint64_t sp, const struct step **steps,
+                                  uint32_t *at)
+{
+    const struct state_ref *r = &w->index[state_hash(pc, sp)];
+    if (r->pc != pc || r->sp != sp || r->gen != w->gen[r->slot] || r->step + 1u >= w->nsteps[r->slot])
+        return 0;
+    const struct step *s = w->steps[r->slot];
+    if (s[r->step].pc != pc || s[r->step].sp != sp)
+        return 0;
+    *steps = s;
+    *at = r->step;
+    return w->nsteps[r->slot];
+}
+
+/* Indexes the states the walk just kept in slot looked up (at[0..n)): where it missed, the next walk
+ * from this place finds this one; where it found another walk, the entry now names this newer one, so that
+ * a place allocated from again and again keeps its entry while the slots turn over. Only those: a walk
+ * looks up only where it left the walk it followed, which for one place is the same state each time. */
+#define LOOKED 8
+static void state_index(struct walker *w, uint32_t slot, const uint32_t *at, uint32_t n)
+{
+    const struct step *s = w->steps[slot];
+    const uint32_t ns = w->nsteps[slot], g = w->gen[slot];
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = at[k];
+        if (i + 1 < ns)
+            w->index[state_hash(s[i].pc, s[i].sp)] = (struct state_ref){s[i].pc, s[i].sp, g, (uint16_t)slot, (uint16_t)i};
+    }
+}
 
 static __thread struct walker *walker_tls __attribute__((tls_model("initial-exec")));
 static __thread int walker_failed __attribute__((tls_model("initial-exec")));
@@ -161,6 +214,18 @@ static void mark_live(struct step *st, uint32_t nsteps)
     for (uint32_t k = nsteps - 1; k-- > 0;) {
         uint64_t f = st[k].flags;
         live = (f | (~(f >> 1) & live)) & 1; /* STEP_USES, or passed on (not STEP_KILLS) to a live one */
+        st[k].flags = (f & ~(uint64_t)STEP_LIVE) | live << 2;
+    }
+}
+
+/* The same for steps [0, upto) of a walk whose steps from upto on are a kept walk's, replayed to its end:
+ * their marks are that walk's, and stand (each depends only on the steps after it). */
+static void mark_live_upto(struct step *st, uint32_t upto)
+{
+    uint64_t live = (st[upto].flags >> 2) & 1;
+    for (uint32_t k = upto; k-- > 0;) {
+        uint64_t f = st[k].flags;
+        live = (f | (~(f >> 1) & live)) & 1;
         st[k].flags = (f & ~(uint64_t)STEP_LIVE) | live << 2;
     }
 }
@@ -285,6 +350,7 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         memset(w->rules, 0, sizeof w->rules);
         w->used = 0;
         w->nprev = 0;
+        memset(w->nsteps, 0, sizeof w->nsteps); /* and its walks: none is replayed from now on */
         w->modgen = gen;
     }
     uint32_t matched;
@@ -294,11 +360,17 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     if (OT_LIKELY(all >= 0))
         return all;
     const struct step *P = w->steps[w->prev];
-    struct step *C = w->steps[w->prev ^ 1];
-    const uint32_t nprev = w->nprev;
-    uint32_t j = 0;   /* the first previous step whose sp is not below ours */
+    /* This walk's slot: the next one, its old walk dropped (its index entries no longer match its gen) */
+    const uint32_t cur = (w->prev + 1) & (WALKS - 1);
+    struct step *C = w->steps[cur];
+    w->gen[cur]++;
+    w->nsteps[cur] = 0;
+    uint32_t nprev = w->nprev;
+    uint32_t j = 0;   /* the first step of P whose sp is not below ours */
     int n = 0;        /* frames so far; the current step is step n */
     int walked = 0;   /* steps taken by their rules */
+    uint32_t looked[LOOKED], nlooked = 0; /* the steps whose state was looked up in the index */
+    uint32_t tail = NSTEPS; /* the step from which the walk replayed a kept walk to its end */
     uint64_t end = 0; /* STEP_END when the chain ended */
     w->nprev = 0;     /* until this walk completes */
     if (matched) {
@@ -331,12 +403,31 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
          * pc is looked up as is, the others' minus one). */
         while (j < nprev && P[j].sp < sp)
             j++;
+        if (!(j + 1 < nprev && P[j].sp == sp && P[j].pc == pc) && n > 0) {
+            /* Not a state of the walk followed so far: one of another kept walk? (n > 0: a first step is
+             * only ever the previous walk's, replay_all's.) */
+            const struct step *Q;
+            uint32_t at, nq = state_find(w, pc, sp, &Q, &at);
+            OT_STAGE_CACHE(OT_C_WALK_INDEX, nq && at > 0);
+            if (nlooked < LOOKED)
+                looked[nlooked++] = (uint32_t)n;
+            if (nq && at > 0) {
+                P = Q;
+                nprev = nq;
+                j = at;
+            }
+        }
         if (j + 1 < nprev && P[j].sp == sp && P[j].pc == pc && (j == 0) == (n == 0) &&
             (!(P[j].flags & STEP_LIVE) || P[j].bp == bp)) {
             uint32_t stop = nprev - 1 - j;
             if (stop > (uint32_t)(want - n))
                 stop = (uint32_t)(want - n);
             uint32_t k = replay(&P[j], stop, lo, frames + n, &C[n], &sp, &bp);
+#ifdef OT_STAGE_CYCLES
+            for (uint32_t q = 0; q < k; q++)
+                OT_STAGE_CACHE(OT_C_WALK_STEP, 1);
+#endif
+            tail = (uint32_t)n;
             n += (int)k;
             j += k;
             pc = P[j].pc;
@@ -349,6 +440,7 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
                 end = STEP_END; /* the previous walk's last step, where its chain ended */
                 goto finish;
             }
+            tail = NSTEPS;
             j++; /* a mismatch at this state (or want): walked by its rule, and not matched again */
         }
         if (n >= want)
@@ -394,6 +486,7 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         }
         st->flags = f;
         walked++;
+        OT_STAGE_CACHE(OT_C_WALK_STEP, 0);
         sp = cfa;
         pc = ra;
         if (ra < 0x4000) { /* the end of the chain, as libunwind reads it */
@@ -406,18 +499,24 @@ finish:
     /* The step reached is kept too: a replay that reaches it ends there (the chain's end) or walks it by
      * its rule. */
     C[n] = (struct step){pc, sp, bp, 0, 0, end};
-    if (walked || !end) /* (all replayed to the same end: the same steps, marked as they were) */
+    if (end && tail <= (uint32_t)n) /* replayed to a kept walk's end from tail: only the steps before */
+        mark_live_upto(C, tail);
+    else if (walked || !end) /* (all replayed to the same end: the same steps, marked as they were) */
         mark_live(C, (uint32_t)n + 1);
-    w->nprev = (uint32_t)n + 1;
-    w->prev ^= 1;
+    w->nprev = w->nsteps[cur] = (uint32_t)n + 1;
+    w->prev = cur;
+    state_index(w, cur, looked, nlooked);
     return n;
 finish_at:
     /* The chain ended at a return address below 0x4000: the step after step n holds it, and no frame. */
     C[n + 1] = (struct step){pc, sp, bp, 0, 0, end};
-    if (walked)
+    if (tail <= (uint32_t)n + 1)
+        mark_live_upto(C, tail);
+    else if (walked)
         mark_live(C, (uint32_t)n + 2);
-    w->nprev = (uint32_t)n + 2;
-    w->prev ^= 1;
+    w->nprev = w->nsteps[cur] = (uint32_t)n + 2;
+    w->prev = cur;
+    state_index(w, cur, looked, nlooked);
     return n;
 }
 

@@ -36,6 +36,8 @@ enum ot_stage {
 
 enum ot_cache {
     OT_C_WALK_REPLAY,   /* the whole previous walk replayed */
+    OT_C_WALK_INDEX,    /* a state the walk followed so far lacked, found in another kept walk */
+    OT_C_WALK_STEP,     /* a step replayed (hit) or walked by its rule (miss), in walks not replayed whole */
     OT_C_PY_SAME,       /* the chain is the thread's last one */
     OT_C_PY_MERGED,     /* the merged stack is the thread's last one */
     OT_C_STACK_LAST,    /* the stack is the one the thread interned last */

@@ -225,6 +225,28 @@ static void test_walk_replays_whole_walks(void **state)
     }
 }
 
+/* Walks from many places in turn, as a training step allocates from a hundred (the forward's layers, the
+ * backward, the optimizer): the previous walk is rarely this one's, and the walk looks the state where it
+ * leaves it up among the thread's kept walks (backtrace.c, state_find), then replays that one. The state
+ * found is only as good as the slots still holding what that walk read: places that share their inner
+ * frames and differ further out (the depth, another caller at the same depth, a frame found through an
+ * rbp that moved, a frame of another shape), in a fixed rotation and then at random, each checked
+ * against libunwind. */
+static void test_walk_many_places(void **state)
+{
+    (void)state;
+    void (*hops[])(next_fn, void *) = {NULL, walk_hop_expr, walk_hop_drap};
+    enum { PLACES = 48 };
+    unsigned x = 4242;
+    for (int i = 0; i < 3 * PLACES + 3000; i++) {
+        int place = i < 3 * PLACES ? i % PLACES : (int)((x = x * 1103515245u + 12345u) >> 10) % PLACES;
+        int depth = 4 + place % 4 * 2, pad = place / 4 % 3, which = place / 12 % 2, via = place / 24;
+        struct probe p = {.levels = depth, .hop = hops[place % 3], .hop_at = depth / 2, .walk_only = i % 7 != 0};
+        padded(&p, pad, via ? via_a : via_b, which);
+        check_same(&p);
+    }
+}
+
 /* A library unloaded, and another loaded at the same place: the rules kept for the first (by return
  * address) must not be used for the second. walk_lib_a.so and walk_lib_b.so put walk_lib_hop and its
  * return address at the same offsets, with frames of different sizes (tests/unit/walk_lib.S). */
@@ -332,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_walk_declines_frames_without_unwind_info),
         cmocka_unit_test(test_walk_replay_follows_changes),
         cmocka_unit_test(test_walk_replays_whole_walks),
+        cmocka_unit_test(test_walk_many_places),
         cmocka_unit_test(test_walk_after_unload),
         cmocka_unit_test(test_backtrace_after_thread_exit_cleanup),
     };
