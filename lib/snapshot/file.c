@@ -23,6 +23,26 @@
 int ot_dir_warned;
 
 static int warned_flush;
+static unsigned warned_create; /* a bit per trigger whose snapshot could not be created, said once */
+
+/* The kind of snapshot in the user's words, for a line about it. */
+static const char *trigger_words(enum ot_trigger trigger)
+{
+    switch (trigger) {
+    case OT_TRIGGER_OOM:
+        return "out-of-memory";
+    case OT_TRIGGER_FRAMEWORK_OOM:
+        return "framework out-of-memory";
+    case OT_TRIGGER_API:
+        return "requested (oomtrace.dump / oomtrace_dump)";
+    case OT_TRIGGER_SIGNAL:
+        return "OOMTRACE_SIGNAL";
+    case OT_TRIGGER_FLUSH:
+        return "crash-surviving";
+    default:
+        return ot_trigger_name(trigger) ? ot_trigger_name(trigger) : "requested";
+    }
+}
 
 static int write_all(int fd, const void *p, size_t n)
 {
@@ -231,9 +251,12 @@ int ot_file_write(const struct trace_sections *secs, enum ot_trigger trigger, un
     unlink(tmp); /* this run's own leftover from a write that failed */
     sweep_leftovers();
     if ((fd = create_private(tmp)) < 0) {
-        /* Said once: at the first allocation when the directory was already unusable, else here. */
-        if (!ot_dir_warned && (!flush || !__atomic_exchange_n(&warned_flush, 1, __ATOMIC_RELAXED)))
-            ot_log("cannot create a snapshot in %s: %s", ot_opt.dir, strerror(errno));
+        /* Said at the failure, once per kind of snapshot: the line at the first allocation may be hours
+         * before the out-of-memory it was about. The flush, every second, stays quiet after that line. */
+        unsigned bit = 1u << ((unsigned)trigger & 31);
+        if (flush ? !ot_dir_warned && !__atomic_exchange_n(&warned_flush, 1, __ATOMIC_RELAXED)
+                  : !(__atomic_fetch_or(&warned_create, bit, __ATOMIC_RELAXED) & bit))
+            ot_log("cannot write the %s snapshot to %s: %s", trigger_words(trigger), ot_opt.dir, strerror(errno));
         return -1;
     }
     /* The header says COMPLETE only once everything after it is written, and the file has its name only
