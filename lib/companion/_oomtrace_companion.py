@@ -138,9 +138,6 @@ class Companion:
         finally:
             self.in_oom = False
 
-    def mark(self, label):
-        self.mark_fn(label.encode("utf-8", "replace")[:255])
-
     # -- JAX's and CuPy's OOMs are exceptions --
     def watch_exceptions(self, fallback=True, classes=()):
         """Where a framework's OOM exception becomes visible. From 3.12, sys.monitoring's RAISE events: every

@@ -6,6 +6,7 @@ the program has imported the framework. An adapter never imports its framework, 
 the program, and collects the allocator's state as FRAMEWORK records (_oomtrace_payload) when the
 companion asks; its OOM hooks hand the companion a framework's refusal.
 """
+import collections
 import os
 import sys
 import time
@@ -45,6 +46,39 @@ def _initializing(mod):
     return bool(getattr(spec, "_initializing", False))
 
 
+# A read of PyTorch's allocator counters (torch._C._cuda_memoryStats builds a dict of every counter) costs
+# ~20 us on the H200 (docs/validation.md, run 17): 0.6% of a 3 ms step. on_step reads them only once the time
+# since the last read is at least READ_SPACING times what a read costs, so that they take at most about
+# 1/READ_SPACING of the program's time whatever the step's length: a step of 20 ms or more reads at every
+# step, a 3 ms step every 7th. The other steps' STEPS entries carry 0 and 0 (docs/FORMAT.md, STEPS).
+READ_SPACING = 1000
+
+
+class Sampled:
+    """When a costly read may run again: `due` is the clock (ns) from which it may; read(fn) runs fn
+    and moves `due` READ_SPACING times the least cost seen so far past its end (the least: one read
+    stalled by the scheduler must not silence the next ones for seconds)."""
+
+    def __init__(self, spacing=READ_SPACING, clock=time.monotonic_ns):
+        self.spacing = spacing
+        self.clock = clock
+        self.due = 0
+        self.cost = None
+        self.reads = 0
+
+    def read(self, fn):
+        start = self.clock()
+        try:
+            return fn()
+        finally:
+            end = self.clock()
+            cost = max(end - start, 1)
+            if self.cost is None or cost < self.cost:
+                self.cost = cost
+            self.due = end + self.cost * self.spacing
+            self.reads += 1
+
+
 class Torch:
     name = "torch"
 
@@ -54,17 +88,23 @@ class Torch:
         self.observer = False
         self.step_hook = False
         self.stacks = os.environ.get("OOMTRACE_TORCH_STACKS", "") == "python"
-        self.steps = []
+        self.steps = collections.deque(maxlen=STEPS_KEPT)
         self.pending = None  # (request, device, records, text) of the last observer call not yet raised
         self.raises_seen = False  # its OutOfMemoryError is seen where it reaches Python, caught or not
         self.observer_attached = False
+        self.cuda_ready = False
+        self.counters = Sampled()  # when on_step next reads the allocator's counters
+        self.labels = {}  # input shapes -> the marker label's tail, encoded
         self.cuda = getattr(torch, "cuda", None)
         if self.cuda is None or not hasattr(self.cuda, "is_initialized"):
             raise AttributeError("torch.cuda.is_initialized")
 
     def ready(self):
-        """torch has set up CUDA: never initialize it for the program."""
-        return bool(self.cuda.is_initialized())
+        """torch has set up CUDA: never initialize it for the program. Once set up it stays so: asked at
+        every step, the answer is kept."""
+        if not self.cuda_ready:
+            self.cuda_ready = bool(self.cuda.is_initialized())
+        return self.cuda_ready
 
     def attach(self):
         roles = sys.modules.get("_oomtrace_roles")
@@ -124,16 +164,23 @@ class Torch:
         return _device_from_text(str(exc))
 
     def on_step(self, step, input_shapes):
+        now = self.counters.clock()
         allocated = reserved = 0
-        if self.ready():
-            # One C call for both figures: the flattened memory_stats() costs tens of microseconds.
-            raw = self.torch._C._cuda_memoryStats(self.cuda.current_device())
+        if now >= self.counters.due and self.ready():
+            raw = self.counters.read(self.memory_stats)
             allocated = raw["allocated_bytes"]["all"]["current"]
             reserved = raw["reserved_bytes"]["all"]["current"]
-        self.steps.append((int(step), time.monotonic_ns(), allocated, reserved, str(input_shapes)))
-        if len(self.steps) > STEPS_KEPT:
-            del self.steps[0]
-        self.comp.mark(("step %d %s" % (int(step), input_shapes)) if input_shapes else "step %d" % int(step))
+        self.steps.append((int(step), now, allocated, reserved, str(input_shapes)))
+        label = self.labels.get(input_shapes)
+        if label is None:
+            if len(self.labels) > 64:  # shapes that change every step: keep the cache small
+                self.labels.clear()
+            label = self.labels[input_shapes] = (" " + input_shapes if input_shapes else "").encode("utf-8", "replace")
+        self.comp.mark_fn((b"step %d" % step + label)[:255])
+
+    def memory_stats(self):
+        # One C call for both figures: the flattened memory_stats() costs tens of microseconds more.
+        return self.torch._C._cuda_memoryStats(self.cuda.current_device())
 
     def moment(self):
         """At an OOM, on the thread that raised it: whether autograd was recording (an evaluation run with
@@ -159,7 +206,7 @@ class Torch:
             if settings:
                 records.append(rec_settings("torch", settings))
         if self.steps:
-            records.append(rec_steps("torch", self.steps))
+            records.append(rec_steps("torch", list(self.steps)))  # one copy under the GIL: a step may append
         roles = sys.modules.get("_oomtrace_roles")
         if roles is not None:
             got = roles.collect(self.torch)

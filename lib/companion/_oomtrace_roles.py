@@ -177,9 +177,30 @@ def _shape_text(args, kwargs, torch):
     return ", ".join(parts)[:_SHAPES_MAX]
 
 
+def _shape_key(args, kwargs, Tensor):
+    """The inputs' shapes as a list, compared with the last forward's: the text is built only when they
+    change (a training loop feeds the same shapes step after step). A plain loop: a comprehension costs a
+    function call more, at every forward of the model."""
+    key = []
+    for a in args:
+        if isinstance(a, Tensor):
+            key.append(a.shape)
+    if kwargs:
+        for k, a in kwargs.items():
+            if isinstance(a, Tensor):
+                key.append((k, a.shape))
+    return key
+
+
 class _StepHook:
     """Counts the steps of the first optimizer that steps (a GAN's second optimizer does not double the
-    count) and remembers the input shapes of the model's outermost module."""
+    count) and remembers the input shapes of the model's outermost module.
+
+    Its callbacks run at every step of the program, so their common path is a few attribute reads: the
+    shapes' text is rebuilt only when they change, an optimizer already known is not registered again.
+    `off` (tests/gpu/bench_step_hooks.py) makes every callback return at once: the benchmark switches the
+    companion's per-step work on and off inside one process; register()/unregister() add and remove the
+    hooks themselves through torch's handles."""
 
     def __init__(self, torch, on_step):
         self.torch = torch
@@ -187,17 +208,23 @@ class _StepHook:
         self.primary = None
         self.step = 0
         self.shapes = ""
+        self.shape_key = None  # _shape_key of the inputs self.shapes describes
         self.started = False  # a forward of the model or an optimizer step ran since the last step ended
         self.watched = False
+        self.roots = []  # the outermost modules whose forward is watched (weak references)
         self.handles = []
         self.broken = False
+        self.off = False
 
     def pre_forward(self, module, args, kwargs=None):
-        if self.broken:
+        if self.broken or self.off:
             return None
         try:
             self.started = True
-            self.shapes = _shape_text(args, kwargs or {}, self.torch)
+            key = _shape_key(args, kwargs, self.torch.Tensor)
+            if key != self.shape_key:
+                self.shapes = _shape_text(args, kwargs or {}, self.torch)
+                self.shape_key = key
         except Exception as e:
             self.broken = True
             _warn("reading the model's input shapes", e)
@@ -222,21 +249,26 @@ class _StepHook:
                 continue
             if not any(id(p) in mine for p in m.parameters()):
                 continue
-            try:
-                h = m.register_forward_pre_hook(self.pre_forward, with_kwargs=True)
-            except TypeError:  # torch < 2.0: no kwargs
-                h = m.register_forward_pre_hook(self.pre_forward)
-            self.handles.append(h)
+            self.roots.append(weakref.ref(m))
+            self.handles.append(self.watch_forward(m))
+
+    def watch_forward(self, m):
+        try:
+            return m.register_forward_pre_hook(self.pre_forward, with_kwargs=True)
+        except TypeError:  # torch < 2.0: no kwargs
+            return m.register_forward_pre_hook(self.pre_forward)
 
     def post_step(self, opt, args=None, kwargs=None):
-        if self.broken:
+        if self.broken or self.off:
             return
         try:
-            _optimizers.add(opt)
-            if self.primary is None:
-                self.primary = weakref.ref(opt)
-            elif self.primary() is not opt:
-                return
+            p = self.primary
+            if p is None or p() is not opt:
+                _optimizers.add(opt)
+                if p is None:
+                    self.primary = weakref.ref(opt)
+                else:
+                    return
             if not self.watched:
                 self.watch_roots(opt)
             self.step += 1
@@ -245,6 +277,39 @@ class _StepHook:
         except Exception as e:
             self.broken = True
             _warn("the optimizer step hook", e)
+
+    def pre_step(self, opt, args=None, kwargs=None):
+        # Known from its first step on, before its state exists: the first-step OOM case.
+        if self.off:
+            return None
+        p = self.primary
+        if p is not None and p() is opt:
+            self.started = True
+            return None
+        return _remember(opt, self)
+
+    def register(self, optmod):
+        """Registers the global step hooks, and the forward hooks of the modules already watched. False
+        when this torch has no global step hook."""
+        reg = getattr(optmod, "register_optimizer_step_post_hook", None)
+        if reg is None:
+            return False
+        self.handles.append(reg(self.post_step))
+        pre = getattr(optmod, "register_optimizer_step_pre_hook", None)
+        if pre is not None:
+            self.handles.append(pre(self.pre_step))
+        for r in self.roots:
+            m = r()
+            if m is not None:
+                self.handles.append(self.watch_forward(m))
+        return True
+
+    def unregister(self):
+        handles, self.handles = self.handles, []
+        for h in handles:
+            remove = getattr(h, "remove", None)
+            if remove is not None:
+                remove()
 
 
 _hook = None
@@ -257,15 +322,10 @@ def install_step_hook(torch, on_step):
     global _hook
     try:
         import torch.optim.optimizer as optmod  # the attribute exists only once imported by name
-        reg = getattr(optmod, "register_optimizer_step_post_hook", None)
-        if reg is None:
+        hook = _StepHook(torch, on_step)
+        if not hook.register(optmod):
             return False
-        _hook = _StepHook(torch, on_step)
-        _hook.handles.append(reg(_hook.post_step))
-        pre = getattr(optmod, "register_optimizer_step_pre_hook", None)
-        if pre is not None:
-            # Known from its first step on, before its state exists: the first-step OOM case.
-            _hook.handles.append(pre(lambda opt, args, kwargs: _remember(opt, _hook)))
+        _hook = hook
         return True
     except Exception as e:
         _warn("installing the optimizer step hook", e)

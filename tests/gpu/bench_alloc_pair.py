@@ -15,8 +15,11 @@ import os
 import sys
 import time
 
-if "backend:cudaMallocAsync" not in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""):
-    sys.exit("bench_alloc_pair: run with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync")
+
+def need_async_backend(who):
+    if "backend:cudaMallocAsync" not in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""):
+        sys.exit("%s: run with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" % who)
+
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -43,20 +46,20 @@ def nested(depth, fn):
     return nested(depth - 1, fn)
 
 
-def make_step(with_model=False):
+def make_step(with_model=False, device="cuda", width=256):
     torch.manual_seed(0)
     mods = []
     for _ in range(12):
-        mods += [nn.Linear(256, 256), nn.ReLU()]
-    model = nn.Sequential(*mods).cuda()
+        mods += [nn.Linear(width, width), nn.ReLU()]
+    model = nn.Sequential(*mods).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    x = torch.randn(32, 256, device="cuda")
+    x = torch.randn(32, width, device=device)
 
     def step():
         opt.zero_grad(set_to_none=True)
         model(x).square().mean().backward()
         opt.step()
-    return (step, model) if with_model else step
+    return (step, model, opt, x) if with_model else step
 
 
 def main():
@@ -65,6 +68,7 @@ def main():
     ap.add_argument("--loops", type=int, default=8)
     ap.add_argument("--steps", type=int, default=200, help="steps per timed loop (case step)")
     a = ap.parse_args()
+    need_async_backend("bench_alloc_pair")
     torch.cuda.init()
     per = []
     if a.case in ("pair", "pair20"):

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Where the tracer's cost on a small CPU-bound training step goes (issue 16's step case): the step of
 # tests/gpu/bench_alloc_pair.py under backend:cudaMallocAsync, in alternating processes, with parts of the
-# tracer switched off by its own options, plus the events each step records and what each piece of the
-# Python companion's per-step work costs (tests/gpu/bench_step_hooks.py, in one process).
+# tracer switched off by its own options, plus the events each step records and what the Python companion's
+# per-step work and each of its pieces cost (tests/gpu/bench_step_hooks.py, in one traced process).
 #
-#   bash tests/gpu/bench_step_parts.sh         # ROUNDS=3 by default; about 3 minutes on one H200
+#   bash tests/gpu/bench_step_parts.sh         # ROUNDS=3 by default; about 4 minutes on one H200
 #
 # Variants: bare; traced (OOMTRACE_FRAMEWORKS=0); disabled (preloaded, OOMTRACE_DISABLE=1: the interposed
 # calls pass straight through); nopython (OOMTRACE_PYTHON=0); depth16 (OOMTRACE_DEPTH=16, Python frames on);
@@ -62,10 +62,10 @@ events=
     events=$(LD_LIBRARY_PATH="$CARRY_LD" build/oomtrace-read --format json "$snap" 2>>"$OUT/err.txt" |
         "$PY" -c 'import json,sys; e=json.load(sys.stdin)["events"]; print(e["recorded"], json.dumps(e.get("by_kind")))')
 echo "events recorded over 120 steps (+ start-up): ${events:-unknown}"
-# The companion's pieces, bare and traced (one process each)
-"$PY" tests/gpu/bench_step_hooks.py 2>>"$OUT/err.txt" | tee -a "$OUT/hooks.jsonl"
-OOMTRACE_FRAMEWORKS=0 LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$CARRY_LD" "$PY" tests/gpu/bench_step_hooks.py \
-    2>>"$OUT/err.txt" | tee -a "$OUT/hooks.jsonl"
+# The companion's per-step cost and its pieces, switched on and off inside one traced process (~90 s)
+OOMTRACE_FRAMEWORKS=1 LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$CARRY_LD" ${PIN:+taskset -c "$PIN"} "$PY" \
+    tests/gpu/bench_step_hooks.py >>"$OUT/hooks.jsonl" 2>"$OUT/hooks.txt"
+cat "$OUT/hooks.txt"
 "$PY" - "$RAW" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -7,6 +7,9 @@ CPython the machine has, traced and untraced, and compares output and exit statu
                                       OutOfMemoryError raised and left uncaught (exit status 1)
     companion_workload.py torch       a stand-in torch: a driver OOM first (a probe), then torch's OOM
                                       observer fires: the fatal framework-oom snapshot lists the probe
+    companion_workload.py steps       a stand-in torch model and optimizer: 4 steps with inputs (2, 8), then
+                                      a fifth with (64, 8) runs out; the allocator's counters are read at
+                                      step 1 only (the first read takes 50 ms, so the next is due in 50 s)
 Prints the same lines whether traced or not; never looks at whether it is traced except through the
 public helper (oomtrace.active), whose answer it does not print."""
 import ctypes
@@ -79,7 +82,64 @@ def main():
             print("caught", type(e).__name__)
         print("observers", "called")
         return 0
+    if mode == "steps":
+        return steps()
     return 2
+
+
+def steps():
+    torch = fakefw.fake_torch()
+    fakefw.install(torch)
+    counters = torch._C._cuda_memoryStats
+
+    def slow_first(d, first=[True]):
+        if first:
+            first.pop()
+            time.sleep(0.05)
+        return counters(d)
+    torch._C._cuda_memoryStats = slow_first
+
+    class Tensor(torch.Tensor):
+        def __init__(self, *shape):
+            self.shape = shape
+
+    class Model(torch.nn.Module):  # what nn.Module does with forward pre hooks
+        def __init__(self):
+            self.weight = Tensor(8, 8)
+            self.hooks = []
+
+        def parameters(self, recurse=True):
+            return [self.weight]
+
+        def buffers(self, recurse=True):
+            return []
+
+        def register_forward_pre_hook(self, hook, with_kwargs=False):
+            self.hooks.append(hook)
+
+        def __call__(self, x):
+            for h in self.hooks:
+                h(self, (x,), {})
+
+    model = Model()
+    opt = torch.optim.Optimizer()
+    opt.param_groups = [{"params": [model.weight]}]
+    opt.state = {}
+    print("alloc", allocate(16 * MiB))
+    settle()
+    for batch in (2, 2, 2, 2, 64):
+        model(Tensor(batch, 8))
+        if batch == 64:
+            break
+        for hook in torch.step_hooks:  # what torch.optim does after each optimizer.step()
+            hook(opt, (), {})
+    for fn in torch.observers:
+        fn(0, 2 << 30, 3 * MiB, 100 * MiB)
+    try:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+    except torch.OutOfMemoryError as e:
+        print("caught", type(e).__name__)
+    return 0
 
 
 if __name__ == "__main__":

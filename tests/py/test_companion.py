@@ -363,6 +363,87 @@ except ZeroDivisionError:
 except RuntimeError:
     pass
 
+# 8. The step hook's per-step work stays cheap (issue 12, "Cost"): the allocator's counters are read only
+# once READ_SPACING times a read's cost has passed since the last read (a fake clock: each read costs 20 us,
+# a step 3 ms, as on the H200), the other steps' STEPS entries carry 0 and 0; every step still has its
+# marker; the shapes' text is built only when they change; `off` and unregister() switch it all off.
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch()
+clock = [10 ** 9]
+reads = []
+
+
+def counters(d):
+    reads.append(clock[0])
+    clock[0] += 20000
+    return {"allocated_bytes": {"all": {"current": 3 * fakefw.MiB}}, "reserved_bytes": {"all": {"current": 8 * fakefw.MiB}}}
+
+
+t._C._cuda_memoryStats = counters
+t.Tensor = type("Tensor", (), {"__init__": lambda self, shape: setattr(self, "shape", shape)})
+sys.modules["_oomtrace_roles"] = R
+built = []
+shape_text = R._shape_text
+R._shape_text = lambda args, kwargs, torch: built.append(1) or shape_text(args, kwargs, torch)
+try:
+    run_with({"torch": t, "torch.optim": t.optim, "torch.optim.optimizer": t.optim.optimizer}, c.scan)
+    tt = c.attached["torch"]
+    tt.counters.clock = lambda: clock[0]
+    opt = t.optim.Optimizer()
+    R._hook.watched = True  # the fake has no modules to watch
+
+    def run(n, step_ns, shape=(32, 256)):
+        for _ in range(n):
+            R._hook.pre_forward(None, (t.Tensor(shape),), {})
+            clock[0] += step_ns
+            t.step_hooks[0](opt, (), {})
+
+    run(30, 3 * 10 ** 6)
+    expect(R._hook.step == 30 and len(lib.marks) == 30, "every step is counted and marked (%d, %d)" % (R._hook.step, len(lib.marks)))
+    expect(lib.marks[-1] == b"step 30 (32, 256)", "the marker's label: %r" % lib.marks[-1])
+    # 20 us x 1000 = 20 ms between reads: steps 1, 8, 15, 22, 29 of 3 ms each.
+    steps = list(tt.steps)
+    got = [s[0] for s in steps if s[2]]
+    expect(got == [1, 8, 15, 22, 29], "3 ms steps read the counters every 7th step: %s" % got)
+    expect(all(s[2:4] == (3 * fakefw.MiB, 8 * fakefw.MiB) for s in steps if s[2]) and
+           all(s[2:4] == (0, 0) for s in steps if s[0] not in got), "read steps carry the figures, others 0 and 0")
+    gaps = [b - a for a, b in zip(reads, reads[1:])]
+    expect(all(g >= 20000 * 1001 for g in gaps), "a read starts 1000 x its cost after the last one ended: %s" % gaps)
+    expect(len(built) == 1, "the shapes' text is built once for unchanged shapes (%d)" % len(built))
+    run(3, 3 * 10 ** 6, shape=(64, 256))
+    expect(len(built) == 2 and lib.marks[-1] == b"step 33 (64, 256)", "new shapes are seen: %r" % lib.marks[-1])
+    # Long steps read at every step; one read stalled by the scheduler does not silence the next ones.
+    del reads[:]
+    run(5, 50 * 10 ** 6)
+    expect(len(reads) == 5, "50 ms steps read the counters every step (%d)" % len(reads))
+    t._C._cuda_memoryStats = lambda d: (clock.__setitem__(0, clock[0] + 5 * 10 ** 9), counters(d))[1]
+    run(1, 50 * 10 ** 6)
+    t._C._cuda_memoryStats = counters
+    del reads[:]
+    run(2, 50 * 10 ** 6)
+    expect(len(reads) == 2, "after a read that stalled 5 s, the next steps still read (%d)" % len(reads))
+    # Switched off: the callbacks return at once, nothing is counted or marked.
+    n_marks, n_step = len(lib.marks), R._hook.step
+    R._hook.off = True
+    run(3, 3 * 10 ** 6)
+    expect(R._hook.step == n_step and len(lib.marks) == n_marks, "off: no step counted")
+    R._hook.off = False
+    R._hook.unregister()
+    expect(R._hook.handles == [], "unregister drops the handles")
+    # A failing read: one line on stderr, the program's step goes on, later steps are still marked.
+    t._C._cuda_memoryStats = lambda d: 1 / 0
+    tt.counters.due = 0
+    try:
+        run(2, 50 * 10 ** 6)
+    except ZeroDivisionError:
+        failures.append("the counters' failure reached the program")
+    expect(R._hook.step == n_step + 2, "steps go on after a failing read")
+finally:
+    R._shape_text = shape_text
+    sys.modules.pop("_oomtrace_roles", None)
+    R._hook = None
+
 # 5. Debian's torch (CPU), where installed: real objects, CUDA never initialized by us.
 try:
     import torch as real_torch

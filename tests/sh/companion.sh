@@ -74,11 +74,26 @@ for v in 9 10 11 12 13; do
         [r["kind"] for r in d["framework"]["records"]] == ["INFO", "STATS", "STEPS", "SEGMENTS", "BLOCKS", "STATS", "SETTINGS", "ERROR"] and
         d["framework"]["records"][1]["device"] == (1 << 32) - 1 and d["framework"]["records"][1]["stats"] == {"grad_enabled": 1} and
         [s["step"] for s in d["framework"]["records"][2]["steps"]] == [1, 2, 3] and
-        d["framework"]["records"][2]["steps"][2]["reserved"] == 8 << 20 and
+        d["framework"]["records"][2]["steps"][0]["reserved"] == 8 << 20 and
+        all(s["reserved"] in (0, 8 << 20) for s in d["framework"]["records"][2]["steps"]) and
         d["framework"]["records"][4]["blocks"]["state"] == [1, 0, 1, 1, 0, 1] and
         d["framework"]["records"][3]["segments"]["pool_id"] == [0, (1 << 32) ^ 2] and
         d["framework"]["records"][5]["stats"]["memory_fraction_limit_bytes"] == int(0.4 * (1 << 30)) and
         d["framework"]["records"][6]["settings"]["backend"] == "native"' || fail "3.$v: torch's fatal snapshot"
+
+    # The allocator's counters are read only every 1000 x a read's cost (the first read here takes 50 ms):
+    # steps 2-4 carry none, and the statement about the inputs that changed says which step's they are.
+    same "$py" steps "$d/steps"
+    f=$(ls "$d/steps"/*-framework-oom.oomt 2>/dev/null) || fail "3.$v: steps: no fatal snapshot"
+    check "$f" '[(s["step"], s["allocated"], s["shapes"]) for s in [r for r in d["framework"]["records"] if r["kind"] == "STEPS"][0]["steps"]]
+        == [(1, 3 << 20, ""), (2, 0, "(2, 8)"), (3, 0, "(2, 8)"), (4, 0, "(2, 8)")]' || fail "3.$v: the sampled STEPS"
+    build/oomtrace-read "$f" >"$d/steps/report.txt" 2>&1
+    grep -q "optimizer step 5 was under way with (64, 8), where step 4 had (2, 8) (step 1 ended with 3.00 MiB allocated by PyTorch)\.$" \
+        "$d/steps/report.txt" || fail "3.$v: the inputs' statement with sampled counters: $(grep -i 'inputs changed' "$d/steps/report.txt")"
+    build/oomtrace-read --format json "$f" | python3 -c 'import json, sys
+w = [x for x in json.load(sys.stdin)["why"] if x["kind"] == "step_inputs"][0]["numbers"]
+sys.exit(w != {"step": 5, "previous_step": 4, "previous_allocated_bytes": 3 << 20, "allocated_step": 1})' ||
+        fail "3.$v: the inputs' statement's numbers"
 
     # Before 3.12 only an uncaught exception is seen (sys.excepthook); this one is uncaught everywhere.
     same "$py" late-cupy "$d/late"

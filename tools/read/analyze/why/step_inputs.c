@@ -15,11 +15,19 @@ void why_step_inputs(struct ot_why *w, const struct ot_analysis *a)
     struct ot_str now = ot_fw_setting_get(&s->fw, "torch", "step_in_progress_input_shapes");
     if (!now.n)
         return;
-    /* The step before, as the step hook recorded it when it ended. */
-    const struct ot_fw_step *prev = NULL;
-    for (size_t i = 0; i < s->fw.nsteps; i++)
-        if (ot_str_eq(s->fw.steps[i].framework, "torch") && s->fw.steps[i].step == step - 1)
-            prev = &s->fw.steps[i];
+    /* The step before, as the step hook recorded it when it ended; and the latest step up to it whose
+     * allocator counters the companion read: it reads them only every 1000 x their cost (a short step's
+     * entries mostly carry 0 and 0: docs/FORMAT.md, STEPS). */
+    const struct ot_fw_step *prev = NULL, *read = NULL;
+    for (size_t i = 0; i < s->fw.nsteps; i++) {
+        const struct ot_fw_step *x = &s->fw.steps[i];
+        if (!ot_str_eq(x->framework, "torch") || x->step >= step)
+            continue;
+        if (x->step == step - 1)
+            prev = x;
+        if ((x->allocated_bytes || x->reserved_bytes) && (!read || x->step > read->step))
+            read = x;
+    }
     if (!prev || !prev->input_shapes.n ||
         (prev->input_shapes.n == now.n && memcmp(prev->input_shapes.p, now.p, now.n) == 0))
         return;
@@ -31,7 +39,14 @@ void why_step_inputs(struct ot_why *w, const struct ot_analysis *a)
     ot_fput_safe_max(b.f, now, 200);
     fprintf(b.f, ", where step %" PRIu64 " had ", prev->step);
     ot_fput_safe_max(b.f, prev->input_shapes, 200);
-    fprintf(b.f, " (and ended with %s allocated by PyTorch).", why_bytes(b1, prev->allocated_bytes));
-    WHY_NUMS_U(&b, {"step", step}, {"previous_step", prev->step}, {"previous_allocated_bytes", prev->allocated_bytes});
+    if (read == prev)
+        fprintf(b.f, " (and ended with %s allocated by PyTorch).", why_bytes(b1, read->allocated_bytes));
+    else if (read)
+        fprintf(b.f, " (step %" PRIu64 " ended with %s allocated by PyTorch).", read->step, why_bytes(b1, read->allocated_bytes));
+    else
+        fputc('.', b.f);
+    WHY_NUMS_U(&b, {"step", step}, {"previous_step", prev->step});
+    if (read)
+        WHY_NUMS_U(&b, {"previous_allocated_bytes", read->allocated_bytes}, {"allocated_step", read->step});
     why_item_end(&b);
 }
