@@ -29,7 +29,7 @@ enum ot_stage {
     OT_ST_RECORD_ALLOC, /* under the lock: live set, peak, stack table, ring, clock */
     OT_ST_INTERN,       /* the stack table */
     OT_ST_RECORD_FREE,  /* a free's record, lock included */
-    OT_ST_RING,         /* one event's encode into the ring */
+    OT_ST_RING,         /* one event into the ring (its encode is the compressor thread's) */
     OT_ST_CLOCK,        /* one read of the tracer's clock */
     OT_ST_N
 };

@@ -30,16 +30,22 @@ static int capture(uint64_t *frames, unsigned *flags)
 
 static void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t, const char *label)
 {
-    struct trace_event e = {
-        .kind = kind, .cat = r->cat, .api = r->api, .device = r->device, .tid = r->tid,
-        .stack = kind == OT_EV_ALLOC || kind == OT_EV_FAILED ? r->stack : 0,
-        .seq = seq, .time_ns = t, .addr = r->key, .size = r->size, .label = label,
-    };
-    OT_STAGE_BEGIN(ring_t0);
-    ot_ring_append(&e);
-    OT_STAGE_END(OT_ST_RING, ring_t0);
     OT_STAGE_EVENT(kind != OT_EV_FREE);
+    OT_STAGE_BEGIN(ring_t0);
+    struct ot_ring_event *e = OT_UNLIKELY(kind == OT_EV_MARKER) ? ot_ring_marker(seq, t, label) : ot_ring_next(seq, t);
     S.recorded++;
+    if (OT_LIKELY(e != NULL)) {
+        e->time_ns = t;
+        e->addr = r->key;
+        e->size = r->size;
+        e->tid = r->tid;
+        e->stack = kind == OT_EV_ALLOC || kind == OT_EV_FAILED ? r->stack : 0;
+        e->device = r->device;
+        e->api = r->api;
+        e->kind = kind;
+        e->cat = r->cat;
+    }
+    OT_STAGE_END(OT_ST_RING, ring_t0);
 }
 
 /* Closes a live record: accounting, the peak's retained set, the FREE event. */

@@ -1,27 +1,54 @@
+/* The event ring (ring.c): recorded events, kept as compressed chunks under a byte budget. */
 #ifndef OOMTRACE_RING_H
 #define OOMTRACE_RING_H
 #include "common/buf.h"
+#include "common/defs.h"
 
-struct trace_event {
-    uint8_t kind;
-    uint8_t cat;
+/* One event as recorded, before it is encoded: its seq is its block's first_seq + its index. */
+struct ot_ring_event {
+    uint64_t time_ns, addr, size;
+    uint32_t tid, stack;
+    int32_t device;
     uint16_t api;
-    int device;
-    uint32_t tid;
-    uint32_t stack;
-    uint64_t seq;
-    uint64_t time_ns;
-    uint64_t addr;
-    uint64_t size;
-    const char *label; /* OT_EV_MARKER only */
+    uint8_t kind, cat;
+    uint32_t label_off; /* a marker's label: the block's labels + label_off, label_len bytes */
+    uint32_t label_len;
 };
+
+/* Events not yet compressed: the block being filled, those waiting for the compressor, the one it works on. */
+struct ot_ring_block {
+    struct ot_ring_block *next;
+    uint64_t first_seq, nevents, t0, cap;
+    size_t labels_len;
+    char *labels;
+    struct ot_ring_event ev[];
+};
+extern struct ot_ring_block *ot_ring_cur; /* being filled; ring.c's, read here for the fast path */
+
+struct ot_ring_event *ot_ring_next_slow(uint64_t seq, uint64_t time_ns);
+
+/* The slot for the event with this seq (one more than the last one's), to be filled by the caller (every
+ * field but the label's); NULL when the tracer has no memory for it (counted as dropped). A marker takes
+ * its slot from ot_ring_marker. The caller holds ot_lock. */
+static inline struct ot_ring_event *ot_ring_next(uint64_t seq, uint64_t time_ns)
+{
+    struct ot_ring_block *b = ot_ring_cur;
+    if (OT_LIKELY(b && b->nevents - 1 < b->cap - 1)) /* neither empty nor full */
+        return &b->ev[b->nevents++];
+    return ot_ring_next_slow(seq, time_ns);
+}
+/* A marker's slot, with its label (up to OT_LABEL_MAX - 1 bytes) copied in. */
+struct ot_ring_event *ot_ring_marker(uint64_t seq, uint64_t time_ns, const char *label);
 
 struct ot_ring_stats {
     uint64_t kept, dropped, chunks_dropped, used_bytes;
+    uint64_t queued; /* blocks waiting for the compressor or being compressed */
 };
 
-void ot_ring_append(const struct trace_event *e); /* caller holds ot_lock */
 void ot_ring_serialize(struct ot_buf *b);      /* the EVENTS payload; caller holds ot_lock */
 void ot_ring_stats(struct ot_ring_stats *st);
 void ot_ring_reset(int forked);
+/* Tests: while on, the compressor thread takes no work, so that its queue fills and the allocating thread
+ * compresses inline. Caller holds ot_lock. */
+void ot_ring_pause(int on);
 #endif
