@@ -154,11 +154,11 @@ static long vmrss_kb(void)
     return kb;
 }
 
-/* The file the tracer just wrote: oomtrace-HOST-PID-SEQ-api.oomt in dir. */
+/* The file the tracer just wrote: oomtrace-HOST-PID-SEQ-dump.oomt in dir. */
 static int find_snapshot(unsigned seq, char *out, size_t cap)
 {
     char suffix[64];
-    snprintf(suffix, sizeof suffix, "-%d-%u-api.oomt", (int)getpid(), seq);
+    snprintf(suffix, sizeof suffix, "-%d-%u-dump.oomt", (int)getpid(), seq);
     DIR *d = opendir(dir);
     struct dirent *e;
     int found = -1;

@@ -22,7 +22,8 @@ extern "C" {
  * Cost: one event, no backtrace. */
 int oomtrace_mark(const char *label);
 
-/* Writes a snapshot now, into OOMTRACE_DIR, with trigger "api" and the given reason (may be NULL).
+/* Writes a snapshot now, into OOMTRACE_DIR, with trigger "api" (its file is named ...-N-dump.oomt) and the
+ * given reason (may be NULL).
  * Returns 0 when the file was written, -1 otherwise (one line on stderr says why). */
 int oomtrace_dump(const char *reason);
 

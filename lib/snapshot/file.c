@@ -25,6 +25,14 @@ int ot_dir_warned;
 static int warned_flush;
 static unsigned warned_create; /* a bit per trigger whose snapshot could not be created, said once */
 
+/* The word that ends a snapshot's file name, and the line saying it was written: the format's trigger name,
+ * but "dump" for the one the program asked for (oomtrace.dump / oomtrace_dump), which the user knows by the
+ * call's name, not the format's "api". */
+static const char *file_word(enum ot_trigger trigger)
+{
+    return trigger == OT_TRIGGER_API ? "dump" : ot_trigger_name(trigger);
+}
+
 /* The kind of snapshot in the user's words, for a line about it. */
 static const char *trigger_words(enum ot_trigger trigger)
 {
@@ -185,7 +193,7 @@ static int publish_snapshot(const char *tmp, char *path, size_t len, enum ot_tri
 {
     for (unsigned attempt = 0; attempt < 100; attempt++) {
         char tag[48];
-        snprintf(tag, sizeof tag, attempt ? "%u-%s.%u" : "%u-%s", seq, ot_trigger_name(trigger), attempt);
+        snprintf(tag, sizeof tag, attempt ? "%u-%s.%u" : "%u-%s", seq, file_word(trigger), attempt);
         snapshot_name(path, len, tag, rk);
         int rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
         if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) { /* a file system without it: link, unlink */
@@ -241,11 +249,11 @@ int ot_file_write(const struct trace_sections *secs, enum ot_trigger trigger, un
     if (flush)
         flush_name(path, OT_PATH_MAX, rk);
     else
-        snapshot_name(path, OT_PATH_MAX, ot_trigger_name(trigger), rk);
+        snapshot_name(path, OT_PATH_MAX, file_word(trigger), rk);
     tmp_name(tmp, sizeof tmp, path);
     int fd = -1;
     if (oom) {
-        ot_log("not enough memory to build a snapshot (trigger %s); none written", ot_trigger_name(trigger));
+        ot_log("not enough memory to build a snapshot (trigger %s); none written", file_word(trigger));
         return -1;
     }
     unlink(tmp); /* this run's own leftover from a write that failed */
@@ -306,7 +314,7 @@ int ot_file_write(const struct trace_sections *secs, enum ot_trigger trigger, un
         rc = 0;
         *written = (unsigned long long)st.st_size;
         if (!ot_opt.quiet)
-            ot_log("snapshot written: %s (%s)", path, ot_trigger_name(trigger));
+            ot_log("snapshot written: %s (%s)", path, file_word(trigger));
     }
     return rc;
 }

@@ -54,7 +54,7 @@ static void test_sixteen_threads(void **st)
     traced_run_capture(&r, (char *const[]){"build/tests/stress", (char *)ops, NULL},
                        (const char *const[]){"FAKECUDA_CAPACITY=64G", "OOMTRACE_SIGNAL=USR1", NULL});
     assert_int_equal(r.status, 0);
-    assert_int_equal(r.nsnaps, 2); /* 1-signal, 2-api (sorted by name) */
+    assert_int_equal(r.nsnaps, 2); /* 1-signal, 2-dump (sorted by name) */
     static struct pair peak[2048], live[2048];
     uint64_t peak_bytes, live_bytes;
     size_t npeak = truth(r.out, "peak", peak, 2048, &peak_bytes);

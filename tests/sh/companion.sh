@@ -53,7 +53,7 @@ for v in 9 10 11 12 13; do
     tested=$((tested + 1))
 
     same "$py" dump "$d/dump"
-    f=$(ls "$d/dump"/*-api.oomt 2>/dev/null) || fail "3.$v: no dump"
+    f=$(ls "$d/dump"/*-dump.oomt 2>/dev/null) || fail "3.$v: no dump"
     check "$f" 'd["version"] == [1, 3] and d["framework"]["records"][0]["kind"] == "INFO" and
         d["framework"]["records"][0]["framework"] == "cupy" and d["framework"]["records"][0]["reason"] == "api" and
         d["framework"]["records"][1]["stats"]["pool_used_bytes"] == 3 << 20' || fail "3.$v: dump's FRAMEWORK"
@@ -104,7 +104,7 @@ sys.exit(w != {"step": 5, "previous_step": 4, "previous_allocated_bytes": 3 << 2
 
     # Off: no companion, no FRAMEWORK section.
     same "$py" dump "$d/off" OOMTRACE_FRAMEWORKS=0
-    check "$(ls "$d/off"/*-api.oomt)" '"framework" not in d' || fail "3.$v: OOMTRACE_FRAMEWORKS=0 did not stop it"
+    check "$(ls "$d/off"/*-dump.oomt)" '"framework" not in d' || fail "3.$v: OOMTRACE_FRAMEWORKS=0 did not stop it"
 
     # A companion that fails to load, to start, or to collect: one line, the program unchanged.
     for how in load start collect; do

@@ -65,6 +65,7 @@ assert oomtrace.active(), "the library is not preloaded"
 assert oomtrace.mark("step 1 from the wheel")
 p = ctypes.c_uint64()
 assert cuda.cuMemAlloc_v2(ctypes.byref(p), 64 << 20) == 0
+assert oomtrace.dump("after warm-up")
 sys.exit(cuda.cuMemAlloc_v2(ctypes.byref(p), 4 << 30) == 2 and 7)  # out of memory: exit 7
 PY
 export LD_LIBRARY_PATH="$PWD/build/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1
@@ -72,8 +73,13 @@ export LD_LIBRARY_PATH="$PWD/build/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FA
 rc=$?
 [ "$rc" -eq 7 ] || fail "python -m oomtrace run: exit status $rc, want the program's 7: $(tail -5 "$work/run.out")"
 grep -q "step 1 from the wheel" "$work/run.out" || fail "the report lacks the marker from import oomtrace"
-grep -q "train.py:9" "$work/run.out" || fail "the report lacks the failing Python line"
+grep -q "train.py:10" "$work/run.out" || fail "the report lacks the failing Python line"
 ls "$work"/out/run-*/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "no out-of-memory snapshot in the run directory"
+# oomtrace.dump()'s snapshot is named and titled in the program's words, not the trigger's internal "api".
+dumped=$(ls "$work"/out/run-*/oomtrace-*-1-dump.oomt 2>/dev/null) || fail "no ...-1-dump.oomt: $(ls "$work"/out/run-*/)"
+build/oomtrace-read "$dumped" >"$work/dump.out" 2>&1 || fail "reading the dump: $(tail -1 "$work/dump.out")"
+head -1 "$work/dump.out" | grep -q "^oomtrace: snapshot requested by the program (oomtrace.dump / oomtrace_dump) in pid " &&
+    sed -n 2p "$work/dump.out" | grep -q "^  reason: after warm-up\$" || fail "the dump's title: $(head -2 "$work/dump.out")"
 
 # The reader, as the README names it, from the venv's PATH (not site-packages/oomtrace/bin/), and as
 # `oomtrace read` and `python -m oomtrace read`: the same report of the same run's directory.

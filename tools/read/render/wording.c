@@ -15,7 +15,7 @@ const char *ot_trigger_title(uint64_t trigger, bool shout)
         [OT_TRIGGER_OOM] = "CUDA out of memory",
         [OT_TRIGGER_EXIT] = "snapshot at process exit",
         [OT_TRIGGER_SIGNAL] = "snapshot on a signal",
-        [OT_TRIGGER_API] = "snapshot requested by oomtrace_dump()",
+        [OT_TRIGGER_API] = "snapshot requested by the program (oomtrace.dump / oomtrace_dump)",
         [OT_TRIGGER_FLUSH] = "periodic flush",
         [OT_TRIGGER_FRAMEWORK_OOM] = "out of memory in a framework's allocator (the fatal one)",
     };
