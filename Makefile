@@ -99,16 +99,20 @@ PYTHON_SITE ?= $(shell $(PYTHON) -c 'import sys, sysconfig; p = "$(PREFIX)".rstr
 	c = [d for d in sys.path if d.startswith(p + "/lib/") and d.endswith(("site-packages", "dist-packages"))]; \
 	print(c[0] if c else sysconfig.get_path("purelib", "posix_prefix", vars={"base": p, "platbase": p}))')
 PY_SRC := $(wildcard python/oomtrace/*.py)
+MAN_PAGES := docs/man/oomtrace.1 docs/man/oomtrace-read.1
+# The documents that --help and the manual pages name, installed where both say (share/doc/oomtrace).
+DOC_FILES := README.md docs/JSON.md docs/FORMATS.md docs/FORMAT.md
 install: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace-supervise
 	@[ -n "$(PYTHON_SITE)" ] || { echo "make install: $(PYTHON) did not say where its packages go; set PYTHON_SITE=" >&2; exit 2; }
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/lib/oomtrace $(DESTDIR)$(PREFIX)/include \
-		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PYTHON_SITE)/oomtrace/bin
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/doc/oomtrace $(DESTDIR)$(PYTHON_SITE)/oomtrace/bin
 	install -m 0755 $(B)/liboomtrace.so $(DESTDIR)$(PREFIX)/lib/liboomtrace.so
 	install -m 0755 $(B)/oomtrace-read $(DESTDIR)$(PREFIX)/bin/oomtrace-read
 	install -m 0755 tools/oomtrace $(DESTDIR)$(PREFIX)/bin/oomtrace
 	install -m 0755 $(B)/oomtrace-supervise $(DESTDIR)$(PREFIX)/lib/oomtrace/oomtrace-supervise
 	install -m 0644 include/oomtrace.h $(DESTDIR)$(PREFIX)/include/oomtrace.h
-	install -m 0644 docs/man/oomtrace.1 docs/man/oomtrace-read.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(DOC_FILES) $(DESTDIR)$(PREFIX)/share/doc/oomtrace/
 	install -m 0644 $(PY_SRC) $(DESTDIR)$(PYTHON_SITE)/oomtrace/
 	ln -sf $(PREFIX)/bin/oomtrace $(PREFIX)/bin/oomtrace-read $(PREFIX)/lib/liboomtrace.so \
 		$(DESTDIR)$(PYTHON_SITE)/oomtrace/bin/
@@ -117,10 +121,12 @@ install: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace-supervise
 		" (not on $(PYTHON)'"'"'s path: set PYTHONPATH=" + d + ", or pip install the wheel of make wheel)"))'
 
 # make wheel: build/oomtrace-VERSION-py3-none-linux_x86_64.whl, with the package, launcher, library and reader.
-wheel: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/oomtrace-supervise $(PY_SRC) tools/make_wheel.py
+wheel: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/oomtrace-supervise $(PY_SRC) tools/make_wheel.py \
+		$(MAN_PAGES) $(DOC_FILES)
 	@rm -f $(B)/oomtrace-*.whl
 	@$(PYTHON) tools/make_wheel.py --out $(B) --package python/oomtrace \
-		--bin $(B)/oomtrace --bin $(B)/oomtrace-read --bin $(B)/liboomtrace.so --bin $(B)/oomtrace-supervise
+		--bin $(B)/oomtrace --bin $(B)/oomtrace-read --bin $(B)/liboomtrace.so --bin $(B)/oomtrace-supervise \
+		$(MAN_PAGES:%=--data share/man/man1=%) $(DOC_FILES:%=--data share/doc/oomtrace=%)
 
 clean:
 	rm -rf $(B)

@@ -2,11 +2,14 @@
 """Writes the oomtrace wheel with the standard library only (no setuptools, no network): `make wheel`.
 
     tools/make_wheel.py --out build/ --package python/oomtrace \
-        --bin build/oomtrace --bin build/oomtrace-read --bin build/liboomtrace.so
+        --bin build/oomtrace --bin build/oomtrace-read --bin build/liboomtrace.so \
+        --data share/man/man1=docs/man/oomtrace.1 --data share/doc/oomtrace=docs/JSON.md
 
 The wheel holds the Python package, and the launcher, the library and the reader under oomtrace/bin/, with
 the dist-info files a wheel needs (PEP 427, PEP 376 RECORD, core metadata 2.1, entry_points.txt for the
-`oomtrace` and `oomtrace-read` console scripts). The binaries are built for this machine and load libunwind, zstd and libdw from
+`oomtrace` and `oomtrace-read` console scripts). The --data files go to the environment's prefix (the
+wheel's .data/data/ directory): the manual pages to share/man/man1, where `man oomtrace` finds them beside
+the environment's bin/ on PATH, and the documents the --help texts name to share/doc/oomtrace. The binaries are built for this machine and load libunwind, zstd and libdw from
 it, so the tag is this platform's (linux_x86_64), not manylinux: pip installs it here and on machines like it.
 """
 import argparse
@@ -48,6 +51,8 @@ def main():
     ap.add_argument("--out", required=True, help="directory for the .whl")
     ap.add_argument("--package", required=True, help="the Python package's directory (python/oomtrace)")
     ap.add_argument("--bin", action="append", default=[], help="a file for oomtrace/bin/ (repeatable)")
+    ap.add_argument("--data", action="append", default=[], metavar="DEST=FILE",
+                    help="FILE installed into the environment's DEST, e.g. share/man/man1 (repeatable)")
     a = ap.parse_args()
 
     version = version_of(a.package)
@@ -61,6 +66,12 @@ def main():
     for path in a.bin:
         with open(path, "rb") as f:
             files.append((f"{NAME}/bin/{os.path.basename(path)}", f.read(), True))
+    for spec in a.data:
+        dest, sep, path = spec.partition("=")
+        if not sep or not dest or dest.startswith("/") or ".." in dest.split("/"):
+            sys.exit(f"make_wheel: --data wants DEST=FILE with DEST relative to the prefix, got {spec!r}")
+        with open(path, "rb") as f:
+            files.append((f"{NAME}-{version}.data/data/{dest.strip('/')}/{os.path.basename(path)}", f.read(), False))
 
     metadata = (
         "Metadata-Version: 2.1\n"

@@ -174,7 +174,11 @@ static const char usage_text[] =
     "error (one line on stderr; in a directory: when any file could not be read, after the report of the\n"
     "others). A snapshot is read from a regular file, or from standard input as -; anything else (a\n"
     "FIFO, a device such as /dev/zero) is refused before it is read, as is input whose first 8 bytes\n"
-    "are not the snapshot magic.\n";
+    "are not the snapshot magic.\n"
+    "\n"
+    "The documents named here (docs/*.md in the source) are installed with the manual, man oomtrace-read,\n"
+    "by make install and by the wheel: PREFIX/share/doc/oomtrace/ (for the wheel, the environment's, e.g.\n"
+    "VENV/share/doc/oomtrace/JSON.md).\n";
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void die(const char *fmt, ...)

@@ -46,6 +46,21 @@ rc=$?
 [ "$rc" -eq 143 ] && grep -q "^oomtrace: SIGTERM passed on to sh" "$work/term.out" ||
     fail "SIGTERM to the wheel's oomtrace: status $rc: $(cat "$work/term.out")"
 
+# What --help sends the user to is installed: the manual pages into the venv's share/man (where man finds them
+# from the venv's bin/ on PATH), and every document the reader's --help and the manual name, with the README,
+# into its share/doc/oomtrace.
+for m in oomtrace oomtrace-read; do
+    [ -f "$work/venv/share/man/man1/$m.1" ] || fail "the wheel installed no $m(1) in the venv's share/man/man1"
+    if command -v man >/dev/null 2>&1; then
+        [ "$(PATH="$work/venv/bin:$PATH" MANPATH='' man -w "$m" 2>/dev/null)" = "$work/venv/share/man/man1/$m.1" ] ||
+            fail "man $m does not find the venv's page: $(PATH="$work/venv/bin:$PATH" man -w "$m" 2>&1)"
+    fi
+done
+for d in README.md $("$work/venv/bin/oomtrace-read" --help 2>&1 | cat - "$work/venv/share/man/man1/oomtrace-read.1" |
+    grep -o 'docs/[A-Z]*\.md' | sed 's|docs/||' | sort -u); do
+    [ -f "$work/venv/share/doc/oomtrace/$d" ] || fail "the wheel did not install $d, which --help or the manual names"
+done
+
 # import oomtrace outside the tracer: the calls are no-ops.
 "$py" -c 'import oomtrace; assert not oomtrace.active() and not oomtrace.mark("x") and not oomtrace.dump()' ||
     fail "import oomtrace in the venv"
