@@ -9,9 +9,8 @@
 __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
 uint64_t ot_start_ns;
 
-uint32_t ot_tid(void)
+uint32_t ot_tid_slow(void)
 {
-    if (OT_UNLIKELY(!ot_self.tid))
-        ot_self.tid = (uint32_t)syscall(SYS_gettid);
+    ot_self.tid = (uint32_t)syscall(SYS_gettid);
     return ot_self.tid;
 }

@@ -9,6 +9,11 @@ struct trace_thread {
     int in_loader; /* inside a walk of the loaded objects (capture/loader.c) */
 };
 extern __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
-uint32_t ot_tid(void);
+uint32_t ot_tid_slow(void);
+static inline uint32_t ot_tid(void) /* this thread's id, from gettid() once */
+{
+    uint32_t t = ot_self.tid;
+    return __builtin_expect(t != 0, 1) ? t : ot_tid_slow();
+}
 extern uint64_t ot_start_ns; /* CLOCK_MONOTONIC at start-up (set by runtime/init.c) */
 #endif

@@ -47,6 +47,32 @@ struct ot_rec *ot_live_find(struct ot_liveset *s, uint8_t ns, uint64_t key)
     }
 }
 
+/* One probe for an allocation: the record of (ns, key) when there is one (*found = 1), else the empty slot
+ * where it goes (*found = 0), with room made first; an allocation used to look the key up (a stale
+ * record) and then probe again to insert. NULL when there is no memory for the room (the key was still
+ * looked up: *found says whether it is there). */
+struct ot_rec *ot_live_probe(struct ot_liveset *s, uint8_t ns, uint64_t key, int *found)
+{
+    if (!s->slots || (s->count + 1) * 4 > (s->mask + 1) * 3) {
+        if (resize(s, s->slots ? (s->mask + 1) * 2 : 1024) != 0) {
+            struct ot_rec *r = ot_live_find(s, ns, key);
+            *found = r != NULL;
+            return r;
+        }
+    }
+    for (uint64_t i = slot_of(s, ns, key);; i = (i + 1) & s->mask) {
+        struct ot_rec *r = &s->slots[i];
+        if (!r->size) {
+            *found = 0;
+            return r;
+        }
+        if (r->key == key && r->ns == ns) {
+            *found = 1;
+            return r;
+        }
+    }
+}
+
 /* Inserts r (size must be nonzero); the caller has checked that the key is absent. */
 struct ot_rec *ot_live_put(struct ot_liveset *s, const struct ot_rec *r)
 {

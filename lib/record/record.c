@@ -28,7 +28,7 @@ static int capture(uint64_t *frames, unsigned *flags)
     return OT_STAGE_CALL(OT_ST_PYTHON, ot_python_merge(frames, n, OT_MAX_FRAMES, flags));
 }
 
-static void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t, const char *label)
+static inline __attribute__((always_inline)) void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t, const char *label)
 {
     OT_STAGE_EVENT(kind != OT_EV_FREE);
     OT_STAGE_BEGIN(ring_t0);
@@ -51,13 +51,12 @@ static void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t,
 /* Closes a live record: accounting, the peak's retained set, the FREE event. */
 static void close_rec(struct ot_rec *r, uint16_t api, uint32_t tid)
 {
-    struct ot_rec copy = *r;
-    ot_peak_on_free(ot_devslot(copy.device), &copy);
+    ot_peak_on_free(ot_devslot(r->device), r);
+    /* What the FREE event says, before the delete moves records (emit is inlined: no record is copied). */
+    const struct ot_rec ev = {.key = r->key, .size = r->size, .device = r->device, .cat = r->cat, .api = api,
+                              .tid = tid};
     ot_live_del(&S.live, r);
-    uint64_t seq = ++S.seq;
-    copy.api = api;
-    copy.tid = tid;
-    emit(OT_EV_FREE, &copy, seq, ot_now_ns(), NULL);
+    emit(OT_EV_FREE, &ev, ++S.seq, ot_now_ns(), NULL);
 }
 
 /* When an allocation set a new peak, keep copies of the markers before it. Copied only when markers came
@@ -86,9 +85,12 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     ot_lock_take();
     OT_STAGE_END(OT_ST_LOCK, tl);
     OT_STAGE_BEGIN(tr);
-    struct ot_rec *stale = ot_live_find(&S.live, a->ns, a->key);
-    if (stale) /* the driver reused a key we still hold: its free went through a door we do not see */
-        close_rec(stale, OT_API_NONE, tid);
+    int found;
+    struct ot_rec *at = ot_live_probe(&S.live, a->ns, a->key, &found);
+    if (OT_UNLIKELY(found)) { /* the driver reused a key we still hold: its free went through a door we do not see */
+        close_rec(at, OT_API_NONE, tid);
+        at = ot_live_probe(&S.live, a->ns, a->key, &found); /* the close moved records */
+    }
     struct ot_rec r = {
         .key = a->key, .size = a->size, .seq = ++S.seq, .time_ns = ot_now_ns(),
         .stack = OT_STAGE_CALL(OT_ST_INTERN, ot_stack_intern(frames, n, sflags)), .tid = tid,
@@ -96,7 +98,8 @@ void ot_record_alloc(const struct ot_alloc_req *a)
         .cat = a->cat, .ns = a->ns, .api = a->api, .flags = a->flags,
         .refs = a->ns == OT_NS_VMM ? 1 : 0,
     };
-    if (ot_live_put(&S.live, &r)) {
+    if (OT_LIKELY(at != NULL)) {
+        ot_live_fill(&S.live, at, &r);
         ot_devslot(a->device)->seen = 1;
         ot_peak_on_alloc(ot_devslot(a->device), &r);
         pin_peak_markers(a->device, r.seq);

@@ -17,7 +17,7 @@
 
 OT_EXPORT int oomtrace_mark(const char *label)
 {
-    if (!label || ot_self.busy || !ot_ready())
+    if (!label || ot_self.busy || !ot_ready_fast())
         return -1;
     int err = errno;
     ot_self.busy = 1;
@@ -29,14 +29,14 @@ OT_EXPORT int oomtrace_mark(const char *label)
 
 OT_EXPORT int oomtrace_dump(const char *reason)
 {
-    if (ot_self.busy || !ot_ready())
+    if (ot_self.busy || !ot_ready_fast())
         return -1;
     return ot_snapshot_trigger(OT_TRIGGER_API, reason ? reason : "oomtrace_dump");
 }
 
 OT_EXPORT int oomtrace_framework_state(const void *payload, size_t len)
 {
-    if (ot_self.busy || !ot_ready())
+    if (ot_self.busy || !ot_ready_fast())
         return -1;
     int err = errno;
     int rc = ot_framework_keep(payload, len);
@@ -47,7 +47,7 @@ OT_EXPORT int oomtrace_framework_state(const void *payload, size_t len)
 OT_EXPORT int oomtrace_framework_oom(const char *framework, unsigned long long request_bytes, int device,
                                      const void *payload, size_t len)
 {
-    if (ot_self.busy || !ot_ready())
+    if (ot_self.busy || !ot_ready_fast())
         return -1;
     int err = errno;
     if (payload && len)

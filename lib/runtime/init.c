@@ -287,6 +287,7 @@ static void atfork_child(void)
 {
     ot_self.tid = 0;
     ot_clock_forked();
+    __atomic_store_n(&ot_ready_now, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&threads_pid, 0, __ATOMIC_RELEASE); /* restarted on the child's next tracer call */
     pthread_mutex_init(&flush_mu, NULL);
     ot_record_reset(1);
@@ -320,6 +321,8 @@ static void init_once(void)
     ot_self.busy = was_busy;
 }
 
+int ot_ready_now;
+
 int ot_ready(void)
 {
     int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
@@ -329,6 +332,10 @@ int ot_ready(void)
     }
     if (OT_UNLIKELY(s == ST_READY && __atomic_load_n(&threads_pid, __ATOMIC_ACQUIRE) == 0 && __atomic_load_n(&helpers_on, __ATOMIC_ACQUIRE)))
         start_threads(); /* a forked child: threads do not survive fork */
+    /* From here on the only work left is the forked child's start_threads, and atfork_child clears the
+     * flag for it (the first allocation starts the threads itself, in install_handlers). */
+    if (s == ST_READY)
+        __atomic_store_n(&ot_ready_now, 1, __ATOMIC_RELEASE);
     return s == ST_READY;
 }
 

@@ -438,6 +438,44 @@ static void test_ring_keeps_events_exactly(void **state)
     }
 }
 
+/* A key the driver hands out again while the tracer still holds it (its free went through a door the
+ * tracer does not see): the old record is closed by a FREE with no API, then the new one is live, found
+ * and inserted by one probe of the live set; the device's bytes count the new one only. */
+static void test_reused_key_closes_the_old_record(void **state)
+{
+    (void)state;
+    reset();
+    struct ot_alloc_req a = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x7f0000001000ull, 100};
+    ot_record_alloc(&a);
+    for (int i = 0; i < 3000; i++) { /* neighbours, so that the close moves records the insert must not lose */
+        struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x7e0000000000ull + i * 512ull, 1};
+        ot_record_alloc(&q);
+    }
+    a.size = 200;
+    ot_record_alloc(&a);
+    ot_lock_take();
+    const struct ot_rec *r = ot_live_find(&ot_state.live, OT_NS_DEVPTR, a.key);
+    assert_non_null(r);
+    assert_int_equal(r->size, 200);
+    assert_int_equal(ot_state.live.count, 3001);
+    assert_int_equal(ot_state.dev[0].cur, 3000 + 200);
+    assert_int_equal(ot_state.seq, 3003);
+    struct ot_buf b = {0};
+    ot_ring_serialize(&b);
+    ot_lock_give();
+    static struct dec_event got[3004];
+    size_t n = decode_events(&b, got, 3004);
+    ot_buf_free(&b);
+    assert_int_equal(n, 3003);
+    assert_int_equal(got[3001].kind, OT_EV_FREE);
+    assert_int_equal(got[3001].api, OT_API_NONE);
+    assert_int_equal(got[3001].size, 100);
+    assert_int_equal(got[3002].kind, OT_EV_ALLOC);
+    assert_int_equal(got[3002].size, 200);
+    for (int i = 0; i < 3000; i++)
+        assert_non_null(ot_live_find(&ot_state.live, OT_NS_DEVPTR, 0x7e0000000000ull + i * 512ull));
+}
+
 /* The markers before a peak outlive the marker ring: a long run after the peak does not push them out. */
 static void test_markers_before_peak_are_kept(void **state)
 {
@@ -635,6 +673,7 @@ int main(void)
         cmocka_unit_test(test_host_pinned_is_not_device_memory),
         cmocka_unit_test(test_ring_counts_dropped_chunks),
         cmocka_unit_test(test_ring_keeps_events_exactly),
+        cmocka_unit_test(test_reused_key_closes_the_old_record),
         cmocka_unit_test(test_markers_before_peak_are_kept),
         cmocka_unit_test(test_options_fall_back_on_bad_values),
         cmocka_unit_test(test_clock_from_tsc_follows_monotonic),
