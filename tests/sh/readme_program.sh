@@ -45,4 +45,18 @@ C
 cc -I/usr/local/cuda/include "$work/ctx.c" -L"$root/build/fake" -lcuda -o "$work/ctx" >"$work/ctx.out" 2>&1 ||
     fail "cuCtxCreate(&ctx, NULL, 0, dev) does not compile: $(grep -m2 error "$work/ctx.out")"
 LD_LIBRARY_PATH="$root/build/fake" "$work/ctx" || fail "cuCtxCreate(&ctx, NULL, 0, dev) on the stand-in: status $?"
+# The README's Python way onto the stand-in (ctypes, import oomtrace), run from the source tree as written: the
+# report shows the program's markers and Python lines.
+python3 - README.md "$work" <<'PY' || fail "no shell line running tests/demo/train_sim.py in README.md"
+import re, sys
+s = open(sys.argv[1], encoding="utf-8").read()
+part = s[s.index("**Without a GPU**"):]
+sh = next(b for b in re.findall(r"```sh\n(.*?)```", part, re.S) if "tests/demo/train_sim.py" in b)
+open(sys.argv[2] + "/python.sh", "w").write(sh)
+PY
+OOMTRACE_DIR=$work/py OOMTRACE_QUIET=1 sh -e "$work/python.sh" >"$work/py.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "train_sim.py as the README runs it: status $rc, want its 1 (out of memory): $(tail -3 "$work/py.out")"
+grep -q 'marker "step 5 seq_len=16384"' "$work/py.out" && grep -q "train_sim.py:[0-9]* in device_alloc" "$work/py.out" ||
+    fail "train_sim.py's report lacks its markers or Python lines: $(head -5 "$work/py.out")"
 echo "readme_program: ok"
