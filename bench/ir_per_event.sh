@@ -23,6 +23,7 @@ done
 python3 - "$out/ann.1" "$out/ann.2" "$N" <<'PY'
 import re, sys
 FUNCS = ["ot_record_alloc", "capture", "ot_backtrace", "ot_native_walk", "ot_python_merge", "merge", "ot_py_walk",
+         "ot_py_walk_gather", "ot_py_walk_ids", "mkey_hash", "mkey_same",
          "ot_py_borrow", "merge_into", "ot_py_frame_id", "ot_stack_intern", "ot_ring_append", "ot_record_free",
          "ot_now_ns", "ot_after_alloc"]
 def read(p):

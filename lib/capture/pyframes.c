@@ -3,6 +3,7 @@
  * capture/pyframes.h. */
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "oomtrace_format.h"
 #include "capture/pyframes.h"
@@ -62,6 +63,52 @@ static int merge_into(uint64_t *frames, const uint64_t *native, int n, int max, 
     return out;
 }
 
+/* ---- the merged stacks by place (struct mcache) ---- */
+
+/* All a merged stack is made of: the native frames, and the chain's code, instruction, qualname (as the
+ * interned ids are keyed: pyintern.c) and run ends. */
+static uint64_t mkey_hash(const uint64_t *native, int n, const struct chain *c, const void *const *names)
+{
+    const uint64_t k = 0xff51afd7ed558ccdull;
+    uint64_t a = (uint64_t)n << 32 ^ (uint64_t)c->n, b = 0x9E3779B97F4A7C15ull;
+    int i = 0;
+    for (; i + 2 <= n; i += 2) {
+        a = (a ^ native[i]) * k;
+        b = (b ^ native[i + 1]) * k;
+    }
+    if (i < n)
+        a = (a ^ native[i]) * k;
+    for (i = 0; i < c->n; i++) {
+        a = (a ^ (uint64_t)(uintptr_t)c->code[i]) * k;
+        b = (b ^ (uint64_t)(uintptr_t)c->instr[i] ^ (uint64_t)(uintptr_t)names[i] << 1 ^ c->entry[i]) * k;
+    }
+    uint64_t h = (a ^ (b >> 29)) * k;
+    return h ^ (h >> 32);
+}
+
+static int mkey_same(const struct mentry *e, uint64_t h, const uint64_t *native, int n, int max, const struct chain *c,
+                     const void *const *names)
+{
+    size_t np = (size_t)c->n;
+    return e->h == h && e->n == n && e->np == c->n && e->max == max &&
+           memcmp(e->native, native, (size_t)n * sizeof *native) == 0 &&
+           memcmp(e->code, c->code, np * sizeof c->code[0]) == 0 && memcmp(e->instr, c->instr, np * sizeof c->instr[0]) == 0 &&
+           memcmp(e->name, names, np * sizeof names[0]) == 0 && memcmp(e->entry, c->entry, np) == 0;
+}
+
+/* The merged stack's last copy (struct merged), kept for the thread's next allocation from here. */
+static void keep_merged(struct merged *m, const uint64_t *native, int n, int max, const uint64_t *frames, int out,
+                        unsigned added)
+{
+    memcpy(m->native, native, (size_t)n * sizeof *native);
+    memcpy(m->frames, frames, (size_t)out * sizeof *frames);
+    m->n = n;
+    m->max = max;
+    m->out = out;
+    m->flags = added;
+    m->valid = 1;
+}
+
 /* Apart from ot_python_merge, so that a program without Python never reserves its stack buffers (threads
  * with 16 KiB stacks allocate too).
  *
@@ -73,8 +120,10 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
 {
     struct chain c;
     const struct chain *got;
-    int same;
-    int np = OT_STAGE_CALL(OT_ST_PYWALK, ot_py_walk(&c, &got, &same));
+    int same, fast;
+    int np = OT_STAGE_CALL(OT_ST_PYWALK, ot_py_walk_gather(&c, &got, &same, &fast));
+    if (np < 0) /* refused by a check: said, and off, there */
+        np = ot_py_walk_ids(&c, np, fast);
     if (np == 0) {
         if (__atomic_load_n(&ot_py_state, __ATOMIC_ACQUIRE) != PY_ON)
             return n;
@@ -90,6 +139,8 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     }
     struct py_thread *t = ot_py_tls;
     if (t == NULL || t == PY_THREAD_NONE) { /* no thread cache (ot_py_walk found none to be had) */
+        if (!same && (np = ot_py_walk_ids(&c, np, fast)) == 0)
+            return n;
         uint64_t native[OT_MAX_FRAMES];
         memcpy(native, frames, (size_t)n * sizeof *frames);
         return merge_into(frames, native, n, max, got, flags);
@@ -102,16 +153,63 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         return m->out;
     }
     OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
+    /* The merged stacks by place: keyed by all they were made of, so a hit is the stack a merge would
+     * make, and the chain's ids come with it (no interning). Only with the layout validated (plain loads
+     * of each code object's qualname) and within the entries' bounds. */
+    struct mcache *mc = t->mc;
+    const void *names[MPY];
+    struct mentry *e = NULL;
+    uint64_t h = 0;
+    if (fast && n <= MNATIVE && np <= MPY && mc != MAP_FAILED) {
+        const unsigned o_name = ot_py.L->co_qualname;
+        for (int i = 0; i < np; i++)
+            names[i] = *(const void *const *)((const char *)got->code[i] + o_name);
+        h = mkey_hash(frames, n, got, names);
+        if (mc) {
+            struct mentry *set = mc->e[h & (MSETS - 1)];
+            for (int w = 0; w < 2; w++)
+                if (mkey_same(&set[w], h, frames, n, max, got, names)) {
+                    OT_STAGE_CACHE(OT_C_PY_PLACES, 1);
+                    if (!same)
+                        ot_py_walk_keep(&c, set[w].id);
+                    mc->older[h & (MSETS - 1)] = (uint8_t)!w;
+                    keep_merged(m, frames, n, max, set[w].frames, set[w].out, set[w].flags);
+                    memcpy(frames, set[w].frames, (size_t)set[w].out * sizeof *frames);
+                    *flags |= set[w].flags;
+                    return set[w].out;
+                }
+        }
+        OT_STAGE_CACHE(OT_C_PY_PLACES, 0);
+        if (!mc)
+            t->mc = mc = mmap(NULL, sizeof *mc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mc != MAP_FAILED)
+            e = &mc->e[h & (MSETS - 1)][mc->older[h & (MSETS - 1)]];
+    }
+    if (!same && (np = ot_py_walk_ids(&c, np, fast)) == 0)
+        return n;
+    if (!same)
+        got = &c;
     memcpy(m->native, frames, (size_t)n * sizeof *frames);
     unsigned added = 0;
     int out = merge_into(frames, m->native, n, max, got, &added);
-    memcpy(m->frames, frames, (size_t)out * sizeof *frames);
-    m->n = n;
-    m->max = max;
-    m->out = out;
-    m->flags = added;
-    m->valid = 1;
+    keep_merged(m, m->native, n, max, frames, out, added);
     *flags |= added;
+    if (e && out <= MNATIVE + MPY) {
+        e->h = h;
+        e->n = (uint16_t)n;
+        e->np = (uint16_t)np;
+        e->out = (uint16_t)out;
+        e->max = (uint16_t)max;
+        e->flags = added;
+        memcpy(e->native, m->native, (size_t)n * sizeof *frames);
+        memcpy(e->code, got->code, (size_t)np * sizeof got->code[0]);
+        memcpy(e->instr, got->instr, (size_t)np * sizeof got->instr[0]);
+        memcpy(e->name, names, (size_t)np * sizeof names[0]);
+        memcpy(e->entry, got->entry, (size_t)np);
+        memcpy(e->id, got->id, (size_t)np * sizeof got->id[0]);
+        memcpy(e->frames, frames, (size_t)out * sizeof *frames);
+        mc->older[h & (MSETS - 1)] ^= 1;
+    }
     return out;
 }
 

@@ -130,11 +130,35 @@ struct merged {
     uint64_t frames[OT_MAX_FRAMES];
 };
 
+/* The thread's merged stacks by place (pyframes.c): a training step allocates from a hundred places in
+ * turn, so the last merged stack (struct merged) rarely is the one; each entry is keyed by all it was made
+ * of, the native frames and the chain's (code, instruction, qualname, entry) of every frame, and holds the
+ * chain's ids and the merged stack. Mapped at the thread's first miss, MSETS sets of 2. */
+#define MSETS 128
+#define MNATIVE 96
+#define MPY 64
+struct mentry {
+    uint64_t h;
+    uint16_t n, np, out, max;
+    unsigned flags;
+    uint64_t native[MNATIVE];
+    const void *code[MPY], *name[MPY];
+    const char *instr[MPY];
+    uint8_t entry[MPY];
+    uint32_t id[MPY];
+    uint64_t frames[MNATIVE + MPY];
+};
+struct mcache {
+    struct mentry e[MSETS][2];
+    uint8_t older[MSETS]; /* the way to replace next */
+};
+
 struct py_thread {
     struct cache_entry cache[CACHE];
     struct chain last;
     struct lent lent; /* a native thread's last borrow (borrow_again) */
     struct merged merged;
+    struct mcache *mc; /* NULL until the first miss; MAP_FAILED: none to be had */
 };
 #define PY_THREAD_NONE ((struct py_thread *)1) /* none to be had (exited, or mmap failed): walks go uncached */
 extern __thread struct py_thread *ot_py_tls __attribute__((tls_model("initial-exec")));
@@ -148,6 +172,13 @@ unsigned ot_py_frame_need(void);
  * returns its length, 0 when it has no Python frame (or the check failed). *same: the chain is the one
  * the thread's previous walk found (the thread's last). */
 int ot_py_walk(struct chain *c, const struct chain **got, int *same);
+/* ot_py_walk in two halves, so that a chain found in the merged-stack cache (pyframes.c) is not interned
+ * again: the chain gathered (its ids only when *same), 0 when none, -1 when a check refused it, *fast when
+ * the layout was validated; then its ids and the thread's last chain (ot_py_walk_ids: n, or 0 when a check
+ * failed), or, with ids known, the thread's last chain alone (ot_py_walk_keep). */
+int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int *fast);
+int ot_py_walk_ids(struct chain *c, int n, int fast);
+void ot_py_walk_keep(struct chain *c, const uint32_t *ids);
 
 /* ---- pyborrow.c ---- */
 /* Fills c with a waiting Python thread's chain (ids interned); returns its length, 0 when no thread

@@ -44,6 +44,9 @@ static pthread_once_t py_key_once = PTHREAD_ONCE_INIT;
 static void py_thread_free(void *p)
 {
     ot_py_tls = PY_THREAD_NONE;
+    struct mcache *mc = ((struct py_thread *)p)->mc;
+    if (mc && mc != MAP_FAILED)
+        munmap(mc, sizeof *mc);
     munmap(p, sizeof(struct py_thread));
 }
 
@@ -211,10 +214,36 @@ unsigned ot_py_frame_need(void)
     return need;
 }
 
+/* A chain kept as the thread's last: only its n frames (the whole struct is ~3 KB). */
+static void keep_last(struct chain *last, const struct chain *c)
+{
+    size_t n = (size_t)c->n;
+    last->n = c->n;
+    memcpy(last->code, c->code, n * sizeof c->code[0]);
+    memcpy(last->instr, c->instr, n * sizeof c->instr[0]);
+    memcpy(last->entry, c->entry, n);
+    memcpy(last->id, c->id, n * sizeof c->id[0]);
+}
+
+void ot_py_walk_keep(struct chain *c, const uint32_t *ids)
+{
+    memcpy(c->id, ids, (size_t)c->n * sizeof c->id[0]);
+    struct py_thread *t = ot_py_tls;
+    if (t && t != PY_THREAD_NONE && c->n)
+        keep_last(&t->last, c);
+}
+
 int ot_py_walk(struct chain *c, const struct chain **got, int *same)
+{
+    int fast, n = ot_py_walk_gather(c, got, same, &fast);
+    return n && !*same ? ot_py_walk_ids(c, n, fast) : n;
+}
+
+int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int *fast_out)
 {
     *got = c;
     *same = 0;
+    *fast_out = 0;
     const struct layout *L = ot_py.L;
     if (!ot_py.is_initialized())
         return 0;
@@ -224,6 +253,7 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same)
     void *cf = rd_ptr(ts, L->ts_cframe);
     void *frame = L->ts_direct ? cf : cf ? rd_ptr(cf, L->cframe_current) : NULL;
     int fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE);
+    *fast_out = fast;
     struct py_thread *t = ot_py_thread_get();
     struct chain *last = t ? &t->last : NULL;
     /* Only a thread with Python frames can be a lender that moved: a thread state without a frame (autograd's
@@ -250,6 +280,15 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same)
         *same = n > 0;
         return n;
     }
+    return bad ? -1 : n;
+}
+
+int ot_py_walk_ids(struct chain *c, int n, int fast)
+{
+    const struct layout *L = ot_py.L;
+    struct py_thread *t = ot_py_thread_get();
+    struct chain *last = t ? &t->last : NULL;
+    int bad = n < 0;
     for (int i = 0; i < n && !bad; i++) {
         uint64_t lasti = ot_py_instr_index(c, i);
         c->id[i] = ot_py_frame_id(t ? t->cache : NULL, c->code[i], lasti, rd_ptr(c->code[i], L->co_qualname));
@@ -267,6 +306,6 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same)
     if (n && !fast)
         __atomic_store_n(&validated, 1, __ATOMIC_RELEASE);
     if (n && last)
-        memcpy(last, c, sizeof *last);
+        keep_last(last, c);
     return n;
 }

@@ -40,6 +40,7 @@ enum ot_cache {
     OT_C_WALK_STEP,     /* a step replayed (hit) or walked by its rule (miss), in walks not replayed whole */
     OT_C_PY_SAME,       /* the chain is the thread's last one */
     OT_C_PY_MERGED,     /* the merged stack is the thread's last one */
+    OT_C_PY_PLACES,     /* else: one of the thread's merged stacks by place */
     OT_C_STACK_LAST,    /* the stack is the one the thread interned last */
     OT_C_BORROW_QUICK,  /* a borrow that read nothing */
     OT_C_N

@@ -391,6 +391,49 @@ static void test_python_stack_cache(void **st)
     each_python("test_python_stack_cache", check_stack_cache);
 }
 
+/* tests/py/places.py: 12 places in a fixed rotation, differing in the innermost line, an outer line or
+ * the native frames only: each allocation keeps its own place's stack though the thread's merged stacks
+ * by place give most of them back without a merge (pyframes.c, struct mcache). */
+static void check_places(const char *interp)
+{
+    const char *py = "tests/py/places.py";
+    static const char *const line_marks[] = {"l10", "l11", "l12", "l13", "l14", "l15"};
+    static const char *const caller_marks[] = {"c16", "c17", "c18", "c19"};
+    struct traced_run r;
+    struct loaded l;
+    run_with_native_lib(interp, py, &r, &l);
+    const struct ot_snapshot *s = &l.s;
+    int seen[22] = {0};
+    for (size_t i = 0; i < s->nlive; i++) {
+        const struct ot_record *rec = &s->live[i];
+        uint64_t id = rec->stack_id, mib = rec->size / MiB;
+        if (rec->size % MiB || mib < 10 || mib > 21)
+            continue;
+        if (mib <= 15) {
+            assert_int_equal(stack_python_line(&l, id, "lines", "places.py"), marker_line(py, line_marks[mib - 10]));
+        } else if (mib <= 19) {
+            assert_int_equal(stack_python_line(&l, id, "inner", "places.py"), marker_line(py, "inner"));
+            assert_int_equal(stack_python_line(&l, id, "callers", "places.py"), marker_line(py, caller_marks[mib - 16]));
+        } else {
+            assert_int_equal(stack_python_line(&l, id, "natives", "places.py"), marker_line(py, "via"));
+            assert_true(stack_has_function(&l, id, mib == 20 ? "via_left" : "via_right"));
+            assert_false(stack_has_function(&l, id, mib == 20 ? "via_right" : "via_left"));
+        }
+        seen[mib]++;
+    }
+    for (int k = 10; k <= 21; k++)
+        assert_int_equal(seen[k], 4);
+    unload_snapshot(&l);
+    traced_cleanup(&r);
+}
+
+static void test_python_places(void **st)
+{
+    (void)st;
+    check_places("python3");
+    each_python("test_python_places", check_places);
+}
+
 /* Four threads allocate through ctypes while the main thread runs the scenario: no deadlock, and the
  * main thread's Python frames are still exact. */
 static void test_python_threads_no_deadlock(void **st)
@@ -413,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_python_borrowed),
         cmocka_unit_test(test_python_stack_cache),
         cmocka_unit_test(test_python_borrow_again),
+        cmocka_unit_test(test_python_places),
     };
     return cmocka_run_group_tests_name("doors", tests, NULL, NULL);
 }

@@ -1,0 +1,70 @@
+"""Allocations from many places in turn, as a training step makes them, which the thread's merged stacks
+by place (lib/capture/pyframes.c, struct mcache) must each give back as their own: 12 places in a fixed
+rotation, 4 rounds, every allocation live, each place its own size (MiB):
+  10-15  six lines of one function (the innermost Python frame's line differs);
+  16-19  one inner function called from four lines of its caller (an outer frame's line differs);
+  20-21  one line reaching the driver through via_left or via_right (only the native frames differ).
+Ends with a snapshot (oomtrace_dump)."""
+import ctypes
+import sys
+
+MiB = 1 << 20
+cuda = ctypes.CDLL("libcuda.so.1")
+alloc = cuda.cuMemAlloc_v2
+alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+lib = ctypes.CDLL(sys.argv[1])
+lib.ot_native_alloc_via.argtypes = [ctypes.c_int, ctypes.c_size_t]
+
+
+def lines(k):
+    p = ctypes.c_uint64()
+    if k == 0:
+        assert alloc(ctypes.byref(p), 10 * MiB) == 0  # LINE:l10
+    elif k == 1:
+        assert alloc(ctypes.byref(p), 11 * MiB) == 0  # LINE:l11
+    elif k == 2:
+        assert alloc(ctypes.byref(p), 12 * MiB) == 0  # LINE:l12
+    elif k == 3:
+        assert alloc(ctypes.byref(p), 13 * MiB) == 0  # LINE:l13
+    elif k == 4:
+        assert alloc(ctypes.byref(p), 14 * MiB) == 0  # LINE:l14
+    else:
+        assert alloc(ctypes.byref(p), 15 * MiB) == 0  # LINE:l15
+
+
+def inner(size):
+    p = ctypes.c_uint64()
+    assert alloc(ctypes.byref(p), size) == 0  # LINE:inner
+
+
+def callers(k):
+    if k == 0:
+        inner(16 * MiB)  # LINE:c16
+    elif k == 1:
+        inner(17 * MiB)  # LINE:c17
+    elif k == 2:
+        inner(18 * MiB)  # LINE:c18
+    else:
+        inner(19 * MiB)  # LINE:c19
+
+
+def natives(right):
+    assert lib.ot_native_alloc_via(right, (20 + right) * MiB) == 0  # LINE:via
+
+
+def main():
+    assert cuda.cuInit(0) == 0
+    for _ in range(4):
+        for k in range(12):
+            if k < 6:
+                lines(k)
+            elif k < 10:
+                callers(k - 6)
+            else:
+                natives(k - 10)
+    dump = getattr(ctypes.CDLL(None), "oomtrace_dump", None)
+    assert dump is not None and dump(b"places") == 0
+
+
+if __name__ == "__main__":
+    main()
