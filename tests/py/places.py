@@ -6,14 +6,11 @@ rotation, 4 rounds, every allocation live, each place its own size (MiB):
   20-21  one line reaching the driver through via_left or via_right (only the native frames differ).
 Ends with a snapshot (oomtrace_dump)."""
 import ctypes
+import os
 import sys
 
-MiB = 1 << 20
-cuda = ctypes.CDLL("libcuda.so.1")
-alloc = cuda.cuMemAlloc_v2
-alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
-lib = ctypes.CDLL(sys.argv[1])
-lib.ot_native_alloc_via.argtypes = [ctypes.c_int, ctypes.c_size_t]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stack_cache import MiB, alloc, cuda, lib  # noqa: E402  (the same driver, library and argument types)
 
 
 def lines(k):
