@@ -51,4 +51,21 @@ hasnt "$T/c.html" "tensors' roles" "a C program's HTML breakdown"
 "$READER" --format json "$C" | grep -q '"framework_on_stacks": false' || fail "JSON framework_on_stacks"
 n=$((n + 1))
 
+# A crash's flush says what it is in the user's words, not by the file header's flag (#15).
+traced "$T/k" OOMTRACE_DUMP=crash "$WORK" crash
+K=$(ls "$T"/k/*-flush.oomt)
+for fmt in text markdown html; do
+    "$READER" --format $fmt "$K" >"$T/k.$fmt" || fail "$fmt of the crash flush"
+    hasnt "$T/k.$fmt" "COMPLETE" "the crash flush's $fmt report"
+    hasnt "$T/k.$fmt" "periodic flush" "the crash flush's $fmt report"
+    has "$T/k.$fmt" "the process did not finish, so this is its last flush" "the crash flush's $fmt report"
+done
+has "$T/k.text" "oomtrace: state at the crash of pid " "the crash flush's title"
+head -1 "$T/k.text" | grep -q "(Segmentation fault; the process did not finish" || fail "the crash flush's title names the signal: $(head -1 "$T/k.text")"
+"$SNAPGEN" --trigger flush --incomplete --events 100 -o "$T/flush.oomt" || fail snapgen
+"$READER" "$T/flush.oomt" >"$T/flush.txt" || fail "read a periodic flush"
+hasnt "$T/flush.txt" "COMPLETE" "a periodic flush"
+has "$T/flush.txt" "the process did not finish and wrote no last flush" "a periodic flush"
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

@@ -114,7 +114,7 @@ static void header(struct hx *h)
 {
     FILE *f = h->f;
     const struct ot_meta *m = &h->s->meta;
-    const char *w = ot_trigger_title(m->trigger, false);
+    const char *w = ot_snapshot_title(h->s, false);
     if (!w)
         w = "snapshot (unknown trigger)";
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

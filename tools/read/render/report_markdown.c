@@ -29,7 +29,7 @@ static void title(struct md *m)
 {
     const struct ot_meta *mt = &m->s->meta;
     FILE *f = m->f;
-    const char *what = ot_trigger_title(mt->trigger, false);
+    const char *what = ot_snapshot_title(m->s, false);
     if (what)
         fprintf(f, "## oomtrace: %s\n\n", what);
     else

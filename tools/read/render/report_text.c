@@ -93,12 +93,14 @@ static void header(struct tx *t)
     const struct ot_snapshot *s = t->s;
     const struct ot_meta *m = &s->meta;
     FILE *o = t->f;
-    const char *what = ot_trigger_title(m->trigger, true);
+    const char *what = ot_snapshot_title(s, true);
+    bool by_crash;
+    const char *unfinished = ot_unfinished_words(s, &by_crash);
     if (what)
         fprintf(o, "oomtrace: %s", what);
     else
         fprintf(o, "oomtrace: snapshot with unknown trigger %" PRIu64, m->trigger);
-    fprintf(o, " in pid %" PRIu64 " on ", m->pid);
+    fprintf(o, " %s pid %" PRIu64 " on ", m->trigger == OT_TRIGGER_FLUSH ? "of" : "in", m->pid);
     put(t, m->host.n ? m->host : ot_cstr("unknown host"));
     if (m->rank >= 0) {
         fprintf(o, ", rank %" PRId64, m->rank);
@@ -111,10 +113,16 @@ static void header(struct tx *t)
         }
     }
     /* A crash-surviving flush is the only record of a process that died: say so where it is seen. */
-    if (!(s->file_flags & OT_FILE_COMPLETE))
-        fputs("; process did not finish (the snapshot lacks its COMPLETE flag)", o);
+    if (unfinished) {
+        fputs(" (", o);
+        if (by_crash) {
+            put(t, m->reason);
+            fputs("; ", o);
+        }
+        fprintf(o, "%s)", unfinished);
+    }
     fputc('\n', o);
-    if (m->reason.n) {
+    if (m->reason.n && !by_crash && m->trigger != OT_TRIGGER_FLUSH) {
         fputs("  reason: ", o);
         put(t, m->reason);
         fputc('\n', o);

@@ -28,6 +28,36 @@ const char *ot_trigger_title(uint64_t trigger, bool shout)
     return what[trigger];
 }
 
+/* The flusher writes "periodic" as the reason of a timed flush and the signal's name for the last one a
+ * crash asks for (lib/runtime/init.c). */
+static bool flushed_by_crash(const struct ot_snapshot *s)
+{
+    const struct ot_str r = s->meta.reason;
+    return s->meta.trigger == OT_TRIGGER_FLUSH && r.n && !ot_str_eq(r, "periodic");
+}
+
+const char *ot_snapshot_title(const struct ot_snapshot *s, bool shout)
+{
+    if (s->meta.trigger == OT_TRIGGER_FLUSH)
+        return flushed_by_crash(s) ? "state at the crash" : "last flush";
+    return ot_trigger_title(s->meta.trigger, shout);
+}
+
+const char *ot_unfinished_words(const struct ot_snapshot *s, bool *by_crash)
+{
+    *by_crash = false;
+    if (s->file_flags & OT_FILE_COMPLETE)
+        return NULL;
+    if (s->meta.trigger != OT_TRIGGER_FLUSH)
+        return "its writer did not finish this file";
+    if (flushed_by_crash(s)) {
+        *by_crash = true;
+        return "the process did not finish, so this is its last flush";
+    }
+    return "the process did not finish and wrote no last flush: killed by SIGKILL or by the kernel's OOM killer, or "
+           "still running; this is its state at most one flush interval old";
+}
+
 void ot_failure_api(char *buf, size_t len, const struct ot_analysis *a)
 {
     const struct snap_failure *f = &a->s->failure;
@@ -216,8 +246,10 @@ void ot_doc_subtitle(struct ot_doc *d, const struct ot_snapshot *s)
         ot_doc_printf(d, " \xc2\xb7 reason: ");
         ot_doc_text(d, m->reason, 200);
     }
-    if (!(s->file_flags & OT_FILE_COMPLETE)) {
+    bool by_crash;
+    const char *unfinished = ot_unfinished_words(s, &by_crash);
+    if (unfinished) {
         ot_doc_printf(d, " \xc2\xb7 ");
-        ot_doc_bold(d, "the process did not finish writing this snapshot");
+        ot_doc_bold(d, unfinished);
     }
 }

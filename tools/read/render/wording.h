@@ -16,6 +16,14 @@
  * NULL for a trigger the format does not define. */
 const char *ot_trigger_title(uint64_t trigger, bool shout);
 
+/* The title of this snapshot: ot_trigger_title's, except for a crash-surviving flush, whose title says
+ * whether a crash wrote it ("state at the crash") or it is the last periodic one ("last flush"). */
+const char *ot_snapshot_title(const struct ot_snapshot *s, bool shout);
+
+/* Why a snapshot is unfinished, in the user's words ("the process did not finish, so this is its last
+ * flush"); NULL for a finished one. *by_crash: a crash wrote it, and its reason names the signal. */
+const char *ot_unfinished_words(const struct ot_snapshot *s, bool *by_crash);
+
 /* Who made the failed request: the driver entry point ("cuMemAlloc_v2"), or for a framework's own refusal
  * "PyTorch's allocator". */
 void ot_failure_api(char *buf, size_t len, const struct ot_analysis *a);
