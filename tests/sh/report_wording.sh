@@ -68,4 +68,33 @@ hasnt "$T/flush.txt" "COMPLETE" "a periodic flush"
 has "$T/flush.txt" "the process did not finish and wrote no last flush" "a periodic flush"
 n=$((n + 1))
 
+# Markdown cites only what markdown shows (#7): every stack id its Why and What to try name is one its
+# tables list beside a site (or the failed request's "Allocated at").
+md_cites() { # md_cites FILE
+    python3 - "$1" <<'PY' || fail "$1: markdown cites a stack it does not show"
+import re, sys
+t = open(sys.argv[1], encoding="utf-8").read()
+cited = set()
+shown = set()
+for line in t.split("\n"):
+    if line.startswith("- "):
+        cited |= set(re.findall(r"\(stack (\d+)\)", line))
+    elif line.startswith("|") or line.startswith("Allocated at"):
+        for m in re.finditer(r"stacks? ([\d, ]+(?: and \d+)?)", line):
+            shown |= set(re.findall(r"\d+", m.group(1)))
+missing = cited - shown
+if not cited:
+    print("no stack cited in", sys.argv[1]); sys.exit(1)
+if missing:
+    print("cited but not shown:", sorted(missing)); sys.exit(1)
+PY
+}
+"$READER" --format markdown "$C" >"$T/c.md" || fail "markdown of the C workload"
+md_cites "$T/c.md"
+if [ -f tests/h200/ut_eval_grad.oomt ]; then
+    "$READER" --format markdown tests/h200/ut_eval_grad.oomt >"$T/eval.md" || fail "markdown of ut_eval_grad"
+    md_cites "$T/eval.md"
+fi
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

@@ -137,7 +137,9 @@ static void sites(struct md *m)
         fprintf(f, "| %zu | %s | %s | %s | ", r.rank, r.bytes, r.count, *r.share ? r.share : "\xe2\x80\x93");
         ot_md_code(f, ot_cstr(r.label), 0, true);
         if (r.nsites > 1)
-            fprintf(f, " (%zu call sites)", r.nsites);
+            fprintf(f, " (%zu call sites: %s)", r.nsites, r.stacks);
+        else
+            fprintf(f, " (%s)", r.stacks);
         fputs(" |\n", f);
     }
     fputc('\n', f);

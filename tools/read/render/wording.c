@@ -180,6 +180,21 @@ void ot_site_table_close(struct ot_site_table *t)
     t->reps = NULL;
 }
 
+/* Why cites a call site by its stack id: a table that names sites gives the ids its rows stand for. */
+static void row_stacks(const struct ot_site_table *t, size_t i, struct ot_site_row *r)
+{
+    const struct ot_sites *st = t->st;
+    size_t nm = t->grouped ? st->groups[i].n : 1, shown = nm <= 6 ? nm : 5;
+    size_t len = (size_t)snprintf(r->stacks, sizeof(r->stacks), nm > 1 ? "stacks " : "stack ");
+    for (size_t k = 0; k < shown && len < sizeof(r->stacks); k++) {
+        uint64_t id = t->grouped ? st->v[st->member[st->groups[i].first + k]].stack_id : t->reps[i].stack_id;
+        len += (size_t)snprintf(r->stacks + len, sizeof(r->stacks) - len, "%s%" PRIu64,
+                                k == 0 ? "" : k + 1 == nm ? " and " : ", ", id);
+    }
+    if (shown < nm && len < sizeof(r->stacks))
+        snprintf(r->stacks + len, sizeof(r->stacks) - len, " and %zu more", nm - shown);
+}
+
 bool ot_site_table_row(const struct ot_site_table *t, size_t i, struct ot_site_row *r)
 {
     const struct ot_sites *st = t->st;
@@ -196,6 +211,7 @@ bool ot_site_table_row(const struct ot_site_table *t, size_t i, struct ot_site_r
         r->nrest = 0;
         bytes = r->site->bytes;
         ot_fmt_count(r->count, r->site->count);
+        row_stacks(t, i, r);
     } else {
         uint64_t shown = 0;
         for (size_t k = 0; k < n; k++)
@@ -207,6 +223,7 @@ bool ot_site_table_row(const struct ot_site_table *t, size_t i, struct ot_site_r
         r->nrest = t->rows - n;
         bytes = st->bytes >= shown ? st->bytes - shown : 0;
         r->count[0] = 0;
+        r->stacks[0] = 0;
     }
     ot_fmt_bytes(r->bytes, bytes);
     r->share_pct = t->mo.whole ? 100.0 * (double)bytes / (double)t->mo.whole : 0;

@@ -76,6 +76,8 @@ struct ot_site_row {
     size_t nrest;                /* the rest: rows not listed */
     const char *rest_word;       /* "row" or "site" */
     char bytes[32], count[32], share[16]; /* share "" without a whole */
+    char stacks[96];             /* the stack ids the row stands for, as Why cites them: "stack 5", "stacks 5, 4
+                                  * and 2 more"; "" for the rest */
     double share_pct;
 };
 bool ot_site_table_row(const struct ot_site_table *t, size_t i, struct ot_site_row *r);
