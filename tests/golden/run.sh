@@ -16,8 +16,9 @@ READER=${READER:-$ROOT/build/oomtrace-read}
 LIB=$ROOT/build/liboomtrace.so
 WORK=$ROOT/build/tests/golden_workload
 HELPER=$ROOT/build/tests/golden_helper
+CACHE=$ROOT/build/tests/golden_cache
 EXP=$ROOT/tests/golden/expected
-for f in "$READER" "$LIB" "$WORK" "$HELPER" "$ROOT/build/fake/libcuda.so.1" "$ROOT/build/fake/libnvidia-ml.so.1"; do
+for f in "$READER" "$LIB" "$WORK" "$HELPER" "$CACHE" "$ROOT/build/fake/libcuda.so.1" "$ROOT/build/fake/libnvidia-ml.so.1"; do
     [ -e "$f" ] || { echo "golden: $f is missing (make test-build)"; exit 1; }
 done
 command -v python3 >/dev/null 2>&1 || { echo "golden: skipped, no python3"; exit 0; }
@@ -25,7 +26,8 @@ command -v python3 >/dev/null 2>&1 || { echo "golden: skipped, no python3"; exit
 TMP=$(mktemp -d /tmp/oomtrace-golden-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 OUT=$TMP/out
-mkdir -p "$OUT" "$TMP/a" "$TMP/b" "$TMP/py" "$TMP/run" "$TMP/bad" "$TMP/user" "$TMP/h1" "$TMP/h2"
+mkdir -p "$OUT" "$TMP/a" "$TMP/b" "$TMP/py" "$TMP/run" "$TMP/bad" "$TMP/user" "$TMP/h1" "$TMP/h2" "$TMP/cache" \
+    "$TMP/cleak" "$TMP/big"
 HOST=$(hostname 2>/dev/null || uname -n)
 # Without ASLR the runs are as alike as they can be (addresses are normalised anyway).
 NOASLR=""
@@ -57,6 +59,11 @@ printf 'not a snapshot\n' >"$TMP/run/oomtrace-garbage.oomt"
 traced "$TMP/h1" $NOASLR "$HELPER"
 traced "$TMP/h2" HELPER_EXTRA_MIB=64 $NOASLR "$HELPER"
 printf 'OOMTRACE' >"$TMP/bad/oomtrace-short.oomt"
+# tests/golden/cache.c on the 1 GiB device alone (no other process): a cache that only grows, the same
+# beside freed scratch, one request larger than the device.
+traced "$TMP/cache" FAKECUDA_OTHER_USED=0 FAKENVML_PROCS= $NOASLR "$CACHE" cache
+traced "$TMP/cleak" FAKECUDA_OTHER_USED=0 FAKENVML_PROCS= $NOASLR "$CACHE" leak
+traced "$TMP/big" FAKECUDA_OTHER_USED=0 FAKENVML_PROCS= $NOASLR "$CACHE" big
 
 A=$(ls "$TMP"/a/*.oomt)
 B=$(ls "$TMP"/b/*.oomt)
@@ -188,6 +195,10 @@ check diff-onesided.txt text "$READER" --top 4 --frames 2 --diff "$A" "$H2"
 # command, the snapshot reported), not as a rank table with one row of "?".
 check run-one.md text "$READER" --format markdown --top 2 "$TMP/a"
 check run-one.txt text "$READER" --top 2 "$TMP/a"
+# A C program whose device memory only grows (a cache that never frees) is told the site, that it frees
+# nothing, and how many of its allocations the device has room for.
+check cache.txt text "$READER" --top 2 --frames 3 "$TMP"/cache/*.oomt
+check cache.md text "$READER" --format markdown --top 2 "$TMP"/cache/*.oomt
 
 # The other output formats, when this reader has them: folded and markdown against golden files, html
 # and memviz by their structure.

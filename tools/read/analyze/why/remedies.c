@@ -17,6 +17,8 @@
  *   framework_pool_cache  CuPy's pool keeps freed memory of at least 15% of the used memory
  *   leak            a call site grew in every interval (why: growing_site) by at least 1% of the peak in all,
  *                   and the ring saw frees or the framework's view says the growth is allocated tensors
+ *   unbounded_site  a call site only added to what it held and was still growing (why: unfreed_site): free its
+ *                   entries, or bound it to the allocations that its bytes and the free memory make room for
  *   step_input      the interval between markers under way at the failure asked for at least 1.5x the one
  *                   before it, which fit and freed its memory (why: step_demand), and no leak explains it
  *   headroom        no failure, but the peak left less than 15% of the device free
@@ -456,6 +458,47 @@ static void leak(struct ot_why *w, const struct ot_analysis *a)
     why_item_end(&b);
 }
 
+/* A call site that only adds to what it holds (why: unfreed_site) fills any device: free what it keeps, or
+ * bound it to what the device has room for, from its own bytes and the free memory cuMemGetInfo measured. */
+static void unbounded_site(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "unfreed_site");
+    uint64_t n = it ? item_num(it, "allocations") : 0, held = it ? item_num(it, "site_bytes") : 0;
+    if (!n || !held)
+        return;
+    int64_t dev = (int64_t)item_num(it, "device");
+    uint64_t each = held / n, ns = item_num(it, "duration_ns");
+    const struct snap_device *d = ot_snapshot_device(a->s, dev);
+    bool meminfo = d && (d->flags & OT_DEV_MEMINFO_KNOWN) && each;
+    char b1[32], b2[32], b3[32], b4[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "unbounded_site"))
+        return;
+    why_put_headline(b.f, a, item_num(it, "stack_id"));
+    fprintf(b.f, " only adds to what it holds (%s allocation%s, %s, none freed), so it fills any device in time: free its "
+            "entries once they are no longer used, or bound it",
+            ot_fmt_count(b1, n), n == 1 ? "" : "s", why_bytes(b2, held));
+    uint64_t fits = 0;
+    if (meminfo) {
+        fits = ot_sat_add(held, d->free_bytes) / each;
+        fprintf(b.f, ": its %s and the %s free on device %" PRId64 " make room for %s allocation%s of %s, so cap it below "
+                "that (evict the oldest) to leave room for the rest of the program",
+                why_bytes(b1, held), why_bytes(b2, d->free_bytes), dev, ot_fmt_count(b3, fits), fits == 1 ? "" : "s",
+                why_bytes(b4, each));
+    }
+    double secs = (double)ns / 1e9;
+    if (!a->s->has_failure && meminfo && secs >= 1.0) {
+        double rate = (double)held / secs;
+        fprintf(b.f, "; at its rate (%s per second) the device's free memory lasts about %.3g s more",
+                why_bytes(b1, (uint64_t)rate), (double)d->free_bytes / rate);
+    }
+    fputc('.', b.f);
+    WHY_NUMS_U(&b, {"growth_bytes", held}, {"allocations", n}, {"bytes_per_allocation", each});
+    if (meminfo)
+        WHY_NUMS_U(&b, {"free_bytes", d->free_bytes}, {"fits_allocations", fits});
+    why_item_end(&b);
+}
+
 /* A step that asked for much more than the one before it was given a larger input (why: step_demand). */
 static void step_input(struct ot_why *w, const struct ot_analysis *a)
 {
@@ -561,6 +604,8 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     jax_preallocation(w, a, w->device);
     size_t before = w->n;
     leak(w, a);
+    if (w->n == before)
+        unbounded_site(w, a);
     /* Memory held across steps that filled at least half of the peak: checkpointing or a smaller batch
      * does not stop it from growing, so the activations' remedies would mislead. */
     bool leaking = w->n > before && a->peak && item_num(&w->v[before], "growth_bytes") * 2 >= a->peak->bytes;

@@ -1,5 +1,5 @@
-/* growing_site, largest_rise, largest_allocation: what a replay of the event ring up to the failure
- * (or the peak) shows.
+/* growing_site, unfreed_site, largest_rise, largest_allocation: what a replay of the event ring up to the
+ * failure (or the peak) shows.
  *
  * Growth is measured between markers: the program's own (oomtrace.mark) or the companion's optimizer-step
  * markers ("step N"), whose intervals are steps. A ring with no marker at all is cut into WINDOWS windows
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/breakdown.h"
 #include "model/replay.h"
 
 /* Bounds on the ring replay's memory: past these, per-site growth is not computed (the other
@@ -32,6 +33,8 @@ struct site_state {
     uint64_t run_from_count, run_from_bytes;
     size_t best_run, best_start, best_end;
     uint64_t best_from_count, best_from_bytes, best_to_count, best_to_bytes;
+    uint64_t allocs, frees;               /* in the ring: allocations made, and of those, freed (or replaced) */
+    uint64_t first_time, last_alloc_seq; /* its first allocation's time (ns), its latest's seq */
     bool dirty;
 };
 
@@ -75,6 +78,7 @@ struct replay {
     /* the largest allocation */
     uint64_t big_size, big_seq, big_stack;
     uint64_t frees_on_dev;
+    uint64_t last_alloc_seq; /* the device's latest allocation in the ring */
 };
 
 static bool grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -242,6 +246,7 @@ static void on_alloc(struct replay *r, const struct ot_replay_step *st)
     if (r->live > r->high)
         r->high = r->live;
     r->w_allocs++;
+    r->last_alloc_seq = e->seq;
     if (e->size > r->big_size) {
         r->big_size = e->size;
         r->big_seq = e->seq;
@@ -262,8 +267,12 @@ static void on_alloc(struct replay *r, const struct ot_replay_step *st)
         struct site_state *o = &r->sites[oi];
         o->cur_count -= o->cur_count ? 1 : 0;
         o->cur_bytes -= st->alloc.size <= o->cur_bytes ? st->alloc.size : o->cur_bytes;
+        o->frees++;
         touch(r, oi);
     }
+    if (!x->allocs++)
+        x->first_time = e->time_ns;
+    x->last_alloc_seq = e->seq;
     x->cur_count++;
     x->cur_bytes = ot_sat_add(x->cur_bytes, e->size);
     touch(r, si);
@@ -281,6 +290,7 @@ static void on_free(struct replay *r, const struct ot_replay_step *st)
     struct site_state *x = &r->sites[si];
     x->cur_count -= x->cur_count ? 1 : 0;
     x->cur_bytes -= st->alloc.size <= x->cur_bytes ? st->alloc.size : x->cur_bytes;
+    x->frees++;
     touch(r, si);
 }
 
@@ -485,6 +495,71 @@ static void why_growth(struct ot_why *w, struct replay *r)
     why_item_end(&b);
 }
 
+/* A call site that only adds to what it holds (a cache that takes one allocation per request and never
+ * gives any back) grows until the device is full, whatever its size. The windows' growth statement needs
+ * frees in every window (building a model grows as steadily); this one needs the site to be the one still
+ * growing at the end instead: it made the failed request, or (no failure, and not at exit) the device's
+ * latest allocation. At least 3 allocations in the ring, none freed, a quarter of the live memory or more,
+ * and no framework on its stack (a caching allocator never frees to the driver by design). */
+#define UNFREED_MIN_ALLOCS 3
+
+static bool stated_growing(const struct ot_why *w, uint64_t stack_id)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        const struct ot_why_item *it = &w->v[i];
+        if (strcmp(it->kind, "growing_site") != 0)
+            continue;
+        for (size_t k = 0; k < it->nnum; k++)
+            if (strcmp(it->num[k].key, "stack_id") == 0 && it->num[k].u == stack_id)
+                return true;
+    }
+    return false;
+}
+
+static void why_unfreed(struct ot_why *w, struct replay *r)
+{
+    const struct ot_analysis *a = r->a;
+    const struct ot_snapshot *s = a->s;
+    if (r->sites_off || !r->nsites || r->live <= 0)
+        return;
+    const struct site_state *x = NULL;
+    if (s->has_failure) {
+        uint32_t k = s->failure.stack_id ? ot_u64map_get(&r->site_idx, s->failure.stack_id) : OT_U64MAP_NONE;
+        if (k == OT_U64MAP_NONE || k >= r->nsites)
+            return;
+        x = &r->sites[k];
+    } else if (s->meta.trigger != OT_TRIGGER_EXIT) {
+        for (size_t i = 0; i < r->nsites; i++)
+            if (r->sites[i].last_alloc_seq == r->last_alloc_seq && r->sites[i].allocs)
+                x = &r->sites[i];
+    }
+    if (!x || x->allocs < UNFREED_MIN_ALLOCS || x->frees || x->cur_count != x->allocs ||
+        x->cur_bytes * 4 < (uint64_t)r->live || ot_stack_framework(a, x->stack_id) || stated_growing(w, x->stack_id))
+        return;
+    uint64_t t1 = s->has_failure ? s->failure.time_ns : r->last_time;
+    double secs = t1 > x->first_time ? (double)(t1 - x->first_time) / 1e9 : 0.0;
+    char b1[32], b2[32], b3[32], b4[32];
+    struct why_item_b b;
+    if (!why_item_say(&b, w, "unfreed_site", "One call site only added to what it held: "))
+        return;
+    why_put_headline(b.f, a, x->stack_id);
+    fprintf(b.f, " made %s allocation%s on device %" PRId64 " in the event ring (%s, %s each on average) and freed none of "
+            "them, %.1f%% of the live memory %s",
+            ot_fmt_count(b1, x->allocs), x->allocs == 1 ? "" : "s", r->dev, why_bytes(b2, x->cur_bytes),
+            why_bytes(b3, x->cur_bytes / x->allocs), 100.0 * why_share(x->cur_bytes, (uint64_t)r->live),
+            s->has_failure ? "at the failure" : "at the snapshot");
+    if (s->has_failure)
+        fprintf(b.f, "; the failed request (%s) was its next", why_bytes(b4, s->failure.requested_bytes));
+    /* Its rate, over at least a second: a burst of allocations gives a rate per second that means nothing. */
+    if (secs >= 1.0)
+        fprintf(b.f, "; it grew by %s per second over %.3g s", why_bytes(b4, (uint64_t)((double)x->cur_bytes / secs)), secs);
+    fputc('.', b.f);
+    why_num_i(&b, "device", r->dev);
+    WHY_NUMS_U(&b, {"stack_id", x->stack_id}, {"allocations", x->allocs}, {"site_bytes", x->cur_bytes},
+               {"live_bytes", (uint64_t)r->live}, {"duration_ns", t1 > x->first_time ? t1 - x->first_time : 0});
+    why_item_end(&b);
+}
+
 static void why_rise(struct ot_why *w, struct replay *r, const char *what)
 {
     const struct ot_analysis *a = r->a;
@@ -563,6 +638,7 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     }
     if (replay_ring(&r) == 0) {
         why_growth(w, &r);
+        why_unfreed(w, &r);
         why_rise(w, &r, what);
         /* The last two marker intervals: the one the failure ended and the one before it. */
         if (s->has_failure && !r.windows && r.nm >= 2 && r.mseq[r.nm - 1] < r.target)
