@@ -196,8 +196,10 @@ check diff-onesided.txt text "$READER" --top 4 --frames 2 --diff "$A" "$H2"
 check run-one.md text "$READER" --format markdown --top 2 "$TMP/a"
 check run-one.txt text "$READER" --top 2 "$TMP/a"
 # A C program whose device memory only grows (a cache that never frees) is told the site, that it frees
-# nothing, and how many of its allocations the device has room for.
+# nothing, and how many of its allocations the device has room for; a request larger than the device is told
+# that nothing freed helps, without the peak's sites.
 check cache.txt text "$READER" --top 2 --frames 3 "$TMP"/cache/*.oomt
+check cache-big.txt text "$READER" --top 2 --frames 3 "$TMP"/big/*.oomt
 check cache.md text "$READER" --format markdown --top 2 "$TMP"/cache/*.oomt
 
 # The other output formats, when this reader has them: folded and markdown against golden files, html

@@ -19,6 +19,7 @@
  *                   and the ring saw frees or the framework's view says the growth is allocated tensors
  *   unbounded_site  a call site only added to what it held and was still growing (why: unfreed_site): free its
  *                   entries, or bound it to the allocations that its bytes and the free memory make room for
+ *   request_too_large  the failed request alone is larger than the device's total (why: request_exceeds_total)
  *   step_input      the interval between markers under way at the failure asked for at least 1.5x the one
  *                   before it, which fit and freed its memory (why: step_demand), and no leak explains it
  *   headroom        no failure, but the peak left less than 15% of the device free
@@ -499,6 +500,32 @@ static void unbounded_site(struct ot_why *w, const struct ot_analysis *a)
     why_item_end(&b);
 }
 
+/* A request larger than the whole device (why: request_exceeds_total): nothing the program frees makes it fit. */
+static void request_too_large(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "request_exceeds_total");
+    const struct ot_snapshot *s = a->s;
+    if (!it || !s->has_failure)
+        return;
+    uint64_t req = item_num(it, "requested_bytes"), total = item_num(it, "total_bytes");
+    char b1[32], b2[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "request_too_large"))
+        return;
+    fprintf(b.f, "The request for %s is larger than device %" PRId64 "'s whole %s, so nothing the program frees makes it fit: ",
+            why_bytes(b1, req), s->failure.device, why_bytes(b2, total));
+    if (s->failure.stack_id) {
+        fputs("make the allocation at ", b.f);
+        why_put_headline(b.f, a, s->failure.stack_id);
+        fputs(" smaller", b.f);
+    } else {
+        fputs("make it smaller", b.f);
+    }
+    fputs(" (check the size it computes; allocate in pieces, or shard it across devices), or use a device with more memory.", b.f);
+    WHY_NUMS_U(&b, {"requested_bytes", req}, {"total_bytes", total});
+    why_item_end(&b);
+}
+
 /* A step that asked for much more than the one before it was given a larger input (why: step_demand). */
 static void step_input(struct ot_why *w, const struct ot_analysis *a)
 {
@@ -564,7 +591,8 @@ static uint64_t weight(const struct ot_why_item *it)
  * cache in pieces, a preallocated pool) come before those for the categories that filled it. */
 static bool direct(const struct ot_why_item *it)
 {
-    return strcmp(it->kind, "other_process") == 0 || strcmp(it->kind, "fragmentation") == 0 ||
+    return strcmp(it->kind, "request_too_large") == 0 || strcmp(it->kind, "other_process") == 0 ||
+           strcmp(it->kind, "fragmentation") == 0 ||
            strcmp(it->kind, "jax_preallocation") == 0 || strcmp(it->kind, "framework_pool_cache") == 0;
 }
 
@@ -599,6 +627,9 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
         w->device = a->why->device;
         w->has_device = true;
     }
+    request_too_large(w, a);
+    if (w->n)
+        return w; /* nothing else makes room for it */
     other_process(w, a, w->device);
     fragmentation(w, a, w->device);
     jax_preallocation(w, a, w->device);

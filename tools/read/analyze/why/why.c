@@ -2,6 +2,7 @@
 #include "analyze/why/item.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct ot_why *ot_why_new(const struct ot_analysis *a)
 {
@@ -17,6 +18,10 @@ struct ot_why *ot_why_new(const struct ot_analysis *a)
         w->has_device = true;
     }
     why_request(w, a);
+    /* A request larger than the whole device fails whatever else the program held: what held the memory, who
+     * else holds the device and how it grew are beside the point (freeing any of it cannot help). */
+    if (w->n && strcmp(w->v[w->n - 1].kind, "request_exceeds_total") == 0)
+        return w;
     /* A framework's own refusal or layout explains a failure before the driver's numbers do. */
     why_fw_limit(w, a);
     why_fragmentation(w, a);
