@@ -201,6 +201,11 @@ check run-one.txt text "$READER" --top 2 "$TMP/a"
 check cache.txt text "$READER" --top 2 --frames 3 "$TMP"/cache/*.oomt
 check cache-big.txt text "$READER" --top 2 --frames 3 "$TMP"/big/*.oomt
 check cache.md text "$READER" --format markdown --top 2 "$TMP"/cache/*.oomt
+# Beside freed scratch the cache is the windows' growing site; the leak remedy counts the site's growth, not
+# the weights loaded before it (its rate is the site's, as in the Why), and names no per-second figure twice.
+"$READER" "$TMP"/cleak/*.oomt >"$OUT/cleak.txt" 2>&1
+grep -q "^  - Live memory grew by .* per second over .* s (768 MiB in all, at the growing site above): free what the growing site" "$OUT/cleak.txt" ||
+    { echo "golden: the leak remedy beside freed scratch: $(grep -A1 '^What to try' "$OUT/cleak.txt")"; fail=1; }
 
 # The other output formats, when this reader has them: folded and markdown against golden files, html
 # and memviz by their structure.

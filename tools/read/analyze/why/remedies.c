@@ -414,8 +414,11 @@ static void leak(struct ot_why *w, const struct ot_analysis *a)
     char b3[32];
     uint64_t site_growth = to > from ? to - from : 0, growth = site_growth;
     int64_t dev = (int64_t)item_num(site, "device_growth_bytes");
-    if (dev > 0 && (uint64_t)dev > growth)
-        growth = (uint64_t)dev; /* several sites grew together */
+    /* Several sites grew together between markers (a summed loss keeps several tensors per step). Windows are
+     * cut by event counts, not iterations: the first holds the program's start-up (its weights), which the
+     * device's growth would count as leaked, and its rate would contradict the site's. */
+    if (dev > 0 && (uint64_t)dev > growth && !item_num(site, "time_windows"))
+        growth = (uint64_t)dev;
     /* Growth too small to matter next to the peak supports no remedy. */
     const struct ot_peak_view *p = a->peak;
     if (!growth || !n || !p || growth * 100 < p->bytes)
