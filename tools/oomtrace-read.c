@@ -219,6 +219,7 @@ int main(int argc, char **argv)
     struct ot_report_opts ro = {.top = 10, .frames = 8, .at = OT_AT_DEFAULT};
     bool json = false, symbolize = true;
     int (*other_format)(FILE *, const struct ot_analysis *, const struct ot_report_opts *) = NULL;
+    const char *format_name = "text";
     const char *out_path = NULL;
     const char **debug_dirs = calloc((size_t)argc + 1, sizeof(char *));
     size_t ndebug = 0;
@@ -296,6 +297,7 @@ int main(int argc, char **argv)
             break;
         case OPT_FORMAT:
             other_format = NULL;
+            format_name = optarg;
             if (!strcmp(optarg, "text"))
                 json = false;
             else if (!strcmp(optarg, "json"))
@@ -376,8 +378,16 @@ int main(int argc, char **argv)
         if (other_format == ot_report_markdown || other_format == ot_report_html) {
             rx.as_doc = true;
             rx.doc = other_format == ot_report_html ? OT_DOC_HTML : OT_DOC_MARKDOWN;
+        } else if (other_format && !diff_base) {
+            /* The run directory is what `oomtrace run` leaves: name a file in it, so the user need not list it. */
+            struct ot_gate_peak pick;
+            char perr[OT_ERRBUF];
+            if (ot_gate_peak_of_path(path, &rx.lo, &pick, perr) < 0)
+                die("%s: %s", path, perr);
+            die("--format %s reads one snapshot, not a directory: give one of its files, e.g. %s (its largest peak)",
+                format_name, pick.path);
         } else if (other_format) {
-            die("a directory and --diff are shown as text, json, markdown or html (see --help)");
+            die("--diff is shown as text, json, markdown or html, not as %s (see --help)", format_name);
         }
         int mrc = diff_base ? ot_run_diff(diff_base, path, &rx) : ot_run_dir(path, &rx);
         free(debug_dirs);

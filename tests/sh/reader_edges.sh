@@ -45,6 +45,11 @@ grep -q "holds 2 run directories of oomtrace run: read one, e.g. the latest, $wo
 [ $? -eq 2 ] || fail "baseline directory of run directories: status"
 grep -q "holds 2 run directories" "$work/runs_gate.err" || fail "baseline: $(cat "$work/runs_gate.err")"
 "$READER" "$work/runs/other" 2>&1 | grep -q 'no \*.oomt snapshot in the directory$' || fail "empty directory line"
+# folded and memviz read one snapshot: a run directory is refused in one line that names a file in it.
+"$READER" --format folded "$work/runs/run-20261201T110000Z-2" >/dev/null 2>"$work/folded_dir.err"
+[ $? -eq 2 ] && [ "$(wc -l <"$work/folded_dir.err")" -eq 1 ] &&
+    grep -q "^oomtrace-read: --format folded reads one snapshot, not a directory: give one of its files, e.g. $work/runs/run-20261201T110000Z-2/.*\.oomt (its largest peak)\$" "$work/folded_dir.err" ||
+    fail "folded of a run directory: $(cat "$work/folded_dir.err")"
 # --diff takes directories (each side its largest peak), and names the run directories of D as the others do.
 "$READER" --diff "$work/runs" "$oom" >/dev/null 2>"$work/runs_diff.err"
 [ $? -eq 2 ] && [ "$(wc -l <"$work/runs_diff.err")" -eq 1 ] && grep -q "holds 2 run directories" "$work/runs_diff.err" ||
