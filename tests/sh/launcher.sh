@@ -96,6 +96,21 @@ done
 OOMTRACE_DIR=$work/env run -- "$door" >/dev/null 2>&1
 ls "$work"/env/run-*/oomtrace-*-exit.oomt >/dev/null 2>&1 || fail "OOMTRACE_DIR was ignored"
 
+# --summary FILE: a CI job summary, appended: the run's directory, then the report as markdown. A FILE that
+# cannot be written is refused before the command runs.
+printf 'earlier step\n' >"$work/summary.md"
+run --dir "$work/s" --summary "$work/summary.md" -- "$door" >/dev/null 2>&1
+[ $? -eq 0 ] || fail "--summary: status"
+[ "$(head -1 "$work/summary.md")" = "earlier step" ] || fail "--summary did not append"
+grep -q "^\`oomtrace run\`: the snapshots are in \`$work/s/run-[^\`]*\`\$" "$work/summary.md" ||
+    fail "--summary does not name the run directory: $(head -5 "$work/summary.md")"
+grep -q "^## oomtrace: " "$work/summary.md" && grep -q "Failed request:\*\* 700 MiB" "$work/summary.md" ||
+    fail "--summary holds no markdown report: $(head -8 "$work/summary.md")"
+run --dir "$work/s2" --summary "$work/nodir/x.md" -- touch "$work/summary-ran" >"$work/sbad.out" 2>&1
+[ $? -eq 2 ] && [ ! -e "$work/summary-ran" ] && [ "$(wc -l <"$work/sbad.out")" -eq 1 ] &&
+    grep -q "^oomtrace: cannot write --summary $work/nodir/x.md: .*; touch was not run\$" "$work/sbad.out" ||
+    fail "an unwritable --summary: $(cat "$work/sbad.out")"
+
 # A failing command keeps its status.
 run --dir "$work/b" -- sh -c 'exit 3' >/dev/null 2>&1
 [ $? -eq 3 ] || fail "status of a failing command"
