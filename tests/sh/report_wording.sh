@@ -97,4 +97,16 @@ if [ -f tests/h200/ut_eval_grad.oomt ]; then
 fi
 n=$((n + 1))
 
+# The merged view's line for a process with nothing live still says something, and its peak (#17).
+traced "$T/run" RANK=0 WORLD_SIZE=2 OOMTRACE_DUMP=exit "$WORK" exit
+traced "$T/run" RANK=1 WORLD_SIZE=2 FAKECUDA_OTHER_USED=128M "$WORK" oom
+"$READER" "$T/run" >"$T/run.txt" || fail "read the run directory"
+line=$(grep "^  rank 0 (pid [0-9]*), device 0 at the snapshot:" "$T/run.txt")
+[ -n "$line" ] || fail "no breakdown line for rank 0: $(head -20 "$T/run.txt")"
+case "$line" in
+*": nothing live (0 B); its peak was 640 MiB" | *"; none of its allocations live; its peak was 640 MiB") ;;
+*) fail "rank 0's breakdown line: $line" ;;
+esac
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

@@ -36,14 +36,24 @@ void merge_text_breakdowns(FILE *f, const struct run *u)
         }
         fprintf(f, ", device %" PRId64 " at the %s:", bd->device, bd->at_failure ? "failure" : "snapshot");
         const char *sep = " ";
+        uint64_t own = 0;
         for (int r = 0; r < OT_BD_NROWS; r++) {
             if (!b->measured[r] || !b->bytes[r])
                 continue;
+            if (r <= OT_BD_WORKSPACES)
+                own += b->bytes[r];
             fprintf(f, "%s%s%s %s", sep, ot_bd_row_name((enum ot_bd_row)r), b->inferred[r] ? " (inferred)" : "",
                     ot_fmt_bytes(b1, b->bytes[r]));
             if (b->whole)
                 fprintf(f, " %.1f%%", 100.0 * (double)b->bytes[r] / (double)b->whole);
             sep = ", ";
+        }
+        /* A process that had freed everything (or only held memory outside its allocations) still had a
+         * peak: say both rather than end the line at the colon. */
+        if (!own) {
+            fputs(*sep == ' ' ? " nothing live (0 B)" : "; none of its allocations live", f);
+            if (bd->peak.known && bd->peak.whole)
+                fprintf(f, "; its peak was %s", ot_fmt_bytes(b1, bd->peak.whole));
         }
         fputc('\n', f);
     }
