@@ -3,6 +3,7 @@
 #include "render/fwview.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "analyze/stackview.h"
 #include "render/doc.h"
@@ -188,25 +189,10 @@ static void text_others(FILE *f, const struct ot_analysis *a)
         fprintf(f, "    ... %zu more groups\n", fw->narrays - shown);
 }
 
-void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
+static void fwview_body(FILE *f, const struct ot_analysis *a, size_t top)
 {
     const struct ot_allocview *v = a->fw;
-    if (!v || !v->present)
-        return;
     char b1[32], b2[32], b3[32];
-    fputs("\nAllocator's view (as the frameworks reported it", f);
-    if (v->info) {
-        fputs(": ", f);
-        put_fw(f, v->info->framework);
-        if (v->info->version.n) {
-            fputc(' ', f);
-            ot_fput_safe_max(f, v->info->version, 40);
-        }
-        char tb[48];
-        fprintf(f, ", %s, collection took %.1f ms", ot_fmt_reltime(tb, v->info->taken_ns, a->s->meta.start_mono_ns),
-                (double)v->info->collect_ns / 1e6);
-    }
-    fputs("):\n", f);
     for (size_t i = 0; i < v->ndevs; i++)
         text_torch(f, a, &v->devs[i]);
     text_settings(f, v->fw);
@@ -238,6 +224,45 @@ void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
     if (v->blocks_with_stacks)
         fprintf(f, "  %" PRIu64 " block%s carry the Python stack that allocated them (OOMTRACE_TORCH_STACKS=python)\n",
                 v->blocks_with_stacks, v->blocks_with_stacks == 1 ? "" : "s");
+}
+
+void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
+{
+    const struct ot_allocview *v = a->fw;
+    if (!v || !v->present)
+        return;
+    /* The body first, so that a framework that reported nothing (PyTorch imported, built without CUDA)
+     * gets one line instead of a heading with nothing under it. */
+    char *body = NULL;
+    size_t blen = 0;
+    FILE *m = open_memstream(&body, &blen);
+    bool buffered = false;
+    if (m) {
+        fwview_body(m, a, top);
+        buffered = fclose(m) == 0;
+    }
+    fputs("\nAllocator's view (as the frameworks reported it", f);
+    if (v->info) {
+        fputs(": ", f);
+        put_fw(f, v->info->framework);
+        if (v->info->version.n) {
+            fputc(' ', f);
+            ot_fput_safe_max(f, v->info->version, 40);
+        }
+        char tb[48];
+        fprintf(f, ", %s, collection took %.1f ms", ot_fmt_reltime(tb, v->info->taken_ns, a->s->meta.start_mono_ns),
+                (double)v->info->collect_ns / 1e6);
+    }
+    if (buffered && !blen) {
+        fputs("): it reported no device memory of its own\n", f);
+    } else {
+        fputs("):\n", f);
+        if (buffered)
+            fwrite(body, 1, blen, f);
+        else
+            fwview_body(f, a, top);
+    }
+    free(body);
 }
 
 /* ---- JSON ---- */
