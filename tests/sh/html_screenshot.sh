@@ -289,7 +289,7 @@ held = [alloc(512 * MiB) for _ in range(8)]
 for i in range(30):
     oomtrace.mark(f"eval step {i}")
     cuda.cuMemFree_v2(alloc(MiB))
-assert alloc(16 << 30) is None
+assert alloc(6 << 30) is None  # more than the 4 GiB free, not the whole 8 GiB device: the Why then cites the phase
 EOF
 traced_any "$T/crowd" python3 "$T/crowd.py"
 measure crowd "$(ls "$T"/crowd/*-oom.oomt | head -n 1)"
