@@ -124,4 +124,38 @@ PY
 fi
 n=$((n + 1))
 
+# PyTorch's advice only for memory PyTorch allocated (#24): a program that imports torch but leaks through
+# raw driver calls (ctypes) is told to free what its site keeps, not to accumulate loss.item(). Needs a
+# PyTorch (Debian's python3-torch is enough: the companion sees it imported, CUDA or not).
+if /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
+    cat >"$T/leak_t.py" <<'PY'
+import torch  # imported, never used for device memory
+import ctypes
+import oomtrace
+cuda = ctypes.CDLL("libcuda.so.1")
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+cuda.cuCtxSetCurrent(ctx)
+def alloc(nbytes):
+    p = ctypes.c_uint64()
+    return p.value if cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(nbytes)) == 0 else None
+kept = [alloc(64 << 20)]
+oomtrace.dump("warm")  # the companion's view of the frameworks goes into this and later snapshots
+for step in range(100):
+    scratch = alloc(16 << 20)
+    if scratch is None or alloc(32 << 20) is None:  # the second one is kept: the leak
+        raise SystemExit(1)
+    cuda.cuMemFree_v2(ctypes.c_uint64(scratch))
+PY
+    traced "$T/pt" PYTHONPATH="$ROOT/python" /usr/bin/python3 "$T/leak_t.py"
+    P=$(ls "$T"/pt/*-oom.oomt 2>/dev/null | head -1)
+    [ -f "$P" ] || fail "the ctypes leak under torch wrote no oom snapshot: $(tail -5 "$T/programs.log")"
+    "$READER" "$P" >"$T/pt.txt" || fail "read the ctypes leak"
+    has "$T/pt.txt" "PyTorch" "the frameworks' view of a program that imported torch"
+    has "$T/pt.txt" "free what the growing site allocates each iteration" "the ctypes leak's remedy"
+    hasnt "$T/pt.txt" "loss.item()" "the ctypes leak's remedy"
+    n=$((n + 1))
+fi
+
 echo "report_wording: ok ($n checks)"

@@ -54,6 +54,19 @@ static bool pytorch_or_unknown(const struct ot_framework *fw)
     return false;
 }
 
+static bool stack_has_python(const struct ot_analysis *a, uint64_t stack_id)
+{
+    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
+    for (size_t i = 0; st && i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(a->res, st->frames[i], &fr);
+        for (size_t k = 0; k < n; k++)
+            if (fr[k].kind == OT_FRAME_PY)
+                return true;
+    }
+    return false;
+}
+
 /* The minimum share of the used memory for a category to get a remedy (see the head of this file). */
 #define MIN_SHARE_PCT 15
 
@@ -438,10 +451,13 @@ static void leak(struct ot_why *w, const struct ot_analysis *a)
         fprintf(b.f, " (%s in all; the growing site above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, site_growth));
     else
         fprintf(b.f, " (%s in all, at the growing site above): ", why_bytes(b2, growth));
-    /* The words are the growing site's framework's: the stack says which, else (a stack cut short) the
-     * frameworks' view of a Python process that saw PyTorch alone. */
+    /* The words are the growing site's framework's: the stack says which. Only a stack with no Python frame
+     * (a native thread's, autograd's backward without a borrowed stack) falls back on the frameworks' view
+     * of a Python process that saw PyTorch alone: a stack that shows the program's own lines calling the
+     * driver (ctypes) is the program's, whatever it imported. */
     const char *fw = ot_stack_framework(a, item_num(site, "stack_id"));
-    if (!fw && a->s->meta.python_version.n && a->s->fw.present && a->s->fw.ninfo && pytorch_or_unknown(&a->s->fw))
+    if (!fw && !stack_has_python(a, item_num(site, "stack_id")) && a->s->meta.python_version.n && a->s->fw.present &&
+        a->s->fw.ninfo && pytorch_or_unknown(&a->s->fw))
         fw = "torch";
     if (fw && strcmp(fw, "torch") == 0)
         fputs("memory that grows by the same amount every iteration is held across iterations, and gradient checkpointing "
