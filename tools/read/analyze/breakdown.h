@@ -49,6 +49,7 @@ struct ot_bd_moment {
     bool measured[OT_BD_NROWS];     /* false: this moment has no measure of the row (printed as unknown) */
     uint64_t inferred[OT_BD_NROWS]; /* bytes of the row that come from stacks, not identity */
     uint64_t whole;                 /* what shares are of: used device memory at the snapshot, or the peak */
+    bool whole_is_used;             /* whole is the device's used memory (cuMemGetInfo), not a sum of rows */
     size_t nparts;
     struct ot_bd_part parts[OT_BD_MAX_PARTS]; /* largest first within a row */
     /* The call sites' labels the program row's parts point to ("train.py:43 in forward"); the moment is

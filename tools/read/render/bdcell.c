@@ -58,3 +58,24 @@ void ot_bd_table(struct ot_doc *d, const struct ot_breakdown *b)
     }
     ot_doc_table_end(d);
 }
+
+void ot_bd_wholes(char *buf, size_t len, const struct ot_breakdown *b)
+{
+    char b1[32], b2[32];
+    const char *now = b->at_failure ? "the failure" : "the snapshot";
+    size_t n = 0;
+    buf[0] = 0;
+    if (b->now.known && b->now.whole)
+        n = (size_t)snprintf(buf, len, "shares at %s of %s %s %s", now, b->now.whole_is_used ? "the device's" : "the",
+                             ot_fmt_bytes(b1, b->now.whole), b->now.whole_is_used ? "used" : "counted");
+    if (n >= len || !b->peak.known || !b->peak.whole)
+        return;
+    /* Memory outside the allocations (context, other processes, a pool's cache) is measured only when
+     * the snapshot is written: the peak's whole is what was counted then. */
+    bool partial = false;
+    for (int r = 0; r < OT_BD_NROWS; r++)
+        if (b->now.known && b->now.bytes[r] && !b->peak.measured[r])
+            partial = true;
+    snprintf(buf + n, len - n, "%sat the peak of the %s counted then%s", n ? "; " : "shares ", ot_fmt_bytes(b2, b->peak.whole),
+             partial ? ", as the device's other memory was not measured at the peak" : "");
+}

@@ -9,4 +9,9 @@
 
 void ot_bd_table(struct ot_doc *d, const struct ot_breakdown *b);
 
+/* What each column's shares are of, with the bytes: "shares at the failure of the device's 1016 MiB used;
+ * at the peak of the 616 MiB counted then, as the device's other memory was not measured at the peak". A
+ * share always names its whole: the two columns' wholes differ. */
+void ot_bd_wholes(char *buf, size_t len, const struct ot_breakdown *b);
+
 #endif

@@ -57,9 +57,10 @@ void h_breakdown_section(struct hx *h)
     FILE *f = h->f;
     if (!b || !b->has_device || (!b->now.known && !b->peak.known))
         return;
-    const char *now = b->at_failure ? "the failure" : "the snapshot";
-    fprintf(f, "<section class=\"card\" id=\"breakdown\"><h2>What held the memory<small>device %" PRId64 "; shares of the "
-            "device's used memory at %s, and of the peak", b->device, now);
+    char wholes[256];
+    ot_bd_wholes(wholes, sizeof(wholes), b);
+    fprintf(f, "<section class=\"card\" id=\"breakdown\"><h2>What held the memory<small>device %" PRId64 "%s%s", b->device,
+            *wholes ? "; " : "", wholes);
     if (!b->identity)
         fputs(b->framework_seen ? "; inferred from the allocations' stacks and libraries (the tensors' roles were not reported)"
                                 : "; inferred from the allocations' stacks and libraries (no framework was on those stacks)",

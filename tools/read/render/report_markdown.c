@@ -69,8 +69,10 @@ static void breakdown(struct md *m)
     const struct ot_breakdown *b = m->a->breakdown;
     if (!b || !b->has_device || (!b->now.known && !b->peak.known))
         return;
-    fprintf(m->f, "**What held the memory on device %" PRId64 "**%s\n\n", b->device,
-            b->identity ? "" : " (inferred from the allocations' stacks and libraries)");
+    char wholes[256];
+    ot_bd_wholes(wholes, sizeof(wholes), b);
+    fprintf(m->f, "**What held the memory on device %" PRId64 "**%s%s%s\n\n", b->device,
+            b->identity ? "" : " (inferred from the allocations' stacks and libraries)", *wholes ? ": " : "", wholes);
     struct ot_doc d = {.f = m->f, .kind = OT_DOC_MARKDOWN};
     ot_bd_table(&d, b);
 }

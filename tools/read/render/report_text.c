@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "render/bdcell.h"
 #include "render/fwview.h"
 #include "render/wording.h"
 #include "render/report.h"
@@ -210,8 +211,9 @@ static void breakdown(struct tx *t)
     char dn[32];
     if (!b || !b->has_device || (!b->now.known && !b->peak.known))
         return;
-    fprintf(o, "\nWhat held the memory on %s (shares of the device's used memory at the %s, and of the peak):\n",
-            dev_name(dn, b->device), b->at_failure ? "failure" : "snapshot");
+    char wholes[256];
+    ot_bd_wholes(wholes, sizeof(wholes), b);
+    fprintf(o, "\nWhat held the memory on %s (%s):\n", dev_name(dn, b->device), wholes);
     fprintf(o, "  %-46s  %20s  %20s\n", "", b->at_failure ? "at the failure" : "at the snapshot", "at the peak");
     for (int r = 0; r < OT_BD_NROWS; r++) {
         if (!b->now.bytes[r] && !b->peak.bytes[r])

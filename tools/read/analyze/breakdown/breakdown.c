@@ -377,8 +377,10 @@ static void add_outside(const struct ot_analysis *a, struct ot_bd_moment *m, int
         uint64_t known = ot_sat_add(mine, others);
         add_row(m, OT_BD_CONTEXT, used > known ? used - known : 0, false);
     }
-    if ((d->flags & OT_DEV_MEMINFO_KNOWN) && d->total_bytes >= d->free_bytes)
+    if ((d->flags & OT_DEV_MEMINFO_KNOWN) && d->total_bytes >= d->free_bytes) {
         m->whole = d->total_bytes - d->free_bytes;
+        m->whole_is_used = true;
+    }
 }
 
 /* Other frameworks' pools (CuPy's default pool, XLA's allocator for JAX) hand out memory from driver
@@ -430,8 +432,10 @@ static void finish(struct ot_bd_moment *m)
     uint64_t sum = 0;
     for (int r = 0; r < OT_BD_NROWS; r++)
         sum = ot_sat_add(sum, m->bytes[r]);
-    if (m->whole < sum)
+    if (m->whole < sum) {
         m->whole = sum;
+        m->whole_is_used = false;
+    }
     qsort(m->parts, m->nparts, sizeof(m->parts[0]), cmp_part);
 }
 
