@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 static const int passed_on[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+static const char *const passed_name[] = {"SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2"};
 #define NPASSED (sizeof passed_on / sizeof passed_on[0])
 
 static struct sigaction original[NPASSED];
@@ -93,8 +94,8 @@ int main(int argc, char **argv)
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
         sigfillset(&sa.sa_mask);
         installed[k] = sigaction(passed_on[k], &sa, NULL) == 0;
-        snprintf(said[k], sizeof said[k], "oomtrace: SIG%s passed on to %s; its report follows when it ends\n",
-                 sigabbrev_np(passed_on[k]) ? sigabbrev_np(passed_on[k]) : "?", cmd[0]);
+        snprintf(said[k], sizeof said[k], "oomtrace: %s passed on to %s; its report follows when it ends\n",
+                 passed_name[k], cmd[0]);
     }
 
     fflush(NULL);
