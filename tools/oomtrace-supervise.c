@@ -32,7 +32,7 @@ static const char *const passed_name[] = {"SIGHUP", "SIGINT", "SIGQUIT", "SIGTER
 static struct sigaction original[NPASSED];
 static int installed[NPASSED];
 static volatile sig_atomic_t child; /* 0 once reaped: a pid that may be reused is never signalled */
-static char said[NPASSED][160];     /* the line said on passing each signal on, composed before any arrives */
+static char said[NPASSED][320];     /* the line said on passing each signal on, composed before any arrives */
 
 static void pass_on(int sig, siginfo_t *info, void *uctx)
 {
@@ -94,8 +94,10 @@ int main(int argc, char **argv)
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
         sigfillset(&sa.sa_mask);
         installed[k] = sigaction(passed_on[k], &sa, NULL) == 0;
-        snprintf(said[k], sizeof said[k], "oomtrace: %s passed on to %s; its report follows when it ends\n",
-                 passed_name[k], cmd[0]);
+        int n = snprintf(said[k], sizeof said[k], "oomtrace: %s passed on to %s; its report follows when it ends\n",
+                         passed_name[k], cmd[0]);
+        if (n >= (int)sizeof said[k]) /* a long command path: the line still ends */
+            said[k][sizeof said[k] - 2] = '\n';
     }
 
     fflush(NULL);
