@@ -134,7 +134,7 @@ struct merged {
  * turn, so the last merged stack (struct merged) rarely is the one; each entry is keyed by all it was made
  * of, the native frames and the chain's (code, instruction, qualname, entry) of every frame, and holds the
  * chain's ids and the merged stack. Mapped at the thread's first miss, MSETS sets of 2. */
-#define MSETS 128
+#define MSETS 256
 #define MNATIVE 96
 #define MPY 64
 struct mentry {
