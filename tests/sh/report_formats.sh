@@ -144,7 +144,7 @@ print(f"report_formats: {name}: folded {len(lines) - 1} sites / {total} bytes, h
       f"{len(segs)} segments / {sum(map(len, mv['device_traces']))} trace entries: ok")
 EOF
 done
-# Options that do not apply say so: a directory has no folded stacks or pickle (markdown and html it has).
+# Options that do not apply say so: a directory has no folded stacks or pickle; the line names a file to give instead.
 "$READER" --format folded "$T" >/dev/null 2>"$T/dir.err" && fail "--format folded DIRECTORY was accepted"
-grep -q "shown as text, json, markdown or html" "$T/dir.err" || fail "--format folded DIRECTORY: $(cat "$T/dir.err")"
+grep -q "reads one snapshot, not a directory: give one of its files" "$T/dir.err" || fail "--format folded DIRECTORY: $(cat "$T/dir.err")"
 echo "report_formats: ok"
