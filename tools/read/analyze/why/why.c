@@ -4,6 +4,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool num_of(const struct ot_why_item *it, const char *key, uint64_t *v)
+{
+    for (size_t k = 0; k < it->nnum; k++)
+        if (strcmp(it->num[k].key, key) == 0) {
+            *v = it->num[k].kind == OT_WHY_I64 ? (uint64_t)it->num[k].i : it->num[k].u;
+            return true;
+        }
+    return false;
+}
+
+/* The interval under way at the failure, when step_demand states it, is one fact: the phase that holds the
+ * peak after the same marker (one interval) and the largest rise from that marker are said by it already, so
+ * they are dropped rather than read as three causes. */
+static void one_statement_per_interval(struct ot_why *w)
+{
+    uint64_t m = 0, v = 0, n = 0;
+    size_t k = 0;
+    while (k < w->n && !(strcmp(w->v[k].kind, "step_demand") == 0 && num_of(&w->v[k], "marker_seq", &m)))
+        k++;
+    if (k == w->n)
+        return;
+    size_t out = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        const struct ot_why_item *it = &w->v[i];
+        bool same = (strcmp(it->kind, "largest_rise") == 0 && num_of(it, "from_seq", &v) && v == m) ||
+                    (strcmp(it->kind, "peak_phase") == 0 && num_of(it, "marker_seq", &v) && v == m &&
+                     num_of(it, "intervals", &n) && n <= 1);
+        if (same)
+            free(w->v[i].text);
+        else
+            w->v[out++] = w->v[i];
+    }
+    w->n = out;
+}
+
 struct ot_why *ot_why_new(const struct ot_analysis *a)
 {
     struct ot_why *w = calloc(1, sizeof(*w));
@@ -38,6 +73,7 @@ struct ot_why *ot_why_new(const struct ot_analysis *a)
     why_step_inputs(w, a);
     if (w->has_device && w->device >= 0)
         why_ring(w, a, w->device);
+    one_statement_per_interval(w);
     return w;
 }
 
