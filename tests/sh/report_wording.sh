@@ -165,4 +165,18 @@ grep -q "^What held the memory on device 0 (shares at the failure of the device'
 grep -q "shares at the failure of the device's 832 MiB used" "$T/c.md" || fail "markdown's breakdown names its wholes"
 n=$((n + 1))
 
+# Memory in use before the program started is stated in Why when it matters (#30): without NVML (only the
+# stand-in's libcuda.so.1 on the path), 128 MiB already in use made a request 48 MiB short.
+mkdir -p "$T/cudaonly" && ln -s "$ROOT/build/fake/libcuda.so.1" "$T/cudaonly/libcuda.so.1"
+mkdir -p "$T/b"
+env LD_LIBRARY_PATH="$T/cudaonly" FAKECUDA_CAPACITY=1G FAKECUDA_OTHER_USED=128M OOMTRACE_DIR="$T/b" OOMTRACE_QUIET=1 \
+    LD_PRELOAD="$LIB" "$WORK" oom >>"$T/programs.log" 2>&1
+"$READER" "$T"/b/*-oom.oomt >"$T/b.txt" || fail "read the run without NVML"
+has "$T/b.txt" "128 MiB of device 0 (12%) was already in use before this process's first allocation" "the baseline in Why"
+has "$T/b.txt" "without it the request of 240 MiB would have fit (it was 48.0 MiB short)" "the baseline in Why"
+has "$T/b.txt" "was in use before this process allocated: \`nvidia-smi\`" "the baseline's remedy"
+# With NVML's line for this process and no other, the baseline is its own context: nothing is said.
+hasnt "$T/c.txt" "already in use before" "a process NVML lists alone"
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

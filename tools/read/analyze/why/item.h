@@ -61,6 +61,8 @@ const struct ot_fw_devview *why_fw_dev_next(const struct ot_analysis *a, int64_t
 /* The detectors, in the order their statements are listed. */
 void why_request(struct ot_why *w, const struct ot_analysis *a);
 void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
+/* Memory in use on the device before this process's first allocation, when NVML names no other process. */
+void why_baseline(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
 void why_pools(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
 void why_peak_site(struct ot_why *w, const struct ot_analysis *a);
 void why_peak_phase(struct ot_why *w, const struct ot_analysis *a);

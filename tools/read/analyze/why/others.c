@@ -119,3 +119,50 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         why_num_u(&b, "tracked_bytes", tracked);
     why_item_end(&b);
 }
+
+/* Memory the device already had in use when this process first allocated (the baseline, cuMemGetInfo then):
+ * another process or context that NVML could not name (no NVML, or a container that hides other pids). It
+ * matters when it is a large part of the device, or when the failed request would have fit without it. */
+void why_baseline(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
+{
+    const struct ot_snapshot *s = a->s;
+    size_t nother = 0;
+    if (s->has_processes && ot_other_process_bytes(s, dev, &nother) && nother)
+        return; /* other_processes names them */
+    /* NVML's line for this process with no other beside it: the baseline was this process's own context. */
+    for (size_t i = 0; s->has_processes && i < s->nprocesses; i++)
+        if (s->processes[i].device == dev && s->processes[i].pid == s->meta.pid)
+            return;
+    const struct snap_device *d = ot_snapshot_device(s, dev);
+    if (!d || !(d->flags & OT_DEV_BASELINE_KNOWN) || !d->baseline_used_bytes || !d->total_bytes)
+        return;
+    uint64_t base = d->baseline_used_bytes;
+    bool failed_here = s->has_failure && s->failure.device == dev && (d->flags & OT_DEV_MEMINFO_KNOWN);
+    uint64_t need = failed_here ? s->failure.requested_bytes : 0;
+    uint64_t short_by = failed_here && need > d->free_bytes ? need - d->free_bytes : 0;
+    bool would_fit = short_by && short_by <= base;
+    if (!would_fit && base * 10 < d->total_bytes)
+        return;
+    char b1[32], b2[32], b3[32];
+    struct why_item_b b;
+    if (!why_item_say(&b, w, "baseline_in_use",
+            "%s of device %" PRId64 " (%.0f%%) was already in use before this process's first allocation (another "
+            "process, or this process's own CUDA context; ", why_bytes(b1, base), dev, 100.0 * why_share(base, d->total_bytes)))
+        return;
+    /* NVML ran and listed processes, or it could not (its reason is kept in the snapshot). */
+    bool nvml = s->has_processes && (s->nprocesses || !s->processes_note.n);
+    if (nvml) {
+        fputs("NVML listed no other process on it: in a container it may not see them)", b.f);
+    } else if (s->processes_note.n) {
+        fputs("NVML could not say which: ", b.f);
+        ot_fput_safe_max(b.f, s->processes_note, 120);
+        fputc(')', b.f);
+    } else {
+        fputs("NVML was not asked to say which)", b.f);
+    }
+    if (would_fit)
+        fprintf(b.f, "; without it the request of %s would have fit (it was %s short)", why_bytes(b2, need), why_bytes(b3, short_by));
+    fputc('.', b.f);
+    WHY_NUMS_U(&b, {"baseline_bytes", base}, {"total_bytes", d->total_bytes}, {"short_bytes", short_by});
+    why_item_end(&b);
+}

@@ -608,10 +608,28 @@ static uint64_t weight(const struct ot_why_item *it)
 
 /* Remedies for what refused this very request while memory existed (another process on the card, the
  * cache in pieces, a preallocated pool) come before those for the categories that filled it. */
+/* Memory in use before the process started (why: baseline_in_use) that NVML could not name. */
+static void baseline_in_use(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
+{
+    const struct ot_why_item *it = why_find(a->why, "baseline_in_use");
+    if (!it)
+        return;
+    uint64_t base = item_num(it, "baseline_bytes"), total = item_num(it, "total_bytes");
+    char b1[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "baseline_in_use"))
+        return;
+    fprintf(b.f, "%s (%.0f%%) of device %" PRId64 " was in use before this process allocated: `nvidia-smi` (on the host, "
+            "outside a container) lists the processes that hold it; stop them, or use another card (CUDA_VISIBLE_DEVICES).",
+            why_bytes(b1, base), share(base, total), dev);
+    WHY_NUMS_U(&b, {"used_bytes", base}, {"total_bytes", total});
+    why_item_end(&b);
+}
+
 static bool direct(const struct ot_why_item *it)
 {
     return strcmp(it->kind, "request_too_large") == 0 || strcmp(it->kind, "other_process") == 0 ||
-           strcmp(it->kind, "fragmentation") == 0 ||
+           strcmp(it->kind, "baseline_in_use") == 0 || strcmp(it->kind, "fragmentation") == 0 ||
            strcmp(it->kind, "jax_preallocation") == 0 || strcmp(it->kind, "framework_pool_cache") == 0;
 }
 
@@ -650,6 +668,7 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     if (w->n)
         return w; /* nothing else makes room for it */
     other_process(w, a, w->device);
+    baseline_in_use(w, a, w->device);
     fragmentation(w, a, w->device);
     jax_preallocation(w, a, w->device);
     size_t before = w->n;

@@ -68,6 +68,7 @@ struct ot_why *ot_why_new(const struct ot_analysis *a)
         why_fw_pools(w, a, w->device);
         why_graph_pool(w, a, w->device);
         why_others(w, a, w->device);
+        why_baseline(w, a, w->device);
         why_pools(w, a, w->device);
     }
     why_peak_site(w, a);
