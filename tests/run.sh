@@ -47,10 +47,11 @@ run() {
 
 run fakecuda_smoke build/tests/fakecuda_smoke
 run recorder build/tests/test_recorder
+run recorder_ring build/tests/test_recorder_ring
 run doors build/tests/test_doors
 for t in build/tests/test_*; do
     case "$t" in
-    */test_recorder | */test_doors) ;;
+    */test_recorder | */test_recorder_ring | */test_doors) ;;
     *) [ -x "$t" ] && run "$(basename "$t")" "$t" ;;
     esac
 done

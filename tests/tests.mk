@@ -3,9 +3,10 @@ TEST_BIN := $(B)/tests
 LIB_CORE_OBJ := $(filter-out $(B)/lib/intercept/dlsym.o,$(LIB_OBJ))
 DOORS := linked dlsym procaddr
 
-$(TEST_BIN)/test_recorder: tests/unit/test_recorder.c $(LIB_CORE_OBJ)
+RECORDER_TESTS := $(TEST_BIN)/test_recorder $(TEST_BIN)/test_recorder_ring
+$(RECORDER_TESTS): $(TEST_BIN)/%: tests/unit/%.c tests/unit/recorder_setup.c tests/unit/recorder_setup.h $(LIB_CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
+	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -pthread -o $@ $(filter-out %.h,$^) -lcmocka -lunwind -lzstd -ldl
 
 $(TEST_BIN)/door_linked: tests/doors/door_linked.c tests/doors/scenario.h $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
@@ -15,7 +16,7 @@ $(TEST_BIN)/door_%: tests/doors/door_%.c tests/doors/scenario.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O1 -g -rdynamic -o $@ $< -ldl
 
-TEST_PROGS := $(TEST_BIN)/test_recorder $(DOORS:%=$(TEST_BIN)/door_%)
+TEST_PROGS := $(RECORDER_TESTS) $(DOORS:%=$(TEST_BIN)/door_%)
 
 
 $(TEST_BIN)/fakecuda_smoke: $(wildcard tests/fakecuda_smoke/*.c) tests/fakecuda_smoke/smoke.h

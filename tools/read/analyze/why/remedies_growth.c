@@ -1,0 +1,174 @@
+/* What to try when memory grows (leak, unbounded_site) or the request itself is the cause (request_too_large,
+ * step_input): from the statements why/ made of the ring's replay and of the failure (see remedies.c's head
+ * for when each is given). */
+#include "analyze/why/remedy.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "analyze/breakdown.h"
+
+static bool stack_has_python(const struct ot_analysis *a, uint64_t stack_id)
+{
+    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
+    for (size_t i = 0; st && i < st->nframes; i++) {
+        const struct ot_frame *fr;
+        size_t n = ot_resolve(a->res, st->frames[i], &fr);
+        for (size_t k = 0; k < n; k++)
+            if (fr[k].kind == OT_FRAME_PY)
+                return true;
+    }
+    return false;
+}
+/* Live memory that grows by a steady amount every interval is held across intervals. The growth counts
+ * when the ring also saw frees, or when the framework's own view says the growth is allocated tensors (a
+ * caching allocator that frees nothing to the driver grows its cache the same way). */
+void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *site = why_find(a->why, "growing_site");
+    if (!site || !(item_num(site, "frees_in_ring") || item_num(site, "framework_allocated")))
+        return;
+    uint64_t from = item_num(site, "from_bytes"), to = item_num(site, "to_bytes"), n = item_num(site, "intervals");
+    char b3[32];
+    uint64_t site_growth = to > from ? to - from : 0, growth = site_growth;
+    int64_t dev = (int64_t)item_num(site, "device_growth_bytes");
+    /* Several sites grew together between markers (a summed loss keeps several tensors per step). Windows are
+     * cut by event counts, not iterations: the first holds the program's start-up (its weights), which the
+     * device's growth would count as leaked, and its rate would contradict the site's. */
+    if (dev > 0 && (uint64_t)dev > growth && !item_num(site, "time_windows"))
+        growth = (uint64_t)dev;
+    /* Growth too small to matter next to the peak supports no remedy. */
+    const struct ot_peak_view *p = a->peak;
+    if (!growth || !n || !p || growth * 100 < p->bytes)
+        return;
+    char b1[32], b2[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "leak"))
+        return;
+    double secs = (double)item_num(site, "duration_ns") / 1e9;
+    if (item_num(site, "step_markers"))
+        fprintf(b.f, "Live memory grew by %s per optimizer step over %" PRIu64 " steps", why_bytes(b1, growth / n), n);
+    else if (item_num(site, "time_windows") && secs > 0)
+        fprintf(b.f, "Live memory grew by %s per second over %.3g s", why_bytes(b1, (uint64_t)((double)growth / secs)), secs);
+    else
+        fprintf(b.f, "Live memory grew by %s per marker interval over %" PRIu64 " intervals", why_bytes(b1, growth / n), n);
+    if (growth > site_growth)
+        fprintf(b.f, " (%s in all; the growing site above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, site_growth));
+    else
+        fprintf(b.f, " (%s in all, at the growing site above): ", why_bytes(b2, growth));
+    /* The words are the growing site's framework's: the stack says which. Only a stack with no Python frame
+     * (a native thread's, autograd's backward without a borrowed stack) falls back on the frameworks' view
+     * of a Python process that saw PyTorch alone: a stack that shows the program's own lines calling the
+     * driver (ctypes) is the program's, whatever it imported. */
+    const char *fw = ot_stack_framework(a, item_num(site, "stack_id"));
+    if (!fw && !stack_has_python(a, item_num(site, "stack_id")) && a->s->meta.python_version.n && a->s->fw.present &&
+        a->s->fw.ninfo && pytorch_or_unknown(&a->s->fw))
+        fw = "torch";
+    if (fw && strcmp(fw, "torch") == 0)
+        fputs("memory that grows by the same amount every iteration is held across iterations, and gradient checkpointing "
+              "or a smaller batch only delays the failure: accumulate loss.item() (or loss.detach()), not the loss tensor; do "
+              "not keep outputs or their graphs in lists; drop retain_graph=True unless the graph is used again; "
+              "evaluate under torch.no_grad().", b.f);
+    else if (fw && strcmp(fw, "cupy") == 0)
+        fputs("memory that grows by the same amount every iteration is held across iterations: do not keep CuPy arrays (or "
+              "views of them) in lists or globals from one iteration to the next; accumulate scalars on the host (float(x), "
+              "x.item(), cupy.asnumpy), not as device arrays; freed arrays return to CuPy's pool, not to the device.", b.f);
+    else if (fw && strcmp(fw, "jax") == 0)
+        fputs("memory that grows by the same amount every iteration is held across iterations: do not keep JAX arrays in "
+              "lists or globals from one step to the next; accumulate metrics on the host (float(x), jax.device_get), and "
+              "let the old state go when a jitted step returns the new one (donate_argnums).", b.f);
+    else
+        fputs("free what the growing site allocates each iteration, or bound what it keeps.", b.f);
+    WHY_NUMS_U(&b, {"growth_bytes", growth}, {"bytes_per_interval", growth / n}, {"intervals", n});
+    why_item_end(&b);
+}
+
+/* A call site that only adds to what it holds (why: unfreed_site) fills any device: free what it keeps, or
+ * bound it to what the device has room for, from its own bytes and the free memory cuMemGetInfo measured. */
+void remedy_unbounded_site(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "unfreed_site");
+    uint64_t n = it ? item_num(it, "allocations") : 0, held = it ? item_num(it, "site_bytes") : 0;
+    if (!n || !held)
+        return;
+    int64_t dev = (int64_t)item_num(it, "device");
+    uint64_t each = held / n, ns = item_num(it, "duration_ns");
+    const struct snap_device *d = ot_snapshot_device(a->s, dev);
+    bool meminfo = d && (d->flags & OT_DEV_MEMINFO_KNOWN) && each;
+    char b1[32], b2[32], b3[32], b4[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "unbounded_site"))
+        return;
+    why_put_headline(b.f, a, item_num(it, "stack_id"));
+    fprintf(b.f, " only adds to what it holds (%s allocation%s, %s, none freed), so it fills any device in time: free its "
+            "entries once they are no longer used, or bound it",
+            ot_fmt_count(b1, n), n == 1 ? "" : "s", why_bytes(b2, held));
+    uint64_t fits = 0;
+    if (meminfo) {
+        fits = ot_sat_add(held, d->free_bytes) / each;
+        fprintf(b.f, ": its %s and the %s free on device %" PRId64 " make room for %s allocation%s of %s, so cap it below "
+                "that (evict the oldest) to leave room for the rest of the program",
+                why_bytes(b1, held), why_bytes(b2, d->free_bytes), dev, ot_fmt_count(b3, fits), fits == 1 ? "" : "s",
+                why_bytes(b4, each));
+    }
+    double secs = (double)ns / 1e9;
+    if (!a->s->has_failure && meminfo && secs >= 1.0) {
+        double rate = (double)held / secs;
+        fprintf(b.f, "; at its rate (%s per second) the device's free memory lasts about %.3g s more",
+                why_bytes(b1, (uint64_t)rate), (double)d->free_bytes / rate);
+    }
+    fputc('.', b.f);
+    WHY_NUMS_U(&b, {"growth_bytes", held}, {"allocations", n}, {"bytes_per_allocation", each});
+    if (meminfo)
+        WHY_NUMS_U(&b, {"free_bytes", d->free_bytes}, {"fits_allocations", fits});
+    why_item_end(&b);
+}
+
+/* A request larger than the whole device (why: request_exceeds_total): nothing the program frees makes it fit. */
+void remedy_request_too_large(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "request_exceeds_total");
+    const struct ot_snapshot *s = a->s;
+    if (!it || !s->has_failure)
+        return;
+    uint64_t req = item_num(it, "requested_bytes"), total = item_num(it, "total_bytes");
+    char b1[32], b2[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "request_too_large"))
+        return;
+    fprintf(b.f, "The request for %s is larger than device %" PRId64 "'s whole %s, so nothing the program frees makes it fit: ",
+            why_bytes(b1, req), s->failure.device, why_bytes(b2, total));
+    if (s->failure.stack_id) {
+        fputs("make the allocation at ", b.f);
+        why_put_headline(b.f, a, s->failure.stack_id);
+        fputs(" smaller", b.f);
+    } else {
+        fputs("make it smaller", b.f);
+    }
+    fputs(" (check the size it computes; allocate in pieces, or shard it across devices), or use a device with more memory.", b.f);
+    WHY_NUMS_U(&b, {"requested_bytes", req}, {"total_bytes", total});
+    why_item_end(&b);
+}
+
+/* A step that asked for much more than the one before it was given a larger input (why: step_demand). */
+void remedy_step_input(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "step_demand");
+    uint64_t demand = it ? item_num(it, "step_demand_bytes") : 0, before = it ? item_num(it, "previous_demand_bytes") : 0;
+    if (!demand || !before)
+        return;
+    char b1[32], b2[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "step_input"))
+        return;
+    fputs("What ran after ", b.f);
+    why_put_marker(b.f, a->s, item_num(it, "marker_seq"));
+    fprintf(b.f, " asked for %s, %.1fx the %s of what ran after ", why_bytes(b1, demand), (double)demand / (double)before,
+            why_bytes(b2, before));
+    why_put_marker(b.f, a->s, item_num(it, "previous_marker_seq"));
+    fputs(", which fit: that step was given more (a longer input, a larger batch) or did more. Bound the largest input one step gets (truncate it, or bucket inputs by "
+          "size so that one long input cannot exceed what fits), or split such a step into micro-batches with gradient "
+          "accumulation.", b.f);
+    WHY_NUMS_U(&b, {"step_demand_bytes", demand}, {"previous_demand_bytes", before});
+    why_item_end(&b);
+}

@@ -1,0 +1,80 @@
+/* Inside analyze/why/: the replay of the event ring up to the failure (or the peak) that ring.c's
+ * statements are made from (ring_replay.c), and the state it leaves. Not for use outside analyze/why/. */
+#ifndef OT_READ_WHY_RING_REPLAY_H
+#define OT_READ_WHY_RING_REPLAY_H
+
+#include "analyze/why/item.h"
+#include "model/replay.h"
+
+/* Bounds on the ring replay's memory: past these, per-site growth is not computed (the other
+ * statements are unaffected). */
+#define OT_WHY_MAX_LIVE (16u << 20)
+#define OT_WHY_MAX_SITES (1u << 20)
+
+#define NO_MARK SIZE_MAX
+
+/* Without markers: the ring up to the target cut into this many windows. Eight leave room for the three
+ * consecutive rises a growing site needs, with windows still long enough to hold a loop's iterations. */
+#define WINDOWS 8
+
+struct site_state {
+    uint64_t stack_id;
+    uint64_t cur_count, cur_bytes;   /* live now (from allocations seen in the ring) */
+    uint64_t mark_count, mark_bytes; /* at the last marker it was sampled at */
+    size_t mark_idx;                 /* that marker, or NO_MARK */
+    size_t run, run_start;           /* growth intervals in a row ending at mark_idx, and where they began */
+    uint64_t run_from_count, run_from_bytes;
+    size_t best_run, best_start, best_end;
+    uint64_t best_from_count, best_from_bytes, best_to_count, best_to_bytes;
+    uint64_t allocs, frees;               /* in the ring: allocations made, and of those, freed (or replaced) */
+    uint64_t first_time, last_alloc_seq; /* its first allocation's time (ns), its latest's seq */
+    bool dirty;
+};
+
+struct replay {
+    const struct ot_analysis *a;
+    int64_t dev;
+    uint64_t target;
+    /* markers in the ring before the target */
+    uint64_t *mseq;
+    size_t nm, mcap;
+    uint64_t *mtime;  /* each marker's time (ns) */
+    int64_t *mlive;   /* live bytes at each marker, relative to the ring's start */
+    bool *mstep;      /* the companion's optimizer-step marker */
+    uint64_t *mfrees; /* frees in the interval that ends at each marker */
+    int64_t *mhigh;   /* the highest live bytes in the interval that ends at each marker */
+    size_t tcap, lcap, scap_, fcap, hcap;
+    int64_t live;     /* live bytes now, relative to the ring's start */
+    int64_t high;     /* the highest live bytes since the last marker */
+    uint64_t tail_frees; /* frees after the last marker */
+    /* no markers in the ring: window boundaries (seq) stand for them */
+    bool windows;
+    uint64_t wb[WINDOWS];
+    size_t next_w;
+    /* sites */
+    struct ot_u64map site_idx;
+    struct ot_replay *rp; /* while replaying */
+    struct site_state *sites;
+    size_t nsites, scap;
+    uint32_t *dirty;
+    size_t ndirty, dcap;
+    bool sites_off; /* a bound or out of memory: no growth statement */
+    /* windows */
+    int64_t delta;
+    uint64_t w_allocs, w_frees;
+    bool have_best;
+    int64_t best_delta;
+    size_t best_from, best_to; /* marker indexes; NO_MARK: ring start / the target */
+    uint64_t best_allocs, best_frees;
+    uint64_t ring_first_seq, last_seq, last_time;
+    bool any_event;
+    /* the largest allocation */
+    uint64_t big_size, big_seq, big_stack;
+    uint64_t frees_on_dev;
+    uint64_t last_alloc_seq; /* the device's latest allocation in the ring */
+};
+
+/* Replays the ring into r (its a, dev, target and windows set): 0, or -1 when the ring could not be read. */
+int why_ring_replay(struct replay *r);
+
+#endif
