@@ -48,6 +48,9 @@ hasnt "$T/c.txt" "tensors' roles" "a C program's breakdown"
 has "$T/c.txt" "no framework was on those stacks" "a C program's breakdown"
 "$READER" --format html "$C" >"$T/c.html" || fail "html of the C workload"
 hasnt "$T/c.html" "tensors' roles" "a C program's HTML breakdown"
+"$READER" --format markdown "$C" >"$T/c.md" || fail "markdown of the C workload"
+has "$T/c.md" "no framework was on those stacks" "a C program's markdown breakdown"
+hasnt "$T/c.md" "tensors' roles" "a C program's markdown breakdown"
 "$READER" --format json "$C" | grep -q '"framework_on_stacks": false' || fail "JSON framework_on_stacks"
 n=$((n + 1))
 
