@@ -65,6 +65,17 @@ for fmt in text markdown html; do
 done
 has "$T/k.text" "oomtrace: state at the crash of pid " "the crash flush's title"
 head -1 "$T/k.text" | grep -q "(Segmentation fault; the process did not finish" || fail "the crash flush's title names the signal: $(head -1 "$T/k.text")"
+# A process stopped by SIGTERM (a launcher ending the other ranks) did not crash: its title says how it ended.
+traced "$T/term" OOMTRACE_DUMP=crash "$WORK" term
+TM=$(ls "$T"/term/*-flush.oomt) || fail "a flush of the process stopped by SIGTERM"
+for fmt in text markdown html; do
+    "$READER" --format $fmt "$TM" >"$T/term.$fmt" || fail "$fmt of the SIGTERM flush"
+    hasnt "$T/term.$fmt" "crash" "the SIGTERM flush's $fmt report"
+    has "$T/term.$fmt" "state at the end" "the SIGTERM flush's $fmt title"
+    has "$T/term.$fmt" ", stopped by SIGTERM" "the SIGTERM flush's $fmt title"
+done
+head -1 "$T/term.text" | grep -q "^oomtrace: state at the end of pid [0-9]* on .*, stopped by SIGTERM (Terminated; the process did not finish" ||
+    fail "the SIGTERM flush's title: $(head -1 "$T/term.text")"
 "$SNAPGEN" --trigger flush --incomplete --events 100 -o "$T/flush.oomt" || fail snapgen
 "$READER" "$T/flush.oomt" >"$T/flush.txt" || fail "read a periodic flush"
 hasnt "$T/flush.txt" "COMPLETE" "a periodic flush"

@@ -130,6 +130,10 @@ static void header(struct hx *h)
         fprintf(f, ".bd%zu{background:%s}\n", i, h_bd_palette[i]);
     fputs("</style>\n</head>\n<body>\n<header><h1>oomtrace: ", f);
     h_cstr(f, w);
+    if (ot_flush_stopped_by(h->s)) {
+        fputs(", stopped by ", f);
+        h_cstr(f, ot_flush_stopped_by(h->s));
+    }
     fputs("</h1><p class=\"sub\">", f);
     struct ot_doc d = {.f = f, .kind = OT_DOC_HTML};
     ot_doc_subtitle(&d, h->s);

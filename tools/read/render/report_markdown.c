@@ -30,8 +30,9 @@ static void title(struct md *m)
     const struct ot_meta *mt = &m->s->meta;
     FILE *f = m->f;
     const char *what = ot_snapshot_title(m->s, false);
+    const char *stopped = ot_flush_stopped_by(m->s);
     if (what)
-        fprintf(f, "## oomtrace: %s\n\n", what);
+        fprintf(f, "## oomtrace: %s%s%s\n\n", what, stopped ? ", stopped by " : "", stopped ? stopped : "");
     else
         fprintf(f, "## oomtrace: snapshot (unknown trigger %" PRIu64 ")\n\n", mt->trigger);
 

@@ -113,6 +113,9 @@ static void header(struct tx *t)
             fputs(")", o);
         }
     }
+    const char *stopped = ot_flush_stopped_by(s);
+    if (stopped)
+        fprintf(o, ", stopped by %s", stopped);
     /* A crash-surviving flush is the only record of a process that died: say so where it is seen. */
     if (unfinished) {
         fputs(" (", o);

@@ -1,6 +1,7 @@
 #include "render/wording.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +37,31 @@ static bool flushed_by_crash(const struct ot_snapshot *s)
     return s->meta.trigger == OT_TRIGGER_FLUSH && r.n && !ot_str_eq(r, "periodic");
 }
 
+const char *ot_flush_stopped_by(const struct ot_snapshot *s)
+{
+    /* A request to end (a launcher stopping the other ranks, ^C) is no crash. The writer stores strsignal's
+     * words: this reader's locale's and the C locale's are both recognised. */
+    static const struct {
+        int sig;
+        const char *name, *c_words;
+    } ends[] = {{SIGTERM, "SIGTERM", "Terminated"},
+                {SIGINT, "SIGINT", "Interrupt"},
+                {SIGHUP, "SIGHUP", "Hangup"},
+                {SIGQUIT, "SIGQUIT", "Quit"}};
+    if (!flushed_by_crash(s))
+        return NULL;
+    for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+        const char *local = strsignal(ends[i].sig);
+        if (ot_str_eq(s->meta.reason, ends[i].c_words) || (local && ot_str_eq(s->meta.reason, local)))
+            return ends[i].name;
+    }
+    return NULL;
+}
+
 const char *ot_snapshot_title(const struct ot_snapshot *s, bool shout)
 {
     if (s->meta.trigger == OT_TRIGGER_FLUSH)
-        return flushed_by_crash(s) ? "state at the crash" : "last flush";
+        return !flushed_by_crash(s) ? "last flush" : ot_flush_stopped_by(s) ? "state at the end" : "state at the crash";
     return ot_trigger_title(s->meta.trigger, shout);
 }
 

@@ -20,6 +20,10 @@ const char *ot_trigger_title(uint64_t trigger, bool shout);
  * whether a crash wrote it ("state at the crash") or it is the last periodic one ("last flush"). */
 const char *ot_snapshot_title(const struct ot_snapshot *s, bool shout);
 
+/* For a last flush that a request to end wrote (SIGTERM, SIGINT, SIGHUP, SIGQUIT), that signal's name
+ * ("SIGTERM"), which titles say instead of a crash; NULL otherwise (a crash, a timed flush, no flush). */
+const char *ot_flush_stopped_by(const struct ot_snapshot *s);
+
 /* Why a snapshot is unfinished, in the user's words ("the process did not finish, so this is its last
  * flush"); NULL for a finished one. *by_crash: a crash wrote it, and its reason names the signal. */
 const char *ot_unfinished_words(const struct ot_snapshot *s, bool *by_crash);
