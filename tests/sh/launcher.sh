@@ -131,6 +131,12 @@ run --dir "$work/e" --baseline="$base" --max-growth=5 -- "$door" >"$work/e.out" 
 [ $? -eq 0 ] || fail "a growth gate against the same program's baseline"
 grep -q "^oomtrace: gate --max-growth passed: peak 512 MiB (536870912 bytes) in .* is 0% above the baseline's 512 MiB (536870912 bytes) in $base, within 5%\$" "$work/e.out" ||
     fail "a passing growth gate did not say so: $(grep 'gate' "$work/e.out")"
+# A baseline typed as a relative path is named the way the new snapshot is: by its full path.
+wabs=$(cd "$work" && pwd -P)
+(cd "$work" && run --dir e2 --baseline="c/${base#"$work"/c/}" --max-growth=5 -- "$door") >"$work/e2.out" 2>&1 ||
+    fail "a growth gate against a relative baseline: $(cat "$work/e2.out")"
+grep -q "^oomtrace: gate --max-growth passed: peak 512 MiB (536870912 bytes) in $wabs/e2/run-[^ ]*\.oomt is 0% above the baseline's 512 MiB (536870912 bytes) in $wabs/c/run-[^ ]*-exit\.oomt, within 5%\$" "$work/e2.out" ||
+    fail "a relative baseline's path is not given as the new snapshot's: $(grep 'gate' "$work/e2.out")"
 
 # Bad gates: usage error (2), one line, and the command never runs.
 bad_gate() { # bad_gate WHAT ARGS...: the gate ARGS must be refused before the command starts
