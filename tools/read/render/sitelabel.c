@@ -122,12 +122,21 @@ static void frame_name(struct ot_sb *b, const struct ot_frame *f, bool base_file
             ot_sb_printf(b, "<python frame %" PRIu64 ">", f->pyframe_id);
             return;
         }
-        ot_sb_str(b, f->function.p && f->function.n ? f->function : ot_cstr("?"));
-        ot_sb_cstr(b, " (");
+        struct ot_str fn = f->function.p && f->function.n ? f->function : ot_cstr("?");
         struct ot_str file = f->file.p ? ot_lbl_short_file(f->file) : ot_cstr("?");
         /* In a label, a path outside site-packages is shortened to its base name, as the text report does. */
         if (base_file && f->file.p && file.n == f->file.n)
             file = ot_lbl_basename(file);
+        if (base_file) { /* a label spells a Python site as the text report and the README do: "file:line in f" */
+            ot_sb_str(b, file);
+            if (f->has_line)
+                ot_sb_printf(b, ":%" PRIu64, f->line);
+            ot_sb_cstr(b, " in ");
+            ot_sb_str(b, fn);
+            return;
+        }
+        ot_sb_str(b, fn);
+        ot_sb_cstr(b, " (");
         ot_sb_str(b, file);
         if (f->has_line)
             ot_sb_printf(b, ":%" PRIu64, f->line);
