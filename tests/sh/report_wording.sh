@@ -138,19 +138,50 @@ PY
 fi
 n=$((n + 1))
 
+# One Python call site, one spelling (#20): a helper called from list comprehensions (their own frames on
+# the line of the function that runs them, Python 3.11 and before) is named "file:line in function" with
+# that function as its caller in the text site table, the Why and the markdown labels alike.
+# cudrv.py: the driver through ctypes, with a current context (this program's and the next one's).
+cat >"$T/cudrv.py" <<'PY'
+import ctypes
+cuda = ctypes.CDLL("libcuda.so.1")
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+cuda.cuCtxSetCurrent(ctx)
+PY
+cat >"$T/comp.py" <<'PY'
+from cudrv import cuda, ctypes
+def alloc(nbytes):
+    p = ctypes.c_uint64()
+    return cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(nbytes))
+def forward():
+    a = [alloc(64 << 20) for _ in range(2)]
+    b = [alloc(32 << 20) for _ in range(2)]
+    c = [alloc(900 << 20) for _ in range(1)]
+forward()
+PY
+traced "$T/comp" /usr/bin/python3 "$T/comp.py"
+CP=$(ls "$T"/comp/*-oom.oomt) || fail "the comprehension program wrote no oom snapshot"
+"$READER" --top 5 "$CP" >"$T/comp.txt" || fail "text of the comprehension program"
+"$READER" --format markdown --top 5 "$CP" >"$T/comp.md" || fail "markdown of the comprehension program"
+for f in "$T/comp.txt" "$T/comp.md"; do
+    grep -v '^ *#[0-9]' "$f" >"$f.labels" # a full stack lists every frame, the comprehension's too
+    hasnt "$f.labels" "listcomp>" "a comprehension's caller"
+    has "$f" "comp.py:4 in alloc" "the helper's site"
+    has "$f" "comp.py:6 in forward" "the first comprehension's caller"
+done
+has "$T/comp.txt" "comp.py:4 in alloc, called from comp.py:6 in forward" "the caller in the Why"
+n=$((n + 1))
+
 # PyTorch's advice only for memory PyTorch allocated (#24): a program that imports torch but leaks through
 # raw driver calls (ctypes) is told to free what its site keeps, not to accumulate loss.item(). Needs a
 # PyTorch (Debian's python3-torch is enough: the companion sees it imported, CUDA or not).
 if /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
     cat >"$T/leak_t.py" <<'PY'
 import torch  # imported, never used for device memory
-import ctypes
 import oomtrace
-cuda = ctypes.CDLL("libcuda.so.1")
-dev, ctx = ctypes.c_int(), ctypes.c_void_p()
-assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
-cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
-cuda.cuCtxSetCurrent(ctx)
+from cudrv import cuda, ctypes
 def alloc(nbytes):
     p = ctypes.c_uint64()
     return p.value if cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(nbytes)) == 0 else None

@@ -93,7 +93,7 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
     out->flags = st->flags;
     const struct ot_frame *first_native = NULL, *first_named = NULL, *first_meaningful = NULL;
     const struct ot_frame *via_candidate = NULL;
-    bool seen_py = false;
+    bool seen_py = false, caller_settled = false;
     for (size_t i = 0; i < st->nframes; i++) {
         const struct ot_frame *fr;
         size_t n = ot_resolve(res, st->frames[i], &fr);
@@ -106,8 +106,12 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
                     seen_py = true;
                     out->head = x;
                     out->via = via_candidate;
-                } else if (!out->caller) {
+                } else if (!out->caller || (!caller_settled && ot_frame_on_callers_line(out->caller, x))) {
+                    /* A comprehension's frame gives way to the function on its line (the parting's rule). */
+                    caller_settled = out->caller != NULL;
                     out->caller = x;
+                } else {
+                    caller_settled = true;
                 }
                 if (!out->user && ot_frame_is_user(x)) {
                     out->user = x;
@@ -453,8 +457,7 @@ int ot_headline_partings(const struct ot_stack_ref *v, size_t n, struct ot_parti
         if (out[i].frame && out[i].frame->kind == OT_FRAME_PY) {
             const struct ot_stack *st = ot_snapshot_stack(v[i].s, v[i].id);
             const struct ot_frame *up = meaningful_at(v[i].res, st, true, out[i].depth + 1);
-            if (up && up->has_line && out[i].frame->has_line && up->line == out[i].frame->line &&
-                up->file.n == out[i].frame->file.n && (!up->file.n || memcmp(up->file.p, out[i].frame->file.p, up->file.n) == 0))
+            if (ot_frame_on_callers_line(out[i].frame, up))
                 out[i].frame = up;
         }
     }

@@ -67,3 +67,9 @@ bool ot_frame_same_line(const struct ot_frame *a, const struct ot_frame *b)
     return a->line == b->line && a->has_line == b->has_line && str_eq(a->file, b->file) &&
            str_eq(a->function, b->function);
 }
+
+bool ot_frame_on_callers_line(const struct ot_frame *inner, const struct ot_frame *outer)
+{
+    return inner && outer && inner->kind == OT_FRAME_PY && outer->kind == OT_FRAME_PY && inner->has_line &&
+           outer->has_line && inner->line == outer->line && str_eq(inner->file, outer->file);
+}

@@ -18,4 +18,9 @@ bool ot_frame_is_library(const struct ot_frame *f);
 /* Same identity for grouping: two Python frames at the same file, line and function. */
 bool ot_frame_same_line(const struct ot_frame *a, const struct ot_frame *b);
 
+/* True when Python frame `inner` runs on the very line of its caller `outer` (same file and line): a
+ * comprehension's own frame (Python 3.11 and before: forward.<locals>.<listcomp>) inside the function that
+ * runs it. Every report names such a caller by `outer`, the function the user wrote. */
+bool ot_frame_on_callers_line(const struct ot_frame *inner, const struct ot_frame *outer);
+
 #endif

@@ -185,7 +185,11 @@ static size_t meaningful(const struct ot_analysis *a, const struct ot_stack *st,
             for (size_t j = 0; j < k && n < max; j++) {
                 const struct ot_frame *f = &fr[j];
                 bool ok = pass == 0 ? f->kind == OT_FRAME_PY : pass == 1 ? f->kind == OT_FRAME_NATIVE && !ot_lbl_is_plumbing(f) : true;
-                if (ok)
+                /* A caller that is a comprehension's frame is named by the function on its line, as
+                 * everywhere else (userline.h); the site's own frame is kept. */
+                if (ok && n > 1 && ot_frame_on_callers_line(out[n - 1], f))
+                    out[n - 1] = f;
+                else if (ok)
                     out[n++] = f;
             }
         }
