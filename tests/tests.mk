@@ -140,6 +140,8 @@ $(TEST_BIN)/golden_cache: tests/golden/cache.c $(B)/fake/libcuda.so.1
 TEST_PROGS += $(TEST_BIN)/golden_cache
 # Unit tests of the reader's gates, size parsing, stack views and site filters (the pattern rule above builds it).
 TEST_PROGS += $(TEST_BIN)/test_readmodes
+# Unit tests of the walk over a stack's frames (analyze/stackview.h), built in memory.
+TEST_PROGS += $(TEST_BIN)/test_framewalk
 
 # A CUDA runtime program (static cudart from the toolkit), for tests/sh/fakecuda_runtime.sh: the stand-in
 # driver must refuse it in one line, never crash it. Built only where the toolkit has libcudart_static.a.

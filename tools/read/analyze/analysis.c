@@ -3,6 +3,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "analyze/stackview.h"
+
 struct ot_pool_totals ot_pools_of(const struct ot_snapshot *s, int64_t device)
 {
     struct ot_pool_totals t = {0};
@@ -175,9 +177,9 @@ static void prime_stack(struct prime *p, uint64_t id)
         p->missing++;
         return;
     }
-    const struct ot_frame *f;
-    for (size_t i = 0; i < st->nframes; i++)
-        ot_resolve(p->a->res, st->frames[i], &f);
+    struct ot_frame_walk w; /* walking the stack resolves each of its words once, into the resolver's cache */
+    for (ot_walk_begin(&w, p->a->res, st, OT_WALK_ALL); ot_walk_next(&w);)
+        ;
 }
 
 static void prime_sites(struct prime *p, const struct ot_sites *t)

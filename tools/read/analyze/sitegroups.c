@@ -29,13 +29,10 @@ static int key_of(struct ot_resolver *res, const struct ot_snapshot *s, uint64_t
     if (si.user && st) {
         if (!(k->chain = malloc(si.npy * sizeof(*k->chain))))
             return -1;
-        for (size_t i = 0; i < st->nframes; i++) {
-            const struct ot_frame *fr;
-            size_t n = ot_resolve(res, st->frames[i], &fr);
-            for (size_t j = 0; j < n; j++)
-                if (fr[j].kind == OT_FRAME_PY && (k->nchain || &fr[j] == si.user) && k->nchain < si.npy)
-                    k->chain[k->nchain++] = &fr[j];
-        }
+        struct ot_frame_walk w;
+        for (ot_walk_begin(&w, res, st, OT_WALK_PY); ot_walk_next(&w);)
+            if ((k->nchain || w.f == si.user) && k->nchain < si.npy)
+                k->chain[k->nchain++] = w.f;
         k->key = OT_GROUP_USER_LINE;
         k->line = si.user;
         return 0;

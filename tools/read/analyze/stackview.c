@@ -83,6 +83,75 @@ bool ot_frame_is_plumbing(const struct ot_frame *f)
     return false;
 }
 
+void ot_walk_begin(struct ot_frame_walk *w, struct ot_resolver *res, const struct ot_stack *st, unsigned how)
+{
+    memset(w, 0, sizeof(*w));
+    w->res_ = res;
+    w->st_ = st;
+    w->how_ = how;
+    if ((how & OT_WALK_OUTERMOST) && st)
+        w->i_ = st->nframes;
+}
+
+bool ot_walk_next(struct ot_frame_walk *w)
+{
+    bool outer = w->how_ & OT_WALK_OUTERMOST;
+    unsigned only = w->how_ & (OT_WALK_PY | OT_WALK_NATIVE);
+    for (;;) {
+        if (w->k_ == w->n_) { /* this word's frames are done: resolve the next word */
+            if (!w->st_ || (outer ? w->i_ == 0 : w->i_ >= w->st_->nframes))
+                return false;
+            w->word = w->st_->frames[outer ? --w->i_ : w->i_++];
+            w->n_ = ot_resolve(w->res_, w->word, &w->fr_);
+            w->k_ = 0;
+            continue;
+        }
+        /* A word's inline chain is innermost first too: walked backwards when the stack is. */
+        const struct ot_frame *f = &w->fr_[outer ? w->n_ - 1 - w->k_ : w->k_];
+        w->k_++;
+        bool py = f->kind == OT_FRAME_PY;
+        if ((only == OT_WALK_PY && !py) || (only == OT_WALK_NATIVE && (py || ot_frame_is_plumbing(f))))
+            continue;
+        w->f = f;
+        w->py = py;
+        w->module = py ? (struct ot_str){NULL, 0} : ot_base_name(f->module);
+        w->depth = w->kept_++;
+        return true;
+    }
+}
+
+bool ot_walk_is_user(const struct ot_frame_walk *w)
+{
+    return ot_frame_is_user(w->f);
+}
+
+bool ot_walk_is_plumbing(const struct ot_frame_walk *w)
+{
+    return ot_frame_is_plumbing(w->f);
+}
+
+const char *ot_walk_framework(const struct ot_frame_walk *w)
+{
+    const struct ot_frame *f = w->f;
+    if (!w->py) {
+        if (ot_str_starts(w->module, "libtorch") || ot_str_starts(w->module, "libc10"))
+            return "torch";
+        if (ot_str_contains(f->module, "-packages/cupy"))
+            return "cupy";
+        if (ot_str_contains(f->module, "-packages/jaxlib") || ot_str_starts(w->module, "xla_extension"))
+            return "jax";
+        return NULL;
+    }
+    /* Installed packages only: a virtual environment's own path may say torch (/opt/torch/.venv). */
+    if (ot_str_contains(f->file, "-packages/torch/"))
+        return "torch";
+    if (ot_str_contains(f->file, "-packages/cupy/") || ot_str_contains(f->file, "-packages/cupy_backends/"))
+        return "cupy";
+    if (ot_str_contains(f->file, "-packages/jax/") || ot_str_contains(f->file, "-packages/jaxlib/"))
+        return "jax";
+    return NULL;
+}
+
 void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id, struct ot_stack_info *out)
 {
     memset(out, 0, sizeof(*out));
@@ -94,42 +163,39 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
     const struct ot_frame *first_native = NULL, *first_named = NULL, *first_meaningful = NULL;
     const struct ot_frame *via_candidate = NULL;
     bool seen_py = false, caller_settled = false;
-    for (size_t i = 0; i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++) {
-            const struct ot_frame *x = &fr[k];
-            out->nframes++;
-            if (x->kind == OT_FRAME_PY) {
-                out->npy++;
-                if (!seen_py) {
-                    seen_py = true;
-                    out->head = x;
-                    out->via = via_candidate;
-                } else if (!out->caller || (!caller_settled && ot_frame_on_callers_line(out->caller, x))) {
-                    /* A comprehension's frame gives way to the function on its line (the parting's rule). */
-                    caller_settled = out->caller != NULL;
-                    out->caller = x;
-                } else {
-                    caller_settled = true;
-                }
-                if (!out->user && ot_frame_is_user(x)) {
-                    out->user = x;
-                    out->user_depth = out->npy - 1;
-                }
-                continue;
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, res, st, OT_WALK_ALL); ot_walk_next(&w);) {
+        const struct ot_frame *x = w.f;
+        out->nframes++;
+        if (w.py) {
+            out->npy++;
+            if (!seen_py) {
+                seen_py = true;
+                out->head = x;
+                out->via = via_candidate;
+            } else if (!out->caller || (!caller_settled && ot_frame_on_callers_line(out->caller, x))) {
+                /* A comprehension's frame gives way to the function on its line (the parting's rule). */
+                caller_settled = out->caller != NULL;
+                out->caller = x;
+            } else {
+                caller_settled = true;
             }
-            out->nnative++;
-            if (!first_native)
-                first_native = x;
-            if (!first_named && x->function.p && x->function.n)
-                first_named = x;
-            if (!ot_frame_is_plumbing(x)) {
-                if (!first_meaningful)
-                    first_meaningful = x;
-                if (!seen_py && !via_candidate)
-                    via_candidate = x;
+            if (!out->user && ot_walk_is_user(&w)) {
+                out->user = x;
+                out->user_depth = out->npy - 1;
             }
+            continue;
+        }
+        out->nnative++;
+        if (!first_native)
+            first_native = x;
+        if (!first_named && x->function.p && x->function.n)
+            first_named = x;
+        if (!ot_walk_is_plumbing(&w)) {
+            if (!first_meaningful)
+                first_meaningful = x;
+            if (!seen_py && !via_candidate)
+                via_candidate = x;
         }
     }
     if (!seen_py)
@@ -286,14 +352,9 @@ void ot_put_borrowed_note(FILE *f, struct ot_resolver *res, const struct ot_snap
 {
     if (!(st->flags & OT_STACK_BORROWED))
         return;
-    const struct ot_frame *wait = NULL;
-    for (size_t i = 0; i < st->nframes && !wait; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(res, st->frames[i], &fr);
-        for (size_t k = 0; k < n && !wait; k++)
-            if (fr[k].kind == OT_FRAME_PY)
-                wait = &fr[k];
-    }
+    struct ot_frame_walk w;
+    ot_walk_begin(&w, res, st, OT_WALK_PY);
+    const struct ot_frame *wait = ot_walk_next(&w) ? w.f : NULL;
     fprintf(f, "%s(Python stack borrowed from ", indent);
     if (st->lender_tid && st->lender_tid == s->meta.pid)
         fprintf(f, "the main thread (%" PRIu64 ")", st->lender_tid);
@@ -323,28 +384,21 @@ bool ot_put_stack_python_first(FILE *f, struct ot_resolver *res, const struct ot
     }
     /* Past max_frames, the program's own frames are still shown (the user's line of a failed request
      * can sit under twenty frames of a library); the library frames between are counted. */
-    size_t shown = 0, idx = 0, cut = 0;
-    for (size_t i = 0; i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++) {
-            if (fr[k].kind != OT_FRAME_PY)
-                continue;
-            bool show = idx < max_frames || (ot_frame_is_user(&fr[k]) && shown < 2 * max_frames);
-            if (!show) {
-                cut++;
-                idx++;
-                continue;
-            }
-            if (cut)
-                fprintf(f, "%s    ... %zu library frame%s\n", indent, cut, cut == 1 ? "" : "s");
-            cut = 0;
-            fprintf(f, "%s#%-2zu ", indent, idx);
-            ot_put_frame(f, &fr[k]);
-            fputc('\n', f);
-            shown++;
-            idx++;
+    size_t shown = 0, cut = 0;
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, res, st, OT_WALK_PY); ot_walk_next(&w);) {
+        bool show = w.depth < max_frames || (ot_walk_is_user(&w) && shown < 2 * max_frames);
+        if (!show) {
+            cut++;
+            continue;
         }
+        if (cut)
+            fprintf(f, "%s    ... %zu library frame%s\n", indent, cut, cut == 1 ? "" : "s");
+        cut = 0;
+        fprintf(f, "%s#%-2zu ", indent, w.depth);
+        ot_put_frame(f, w.f);
+        fputc('\n', f);
+        shown++;
     }
     if (cut)
         fprintf(f, "%s... %zu more Python frame%s (--frames)\n", indent, cut, cut == 1 ? "" : "s");
@@ -361,24 +415,18 @@ bool ot_put_stack_from_user(FILE *f, struct ot_resolver *res, const struct ot_sn
                             const char *indent, size_t max_frames)
 {
     const struct ot_stack *st = ot_snapshot_stack(s, stack_id);
-    size_t idx = 0, shown = 0, rest = 0;
+    size_t shown = 0, rest = 0;
     bool from = false;
-    for (size_t i = 0; st && i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++) {
-            if (fr[k].kind != OT_FRAME_PY)
-                continue;
-            from = from || ot_frame_is_user(&fr[k]);
-            if (from && shown < max_frames) {
-                fprintf(f, "%s#%-2zu ", indent, idx);
-                ot_put_frame(f, &fr[k]);
-                fputc('\n', f);
-                shown++;
-            } else if (from) {
-                rest++;
-            }
-            idx++;
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, res, st, OT_WALK_PY); ot_walk_next(&w);) {
+        from = from || ot_walk_is_user(&w);
+        if (from && shown < max_frames) {
+            fprintf(f, "%s#%-2zu ", indent, w.depth);
+            ot_put_frame(f, w.f);
+            fputc('\n', f);
+            shown++;
+        } else if (from) {
+            rest++;
         }
     }
     if (rest)
@@ -390,16 +438,10 @@ bool ot_put_stack_from_user(FILE *f, struct ot_resolver *res, const struct ot_sn
  * frames that are not plumbing; NULL past the last. */
 static const struct ot_frame *meaningful_at(struct ot_resolver *res, const struct ot_stack *st, bool py, size_t d)
 {
-    size_t idx = 0;
-    for (size_t i = 0; st && i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++) {
-            bool counts = py ? fr[k].kind == OT_FRAME_PY : fr[k].kind == OT_FRAME_NATIVE && !ot_frame_is_plumbing(&fr[k]);
-            if (counts && idx++ == d)
-                return &fr[k];
-        }
-    }
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, res, st, py ? OT_WALK_PY : OT_WALK_NATIVE); ot_walk_next(&w);)
+        if (w.depth == d)
+            return w.f;
     return NULL;
 }
 
@@ -492,21 +534,18 @@ void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snaps
     }
     if (st->nframes == 0)
         fprintf(f, "%s(empty stack)\n", indent);
-    size_t shown = 0, total = 0;
-    for (size_t i = 0; i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++, total++) {
-            if (shown >= max_frames)
-                continue;
-            fprintf(f, "%s#%-2zu ", indent, shown);
-            ot_put_frame(f, &fr[k]);
-            fputc('\n', f);
-            shown++;
-        }
+    size_t total = 0;
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, res, st, OT_WALK_ALL); ot_walk_next(&w); total++) {
+        if (w.depth >= max_frames)
+            continue;
+        fprintf(f, "%s#%-2zu ", indent, w.depth);
+        ot_put_frame(f, w.f);
+        fputc('\n', f);
     }
-    if (total > shown)
-        fprintf(f, "%s... %zu more frame%s (--frames)\n", indent, total - shown, total - shown == 1 ? "" : "s");
+    if (total > max_frames)
+        fprintf(f, "%s... %zu more frame%s (--frames)\n", indent, total - max_frames,
+                total - max_frames == 1 ? "" : "s");
     if (st->flags & OT_STACK_TRUNCATED)
         fprintf(f, "%s(the tracer cut this stack at its maximum depth)\n", indent);
     if (st->tracer_frames)

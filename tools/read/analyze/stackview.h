@@ -18,6 +18,49 @@
  * Python interpreter, libc or the tracer. Python frames are never plumbing. */
 bool ot_frame_is_plumbing(const struct ot_frame *f);
 
+/* A walk over one stack's frames: the only loop that turns STACKS words into frames (ot_resolve: a word
+ * is one frame, or several where debug info shows calls inlined there). Innermost first, or outermost
+ * first with OT_WALK_OUTERMOST; every frame, or only those `OT_WALK_PY` or `OT_WALK_NATIVE` keeps.
+ *
+ *     struct ot_frame_walk w;
+ *     for (ot_walk_begin(&w, res, st, OT_WALK_PY); ot_walk_next(&w);)
+ *         ... w.f, w.depth ...
+ */
+enum {
+    OT_WALK_ALL = 0,
+    OT_WALK_PY = 1,         /* Python frames only */
+    OT_WALK_NATIVE = 2,     /* native frames that are not plumbing: what a native headline is made of */
+    OT_WALK_OUTERMOST = 16, /* or'ed in: outermost first (a flame graph's order) */
+};
+
+struct ot_frame_walk {
+    /* The frame next() stopped at. It lives as long as the resolver: callers may keep the pointer. */
+    const struct ot_frame *f;
+    bool py;              /* a Python frame (f->file, f->function, f->line); else native (f->module ...) */
+    struct ot_str module; /* native: the base name of f's loaded object (p NULL when unknown); Python: none */
+    uint64_t word;        /* the STACKS word f comes from (a word's inlined calls share it) */
+    size_t depth;         /* f's place among the frames this walk keeps, 0 first */
+    /* The walk's own place. */
+    struct ot_resolver *res_;
+    const struct ot_stack *st_;
+    const struct ot_frame *fr_;
+    size_t i_, k_, n_, kept_;
+    unsigned how_;
+};
+
+/* st may be NULL (a stack id not in STACKS): the walk then has no frame. */
+void ot_walk_begin(struct ot_frame_walk *w, struct ot_resolver *res, const struct ot_stack *st, unsigned how);
+/* Moves to the next kept frame; false past the last. */
+bool ot_walk_next(struct ot_frame_walk *w);
+
+/* Whose frame the walk stands at: the program's own Python code (userline.h's rule), plumbing (the
+ * CUDA runtime, driver, allocators, interpreter, C runtime and the tracer itself: ot_frame_is_plumbing),
+ * or a framework's ("torch", "cupy", "jax" from its native library or its installed Python package; NULL
+ * for none). Asked, not precomputed: each is a few string searches. */
+bool ot_walk_is_user(const struct ot_frame_walk *w);
+bool ot_walk_is_plumbing(const struct ot_frame_walk *w);
+const char *ot_walk_framework(const struct ot_frame_walk *w);
+
 struct ot_stack_info {
     bool found;                    /* the id is in STACKS */
     size_t nframes;                /* frames after expansion of inlined calls */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "render/sitelabel.h"
+#include "analyze/stackview.h"
 
 /* Frame names may hold any byte: ';' would split a frame, a newline a line. Valid UTF-8 passes;
  * ';', '\', control characters and invalid bytes are written as \xNN (a backslash as \\). */
@@ -48,19 +49,14 @@ static void put_stack(FILE *f, const struct ot_analysis *a, uint64_t stack_id, s
         fputs("[empty stack]", f);
         return;
     }
-    bool first = true;
-    /* STACKS is innermost first, and so is each word's inline chain: walk both backwards. */
-    for (size_t i = st->nframes; i-- > 0;) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(a->res, st->frames[i], &fr);
-        for (size_t k = n; k-- > 0;) {
-            ot_sb_reset(sb);
-            ot_lbl_frame(sb, &fr[k]);
-            if (!first)
-                putc_unlocked(';', f);
-            put_name(f, ot_sb_view(sb));
-            first = false;
-        }
+    /* A folded stack reads from the outermost frame in. */
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, a->res, st, OT_WALK_ALL | OT_WALK_OUTERMOST); ot_walk_next(&w);) {
+        ot_sb_reset(sb);
+        ot_lbl_frame(sb, w.f);
+        if (w.depth)
+            putc_unlocked(';', f);
+        put_name(f, ot_sb_view(sb));
     }
 }
 

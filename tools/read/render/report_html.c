@@ -92,19 +92,14 @@ static void stack_list(struct hx *h, uint64_t stack_id)
         return;
     }
     fputs("<ol class=\"stack\" start=\"0\">", f);
-    size_t shown = 0, total = 0;
-    for (size_t i = 0; i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(h->a->res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++, total++)
-            if (shown < H_FRAMES_MAX) {
-                frame_li(h, &fr[k]);
-                shown++;
-            }
-    }
+    size_t total = 0;
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, h->a->res, st, OT_WALK_ALL); ot_walk_next(&w); total++)
+        if (w.depth < H_FRAMES_MAX)
+            frame_li(h, w.f);
     fputs("</ol>", f);
-    if (total > shown)
-        fprintf(f, "<p class=\"note\">%zu more frames not shown.</p>", total - shown);
+    if (total > H_FRAMES_MAX)
+        fprintf(f, "<p class=\"note\">%zu more frames not shown.</p>", total - H_FRAMES_MAX);
     if (st->flags & OT_STACK_TRUNCATED)
         fputs("<p class=\"note\">The tracer cut this stack at its maximum depth.</p>", f);
     fputs("<p class=\"note\">Innermost first; grey: CUDA runtime, allocator and interpreter frames.</p>", f);

@@ -57,12 +57,9 @@ static void stack(struct jx *x, uint64_t id)
     else
         ot_json_null(j, "stack_borrowed_from_tid");
     ot_json_arr(j, "stack");
-    for (size_t i = 0; i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(x->a->res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++)
-            frame(x, NULL, &fr[k]);
-    }
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, x->a->res, st, OT_WALK_ALL); ot_walk_next(&w);)
+        frame(x, NULL, w.f);
     ot_json_arr_end(j);
 }
 

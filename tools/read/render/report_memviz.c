@@ -20,6 +20,7 @@
 #include "analyze/memviz.h"
 #include "render/pickle.h"
 #include "render/sitelabel.h"
+#include "analyze/stackview.h"
 
 struct mv {
     const struct ot_analysis *a;
@@ -67,12 +68,9 @@ static void frames(struct mv *m, uint64_t stack_id)
     }
     ot_pk_list(p);
     const struct ot_stack *st = stack_id ? ot_snapshot_stack(m->s, stack_id) : NULL;
-    for (size_t i = 0; st && i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(m->a->res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++)
-            frame_dict(m, &fr[k]);
-    }
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, m->a->res, st, OT_WALK_ALL); ot_walk_next(&w);)
+        frame_dict(m, w.f);
     id = ot_pk_list_end_memo(p);
     ot_u64map_put(&m->frames_memo, stack_id, id); /* out of memory: the next use writes the list again */
 }

@@ -166,32 +166,23 @@ void ot_lbl_frame(struct ot_sb *b, const struct ot_frame *f)
     frame_name(b, f, false);
 }
 
-bool ot_lbl_is_plumbing(const struct ot_frame *f)
-{
-    return ot_frame_is_plumbing(f); /* the text report's rule (stackview.c), so the reports agree */
-}
-
 /* The frames a label is built from, innermost first: every Python frame when the stack has one, else
  * every native frame that is not plumbing, else every frame. */
 #define OT_LBL_FRAMES 48
 
 static size_t meaningful(const struct ot_analysis *a, const struct ot_stack *st, const struct ot_frame **out, size_t max)
 {
+    static const unsigned passes[] = {OT_WALK_PY, OT_WALK_NATIVE, OT_WALK_ALL};
     size_t n = 0;
-    for (int pass = 0; pass < 3 && n == 0; pass++) {
-        for (size_t i = 0; i < st->nframes && n < max; i++) {
-            const struct ot_frame *fr;
-            size_t k = ot_resolve(a->res, st->frames[i], &fr);
-            for (size_t j = 0; j < k && n < max; j++) {
-                const struct ot_frame *f = &fr[j];
-                bool ok = pass == 0 ? f->kind == OT_FRAME_PY : pass == 1 ? f->kind == OT_FRAME_NATIVE && !ot_lbl_is_plumbing(f) : true;
-                /* A caller that is a comprehension's frame is named by the function on its line, as
-                 * everywhere else (userline.h); the site's own frame is kept. */
-                if (ok && n > 1 && ot_frame_on_callers_line(out[n - 1], f))
-                    out[n - 1] = f;
-                else if (ok)
-                    out[n++] = f;
-            }
+    for (size_t pass = 0; pass < sizeof(passes) / sizeof(passes[0]) && n == 0; pass++) {
+        struct ot_frame_walk w;
+        for (ot_walk_begin(&w, a->res, st, passes[pass]); n < max && ot_walk_next(&w);) {
+            /* A caller that is a comprehension's frame is named by the function on its line, as
+             * everywhere else (userline.h); the site's own frame is kept. */
+            if (n > 1 && ot_frame_on_callers_line(out[n - 1], w.f))
+                out[n - 1] = w.f;
+            else
+                out[n++] = w.f;
         }
     }
     return n;

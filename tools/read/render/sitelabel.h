@@ -32,10 +32,6 @@ struct ot_str ot_lbl_basename(struct ot_str path);
  * native "function" when known, else "module+0xOFF" (module's base name), else "0xADDR". */
 void ot_lbl_frame(struct ot_sb *b, const struct ot_frame *f);
 
-/* True for a native frame that says nothing about who allocated: the CUDA runtime, the driver, an
- * allocator, the interpreter (stackview.h's ot_frame_is_plumbing, the text report's rule). */
-bool ot_lbl_is_plumbing(const struct ot_frame *f);
-
 /* Labels for sites v[0..n): the innermost meaningful frame of each (the innermost Python frame, else
  * the innermost native frame that is not plumbing, with its "(file:line)" when debug info gave them; C++
  * parameter lists dropped, Python files outside site-packages and C files shortened to their base name). Where sites share that frame, each adds the first outer

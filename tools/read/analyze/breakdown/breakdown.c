@@ -62,37 +62,30 @@ static bool fn_has(const struct ot_frame *f, const char *s)
 static struct guess guess_stack(const struct ot_analysis *a, uint64_t stack_id)
 {
     struct guess g = {OT_BD_PROGRAM, NULL};
-    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
-    if (!st)
-        return g;
-    for (size_t i = 0; i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(a->res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++) {
-            const struct ot_frame *f = &fr[k];
-            if (f->kind != OT_FRAME_PY) {
-                struct ot_str mb = ot_base_name(f->module);
-                if (ot_str_starts(mb, "libcublas"))
-                    return (struct guess){OT_BD_WORKSPACES, "cuBLAS"};
-                if (ot_str_starts(mb, "libcudnn"))
-                    return (struct guess){OT_BD_WORKSPACES, "cuDNN"};
-                if (ot_str_starts(mb, "libnccl"))
-                    return (struct guess){OT_BD_WORKSPACES, "NCCL"};
-                if (ot_str_starts(mb, "libtorch") || ot_str_starts(mb, "libc10"))
-                    g.row = OT_BD_ACTIVATIONS;
-                continue;
-            }
-            /* Installed torch only: a virtual environment's own path may say torch (/opt/torch/.venv). */
-            if (file_has(f, "-packages/torch/"))
-                g.row = OT_BD_ACTIVATIONS;
-            if (file_has(f, "torch/optim/"))
-                return (struct guess){OT_BD_OPTIMIZER, NULL};
-            if ((file_has(f, "torch/nn/modules/module.py") && fn_has(f, "_apply")) || fn_has(f, "load_state_dict") ||
-                fn_has(f, "from_pretrained"))
-                return (struct guess){OT_BD_PARAMETERS, NULL};
-            if (file_has(f, "torch/autograd/") && fn_has(f, "backward"))
-                return (struct guess){OT_BD_GRADIENTS, NULL};
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, a->res, ot_snapshot_stack(a->s, stack_id), OT_WALK_ALL); ot_walk_next(&w);) {
+        const struct ot_frame *f = w.f;
+        if (!w.py) {
+            if (ot_str_starts(w.module, "libcublas"))
+                return (struct guess){OT_BD_WORKSPACES, "cuBLAS"};
+            if (ot_str_starts(w.module, "libcudnn"))
+                return (struct guess){OT_BD_WORKSPACES, "cuDNN"};
+            if (ot_str_starts(w.module, "libnccl"))
+                return (struct guess){OT_BD_WORKSPACES, "NCCL"};
         }
+        /* PyTorch's native libraries or its installed Python source (ot_walk_framework's rule). */
+        const char *fw = ot_walk_framework(&w);
+        if (fw && strcmp(fw, "torch") == 0)
+            g.row = OT_BD_ACTIVATIONS;
+        if (!w.py)
+            continue;
+        if (file_has(f, "torch/optim/"))
+            return (struct guess){OT_BD_OPTIMIZER, NULL};
+        if ((file_has(f, "torch/nn/modules/module.py") && fn_has(f, "_apply")) || fn_has(f, "load_state_dict") ||
+            fn_has(f, "from_pretrained"))
+            return (struct guess){OT_BD_PARAMETERS, NULL};
+        if (file_has(f, "torch/autograd/") && fn_has(f, "backward"))
+            return (struct guess){OT_BD_GRADIENTS, NULL};
     }
     return g;
 }
@@ -519,29 +512,11 @@ enum ot_bd_row ot_bd_guess(const struct ot_analysis *a, uint64_t stack_id)
 
 const char *ot_stack_framework(const struct ot_analysis *a, uint64_t stack_id)
 {
-    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
-    for (size_t i = 0; st && i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(a->res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++) {
-            const struct ot_frame *f = &fr[k];
-            if (f->kind != OT_FRAME_PY) {
-                struct ot_str mb = ot_base_name(f->module);
-                if (ot_str_starts(mb, "libtorch") || ot_str_starts(mb, "libc10"))
-                    return "torch";
-                if (ot_str_contains(f->module, "-packages/cupy") )
-                    return "cupy";
-                if (ot_str_contains(f->module, "-packages/jaxlib") || ot_str_starts(mb, "xla_extension"))
-                    return "jax";
-                continue;
-            }
-            if (file_has(f, "-packages/torch/"))
-                return "torch";
-            if (file_has(f, "-packages/cupy/") || file_has(f, "-packages/cupy_backends/"))
-                return "cupy";
-            if (file_has(f, "-packages/jax/") || file_has(f, "-packages/jaxlib/"))
-                return "jax";
-        }
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, a->res, ot_snapshot_stack(a->s, stack_id), OT_WALK_ALL); ot_walk_next(&w);) {
+        const char *fw = ot_walk_framework(&w);
+        if (fw)
+            return fw;
     }
     return NULL;
 }

@@ -52,18 +52,14 @@ static void chain_of(const struct ot_analysis *a, uint64_t stack_id, struct site
     const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
     const struct ot_frame *from = si.user ? si.user : si.head;
     bool started = false;
-    for (size_t i = 0; st && from && i < st->nframes && c->n < SITE_CHAIN; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(a->res, st->frames[i], &fr);
-        for (size_t k = 0; k < n && c->n < SITE_CHAIN; k++) {
-            const struct ot_frame *f = &fr[k];
-            started = started || f == from;
-            if (!started || (f->kind == OT_FRAME_PY) != (from->kind == OT_FRAME_PY))
-                continue;
-            if (f->kind == OT_FRAME_PY ? comprehension(f) : ot_frame_is_plumbing(f))
-                continue;
-            c->f[c->n++] = f;
-        }
+    struct ot_frame_walk w;
+    for (ot_walk_begin(&w, a->res, from ? st : NULL, OT_WALK_ALL); c->n < SITE_CHAIN && ot_walk_next(&w);) {
+        started = started || w.f == from;
+        if (!started || w.py != (from->kind == OT_FRAME_PY))
+            continue;
+        if (w.py ? comprehension(w.f) : ot_walk_is_plumbing(&w))
+            continue;
+        c->f[c->n++] = w.f;
     }
 }
 

@@ -7,18 +7,13 @@
 #include <string.h>
 
 #include "analyze/breakdown.h"
+#include "analyze/stackview.h"
 
 static bool stack_has_python(const struct ot_analysis *a, uint64_t stack_id)
 {
-    const struct ot_stack *st = ot_snapshot_stack(a->s, stack_id);
-    for (size_t i = 0; st && i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        size_t n = ot_resolve(a->res, st->frames[i], &fr);
-        for (size_t k = 0; k < n; k++)
-            if (fr[k].kind == OT_FRAME_PY)
-                return true;
-    }
-    return false;
+    struct ot_frame_walk w;
+    ot_walk_begin(&w, a->res, ot_snapshot_stack(a->s, stack_id), OT_WALK_PY);
+    return ot_walk_next(&w);
 }
 /* Live memory that grows by a steady amount every interval is held across intervals. The growth counts
  * when the ring also saw frees, or when the framework's own view says the growth is allocated tensors (a

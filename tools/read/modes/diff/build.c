@@ -39,11 +39,11 @@ static char *make_key(struct dside *d, uint64_t stack_id, bool lines, bool nativ
     if (!st) {
         fprintf(m, "missing\x1f%" PRIu64, stack_id);
     } else {
-        for (size_t i = 0; i < st->nframes; i++) {
-            uint64_t raw = st->frames[i];
-            const struct ot_frame *fr;
-            ot_resolve(d->dump, raw, &fr); /* one frame: no debug info, no inlining */
-            if (fr->kind == OT_FRAME_PY) {
+        struct ot_frame_walk w; /* the dump's names: one frame a word, no debug info, no inlining */
+        for (ot_walk_begin(&w, d->dump, st, OT_WALK_ALL); ot_walk_next(&w);) {
+            uint64_t raw = w.word;
+            const struct ot_frame *fr = w.f;
+            if (w.py) {
                 fputs("P\x1f", m);
                 key_put(m, fr->function);
                 fputc('\x1f', m);
@@ -53,7 +53,7 @@ static char *make_key(struct dside *d, uint64_t stack_id, bool lines, bool nativ
                 fputs("N\x1f", m);
                 key_put(m, ot_diff_native_name(d, raw, fr));
                 fputc('\x1f', m);
-                key_put(m, ot_base_name(fr->module));
+                key_put(m, w.module);
                 const struct ot_frame *dw;
                 size_t k = native_lines ? ot_resolve(d->l->res, raw, &dw) : 0;
                 for (size_t j = 0; j < k; j++) {

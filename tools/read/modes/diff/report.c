@@ -274,9 +274,9 @@ static void json_key_frames(struct ot_json *j, struct dside *d, uint64_t stack_i
         return;
     }
     ot_json_arr(j, "frames");
-    for (size_t i = 0; i < st->nframes; i++) {
-        const struct ot_frame *fr;
-        ot_resolve(d->dump, st->frames[i], &fr);
+    struct ot_frame_walk w; /* the dump's names: one frame a word */
+    for (ot_walk_begin(&w, d->dump, st, OT_WALK_ALL); ot_walk_next(&w);) {
+        const struct ot_frame *fr = w.f;
         ot_json_obj(j, NULL);
         if (fr->kind == OT_FRAME_PY) {
             ot_json_cstr(j, "kind", "python");
@@ -286,10 +286,10 @@ static void json_key_frames(struct ot_json *j, struct dside *d, uint64_t stack_i
             ot_json_null(j, "module");
         } else {
             ot_json_cstr(j, "kind", "native");
-            ot_json_str(j, "function", ot_diff_native_name(d, st->frames[i], fr));
+            ot_json_str(j, "function", ot_diff_native_name(d, w.word, fr));
             ot_json_null(j, "file");
             ot_json_null(j, "line");
-            ot_json_str(j, "module", ot_base_name(fr->module));
+            ot_json_str(j, "module", w.module);
         }
         ot_json_obj_end(j);
     }
