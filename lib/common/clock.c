@@ -30,11 +30,12 @@
 #define CAL_NS 20000000ull      /* the first rate: measured over 20 ms */
 #define ANCHOR_NS 1000000000ull /* an anchor lasts 1 s */
 
+struct ot_clock_line ot_clock_line; /* the conversion (clock.h); span 0 while it must not be used */
+#define L ot_clock_line
+
 static struct {
-    uint32_t seq;                /* odd while the conversion below is written */
     int state;                   /* CLK_* */
     int busy;                    /* a thread is writing (calibrating or re-anchoring) */
-    uint64_t tsc0, ns0, mult, span; /* the conversion, valid for tsc0 <= tsc < tsc0 + span */
     uint64_t true_tsc, true_ns;  /* the clock_gettime reading the current anchor (or calibration) took */
     uint64_t cal_ns, anchor_ns;  /* CAL_NS and ANCHOR_NS; shorter in tests (ot_clock_tune) */
 } K = {.cal_ns = CAL_NS, .anchor_ns = ANCHOR_NS};
@@ -51,18 +52,8 @@ uint64_t ot_mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-#if defined(__x86_64__)
-/* No lfence before it (the kernel's clock has one: 12-25 ns more here). rdtsc may then run a little ahead
- * of the instructions before it, taking ot_lock among them, so two events on different threads may get
- * times a few nanoseconds out of their order: their seqs order them (the reader never orders by time),
- * and the ring writes such a time as its predecessor's (ring.c). */
-static inline uint64_t tsc_read(void)
-{
-    uint32_t lo, hi;
-    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi)::"memory");
-    return (uint64_t)hi << 32 | lo;
-}
 
+#if defined(__x86_64__)
 static int tsc_invariant(void)
 {
     unsigned a, b, c, d;
@@ -72,10 +63,6 @@ static int tsc_invariant(void)
     return (d >> 8) & 1;
 }
 #else
-static inline uint64_t tsc_read(void)
-{
-    return 0;
-}
 static int tsc_invariant(void)
 {
     return 0;
@@ -87,16 +74,26 @@ static int tsc_invariant(void)
  * (under a microsecond), from the first short calibration on. */
 static void publish(uint64_t tsc0, uint64_t ns0, uint64_t mult, uint64_t measured_ns)
 {
-    uint32_t s = LD(K.seq);
-    __atomic_store_n(&K.seq, s + 1, __ATOMIC_RELAXED);
+    uint32_t s = LD(L.seq);
+    __atomic_store_n(&L.seq, s + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    ST(K.tsc0, tsc0);
-    ST(K.ns0, ns0);
-    ST(K.mult, mult);
+    ST(L.tsc0, tsc0);
+    ST(L.ns0, ns0);
+    ST(L.mult, mult);
     uint64_t len = measured_ns < LD(K.anchor_ns) ? measured_ns : LD(K.anchor_ns);
     unsigned __int128 span = ((unsigned __int128)len << 32) / mult; /* ticks */
-    ST(K.span, span > (1ull << 40) ? (1ull << 40) : (uint64_t)span);
-    __atomic_store_n(&K.seq, s + 2, __ATOMIC_RELEASE);
+    ST(L.span, span > (1ull << 40) ? (1ull << 40) : (uint64_t)span);
+    __atomic_store_n(&L.seq, s + 2, __ATOMIC_RELEASE);
+}
+
+/* The conversion stops being used (span 0: every read takes the slow path), before the state says why. */
+static void retire(void)
+{
+    uint32_t s = LD(L.seq);
+    __atomic_store_n(&L.seq, s + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    ST(L.span, 0);
+    __atomic_store_n(&L.seq, s + 2, __ATOMIC_RELEASE);
 }
 
 /* A clock_gettime reading paired with the TSC around it: the tightest of three (a read that was
@@ -106,7 +103,7 @@ static int pair(uint64_t *tsc, uint64_t *ns)
 {
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 3; i++) {
-        uint64_t t1 = tsc_read(), n = ot_mono_ns(), t2 = tsc_read();
+        uint64_t t1 = ot_clock_tsc(), n = ot_mono_ns(), t2 = ot_clock_tsc();
         if (t2 - t1 < best) {
             best = t2 - t1;
             *tsc = t1 + (t2 - t1) / 2;
@@ -122,7 +119,8 @@ static int plausible(unsigned __int128 mult)
     return mult >= (1ull << 32) / 20 && mult <= (10ull << 32);
 }
 
-__attribute__((noinline, cold)) static uint64_t slow(void)
+/* Every read the line could not answer: before calibration, at the end of an anchor, without a TSC. */
+uint64_t ot_clock_slow(void)
 {
     int st = LD(K.state);
     if (st == CLK_MONO)
@@ -143,18 +141,19 @@ __attribute__((noinline, cold)) static uint64_t slow(void)
                 ST(K.true_ns, ns);
                 __atomic_store_n(&K.state, CLK_TSC, __ATOMIC_RELEASE);
             } else {
+                retire();
                 ST(K.state, CLK_MONO);
             }
         }
-    } else if (st == CLK_TSC && t - LD(K.tsc0) >= LD(K.span) && t > LD(K.true_tsc) && ns > LD(K.true_ns)) {
+    } else if (st == CLK_TSC && t - LD(L.tsc0) >= LD(L.span) && t > LD(K.true_tsc) && ns > LD(K.true_ns)) {
         /* A new anchor: the rate measured since the last one, and no step back from the old line. */
-        uint64_t old = LD(K.ns0) + (uint64_t)(((unsigned __int128)(t - LD(K.tsc0)) * LD(K.mult)) >> 32);
+        uint64_t old = LD(L.ns0) + (uint64_t)(((unsigned __int128)(t - LD(L.tsc0)) * LD(L.mult)) >> 32);
         unsigned __int128 m = ((unsigned __int128)(ns - LD(K.true_ns)) << 32) / (t - LD(K.true_tsc));
         uint64_t ns0 = ns;
         if (old > ns) {
             ns0 = old;
             /* ahead by old - ns: run slower over the next anchor to give it back */
-            unsigned __int128 give = ((unsigned __int128)(old - ns) << 32) / (LD(K.span) ? LD(K.span) : 1);
+            unsigned __int128 give = ((unsigned __int128)(old - ns) << 32) / (LD(L.span) ? LD(L.span) : 1);
             m = give < m / 2 ? m - give : m / 2;
         }
         if (plausible(m)) {
@@ -163,6 +162,7 @@ __attribute__((noinline, cold)) static uint64_t slow(void)
             ST(K.true_ns, ns);
             out = ns0;
         } else {
+            retire();
             ST(K.state, CLK_MONO);
         }
     }
@@ -170,27 +170,10 @@ __attribute__((noinline, cold)) static uint64_t slow(void)
     return out;
 }
 
-static inline uint64_t now_ns(void)
-{
-    if (OT_LIKELY(__atomic_load_n(&K.state, __ATOMIC_ACQUIRE) == CLK_TSC)) {
-        uint32_t s = __atomic_load_n(&K.seq, __ATOMIC_ACQUIRE);
-        uint64_t t0 = LD(K.tsc0), n0 = LD(K.ns0), m = LD(K.mult), span = LD(K.span);
-        uint64_t t = tsc_read();
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (OT_LIKELY(!(s & 1) && LD(K.seq) == s && t - t0 < span))
-            return n0 + (uint64_t)(((unsigned __int128)(t - t0) * m) >> 32);
-    }
-    return slow();
-}
-
-uint64_t ot_now_ns(void)
-{
-    return OT_STAGE_CALL(OT_ST_CLOCK, now_ns());
-}
-
 void ot_clock_start(int use_tsc)
 {
     uint64_t t, ns;
+    retire(); /* the fast path runs again only once this start's calibration publishes a rate */
     if (!use_tsc || !tsc_invariant() || !pair(&t, &ns)) {
         ST(K.state, CLK_MONO);
         return;
@@ -203,7 +186,7 @@ void ot_clock_start(int use_tsc)
 /* The TSC's rate, ns = ticks * mult >> 32; 0 while the clock does not read the TSC (stage.c). */
 uint64_t ot_clock_tsc_mult(void)
 {
-    return LD(K.state) == CLK_TSC ? LD(K.mult) : 0;
+    return LD(K.state) == CLK_TSC ? LD(L.mult) : 0;
 }
 
 int ot_clock_uses_tsc(void)
@@ -221,9 +204,10 @@ void ot_clock_tune(uint64_t cal_ns, uint64_t anchor_ns)
  * was writing is not to be trusted (the child keeps clock_gettime then). */
 void ot_clock_forked(void)
 {
-    if (LD(K.seq) & 1) {
+    if (LD(L.seq) & 1) {
         ST(K.state, CLK_MONO);
-        ST(K.seq, LD(K.seq) + 1);
+        ST(L.span, 0);
+        ST(L.seq, LD(L.seq) + 1);
     }
     ST(K.busy, 0);
 }

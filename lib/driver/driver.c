@@ -14,14 +14,6 @@ int ot_drv_has_context_query(void)
     return ot_real.cuCtxGetDevice != NULL;
 }
 
-int ot_drv_current_device(void)
-{
-    CUdevice d = 0;
-    if (!ot_real.cuCtxGetDevice || REAL(cuCtxGetDevice)(&d) != CUDA_SUCCESS)
-        return 0;
-    return d;
-}
-
 int ot_drv_mem_info(size_t *free_bytes, size_t *total)
 {
     return ot_real.cuMemGetInfo_v2 && REAL(cuMemGetInfo_v2)(free_bytes, total) == CUDA_SUCCESS ? 0 : -1;

@@ -6,7 +6,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-int ot_drv_current_device(void);                        /* the current context's device; 0 when none */
+#include "common/defs.h"
+#include "driver/cuda_api.h"
+#include "driver/real.h"
+
+/* The current context's device; 0 when none. Inline: every allocation asks it. */
+static inline int ot_drv_current_device(void)
+{
+    CUdevice d = 0;
+    void *f = ot_real.cuCtxGetDevice;
+    if (OT_UNLIKELY(!f) || ((__typeof__(&cuCtxGetDevice))f)(&d) != CUDA_SUCCESS)
+        return 0;
+    return d;
+}
 int ot_drv_has_context_query(void);                     /* 1 when the driver has cuCtxGetDevice */
 int ot_drv_mem_info(size_t *free_bytes, size_t *total); /* the current context's device; 0 on success */
 /* The device's name (NUL-terminated, "" when unknown) and uuid (16 bytes; 0 on success). */

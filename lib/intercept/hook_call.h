@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "common/defs.h"
+#include "common/options.h"
 #include "common/self.h"
 #include "common/stage.h"
 #include "driver/cuda_api.h"
@@ -19,6 +20,7 @@
 #include "driver/real.h"
 #include "record/rec.h"
 #include "record/record.h"
+#include "runtime/companion.h"
 #include "runtime/init.h"
 
 void *ot_real_slow(size_t off);
@@ -56,12 +58,37 @@ static inline void ot_leave(int saved_errno)
 /* The same for the wrapper of `name` itself: the real function has the wrapper's type. */
 #define OT_HOOK_ENTER(name, args) OT_HOOK_START(__typeof__(&name), OT_REAL(name, void *), args)
 
-/* The device a call will allocate on, with the device's baseline taken before its first allocation. */
-int ot_pre_alloc(void);
 void ot_first_use(int device); /* the baseline alone, for a call that names its device */
 
+/* The device a call will allocate on, with the device's baseline taken before its first allocation.
+ * Inline, as ot_after_alloc below: every allocation passes here, and the calls cost as much as the rest. */
+static inline int ot_pre_alloc(void)
+{
+    OT_STAGE_BEGIN(t);
+    int dev = ot_drv_current_device();
+    if (OT_UNLIKELY(ot_record_baseline_open(dev)))
+        ot_first_use(dev);
+    OT_STAGE_END(OT_ST_PRE_ALLOC, t);
+    return dev;
+}
+
+void ot_after_alloc_failed(CUresult r, const struct ot_alloc_req *req);
+
 /* After an allocation call: records the success, or the out-of-memory failure (and its snapshot). */
-void ot_after_alloc(CUresult r, const struct ot_alloc_req *req);
+static inline void ot_after_alloc(CUresult r, const struct ot_alloc_req *req)
+{
+    if (OT_LIKELY(r == CUDA_SUCCESS)) {
+        OT_STAGE_BEGIN(t);
+        ot_record_alloc(req);
+        if (OT_UNLIKELY(!__atomic_load_n(&ot_exit_registered, __ATOMIC_RELAXED)))
+            ot_after_first_alloc();
+        if (ot_opt.frameworks)
+            ot_companion_poke(OT_POKE_ALLOC);
+        OT_STAGE_END(OT_ST_AFTER_ALLOC, t);
+    } else {
+        ot_after_alloc_failed(r, req);
+    }
+}
 
 static inline CUresult ot_alloc_end(CUresult r, const struct ot_alloc_req *req, int err)
 {

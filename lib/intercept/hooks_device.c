@@ -23,24 +23,10 @@ void ot_first_use(int dev)
     ot_record_baseline_set(dev, known, total_b - free_b);
 }
 
-int ot_pre_alloc(void)
+/* ot_after_alloc's rare half: a refused allocation; out of memory is recorded, with its snapshot. */
+void ot_after_alloc_failed(CUresult r, const struct ot_alloc_req *req)
 {
-    OT_STAGE_BEGIN(t);
-    int dev = ot_drv_current_device();
-    ot_first_use(dev);
-    OT_STAGE_END(OT_ST_PRE_ALLOC, t);
-    return dev;
-}
-
-void ot_after_alloc(CUresult r, const struct ot_alloc_req *req)
-{
-    if (r == CUDA_SUCCESS) {
-        OT_STAGE_BEGIN(t);
-        ot_record_alloc(req);
-        ot_after_first_alloc();
-        ot_companion_poke(OT_POKE_ALLOC);
-        OT_STAGE_END(OT_ST_AFTER_ALLOC, t);
-    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         ot_after_first_alloc(); /* a process whose first allocation fails uses the device too */
         ot_record_failure(req, r);
         ot_snapshot_trigger(OT_TRIGGER_OOM, ot_api_name(req->api));

@@ -8,12 +8,6 @@
 #include "record/liveset.h"
 #include "record/rec.h"
 
-static uint64_t slot_of(const struct ot_liveset *s, uint8_t ns, uint64_t key)
-{
-    uint64_t h = (key ^ ((uint64_t)ns << 61)) * 0x9E3779B97F4A7C15ull;
-    return (h >> 20) & s->mask;
-}
-
 static int resize(struct ot_liveset *s, uint64_t cap)
 {
     struct ot_rec *slots = mmap(NULL, cap * sizeof *slots, PROT_READ | PROT_WRITE,
@@ -34,43 +28,16 @@ static int resize(struct ot_liveset *s, uint64_t cap)
     return 0;
 }
 
-struct ot_rec *ot_live_find(struct ot_liveset *s, uint8_t ns, uint64_t key)
+/* ot_live_probe when the table must grow first (or has no slots yet). NULL when there is no memory for the
+ * room (the key was still looked up: *found says whether it is there). */
+struct ot_rec *ot_live_probe_grow(struct ot_liveset *s, uint8_t ns, uint64_t key, int *found)
 {
-    if (!s->slots)
-        return NULL;
-    for (uint64_t i = slot_of(s, ns, key);; i = (i + 1) & s->mask) {
-        struct ot_rec *r = &s->slots[i];
-        if (!r->size)
-            return NULL;
-        if (r->key == key && r->ns == ns)
-            return r;
+    if (resize(s, s->slots ? (s->mask + 1) * 2 : 1024) != 0) {
+        struct ot_rec *r = ot_live_find(s, ns, key);
+        *found = r != NULL;
+        return r;
     }
-}
-
-/* One probe for an allocation: the record of (ns, key) when there is one (*found = 1), else the empty slot
- * where it goes (*found = 0), with room made first; an allocation used to look the key up (a stale
- * record) and then probe again to insert. NULL when there is no memory for the room (the key was still
- * looked up: *found says whether it is there). */
-struct ot_rec *ot_live_probe(struct ot_liveset *s, uint8_t ns, uint64_t key, int *found)
-{
-    if (!s->slots || (s->count + 1) * 4 > (s->mask + 1) * 3) {
-        if (resize(s, s->slots ? (s->mask + 1) * 2 : 1024) != 0) {
-            struct ot_rec *r = ot_live_find(s, ns, key);
-            *found = r != NULL;
-            return r;
-        }
-    }
-    for (uint64_t i = slot_of(s, ns, key);; i = (i + 1) & s->mask) {
-        struct ot_rec *r = &s->slots[i];
-        if (!r->size) {
-            *found = 0;
-            return r;
-        }
-        if (r->key == key && r->ns == ns) {
-            *found = 1;
-            return r;
-        }
-    }
+    return ot_live_probe(s, ns, key, found);
 }
 
 /* Inserts r (size must be nonzero); the caller has checked that the key is absent. */
@@ -80,7 +47,7 @@ struct ot_rec *ot_live_put(struct ot_liveset *s, const struct ot_rec *r)
         if (resize(s, s->slots ? (s->mask + 1) * 2 : 1024) != 0)
             return NULL;
     }
-    uint64_t i = slot_of(s, r->ns, r->key);
+    uint64_t i = ot_live_slot_of(s, r->ns, r->key);
     while (s->slots[i].size)
         i = (i + 1) & s->mask;
     s->slots[i] = *r;
@@ -88,21 +55,21 @@ struct ot_rec *ot_live_put(struct ot_liveset *s, const struct ot_rec *r)
     return &s->slots[i];
 }
 
-void ot_live_del(struct ot_liveset *s, struct ot_rec *r)
+void ot_live_del_shift(struct ot_liveset *s, struct ot_rec *r)
 {
     uint64_t i = (uint64_t)(r - s->slots);
     for (uint64_t j = (i + 1) & s->mask;; j = (j + 1) & s->mask) {
         struct ot_rec *q = &s->slots[j];
         if (!q->size)
             break;
-        uint64_t home = slot_of(s, q->ns, q->key);
+        uint64_t home = ot_live_slot_of(s, q->ns, q->key);
         /* q may move back to i when i lies cyclically in [home, j). */
         if (((j - home) & s->mask) >= ((j - i) & s->mask)) {
             s->slots[i] = *q;
             i = j;
         }
     }
-    memset(&s->slots[i], 0, sizeof s->slots[i]);
+    s->slots[i].size = 0; /* empty: nothing reads the rest of an empty slot */
     s->count--;
 }
 

@@ -14,28 +14,9 @@
 #include "record/peak.h"
 #include "record/rec.h"
 
-void ot_peak_on_alloc(struct trace_device *d, const struct ot_rec *r)
+/* r was live at the peak and is freed after it: its copy joins the peak set. */
+void ot_peak_retain(struct trace_device *d, const struct ot_rec *r)
 {
-    d->by_cat[r->cat < OT_CAT_COUNT ? r->cat : 0] += r->size;
-    if (!ot_category_is_device(r->cat))
-        return;
-    d->cur += r->size;
-    if (d->cur > d->peak) {
-        d->peak = d->cur;
-        d->peak_seq = r->seq;
-        d->peak_time = r->time_ns;
-        d->nretained = 0;
-    }
-}
-
-void ot_peak_on_free(struct trace_device *d, const struct ot_rec *r)
-{
-    d->by_cat[r->cat < OT_CAT_COUNT ? r->cat : 0] -= r->size;
-    if (!ot_category_is_device(r->cat))
-        return;
-    d->cur -= r->size;
-    if (r->seq > d->peak_seq)
-        return;
     if (d->nretained == d->capretained) {
         uint64_t nc = d->capretained ? d->capretained * 2 : 256;
         struct ot_rec *n = mmap(NULL, nc * sizeof *n, PROT_READ | PROT_WRITE,

@@ -1,5 +1,6 @@
 #ifndef OOMTRACE_PEAK_H
 #define OOMTRACE_PEAK_H
+#include "common/defs.h"
 #include "oomtrace_format.h"
 #include "record/rec.h"
 
@@ -16,7 +17,33 @@ struct trace_device {
     uint64_t baseline_used;          /* total - free before the first tracked allocation */
 };
 
-void ot_peak_on_alloc(struct trace_device *d, const struct ot_rec *r);
-void ot_peak_on_free(struct trace_device *d, const struct ot_rec *r);
+/* Inline: every event does one; only keeping a freed record for the peak set (peak.c) is out of line. */
+void ot_peak_retain(struct trace_device *d, const struct ot_rec *r);
+
+/* Counts r in; 1 when it set a new peak. */
+static inline int ot_peak_on_alloc(struct trace_device *d, const struct ot_rec *r)
+{
+    d->by_cat[r->cat < OT_CAT_COUNT ? r->cat : 0] += r->size;
+    if (!ot_category_is_device(r->cat))
+        return 0;
+    d->cur += r->size;
+    if (OT_LIKELY(d->cur <= d->peak))
+        return 0;
+    d->peak = d->cur;
+    d->peak_seq = r->seq;
+    d->peak_time = r->time_ns;
+    d->nretained = 0;
+    return 1;
+}
+
+static inline void ot_peak_on_free(struct trace_device *d, const struct ot_rec *r)
+{
+    d->by_cat[r->cat < OT_CAT_COUNT ? r->cat : 0] -= r->size;
+    if (!ot_category_is_device(r->cat))
+        return;
+    d->cur -= r->size;
+    if (r->seq <= d->peak_seq)
+        ot_peak_retain(d, r);
+}
 void ot_peak_reset(struct trace_device *d);
 #endif

@@ -28,7 +28,10 @@ static int capture(uint64_t *frames, unsigned *flags)
     return OT_STAGE_CALL(OT_ST_PYTHON, ot_python_merge(frames, n, OT_MAX_FRAMES, flags));
 }
 
-static inline __attribute__((always_inline)) void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t, const char *label)
+/* One event into the ring: its slot's fields, written under the lock (the encode is the compressor's). */
+static inline __attribute__((always_inline)) void emit_ev(uint8_t kind, uint64_t seq, uint64_t t, const char *label,
+                                                          uint64_t key, uint64_t size, uint32_t tid, uint32_t stack,
+                                                          int16_t device, uint16_t api, uint8_t cat)
 {
     OT_STAGE_EVENT(kind != OT_EV_FREE);
     OT_STAGE_BEGIN(ring_t0);
@@ -36,27 +39,31 @@ static inline __attribute__((always_inline)) void emit(uint8_t kind, const struc
     S.recorded++;
     if (OT_LIKELY(e != NULL)) {
         e->time_ns = t;
-        e->addr = r->key;
-        e->size = r->size;
-        e->tid = r->tid;
-        e->stack = kind == OT_EV_ALLOC || kind == OT_EV_FAILED ? r->stack : 0;
-        e->device = r->device;
-        e->api = r->api;
+        e->addr = key;
+        e->size = size;
+        e->tid = tid;
+        e->stack = stack;
+        e->device = device;
+        e->api = api;
         e->kind = kind;
-        e->cat = r->cat;
+        e->cat = cat;
     }
     OT_STAGE_END(OT_ST_RING, ring_t0);
 }
 
-/* Closes a live record: accounting, the peak's retained set, the FREE event. */
-static void close_rec(struct ot_rec *r, uint16_t api, uint32_t tid)
+static inline __attribute__((always_inline)) void emit(uint8_t kind, const struct ot_rec *r, uint64_t seq, uint64_t t, const char *label)
+{
+    emit_ev(kind, seq, t, label, r->key, r->size, r->tid,
+            kind == OT_EV_ALLOC || kind == OT_EV_FAILED ? r->stack : 0, r->device, r->api, r->cat);
+}
+
+/* Closes a live record: accounting, the peak's retained set, the FREE event (its api and thread are the
+ * free's), written from the live record before the delete moves records. Inline: every free does it. */
+static inline __attribute__((always_inline)) void close_rec(struct ot_rec *r, uint16_t api, uint32_t tid)
 {
     ot_peak_on_free(ot_devslot(r->device), r);
-    /* What the FREE event says, before the delete moves records (emit is inlined: no record is copied). */
-    const struct ot_rec ev = {.key = r->key, .size = r->size, .device = r->device, .cat = r->cat, .api = api,
-                              .tid = tid};
+    emit_ev(OT_EV_FREE, ++S.seq, ot_now_ns(), NULL, r->key, r->size, tid, 0, r->device, api, r->cat);
     ot_live_del(&S.live, r);
-    emit(OT_EV_FREE, &ev, ++S.seq, ot_now_ns(), NULL);
 }
 
 /* When an allocation set a new peak, keep copies of the markers before it. Copied only when markers came
@@ -74,6 +81,15 @@ static void pin_peak_markers(int device, uint64_t seq)
     S.peak_markers_at[device] = S.nmarkers;
 }
 
+/* The allocation's stale record (the driver reused a key we still hold: its free went through a door we do
+ * not see) is closed; the slot for the new one, probed again (the close moved records). */
+static __attribute__((noinline)) struct ot_rec *close_stale(struct ot_rec *stale, const struct ot_alloc_req *a,
+                                                            uint32_t tid, int *found)
+{
+    close_rec(stale, OT_API_NONE, tid);
+    return ot_live_probe(&S.live, a->ns, a->key, found);
+}
+
 void ot_record_alloc(const struct ot_alloc_req *a)
 {
     uint64_t frames[OT_MAX_FRAMES];
@@ -87,57 +103,78 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     OT_STAGE_BEGIN(tr);
     int found;
     struct ot_rec *at = ot_live_probe(&S.live, a->ns, a->key, &found);
-    if (OT_UNLIKELY(found)) { /* the driver reused a key we still hold: its free went through a door we do not see */
-        close_rec(at, OT_API_NONE, tid);
-        at = ot_live_probe(&S.live, a->ns, a->key, &found); /* the close moved records */
-    }
-    struct ot_rec r = {
-        .key = a->key, .size = a->size, .seq = ++S.seq, .time_ns = ot_now_ns(),
-        .stack = OT_STAGE_CALL(OT_ST_INTERN, ot_stack_intern(frames, n, sflags)), .tid = tid,
-        .device = (int16_t)a->device,
-        .cat = a->cat, .ns = a->ns, .api = a->api, .flags = a->flags,
-        .refs = a->ns == OT_NS_VMM ? 1 : 0,
-    };
+    if (OT_UNLIKELY(found))
+        at = close_stale(at, a, tid, &found);
+    /* Written straight into its live-set slot (into a local one when there is no memory for the slot). */
+    struct ot_rec untracked, *r = OT_LIKELY(at != NULL) ? at : &untracked;
+    uint64_t seq = ++S.seq, t = ot_now_ns();
+    /* Every field: an empty slot holds a freed record's stale ones. */
+    r->key = a->key;
+    r->size = a->size;
+    r->seq = seq;
+    r->time_ns = t;
+    r->stack = OT_STAGE_CALL(OT_ST_INTERN, ot_stack_intern(frames, n, sflags));
+    r->tid = tid;
+    r->device = (int16_t)a->device;
+    r->cat = a->cat;
+    r->ns = a->ns;
+    r->api = a->api;
+    r->flags = a->flags;
+    r->refs = a->ns == OT_NS_VMM ? 1 : 0;
+    r->maps = 0;
     if (OT_LIKELY(at != NULL)) {
-        ot_live_fill(&S.live, at, &r);
-        ot_devslot(a->device)->seen = 1;
-        ot_peak_on_alloc(ot_devslot(a->device), &r);
-        pin_peak_markers(a->device, r.seq);
+        S.live.count++;
+        struct trace_device *d = ot_devslot(a->device);
+        d->seen = 1;
+        if (OT_UNLIKELY(ot_peak_on_alloc(d, r)))
+            pin_peak_markers(a->device, seq);
         if (a->cat == OT_CAT_ASYNC && a->device >= 0 && a->device < 64)
             S.async_devices |= 1ull << a->device;
     } else {
         S.untracked++;
     }
-    emit(OT_EV_ALLOC, &r, r.seq, r.time_ns, NULL);
+    emit(OT_EV_ALLOC, r, seq, t, NULL);
     OT_STAGE_END(OT_ST_RECORD_ALLOC, tr);
     ot_lock_give();
 }
 
 /* ---- undo: frees are recorded before the real call (lib/intercept/hook_call.h says why) ---- */
 
-/* Notes one change in u; without memory for it, u says so and its undo will be partial. */
-static void undo_push(struct ot_undo *u, uint8_t kind, const struct ot_rec *r)
+/* Notes one change in u when its room is full; without memory for it, u says so and its undo will be
+ * partial. */
+static __attribute__((noinline)) void undo_grow_push(struct ot_undo *u, uint8_t kind, const struct ot_rec *r)
 {
-    if (!u)
+    unsigned cap = u->cap * 4;
+    struct ot_undo_step *n = malloc(cap * sizeof *n);
+    if (!n) {
+        u->lost = 1;
         return;
-    if (u->n == u->cap) {
-        unsigned cap = u->cap * 4;
-        struct ot_undo_step *n = malloc(cap * sizeof *n);
-        if (!n) {
-            u->lost = 1;
-            return;
-        }
-        memcpy(n, u->steps, u->n * sizeof *n);
-        if (u->steps != u->inline_steps)
-            free(u->steps);
-        u->steps = n;
-        u->cap = cap;
     }
+    memcpy(n, u->steps, u->n * sizeof *n);
+    if (u->steps != u->inline_steps)
+        free(u->steps);
+    u->steps = n;
+    u->cap = cap;
     u->steps[u->n++] = (struct ot_undo_step){kind, *r};
 }
 
+/* Notes one change in u (inline: every free notes one). */
+static inline __attribute__((always_inline)) void undo_push(struct ot_undo *u, uint8_t kind, const struct ot_rec *r)
+{
+    if (!u)
+        return;
+    if (OT_UNLIKELY(u->n == u->cap)) {
+        undo_grow_push(u, kind, r);
+        return;
+    }
+    struct ot_undo_step *st = &u->steps[u->n++];
+    st->kind = kind;
+    st->rec = *r;
+}
+
 /* Closes r and notes it in u. */
-static void close_undoable(struct ot_rec *r, uint16_t api, uint32_t tid, struct ot_undo *u)
+static inline __attribute__((always_inline)) void close_undoable(struct ot_rec *r, uint16_t api, uint32_t tid,
+                                                                 struct ot_undo *u)
 {
     undo_push(u, OT_UNDO_CLOSED, r);
     close_rec(r, api, tid);
@@ -149,7 +186,7 @@ void ot_record_free(uint8_t ns, uint64_t key, uint16_t api, struct ot_undo *u)
     uint32_t tid = ot_tid();
     ot_lock_take();
     struct ot_rec *r = ot_live_find(&S.live, ns, key);
-    if (r)
+    if (OT_LIKELY(r != NULL))
         close_undoable(r, api, tid, u);
     else
         S.unknown_frees++;
@@ -217,10 +254,9 @@ void ot_record_undo(struct ot_undo *u)
     errno = err;
 }
 
-void ot_undo_done(struct ot_undo *u)
+void ot_undo_free(struct ot_undo *u)
 {
-    if (u->steps != u->inline_steps)
-        free(u->steps);
+    free(u->steps);
 }
 
 void ot_record_failure(const struct ot_alloc_req *a, int result)
@@ -412,14 +448,20 @@ void ot_pool_seen(uint64_t pool, int device)
 /* The device's used memory before this process's first tracked allocation on it: what the context,
  * modules and other processes already held. Taken once, before the real call: the first caller claims it
  * and asks the driver. */
+uint64_t ot_baseline_claimed;
+
 int ot_record_baseline_claim(int device)
 {
     struct trace_device *d = ot_devslot(device);
     int expect = 0;
-    /* Read before the exchange: every allocation asks, and a locked exchange on a line that all
-     * allocating threads share costs more than the rest of the question. */
-    return device >= 0 && __atomic_load_n(&d->baseline_state, __ATOMIC_ACQUIRE) == 0 &&
-           __atomic_compare_exchange_n(&d->baseline_state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    /* Read before the exchange: a locked exchange on a line that all allocating threads share costs more
+     * than the rest of the question. */
+    int mine = device >= 0 && __atomic_load_n(&d->baseline_state, __ATOMIC_ACQUIRE) == 0 &&
+               __atomic_compare_exchange_n(&d->baseline_state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    /* Claimed now, by this thread or another: later allocations need not ask (ot_record_baseline_open). */
+    if (device >= 0 && device < 64)
+        __atomic_fetch_or(&ot_baseline_claimed, 1ull << device, __ATOMIC_RELAXED);
+    return mine;
 }
 
 void ot_record_baseline_set(int device, int known, uint64_t used)
@@ -454,6 +496,7 @@ void ot_record_reset(int forked)
     for (int i = 0; i < OT_MAX_DEVICES; i++)
         ot_peak_reset(&S.dev[i]);
     ot_peak_reset(&S.host);
+    __atomic_store_n(&ot_baseline_claimed, 0, __ATOMIC_RELAXED); /* the baselines are taken again */
     ot_ring_reset(forked);
     S.seq = S.recorded = S.unknown_frees = S.untracked = S.nmarkers = S.failures = 0;
     memset(S.peak_markers, 0, sizeof S.peak_markers);

@@ -57,7 +57,12 @@ static inline void ot_undo_init(struct ot_undo *u)
 void ot_record_alloc(const struct ot_alloc_req *a);
 void ot_record_free(uint8_t ns, uint64_t key, uint16_t api, struct ot_undo *u); /* u may be NULL */
 void ot_record_undo(struct ot_undo *u); /* the driver refused: undo u's steps, latest first */
-void ot_undo_done(struct ot_undo *u);
+void ot_undo_free(struct ot_undo *u); /* steps that outgrew the inline room */
+static inline void ot_undo_done(struct ot_undo *u)
+{
+    if (OT_UNLIKELY(u->steps != u->inline_steps))
+        ot_undo_free(u);
+}
 void ot_record_failure(const struct ot_alloc_req *a, int result); /* the event only; no snapshot */
 void ot_record_marker(const char *label);
 void ot_vmm_retain(uint64_t handle);
@@ -68,6 +73,14 @@ void ot_pool_seen(uint64_t pool, int device);
 /* A device's used memory before its first tracked allocation: claim (1 for the one caller that should
  * ask the driver, once per device), then set what the driver said (known = 0: it could not say). */
 int ot_record_baseline_claim(int device);
+/* Bit d: device d's baseline has been claimed; every allocation reads it, without the lock. */
+extern uint64_t ot_baseline_claimed;
+/* 1 when ot_record_baseline_claim may still have something to claim for device. */
+static inline int ot_record_baseline_open(int device)
+{
+    return device >= 0 &&
+           (device >= 64 || !((__atomic_load_n(&ot_baseline_claimed, __ATOMIC_RELAXED) >> device) & 1));
+}
 void ot_record_baseline_set(int device, int known, uint64_t used);
 void ot_record_reset(int forked);
 void ot_record_fork_prepare(void); /* the lock is held across fork() */

@@ -42,7 +42,7 @@ static volatile sig_atomic_t crash_sig, crash_flushed;
 static struct sigaction crash_old[NSIG];
 /* SIGTERM too: it is how launchers (torchrun, Slurm) stop the other ranks once one has failed. */
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM};
-static int exit_registered;
+int ot_exit_registered;
 
 /* The signal handler only posts a semaphore (async-signal-safe); the dumper thread does the work. */
 static void on_signal(int sig)
@@ -263,8 +263,8 @@ static void exit_dump(void)
  * the CUDA runtime registered when it started (they free memory we want to see live). */
 void ot_after_first_alloc(void)
 {
-    if (OT_LIKELY(__atomic_load_n(&exit_registered, __ATOMIC_RELAXED)) ||
-        __atomic_exchange_n(&exit_registered, 1, __ATOMIC_ACQ_REL))
+    if (OT_LIKELY(__atomic_load_n(&ot_exit_registered, __ATOMIC_RELAXED)) ||
+        __atomic_exchange_n(&ot_exit_registered, 1, __ATOMIC_ACQ_REL))
         return;
     if (ot_opt.dump_exit)
         atexit(exit_dump);

@@ -14,6 +14,7 @@ static inline int ot_ready_fast(void)
     return OT_LIKELY(__atomic_load_n(&ot_ready_now, __ATOMIC_ACQUIRE)) || ot_ready();
 }
 void ot_after_first_alloc(void);
+extern int ot_exit_registered; /* 1 once ot_after_first_alloc has run */
 int ot_exec_begin(void);   /* before an exec: 1 when the crash-surviving file was taken away */
 void ot_exec_failed(void); /* after one that returned, when ot_exec_begin said 1 */
 #endif

@@ -294,6 +294,10 @@ static void clock_check(int use_tsc)
 {
     ot_clock_tune(2000000, 5000000);
     ot_clock_start(use_tsc);
+    /* Every read first tries the line (clock.h), and only its span stops it: a start stops the old line at
+     * once (the second check starts after the first left a line of up to 5 ms), and without the TSC it
+     * never runs again. */
+    assert_int_equal(ot_clock_line.span, 0);
     struct clock_run runs[4] = {{0}};
     pthread_t th[4];
     for (int i = 0; i < 4; i++)
@@ -310,6 +314,7 @@ static void clock_check(int use_tsc)
         assert_true(runs[i].far * 1000 <= runs[i].reads); /* a rare outlier: a preemption between reads */
     }
     assert_int_equal(ot_clock_uses_tsc(), use_tsc && cpu_tsc_invariant());
+    assert_int_equal(ot_clock_line.span != 0, ot_clock_uses_tsc());
 }
 
 static void test_clock_from_tsc_follows_monotonic(void **state)
