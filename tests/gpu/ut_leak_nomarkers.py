@@ -1,8 +1,9 @@
 """Issue 12: growth without markers. CuPy with its memory pool off (every array is its own cudaMalloc and
 cudaFree), in a loop that frees a 128 MiB temporary each iteration and keeps a 128 MiB result in a list (the
 leak), until the device is full. No torch, so no optimizer-step markers, and no oomtrace.mark. Expected: the
-report cuts the event ring into windows and states the growing site (this file's kept line) with its rate
-per second, and What to try ends with the leak remedy, not checkpointing. Not caught: exit 1."""
+report cuts the event ring into windows and states the growing site (this file's kept line) with its growth
+(a rate per second over a second or more, else bytes over the span and per allocation kept), and What to try
+ends with the leak remedy, not checkpointing. Not caught: exit 1."""
 import os
 import sys
 

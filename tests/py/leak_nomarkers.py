@@ -5,7 +5,8 @@ stand-in driver, for tests/sh/growth_windows.sh.
   leak_nomarkers.py stop N   N iterations, then exit 0 (run with OOMTRACE_DUMP=exit for a snapshot)
   leak_nomarkers.py build    40 buffers kept with no free in between (as a model or an optimizer's state is
                              built), then a request too big: a buildup, not a leak
-  leak_nomarkers.py cupy     as oom, the kept buffers made through a stand-in CuPy (tests/py/fakecupy)"""
+  leak_nomarkers.py cupy     as oom, the kept buffers made through a stand-in CuPy (tests/py/fakecupy)
+LEAK_ITER_S=SECONDS: each iteration's sleep (0.002 by default)."""
 import ctypes
 import os
 import sys
@@ -44,7 +45,9 @@ def step(history):
     if k is None:
         return False
     history.append(k)
-    time.sleep(0.002)  # the iteration's work: the windows are cut by events, the rate is per second
+    # The iteration's work: the windows are cut by events; LEAK_ITER_S makes the run last a second or more,
+    # over which the report states a rate per second.
+    time.sleep(float(os.environ.get("LEAK_ITER_S", "0.002")))
     return True
 
 

@@ -1,8 +1,10 @@
 #!/bin/sh
 # Growth without markers (issue 12): a loop that leaks one allocation per iteration, with no marker and no
 # optimizer step hook (tests/py/leak_nomarkers.py, against the stand-in driver). The report cuts the event
-# ring into windows and states the growing site, its rate per second, and the leak remedy; before an OOM it
-# projects how long the free memory lasts. A buildup with no frees in between (a model, an optimizer's state)
+# ring into windows and states the growing site, its growth, and the leak remedy; before an OOM it projects
+# how long the free memory lasts. The growth is a rate per second only over a second or more; over less (a
+# burst of milliseconds reads as "+119 GiB per second") it is bytes over the span and per allocation kept,
+# and the projection counts allocations. A buildup with no frees in between (a model, an optimizer's state)
 # is not called a leak.
 set -u
 cd "$(dirname "$0")/../.."
@@ -33,13 +35,20 @@ hasnt() {
 traced "$TMP/oom" python3 tests/py/leak_nomarkers.py oom
 report "$TMP/oom"
 has oom 'One call site grew through the event ring \(a suspected leak\): with no marker to divide it, the ring cut into 8 windows' "the growth statement"
-has oom 'rising in each of [3-8] consecutive windows, from [0-9]+ allocations? \([^)]*\) at seq [0-9]+ to [0-9]+ allocations \([^)]*\) at seq [0-9]+, [0-9.e+-]+ s later: leak_nomarkers\.py:[0-9]+ in device_alloc, called from leak_nomarkers\.py:[0-9]+ in kept' "the site, the user's line"
-has oom 'in kept .*; \+[0-9.]+ [KMG]?i?B per second' "the rate per second"
-hasnt oom 'lasts about' "no projection once the device ran out"
-has oom 'Live memory grew by [0-9.]+ [KMG]?i?B per second over [0-9.e+-]+ s' "the leak remedy"
+has oom 'rising in each of [3-8] consecutive windows, from [0-9]+ allocations? \([^)]*\) at seq [0-9]+ to [0-9]+ allocations \([^)]*\) at seq [0-9]+, [0-9.]+ ms later: leak_nomarkers\.py:[0-9]+ in device_alloc, called from leak_nomarkers\.py:[0-9]+ in kept' "the site, the user's line, the span in ms"
+has oom 'in kept .*; \+[0-9.]+ [KMG]?i?B in all, 1\.00 MiB per allocation kept \(less than a second: too short a span for a rate per second\)' "the growth of a short run"
+hasnt oom 'per second over|B per second' "a rate per second over less than a second"
+hasnt oom 'lasts about|has room for about' "no projection once the device ran out"
+has oom 'Live memory grew by [0-9.]+ [KMG]?i?B in [0-9.]+ ms \(1\.00 MiB per allocation kept, at the growing site above\)' "the leak remedy"
 hasnt oom "gradient checkpointing \\(torch" "checkpointing for a leak"
 # No framework on the growing site's stack: no PyTorch words (loss.item()) for it.
 hasnt oom 'loss\.item' "PyTorch's leak advice for a program without PyTorch"
+
+# The same leak over 2 s or more: a rate per second.
+traced "$TMP/slow" LEAK_ITER_S=0.025 python3 tests/py/leak_nomarkers.py oom
+report "$TMP/slow"
+has slow 'at seq [0-9]+, [0-9.]+ s later: leak_nomarkers\.py:[0-9]+ in device_alloc, called from leak_nomarkers\.py:[0-9]+ in kept \(stack [0-9]+\); \+[0-9.]+ [KMG]?i?B per second\.' "the rate per second of a long run"
+has slow 'Live memory grew by [0-9.]+ [KMG]?i?B per second over [0-9.]+ s' "the leak remedy per second"
 
 # The same leak through CuPy (a stand-in in a site-packages/cupy folder): CuPy's words.
 traced "$TMP/cupy" python3 tests/py/leak_nomarkers.py cupy
@@ -47,14 +56,18 @@ report "$TMP/cupy"
 has cupy 'Live memory grew by .*: memory that grows by the same amount every iteration is held across iterations: do not keep CuPy arrays' "CuPy's leak advice"
 hasnt cupy 'loss\.item|torch' "PyTorch's leak advice for a CuPy program"
 
-traced "$TMP/stop" OOMTRACE_DUMP=exit python3 tests/py/leak_nomarkers.py stop 60
+traced "$TMP/stop" OOMTRACE_DUMP=exit LEAK_ITER_S=0.03 python3 tests/py/leak_nomarkers.py stop 60
 report "$TMP/stop"
 has stop 'grew through the event ring' "the growth statement before an OOM"
 has stop "at this rate the device's free memory \([0-9.]+ [KMG]?i?B at the snapshot\) lasts about [0-9.e+]+ more seconds" "the projection"
+traced "$TMP/stopfast" OOMTRACE_DUMP=exit python3 tests/py/leak_nomarkers.py stop 60
+report "$TMP/stopfast"
+has stopfast "at this rate the device's free memory \([0-9.]+ [KMG]?i?B at the snapshot\) has room for about [0-9]+ more of its allocations" "the projection of a short run, in allocations"
+hasnt stopfast 'more seconds' "a projection in seconds from less than a second"
 
 traced "$TMP/build" python3 tests/py/leak_nomarkers.py build
 report "$TMP/build"
 hasnt build 'grew through the event ring|Live memory grew' "a buildup with no frees read as a leak"
 
-[ "$failed" -eq 0 ] && echo "growth_windows: ok (4 snapshots)"
+[ "$failed" -eq 0 ] && echo "growth_windows: ok (6 snapshots)"
 exit "$failed"

@@ -102,6 +102,15 @@ const struct ot_fw_devview *why_fw_dev_next(const struct ot_analysis *a, int64_t
 /* How many of the peak's leading sites a statement's site is told apart from, as the site table's rows are. */
 #define PARTING_AMONG 16
 
+const char *why_span(char *buf, size_t n, uint64_t ns)
+{
+    if (ns < 1000000000ull)
+        snprintf(buf, n, "%.3g ms", (double)ns / 1e6);
+    else
+        snprintf(buf, n, "%.3g s", (double)ns / 1e9);
+    return buf;
+}
+
 void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id)
 {
     struct ot_stack_info si;

@@ -50,6 +50,17 @@ static inline const char *why_bytes(char *buf, uint64_t v)
     return ot_fmt_bytes(buf, v);
 }
 
+/* A rate per second means something only over a span of a second or more: a burst of allocations over a
+ * few milliseconds reads as "+142 GiB per second". A shorter span is stated as the growth in bytes, per
+ * allocation, and the span itself. */
+#define WHY_RATE_MIN_NS 1000000000ull
+static inline bool why_rate_ok(uint64_t ns)
+{
+    return ns >= WHY_RATE_MIN_NS;
+}
+/* A span of time in the unit that reads best: "5.27 ms", "12.3 s". */
+const char *why_span(char *buf, size_t n, uint64_t ns);
+
 static inline double why_share(uint64_t part, uint64_t whole)
 {
     return whole ? (double)part / (double)whole : 0.0;

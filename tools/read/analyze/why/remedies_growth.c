@@ -40,14 +40,26 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
     struct why_item_b b;
     if (!why_item_begin(&b, w, "leak"))
         return;
-    double secs = (double)item_num(site, "duration_ns") / 1e9;
+    uint64_t ns = item_num(site, "duration_ns");
+    double secs = (double)ns / 1e9;
+    uint64_t from_n = item_num(site, "from_count"), to_n = item_num(site, "to_count");
+    uint64_t kept = to_n > from_n ? to_n - from_n : 0;
+    char sp[32];
+    bool windows = item_num(site, "time_windows");
     if (item_num(site, "step_markers"))
         fprintf(b.f, "Live memory grew by %s per optimizer step over %" PRIu64 " steps", why_bytes(b1, growth / n), n);
-    else if (item_num(site, "time_windows") && secs > 0)
+    else if (windows && why_rate_ok(ns))
         fprintf(b.f, "Live memory grew by %s per second over %.3g s", why_bytes(b1, (uint64_t)((double)growth / secs)), secs);
+    else if (windows)
+        fprintf(b.f, "Live memory grew by %s%s%s", why_bytes(b1, growth), ns ? " in " : "", ns ? why_span(sp, sizeof sp, ns) : "");
     else
         fprintf(b.f, "Live memory grew by %s per marker interval over %" PRIu64 " intervals", why_bytes(b1, growth / n), n);
-    if (growth > site_growth)
+    /* With windows the growth is the site's (above): over less than a second, per allocation it kept. */
+    if (windows && !why_rate_ok(ns) && kept)
+        fprintf(b.f, " (%s per allocation kept, at the growing site above): ", why_bytes(b2, growth / kept));
+    else if (windows && !why_rate_ok(ns))
+        fputs(" (at the growing site above): ", b.f);
+    else if (growth > site_growth)
         fprintf(b.f, " (%s in all; the growing site above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, site_growth));
     else
         fprintf(b.f, " (%s in all, at the growing site above): ", why_bytes(b2, growth));
@@ -107,7 +119,7 @@ void remedy_unbounded_site(struct ot_why *w, const struct ot_analysis *a)
                 why_bytes(b4, each));
     }
     double secs = (double)ns / 1e9;
-    if (!a->s->has_failure && meminfo && secs >= 1.0) {
+    if (!a->s->has_failure && meminfo && why_rate_ok(ns)) {
         double rate = (double)held / secs;
         fprintf(b.f, "; at its rate (%s per second) the device's free memory lasts about %.3g s more",
                 why_bytes(b1, (uint64_t)rate), (double)d->free_bytes / rate);

@@ -3,7 +3,8 @@
  *
  * Growth is measured between markers: the program's own (oomtrace.mark) or the companion's optimizer-step
  * markers ("step N"), whose intervals are steps. A ring with no marker at all is cut into WINDOWS windows
- * of equal event counts instead, and growth is then stated per second. */
+ * of equal event counts instead, and growth is then stated per second when its run spans a second or more
+ * (why_rate_ok), else as bytes over the span and per allocation kept. */
 #include "analyze/why/ring_replay.h"
 
 #include <inttypes.h>
@@ -85,8 +86,12 @@ static void why_growth(struct ot_why *w, struct replay *r)
     for (size_t k = best->best_start; steps && k <= best->best_end; k++)
         steps = r->mstep[k];
     uint64_t t0 = r->mtime[best->best_start], t1 = r->mtime[best->best_end];
-    double secs = t1 > t0 ? (double)(t1 - t0) / 1e9 : 0.0;
+    uint64_t ns = t1 > t0 ? t1 - t0 : 0;
+    double secs = (double)ns / 1e9;
+    bool per_second = r->windows && why_rate_ok(ns);
     uint64_t gain = best->best_to_bytes - best->best_from_bytes, n = best->best_run;
+    uint64_t kept = best->best_to_count > best->best_from_count ? best->best_to_count - best->best_from_count : 0;
+    char sp[32];
     /* The device's growth over the same span, when it too rose in every interval of it (sites that grew
      * together, as a summed loss keeps several tensors per step). */
     int64_t dev_gain = r->mlive[best->best_end] - r->mlive[best->best_start];
@@ -116,16 +121,22 @@ static void why_growth(struct ot_why *w, struct replay *r)
     fprintf(b.f, " to %s allocation%s (%s) at ", ot_fmt_count(b3, best->best_to_count), best->best_to_count == 1 ? "" : "s",
             why_bytes(b4, best->best_to_bytes));
     put_mark(b.f, r, best->best_end);
-    if (r->windows && secs > 0)
-        fprintf(b.f, ", %.3g s later", secs);
+    if (r->windows && ns)
+        fprintf(b.f, ", %s later", why_span(sp, sizeof sp, ns));
     fputs(": ", b.f);
     why_put_headline(b.f, a, best->stack_id);
     /* The rate: the site's, and the whole device's over the same span when other sites grew with it. */
     if (steps)
         fprintf(b.f, "; +%s per step", why_bytes(b5, gain / n));
-    else if (r->windows && secs > 0)
+    else if (per_second)
         fprintf(b.f, "; +%s per second", why_bytes(b5, (uint64_t)((double)gain / secs)));
-    else
+    else if (r->windows) {
+        fprintf(b.f, "; +%s in all", why_bytes(b5, gain));
+        if (kept)
+            fprintf(b.f, ", %s per allocation kept", why_bytes(b5, gain / kept));
+        if (ns)
+            fputs(" (less than a second: too short a span for a rate per second)", b.f);
+    } else
         fprintf(b.f, "; +%s per interval", why_bytes(b5, gain / n));
     if (qualifying > 1) {
         fprintf(b.f, "; %zu other site%s grew for 3 or more %s too", qualifying - 1, qualifying == 2 ? "" : "s",
@@ -134,9 +145,12 @@ static void why_growth(struct ot_why *w, struct replay *r)
             if (steps)
                 fprintf(b.f, ", and live memory on the device grew in each of them, by %s per step in all",
                         why_bytes(b5, (uint64_t)dev_gain / n));
-            else if (r->windows && secs > 0)
+            else if (per_second)
                 fprintf(b.f, ", and live memory on the device grew in each of them, by %s per second in all",
                         why_bytes(b5, (uint64_t)((double)dev_gain / secs)));
+            else if (r->windows)
+                fprintf(b.f, ", and live memory on the device grew in each of them, by %s in all",
+                        why_bytes(b5, (uint64_t)dev_gain));
             else
                 fprintf(b.f, ", and live memory on the device grew in each of them, by %s per interval in all",
                         why_bytes(b5, (uint64_t)dev_gain / n));
@@ -150,9 +164,12 @@ static void why_growth(struct ot_why *w, struct replay *r)
     if (project && steps)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %" PRIu64 " more steps",
                 why_bytes(b5, d->free_bytes), d->free_bytes / (rate / n ? rate / n : 1));
-    else if (project && r->windows && secs > 0)
+    else if (project && per_second)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %.3g more seconds",
                 why_bytes(b5, d->free_bytes), (double)d->free_bytes / ((double)rate / secs));
+    else if (project && r->windows && kept)
+        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) has room for about %" PRIu64
+                " more of its allocations", why_bytes(b5, d->free_bytes), d->free_bytes / (rate / kept ? rate / kept : 1));
     bool live = framework_allocated(a, r->dev, gain);
     if (r->frees_on_dev == 0 && live)
         fputs(" (the ring holds no free on this device, but the framework's allocator reports its segments allocated,"
@@ -230,8 +247,7 @@ static void why_unfreed(struct ot_why *w, struct replay *r)
             s->has_failure ? "at the failure" : "at the snapshot");
     if (s->has_failure)
         fprintf(b.f, "; the failed request (%s) was its next", why_bytes(b4, s->failure.requested_bytes));
-    /* Its rate, over at least a second: a burst of allocations gives a rate per second that means nothing. */
-    if (secs >= 1.0)
+    if (why_rate_ok(t1 > x->first_time ? t1 - x->first_time : 0))
         fprintf(b.f, "; it grew by %s per second over %.3g s", why_bytes(b4, (uint64_t)((double)x->cur_bytes / secs)), secs);
     fputc('.', b.f);
     why_num_i(&b, "device", r->dev);
