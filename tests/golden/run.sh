@@ -117,6 +117,15 @@ check workload-native.txt text "$READER" --at failure --native --top 2 "$A"
 check python.txt text "$READER" "$PY"
 check userterms.txt text "$READER" "$USER_SNAP"
 check userterms.md text "$READER" --format markdown "$USER_SNAP"
+# One spelling of a library's file in every format: from its package root ("tinynn/__init__.py", not the
+# bare "__init__.py" that says nothing of whose it is), the program's own files by base name.
+"$READER" --format html -o "$OUT/userterms.html" "$USER_SNAP" 2>/dev/null
+"$READER" --format json "$USER_SNAP" >"$OUT/userterms.json" 2>/dev/null
+for f in userterms.txt userterms.md userterms.html userterms.json; do
+    sed 's/\\_/_/g' "$OUT/$f" | grep -q 'eval_grad.py:27 in restore → tinynn/__init__.py:17 in _empty' &&
+        ! sed 's/\\_/_/g' "$OUT/$f" | grep -q '[ >`"]__init__.py:' ||
+        { echo "golden: $f spells the library's file otherwise: $(sed 's/\\_/_/g' "$OUT/$f" | grep -o '[^ ]*__init__.py:[0-9]*' | sort -u | tr '\n' ' ')"; fail=1; }
+done
 # The breakdown from the tensors' identity: snapgen's PyTorch view (roles over the allocator's blocks).
 "$ROOT/build/snapgen" --framework torch -o "$TMP/framework.oomt" || { echo "golden: snapgen failed"; exit 1; }
 # Its numbers are synthetic: this run's pids are not masked in it (a pid like 371 would mask its bytes).

@@ -100,7 +100,7 @@ has ut_adam_first_step '^    #0  .*/torch/optim/adam\.py:178 in Adam\._init_grou
 read_one ut_adam_first_step
 has ut_adam_first_step 'What to try' "a remedy for the optimizer state being created"
 has ut_adam_first_step 'The optimizer state was being created when the device ran out, in the first optimizer step: Adam keeps 2 states per parameter \(exp_avg, exp_avg_sq\), which would need 2\.0 x the parameters \(80\.0 GiB' "Adam's need, from its states"
-has ut_adam_first_step 'Python stack borrowed from the main thread \([0-9]*\), which waited in graph\.py:[0-9]* in _engine_run_backward' "autograd's allocations carry the waiting thread's stack"
+has ut_adam_first_step 'Python stack borrowed from the main thread \([0-9]*\), which waited in torch/autograd/graph\.py:[0-9]* in _engine_run_backward' "autograd's allocations carry the waiting thread's stack"
 hasnt ut_adam_first_step 'no Python frames' "a native thread's allocation without a stack"
 has ut_adam_first_step '58\.0 GiB of it, 42% of the used memory, existed at the failure' "what existed at the failure"
 has ut_adam_first_step 'Adam8bit.*ZeRO-1/2 or FSDP.*SGD with momentum' "the optimizer-state remedies"
@@ -131,7 +131,7 @@ hasnt ut_gpt2_batch 'Adam8bit' "an 8-bit optimizer for state that is 4.5% of the
 # same callers): GPT-2's forward is one row of ~93%, not five rows of ~12% by library line and native path.
 read_one ut_gpt2_batch
 has ut_gpt2_batch '^   1\. 129 GiB in 188 allocations, 92\.6% of peak: ut_gpt2_batch\.py:23 in train_step \(39 call sites below this line\)' "the training line's group at the peak"
-has ut_gpt2_batch '^        17\.2 GiB in 11 allocations, 12\.4%: → pytorch_utils\.py:119 in Conv1D\.forward \(stack 37\)' "a member under its line"
+has ut_gpt2_batch '^        17\.2 GiB in 11 allocations, 12\.4%: → transformers/pytorch_utils\.py:119 in Conv1D\.forward \(stack 37\)' "a member under its line"
 hasnt ut_gpt2_batch '^   [0-9]+\. .*% of peak: ut_gpt2_batch\.py:23 in train_step → ' "a member left as a row of its own"
 read_one ut_eval_grad
 has ut_eval_grad '^   1\. 138 GiB in 142 allocations, 99\.3% of live: ut_eval_grad\.py:16 in evaluate \(6 call sites below this line\)' "the eval line's group"
@@ -141,7 +141,7 @@ read_one ut_adam_first_step
 has ut_adam_first_step '^   2\. 40\.1 GiB in 44 allocations, 29\.0% of live: ut_adam_first_step\.py:20 in train_step \(5 call sites below this line\)' "the gradients under loss.backward()'s line"
 hasnt ut_adam_first_step '^   [0-9]+\. .*: at::detail::empty_cuda' "a row named by a native frame"
 "$READER" --split "$D/ut_gpt2_batch.oomt" >"$T" 2>&1
-has ut_gpt2_batch '^   1\. 17\.2 GiB in 11 allocations, 12\.4% of peak: ut_gpt2_batch\.py:23 in train_step → pytorch_utils\.py:119' "--split: one row per site"
+has ut_gpt2_batch '^   1\. 17\.2 GiB in 11 allocations, 12\.4% of peak: ut_gpt2_batch\.py:23 in train_step → transformers/pytorch_utils\.py:119' "--split: one row per site"
 "$READER" --format json "$D/ut_gpt2_batch.oomt" >"$T" 2>&1
 python3 - "$T" <<'PY' || { echo "h200_reports: FAIL: ut_gpt2_batch: the JSON groups"; failed=1; }
 import json, sys

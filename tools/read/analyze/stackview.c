@@ -214,7 +214,7 @@ void ot_put_short_frame(FILE *f, const struct ot_frame *fr)
             fprintf(f, "<Python frame %" PRIu64 " not recorded>", fr->pyframe_id);
             return;
         }
-        put_s(f, fr->file.p ? ot_base_name(fr->file) : ot_cstr("?"));
+        put_s(f, fr->file.p ? ot_site_file(fr->file) : ot_cstr("?"));
         if (fr->has_line)
             fprintf(f, ":%" PRIu64, fr->line);
         fputs(" in ", f);
@@ -226,7 +226,7 @@ void ot_put_short_frame(FILE *f, const struct ot_frame *fr)
         put_s(f, ot_short_function(fr->function));
         if (fr->symbolized && fr->file.p) {
             fputs(" (", f);
-            put_s(f, ot_base_name(fr->file));
+            put_s(f, ot_site_file(fr->file));
             if (fr->has_line)
                 fprintf(f, ":%" PRIu64, fr->line);
             fputc(')', f);

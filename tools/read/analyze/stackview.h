@@ -77,7 +77,8 @@ struct ot_stack_info {
 
 void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_t stack_id, struct ot_stack_info *out);
 
-/* "train.py:42 in forward" (the file's base name) for Python, "load_weights (scenario.h:23)" for a
+/* "train.py:42 in forward", "torch/nn/modules/linear.py:134 in Linear.forward" (files as
+ * analyze/userline's ot_site_file spells them) for Python, "load_weights (scenario.h:23)" for a
  * native frame with debug info, "at::native::empty_cuda (libtorch_cuda.so)" from dump-time names (C++
  * parameter lists dropped), "0x7f.. (libfoo.so+0x12)" without a name. */
 void ot_put_short_frame(FILE *f, const struct ot_frame *fr);

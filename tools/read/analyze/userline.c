@@ -51,6 +51,50 @@ bool ot_frame_is_user(const struct ot_frame *f)
     return f->kind == OT_FRAME_PY && (f->file.p || f->function.p) && !ot_frame_is_library(f);
 }
 
+static const char *find_sub(struct ot_str s, const char *needle, size_t from)
+{
+    size_t k = strlen(needle);
+    for (size_t i = from; i + k <= s.n; i++)
+        if (memcmp(s.p + i, needle, k) == 0)
+            return s.p + i;
+    return NULL;
+}
+
+struct ot_str ot_package_path(struct ot_str path)
+{
+    if (!path.p)
+        return path;
+    static const char *const roots[] = {"site-packages/", "dist-packages/"};
+    struct ot_str best = path;
+    for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); r++) {
+        size_t k = strlen(roots[r]);
+        const char *hit = NULL, *h;
+        size_t from = 0;
+        while ((h = find_sub(path, roots[r], from)) != NULL) {
+            hit = h;
+            from = (size_t)(h - path.p) + 1;
+        }
+        if (hit && (size_t)(hit + k - path.p) < path.n) {
+            struct ot_str cut = {hit + k, path.n - (size_t)(hit + k - path.p)};
+            if (cut.n < best.n)
+                best = cut;
+        }
+    }
+    return best;
+}
+
+struct ot_str ot_site_file(struct ot_str path)
+{
+    struct ot_str pkg = ot_package_path(path);
+    if (!path.p || pkg.n != path.n)
+        return pkg;
+    size_t start = 0;
+    for (size_t i = 0; i < path.n; i++)
+        if (path.p[i] == '/')
+            start = i + 1;
+    return (struct ot_str){path.p + start, path.n - start};
+}
+
 static bool str_eq(struct ot_str a, struct ot_str b)
 {
     if (!a.p || !b.p)

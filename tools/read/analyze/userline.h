@@ -15,6 +15,15 @@ bool ot_frame_is_user(const struct ot_frame *f);
 /* True for a Python frame inside the standard library, an installed package or a framework. */
 bool ot_frame_is_library(const struct ot_frame *f);
 
+/* "torch/nn/modules/linear.py" for ".../site-packages/torch/nn/modules/linear.py" (the last site-packages
+ * or dist-packages in the path: a virtualenv inside one is read from its own root); other paths whole. */
+struct ot_str ot_package_path(struct ot_str path);
+
+/* How every report spells a file in a call site's one-line name: inside an installed package, the path from
+ * the package root ("tinynn/__init__.py": a base name alone does not say whose __init__.py it is); elsewhere
+ * (the program's own files, the standard library, C sources) the base name ("train.py", "cache.c"). */
+struct ot_str ot_site_file(struct ot_str path);
+
 /* Same identity for grouping: two Python frames at the same file, line and function. */
 bool ot_frame_same_line(const struct ot_frame *a, const struct ot_frame *b);
 

@@ -69,39 +69,6 @@ struct ot_str ot_sb_view(const struct ot_sb *b)
     return (struct ot_str){b->p ? b->p : "", b->n};
 }
 
-static const char *find_sub(struct ot_str s, const char *needle, size_t from)
-{
-    size_t k = strlen(needle);
-    for (size_t i = from; i + k <= s.n; i++)
-        if (memcmp(s.p + i, needle, k) == 0)
-            return s.p + i;
-    return NULL;
-}
-
-struct ot_str ot_lbl_short_file(struct ot_str path)
-{
-    if (!path.p)
-        return path;
-    static const char *const roots[] = {"site-packages/", "dist-packages/"};
-    struct ot_str best = path;
-    for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); r++) {
-        size_t k = strlen(roots[r]);
-        /* The last occurrence: a virtualenv inside site-packages is still read from its own root. */
-        const char *hit = NULL, *h;
-        size_t from = 0;
-        while ((h = find_sub(path, roots[r], from)) != NULL) {
-            hit = h;
-            from = (size_t)(h - path.p) + 1;
-        }
-        if (hit && (size_t)(hit + k - path.p) < path.n) {
-            struct ot_str cut = {hit + k, path.n - (size_t)(hit + k - path.p)};
-            if (cut.n < best.n)
-                best = cut;
-        }
-    }
-    return best;
-}
-
 struct ot_str ot_lbl_basename(struct ot_str p)
 {
     if (!p.p)
@@ -123,10 +90,9 @@ static void frame_name(struct ot_sb *b, const struct ot_frame *f, bool base_file
             return;
         }
         struct ot_str fn = f->function.p && f->function.n ? f->function : ot_cstr("?");
-        struct ot_str file = f->file.p ? ot_lbl_short_file(f->file) : ot_cstr("?");
-        /* In a label, a path outside site-packages is shortened to its base name, as the text report does. */
-        if (base_file && f->file.p && file.n == f->file.n)
-            file = ot_lbl_basename(file);
+        /* A label spells the file as the text report does (userline.h); a flame graph's frame keeps the
+         * path, from the package root inside one. */
+        struct ot_str file = !f->file.p ? ot_cstr("?") : base_file ? ot_site_file(f->file) : ot_package_path(f->file);
         if (base_file) { /* a label spells a Python site as the text report and the README do: "file:line in f" */
             ot_sb_str(b, file);
             if (f->has_line)
@@ -148,7 +114,7 @@ static void frame_name(struct ot_sb *b, const struct ot_frame *f, bool base_file
         /* A label names a C site as the text report does, "function (file:line)", when debug info gave them. */
         if (base_file && f->file.p && f->file.n && f->has_line) {
             ot_sb_cstr(b, " (");
-            ot_sb_str(b, ot_lbl_basename(f->file));
+            ot_sb_str(b, ot_site_file(f->file));
             ot_sb_printf(b, ":%" PRIu64 ")", f->line);
         }
         return;

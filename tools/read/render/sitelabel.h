@@ -23,18 +23,17 @@ void ot_sb_reset(struct ot_sb *b);
 void ot_sb_free(struct ot_sb *b);
 struct ot_str ot_sb_view(const struct ot_sb *b);
 
-/* "torch/nn/modules/module.py" for ".../site-packages/torch/nn/modules/module.py"; other paths whole. */
-struct ot_str ot_lbl_short_file(struct ot_str path);
 /* The last path component. */
 struct ot_str ot_lbl_basename(struct ot_str path);
 
-/* One frame as a flame graph names it: Python "function (file:line)" (file shortened as above),
+/* One frame as a flame graph names it: Python "function (file:line)" (the file from its package root,
+ * analyze/userline's ot_package_path),
  * native "function" when known, else "module+0xOFF" (module's base name), else "0xADDR". */
 void ot_lbl_frame(struct ot_sb *b, const struct ot_frame *f);
 
 /* Labels for sites v[0..n): the innermost meaningful frame of each (the innermost Python frame, else
  * the innermost native frame that is not plumbing, with its "(file:line)" when debug info gave them; C++
- * parameter lists dropped, Python files outside site-packages and C files shortened to their base name). Where sites share that frame, each adds the first outer
+ * parameter lists dropped, files spelled as in every report: analyze/userline's ot_site_file). Where sites share that frame, each adds the first outer
  * frame that tells it from the others: "f (a.py:1) ← g (b.py:2)", or "f ← … ← g" past frames
  * they share (arrows and ellipsis in UTF-8); "(stack N)" when nothing does. Returns n malloc'd strings
  * (free with ot_strv_free), or NULL when out of memory. max_bytes caps one frame's name ("..." past it). */
