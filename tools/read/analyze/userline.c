@@ -1,5 +1,7 @@
 #include "analyze/userline.h"
 
+#include "analyze/stackview.h"
+
 #include <string.h>
 
 /* ".../lib/python3.12/x.py" or ".../lib64/python3.12/x.py" with no site-packages below: the standard
@@ -86,13 +88,7 @@ struct ot_str ot_package_path(struct ot_str path)
 struct ot_str ot_site_file(struct ot_str path)
 {
     struct ot_str pkg = ot_package_path(path);
-    if (!path.p || pkg.n != path.n)
-        return pkg;
-    size_t start = 0;
-    for (size_t i = 0; i < path.n; i++)
-        if (path.p[i] == '/')
-            start = i + 1;
-    return (struct ot_str){path.p + start, path.n - start};
+    return !path.p || pkg.n != path.n ? pkg : ot_base_name(path);
 }
 
 static bool str_eq(struct ot_str a, struct ot_str b)
