@@ -15,6 +15,7 @@
 
 #include "render/json_writer.h"
 #include "render/sitelabel.h"
+#include "render/devrow.h"
 #include "render/doc.h"
 #include "render/wording.h"
 #include "analyze/stackview.h"
@@ -135,25 +136,20 @@ static void header(struct hx *h)
     fputs("</p></header>\n<main>\n", f);
 }
 
-static void failure(struct hx *h)
+static void failure(struct hx *h, const struct ot_failure_words *w)
 {
     FILE *f = h->f;
-    struct ot_failure_words w;
-    if (!ot_failure_words_of(h->a, &w))
-        return;
-    const struct snap_failure *x = w.x;
-    char b1[32], b2[32], b3[32], tb[48];
+    const struct snap_failure *x = w->x;
+    char b2[32], tb[48];
     fprintf(f, "<section class=\"card fail\"><h2>Failed request</h2><p class=\"big\"><b>%s</b> (%s bytes) by <code>%s</code> "
-            "on %s, category %s, returned <code>%s</code> at %s (seq %" PRIu64 ", thread %" PRIu64 ").</p>", w.bytes,
-            ot_fmt_count(b2, x->requested_bytes), w.api, w.where, ot_category_name64(x->category), w.result,
+            "on %s, category %s, returned <code>%s</code> at %s (seq %" PRIu64 ", thread %" PRIu64 ").</p>", w->bytes,
+            ot_fmt_count(b2, x->requested_bytes), w->api, w->where, ot_category_name64(x->category), w->result,
             ot_fmt_reltime(tb, x->time_ns, h->s->meta.start_mono_ns), x->seq, x->tid);
     h_fw_failure(h);
-    const struct snap_device *d = ot_snapshot_device(h->s, x->device);
-    if (d && (d->flags & OT_DEV_MEMINFO_KNOWN)) {
-        fprintf(f, "<p>The device had %s free of %s total (cuMemGetInfo at the snapshot)", ot_fmt_bytes(b1, d->free_bytes),
-                ot_fmt_bytes(b2, d->total_bytes));
-        if (x->requested_bytes > d->free_bytes)
-            fprintf(f, ": <b>%s short</b>", ot_fmt_bytes(b3, x->requested_bytes - d->free_bytes));
+    if (w->meminfo) {
+        fprintf(f, "<p>The device had %s free of %s total (cuMemGetInfo at the snapshot)", w->free, w->total);
+        if (*w->shortfall)
+            fprintf(f, ": <b>%s short</b>", w->shortfall);
         fputs(".</p>", f);
     }
     fputs("<details><summary>Allocated at <code>", f);
@@ -229,7 +225,6 @@ static void devices_section(struct hx *h)
           "<th class=\"num\">Other processes</th><th class=\"num\">Pools reserved</th></tr></thead><tbody>\n", f);
     for (size_t i = 0; i < s->ndevices && i < 256; i++) {
         const struct snap_device *d = &s->devices[i];
-        bool mi = d->flags & OT_DEV_MEMINFO_KNOWN, bl = d->flags & OT_DEV_BASELINE_KNOWN;
         fprintf(f, "<tr><td>%" PRId64 "</td><td>", d->ordinal);
         h_text(f, d->name.n ? d->name : ot_cstr("?"), 80);
         const char *uuid = ot_fmt_uuid(ub, d->uuid);
@@ -238,22 +233,12 @@ static void devices_section(struct hx *h)
             h_cstr(f, uuid);
             fputs("</span>", f);
         }
-        fprintf(f, "</td><td class=\"num\">%s</td>", mi ? ot_fmt_bytes(b, d->total_bytes) : "?");
-        fprintf(f, "<td class=\"num\">%s</td>", mi ? ot_fmt_bytes(b, d->free_bytes) : "?");
-        fprintf(f, "<td class=\"num\">%s</td>", ot_fmt_bytes(b, d->tracked_bytes));
-        fprintf(f, "<td class=\"num\">%s</td>", ot_fmt_bytes(b, d->peak_bytes));
-        fprintf(f, "<td class=\"num\">%s</td>", bl ? ot_fmt_bytes(b, d->baseline_used_bytes) : "?");
-        size_t np = 0;
-        uint64_t other = ot_other_process_bytes(s, d->ordinal, &np);
-        if (np)
-            fprintf(f, "<td class=\"num\">%s in %zu</td>", ot_fmt_bytes(b, other), np);
-        else
-            fputs("<td class=\"num\">&ndash;</td>", f);
-        struct ot_pool_totals pt = ot_pools_of(s, d->ordinal);
-        if (pt.count)
-            fprintf(f, "<td class=\"num\">%s</td></tr>\n", ot_fmt_bytes(b, pt.reserved_bytes));
-        else
-            fputs("<td class=\"num\">&ndash;</td></tr>\n", f);
+        fputs("</td>", f);
+        struct ot_devrow r;
+        ot_devrow_of(s, d, &r);
+        for (int c = 0; c < OT_DEVROW_NCOLS; c++)
+            fprintf(f, "<td class=\"num\">%s</td>", r.cell[c][0] ? r.cell[c] : "&ndash;");
+        fputs("</tr>\n", f);
     }
     fputs("</tbody></table>", f);
     if (s->ndevices > 256)
@@ -330,7 +315,9 @@ int ot_report_html(FILE *f, const struct ot_analysis *a, const struct ot_report_
     header(&h);
     if (o->prelude)
         o->prelude(f, o->prelude_ctx);
-    failure(&h);
+    struct ot_failure_words w;
+    if (ot_failure_words_of(a, &w))
+        failure(&h, &w);
     h_breakdown_section(&h);
     h_timeline_section(&h);
     h_statements(&h, a->why, "why", "Why");

@@ -9,6 +9,7 @@
 #include "render/sitelabel.h"
 #include "analyze/breakdown.h"
 #include "render/bdcell.h"
+#include "render/devrow.h"
 #include "analyze/why.h"
 #include "render/doc.h"
 #include "render/fwview.h"
@@ -41,23 +42,17 @@ static void title(struct md *m)
     fputs("\n\n", f);
 }
 
-static void failure(struct md *m)
+static void failure(struct md *m, const struct ot_failure_words *w)
 {
     FILE *f = m->f;
-    struct ot_failure_words w;
-    if (!ot_failure_words_of(m->a, &w))
-        return;
-    char b1[32], b2[32], b3[32];
-    fprintf(f, "**Failed request:** %s by `%s` on %s (%s), `%s`", w.bytes, w.api, w.where,
-            ot_category_name64(w.x->category), w.result);
-    const struct snap_device *d = ot_snapshot_device(m->s, w.x->device);
-    if (d && (d->flags & OT_DEV_MEMINFO_KNOWN)) {
-        fprintf(f, ": %s free of %s", ot_fmt_bytes(b2, d->free_bytes), ot_fmt_bytes(b3, d->total_bytes));
-        if (w.x->requested_bytes > d->free_bytes)
-            fprintf(f, ", %s short", ot_fmt_bytes(b1, w.x->requested_bytes - d->free_bytes));
-    }
+    fprintf(f, "**Failed request:** %s by `%s` on %s (%s), `%s`", w->bytes, w->api, w->where,
+            ot_category_name64(w->x->category), w->result);
+    if (w->meminfo)
+        fprintf(f, ": %s free of %s", w->free, w->total);
+    if (*w->shortfall)
+        fprintf(f, ", %s short", w->shortfall);
     fputs(".  \nAllocated at ", f);
-    char *fl = ot_lbl_failure(m->a, w.x->stack_id, m->o->top, MD_NAME_MAX);
+    char *fl = ot_lbl_failure(m->a, w->x->stack_id, m->o->top, MD_NAME_MAX);
     ot_md_code(f, ot_cstr(fl ? fl : "?"), 0, false);
     free(fl);
     fputs("\n\n", f);
@@ -102,23 +97,15 @@ static void devices(struct md *m)
         return;
     fputs("| Device | Name | Total | Free | Tracked | Peak | Baseline | Other processes |\n", f);
     fputs("|--:|---|--:|--:|--:|--:|--:|--:|\n", f);
-    char b[32];
     for (size_t i = 0; i < s->ndevices && i < MD_DEVICES_MAX; i++) {
         const struct snap_device *d = &s->devices[i];
-        bool mi = d->flags & OT_DEV_MEMINFO_KNOWN, bl = d->flags & OT_DEV_BASELINE_KNOWN;
         fprintf(f, "| %" PRId64 " | ", d->ordinal);
         ot_md_text(f, d->name.n ? d->name : ot_cstr("?"), 64);
-        fprintf(f, " | %s", mi ? ot_fmt_bytes(b, d->total_bytes) : "?");
-        fprintf(f, " | %s", mi ? ot_fmt_bytes(b, d->free_bytes) : "?");
-        fprintf(f, " | %s", ot_fmt_bytes(b, d->tracked_bytes));
-        fprintf(f, " | %s", ot_fmt_bytes(b, d->peak_bytes));
-        fprintf(f, " | %s", bl ? ot_fmt_bytes(b, d->baseline_used_bytes) : "?");
-        size_t np = 0;
-        uint64_t other = ot_other_process_bytes(s, d->ordinal, &np);
-        if (np)
-            fprintf(f, " | %s in %zu |\n", ot_fmt_bytes(b, other), np);
-        else
-            fputs(" | – |\n", f);
+        struct ot_devrow r;
+        ot_devrow_of(s, d, &r);
+        for (int c = 0; c <= OT_DEVROW_OTHERS; c++) /* markdown's table has no pools column */
+            fprintf(f, " | %s", r.cell[c][0] ? r.cell[c] : "\xe2\x80\x93"); /* "–" */
+        fputs(" |\n", f);
     }
     if (s->ndevices > MD_DEVICES_MAX)
         fprintf(f, "\n%zu more devices: see the text report.\n", s->ndevices - MD_DEVICES_MAX);
@@ -189,7 +176,9 @@ int ot_report_markdown(FILE *f, const struct ot_analysis *a, const struct ot_rep
 {
     struct md m = {f, a, a->s, o};
     title(&m);
-    failure(&m);
+    struct ot_failure_words w;
+    if (ot_failure_words_of(a, &w))
+        failure(&m, &w);
     breakdown(&m);
     statements(&m, m.a->why, "Why");
     statements(&m, m.a->remedies, "What to try");

@@ -165,7 +165,7 @@ static void failure(struct tx *t)
     if (!s->has_failure)
         return;
     const struct snap_failure *f = &s->failure;
-    char b1[32], b2[32], b3[48], dn[32];
+    char b2[32], b3[48], dn[32];
     struct ot_failure_words w; /* the same words as markdown and HTML */
     ot_failure_words_of(t->a, &w);
     fprintf(o, "\nFailed request: %s (%s bytes) by %s on %s, category %s, returned %s", w.bytes,
@@ -175,12 +175,10 @@ static void failure(struct tx *t)
         fprintf(o, " (%" PRIu64 ")", f->result_code);
     fprintf(o, "\n  at %s, seq %" PRIu64 ", thread %" PRIu64 "\n", reltime(b3, s, f->time_ns), f->seq, f->tid);
     ot_fwview_failure_text(o, t->a);
-    const struct snap_device *d = ot_snapshot_device(s, f->device);
-    if (d && (d->flags & OT_DEV_MEMINFO_KNOWN)) {
-        fprintf(o, "  %s had %s free of %s total (cuMemGetInfo at the snapshot)", dev_name(dn, f->device),
-                ot_fmt_bytes(b1, d->free_bytes), ot_fmt_bytes(b2, d->total_bytes));
-        if (f->requested_bytes > d->free_bytes)
-            fprintf(o, ": %s short", ot_fmt_bytes(b1, f->requested_bytes - d->free_bytes));
+    if (w.meminfo) {
+        fprintf(o, "  %s had %s free of %s total (cuMemGetInfo at the snapshot)", dev_name(dn, f->device), w.free, w.total);
+        if (*w.shortfall)
+            fprintf(o, ": %s short", w.shortfall);
         fputc('\n', o);
     }
     fputs("  stack (innermost first):\n", o);

@@ -114,6 +114,15 @@ bool ot_failure_words_of(const struct ot_analysis *a, struct ot_failure_words *w
         ot_fmt_bytes(w->bytes, x->requested_bytes);
     else
         snprintf(w->bytes, sizeof(w->bytes), "size not reported");
+    const struct snap_device *d = ot_snapshot_device(s, x->device);
+    w->meminfo = d && (d->flags & OT_DEV_MEMINFO_KNOWN);
+    w->shortfall[0] = 0;
+    if (w->meminfo) {
+        ot_fmt_bytes(w->free, d->free_bytes);
+        ot_fmt_bytes(w->total, d->total_bytes);
+        if (x->requested_bytes > d->free_bytes)
+            ot_fmt_bytes(w->shortfall, x->requested_bytes - d->free_bytes);
+    }
     return true;
 }
 

@@ -38,6 +38,10 @@ struct ot_failure_words {
     char result[48]; /* "CUDA_ERROR_OUT_OF_MEMORY", else "CUresult N" */
     char where[32];  /* "device N", or "the host" */
     char bytes[32];  /* the request's size */
+    /* The failing device's memory by cuMemGetInfo at the snapshot, when it was measured (meminfo). */
+    bool meminfo;
+    char free[32], total[32];
+    char shortfall[32]; /* how much more the request asked than was free; "" when it fit */
 };
 bool ot_failure_words_of(const struct ot_analysis *a, struct ot_failure_words *w);
 
