@@ -8,16 +8,30 @@ cuMemFreeAsync. One process measures one case and prints one JSON line on stdout
 
 Each figure is the minimum over --loops timed loops (after one warm loop): the least disturbed loop of the
 process. Whether the tracer is preloaded is the runner's business (tests/gpu/bench_alloc_pair.sh alternates
-bare and traced processes); this script never asks it anything."""
+bare and traced processes); this script never asks it anything.
+
+  serve     a fork server: imports torch once, then for each request on stdin ("CASE LOOPS N", N the pairs
+            or steps a loop) forks a child that initialises CUDA, measures, and writes its JSON line; the
+            server prints it (or {"error": ...}) on stdout. A child is a new process with its own CUDA
+            context, which is what the host's two speeds attach to (docs/validation.md, run 14), and costs
+            no interpreter start or torch import: tests/gpu/bench_alloc_rounds.py runs 20+ of them a variant
+            in the time 6 whole processes took.
+
+BENCH_DEVICE=cpu runs the same on the CPU (a check of the runner's mechanics on a machine without a GPU)."""
 import argparse
+import faulthandler
 import json
 import os
+import select
 import sys
 import time
 
 
+DEVICE = os.environ.get("BENCH_DEVICE", "cuda")
+
+
 def need_async_backend(who):
-    if "backend:cudaMallocAsync" not in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""):
+    if DEVICE == "cuda" and "backend:cudaMallocAsync" not in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""):
         sys.exit("%s: run with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" % who)
 
 
@@ -30,13 +44,18 @@ import gpucommon  # noqa: E402,F401  (watchdog)
 PAIRS = 20000
 
 
-def pair_loop():
-    empty = torch.empty
+def pair_loop(pairs=PAIRS):
+    empty, device = torch.empty, DEVICE
     t0 = time.perf_counter_ns()
-    for _ in range(PAIRS):
-        x = empty(4096, device="cuda")
+    for _ in range(pairs):
+        x = empty(4096, device=device)
         del x
-    return (time.perf_counter_ns() - t0) / PAIRS
+    return (time.perf_counter_ns() - t0) / pairs
+
+
+def sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 def nested(depth, fn):
@@ -46,7 +65,7 @@ def nested(depth, fn):
     return nested(depth - 1, fn)
 
 
-def make_step(with_model=False, device="cuda", width=256):
+def make_step(with_model=False, device=DEVICE, width=256):
     torch.manual_seed(0)
     mods = []
     for _ in range(12):
@@ -62,35 +81,96 @@ def make_step(with_model=False, device="cuda", width=256):
     return (step, model, opt, x) if with_model else step
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["pair", "pair20", "step"])
-    ap.add_argument("--loops", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=200, help="steps per timed loop (case step)")
-    a = ap.parse_args()
-    need_async_backend("bench_alloc_pair")
-    torch.cuda.init()
+def measure(case, loops, n):
+    """One process's figures: the JSON object it prints. n: pairs a loop (pair cases), steps a loop (step)."""
+    if DEVICE == "cuda":
+        torch.cuda.init()
     per = []
-    if a.case in ("pair", "pair20"):
-        depth = 20 if a.case == "pair20" else 0
-        nested(depth, pair_loop)  # warm: the pool, the tracer's tables, every cache on the path
-        for _ in range(a.loops):
-            per.append(nested(depth, pair_loop))
+    if case in ("pair", "pair20"):
+        depth = 20 if case == "pair20" else 0
+        nested(depth, lambda: pair_loop(n))  # warm: the pool, the tracer's tables, every cache on the path
+        for _ in range(loops):
+            per.append(nested(depth, lambda: pair_loop(n)))
         unit = "ns/pair"
     else:
         step = make_step()
         for _ in range(20):
             step()
-        torch.cuda.synchronize()
-        for _ in range(a.loops):
+        sync()
+        for _ in range(loops):
             t0 = time.perf_counter_ns()
-            for _ in range(a.steps):
+            for _ in range(n):
                 step()
-            torch.cuda.synchronize()
-            per.append((time.perf_counter_ns() - t0) / a.steps)
+            sync()
+            per.append((time.perf_counter_ns() - t0) / n)
         unit = "ns/step"
-    print(json.dumps({"case": a.case, "unit": unit, "min": min(per), "loops": per,
-                      "traced": "liboomtrace" in os.environ.get("LD_PRELOAD", "")}), flush=True)
+    return {"case": case, "unit": unit, "min": min(per), "loops": per,
+            "traced": "liboomtrace" in os.environ.get("LD_PRELOAD", ""), "pid": os.getpid()}
+
+
+def child(case, loops, n, w):
+    """In the forked child: measure, write the line to w, and leave at once (no interpreter teardown, no
+    exit snapshot: the parent's state is not ours to finalise)."""
+    code = 0
+    try:
+        faulthandler.dump_traceback_later(100, exit=True)
+        line = json.dumps(measure(case, loops, n))
+    except BaseException as e:  # noqa: B036  (anything, SystemExit included, must still reach the parent)
+        line, code = json.dumps({"case": case, "error": repr(e)}), 3
+    try:
+        os.write(w, (line + "\n").encode())
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def serve():
+    """Fork server: one child a request line "CASE LOOPS N"; its JSON line, or an error line, on stdout."""
+    faulthandler.cancel_dump_traceback_later()  # gpucommon's watchdog is for one run, not for a server
+    for req in sys.stdin:
+        if not req.strip():
+            continue
+        case, loops, n = req.split()[:3]
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            child(case, int(loops), int(n), w)
+        os.close(w)
+        got, deadline = b"", time.monotonic() + 120
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([r], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(r, 65536) if ready else b""
+            if not chunk:
+                break
+            got += chunk
+        os.close(r)
+        if not got:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        _, status = os.waitpid(pid, 0)
+        line = got.decode(errors="replace").strip()
+        if not line:
+            line = json.dumps({"case": case, "error": f"child exited without a result (status {status})"})
+        print(line, flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=["pair", "pair20", "step", "serve"])
+    ap.add_argument("--loops", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=200, help="steps per timed loop (case step)")
+    ap.add_argument("--pairs", type=int, default=PAIRS, help="pairs per timed loop (cases pair, pair20)")
+    a = ap.parse_args()
+    need_async_backend("bench_alloc_pair")
+    if a.case == "serve":
+        serve()
+        return
+    res = measure(a.case, a.loops, a.steps if a.case == "step" else a.pairs)
+    del res["pid"]
+    print(json.dumps(res), flush=True)
 
 
 if __name__ == "__main__":
