@@ -5,7 +5,7 @@
 #include "intercept/hook_call.h"
 #include "record/rec.h"
 
-static CUresult alloc_async(void *realp, uint16_t api, CUdeviceptr *dptr, size_t bytesize, CUstream s)
+static inline __attribute__((always_inline)) CUresult alloc_async(void *realp, uint16_t api, CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
     OT_HOOK_START(__typeof__(&cuMemAllocAsync), realp, (dptr, bytesize, s));
     int dev = ot_pre_alloc();
@@ -27,7 +27,7 @@ static CUresult alloc_pool(void *realp, uint16_t api, CUdeviceptr *dptr, size_t 
 }
 
 /* A refused free (a bad stream, say) is undone. */
-static CUresult free_async(void *realp, uint16_t api, CUdeviceptr dptr, CUstream s)
+static inline __attribute__((always_inline)) CUresult free_async(void *realp, uint16_t api, CUdeviceptr dptr, CUstream s)
 {
     OT_HOOK_START(__typeof__(&cuMemFreeAsync), realp, (dptr, s));
     OT_FREE_CALL(if (dptr) ot_record_free(OT_NS_DEVPTR, dptr, api, &undo), OT_STAGE_CALL(OT_ST_DRIVER_FREE, real(dptr, s)));
