@@ -23,7 +23,9 @@
 # after it, so the budget decides), CASES (default "pair pair20 step c_async", QUICK "pair pair20 c_async"),
 # C_REPS (C processes a variant and round, default 2), STEP_EVERY (the step case in every Nth round, default
 # 2), STAGE_PROCS (stage-build processes a case, after the rounds: default 2, QUICK 1). QUICK=1 also leaves
-# out the diagnostic variants (OOMTRACE_PYTHON=0, OOMTRACE_DEPTH=4).
+# out the diagnostic variants (OOMTRACE_PYTHON=0, OOMTRACE_DEPTH=4). LIB_B=path/liboomtrace.so (another build,
+# e.g. the one before a change) adds a variant traced with it to the pair, pair20 and C rows, in the same
+# rounds: between runs the least moves by up to ~100 ns, so two builds are compared within one run.
 # Without a GPU, BENCH_DEVICE=cpu CUDA_LIBDIR=build/fake runs the same mechanics on the CPU and the stand-in
 # driver (LD_LIBRARY_PATH=build/fake FAKECUDA_CAPACITY=1T): a check of the runner, not a measurement.
 set -uo pipefail

@@ -11,7 +11,9 @@ processes (C_REPS a variant and round: they are cheap). Beside the wall clock, t
 does not depend on the host's speeds.
 
 Settings come from the environment (bench_alloc_pair.sh sets them): ROUNDS, BUDGET, CASES, C_REPS, QUICK,
-PIN, OUT, LIB, STAGES_LIB, CBIN, CARRY_LD, PAIRS, LOOPS, STEP_EVERY, STAGE_PROCS."""
+PIN, OUT, LIB, STAGES_LIB, CBIN, CARRY_LD, PAIRS, LOOPS, STEP_EVERY, STAGE_PROCS; LIB_B (another build of the
+library, e.g. the one before a change) adds a variant traced with it to the pair, pair20 and C rows, in the
+same rounds: two builds compared in one run, not across runs whose least moves by ~100 ns."""
 import json
 import os
 import statistics
@@ -50,15 +52,19 @@ VARIANT_ENV = {
     "nopython": dict(TRACED, OOMTRACE_FRAMEWORKS="0", OOMTRACE_PYTHON="0"),
     "depth4": dict(TRACED, OOMTRACE_FRAMEWORKS="0", OOMTRACE_PYTHON="0", OOMTRACE_DEPTH="4"),
 }
+LIB_B = ENV.get("LIB_B", "")
+if LIB_B:
+    VARIANT_ENV["lib_b"] = {"LD_PRELOAD": LIB_B, "LD_LIBRARY_PATH": CARRY_LD, "OOMTRACE_FRAMEWORKS": "0"}
+B = ["lib_b"] if LIB_B else []
 PLAN = []  # (case, variants)
 if "pair" in CASES:
-    PLAN.append(("pair", ["bare", "traced"] if QUICK else ["bare", "traced", "nopython", "depth4"]))
+    PLAN.append(("pair", ["bare", "traced"] + B if QUICK else ["bare", "traced"] + B + ["nopython", "depth4"]))
 if "pair20" in CASES:
-    PLAN.append(("pair20", ["bare", "traced"]))
+    PLAN.append(("pair20", ["bare", "traced"] + B))
 if "step" in CASES:
     PLAN.append(("step", ["bare", "traced", "companion"]))
 if "c_async" in CASES and CBIN:
-    PLAN.append(("c_async", ["bare", "traced"]))
+    PLAN.append(("c_async", ["bare", "traced"] + B))
 
 
 def env_of(variant, extra=None):
@@ -196,7 +202,7 @@ NAMES = {"pair": "PyTorch, cudaMallocAsync, torch.empty(4096)+del, shallow",
          "pair20": "same, 20 extra Python frames",
          "step": "CPU-bound step (12 x Linear(256), Adam, batch 32)",
          "c_async": "C program, cuMemAllocAsync + cuMemFreeAsync"}
-LABELS = {"traced": "traced", "companion": "traced + Python companion", "nopython": "traced, OOMTRACE_PYTHON=0",
+LABELS = {"traced": "traced", "lib_b": f"traced with LIB_B ({LIB_B})", "companion": "traced + Python companion", "nopython": "traced, OOMTRACE_PYTHON=0",
           "depth4": "traced, OOMTRACE_DEPTH=4 OOMTRACE_PYTHON=0"}
 
 
@@ -225,7 +231,7 @@ def table(path):
                      if r["variant"] == "stages" and r["result"]["case"] == case)
         cnt_s = (f"{cnt[0]:.1f} ns/pair least, {statistics.median(cnt):.1f} median ({len(cnt)} processes)"
                  if cnt else "")
-        for v in ("traced", "companion", "nopython", "depth4"):
+        for v in ("traced", "lib_b", "companion", "nopython", "depth4"):
             got = by.get((case, v), {})
             common = sorted(set(got) & set(bare))
             if not common:
