@@ -25,83 +25,73 @@ static uintptr_t self_lo, self_hi;
 #define RULE_BITS 11
 #define NRULES (1u << RULE_BITS)
 
-/* One step of a walk, the state of one frame: the address its rule is looked up by (pc), rsp and rbp
- * there, and the stack slots its rule read besides the return address at the next step's sp - 8:
- * deref_at (a CFA read through rbp) and bp_at (where the caller's rbp was saved), each valid under its
- * flag. STEP_USES: the rule uses rbp (a CFA or a slot found from it); STEP_KILLS: it replaces rbp
- * (restored from the stack, or undefined); STEP_LIVE: a later step of the walk uses this step's rbp;
- * STEP_END: the last step of a walk that reached the end of the chain. */
-enum { STEP_USES = 1, STEP_KILLS = 2, STEP_LIVE = 4, STEP_DEREF = 8, STEP_BPAT = 16, STEP_END = 32 };
+/* One step of a kept walk: the rule of the frame at addr (the walk's own pc for its first step, a return
+ * address minus one for the others), packed in 16 bytes: cfa_off, and in meta the CFA's register, how rbp
+ * is restored, whether the chain ends there, whether its reads need no bounds check but the stack's top
+ * (META_NEAR, below), and rbp_off in the upper 24 bits. A rule depends only on the
+ * address (and the modules loaded, see modgen), so a kept step whose addr is the one looked for holds the
+ * right rule wherever it was found: following a kept walk, found through an index or left over from an
+ * older walk, can only save the rule's lookup, never change what the walk does. */
 struct step {
-    uint64_t pc, sp, bp, deref_at, bp_at, flags;
+    uint64_t addr;
+    int32_t cfa_off;
+    uint32_t meta;
 };
+_Static_assert(sizeof(struct step) == 16, "a step is 16 bytes: four to a cache line");
+enum { META_CFA = 3, META_RBP_SHIFT = 2, META_RBP = 3 << 2, META_LAST = 16, META_BIG = 32, META_NEAR = 64,
+       META_OFF_SHIFT = 8 };
 #define NSTEPS (OT_MAX_FRAMES + 1)
 
-/* The thread's last WALKS walks, each in a slot of steps, and an index of their states: a training step
- * allocates from a hundred places in turn, so the previous walk is rarely the one to replay; where a walk
- * leaves its previous one (another operator's frames), the state it reaches is looked up among the walks
- * kept (the same place in the previous step, or another op sharing the outer frames) and replayed from
- * there. An index entry names a slot, a step and the slot's generation (a slot reused for a newer walk
- * drops its entries); it is only a hint: the step it names must have the state looked for. */
-#define WALKS 128
-#define INDEX_BITS 13
-struct state_ref {
-    uint64_t pc, sp;
-    uint32_t gen;
-    uint16_t slot, step;
+/* The thread's kept walks, one after another in a ring of steps (an arena, each walk as long as it is):
+ * a training step allocates from a hundred places in turn, and each place's walk differs from the one
+ * before only from where the op's own frames begin. A walk follows the previous walk's steps while its
+ * return addresses are theirs; where they differ, it looks the address up in the rules (each rule names
+ * the last kept step for its address, rule->at) and follows the walk kept there. A hundred places of 30
+ * steps fit in 48 KB, read in order: the misses, not the instructions, were a replayed frame's cost on
+ * the H200 (run 19: ~40 ns a frame with 257-step slots of 48-byte steps, 1.8 MB a thread). The arena
+ * holds 8,192 steps (128 KB); each walk kept is kept from its first look-up on (the frames before it are
+ * the walk it followed, kept already). */
+#define ARENA_BITS 13
+#define ARENA (1u << ARENA_BITS)
+/* A walk that had to look more than this many addresses up (or found a rule with no kept step) is kept at
+ * the arena's head, from its first look-up to its last, and the rules of the addresses kept name the copy:
+ * the next walk from the same place follows the walk before it up to where the op's frames begin, looks
+ * that address up and follows the copy, then looks up where the copy ends and follows the walk it
+ * rejoined (the shared outer frames, kept once): two look-ups, each a line or two. */
+#define LOOKUPS_KEPT 2
+
+/* The thread's previous walk, as a function of what it read: a walk is determined by its start (pc, which
+ * is always the same, rsp and rbp), the rules (the same while no module is unloaded) and the stack slots
+ * it reads. So where the start is the previous walk's and every slot it read holds what it held, the
+ * frames are the previous walk's: a loop that allocates from one place checks each return address's slot
+ * (cfa[k] - 8 holds frames[k]) and the few others read (x: rbp's saved slots, CFAs read through rbp, the
+ * slot that ended the chain), and copies the frames. */
+struct memo {
+    uint64_t sp0, bp0, gen;
+    int want, n; /* n < 0: none kept */
+    uint32_t nx;
+    uint64_t cfa[NSTEPS];
+    uint64_t frames[NSTEPS];
+    struct { uint64_t at, val; } x[2 * NSTEPS + 1];
 };
 
-/* A thread's rules, its stack's bounds (every read the walk makes is checked against them), and the
- * steps of its last walks (see replay in ot_native_walk). */
+/* A thread's rules, its stack's bounds (every read the walk makes is checked against them), its kept
+ * walks and its previous walk. */
 struct walker {
     uint64_t stack_lo, stack_hi;
     uint32_t used;
-    uint32_t nprev;   /* steps of the previous walk in steps[prev]; 0: none to replay */
-    uint32_t prev;
+    uint32_t start;   /* the arena position of the previous walk's first step */
+    uint32_t head;    /* where the next kept walk goes */
     uint64_t modgen;  /* the modules' generation the rules were read under */
+    /* this walk's look-ups (walk_lookup): how many, the first and last step looked up, whether one found
+     * no kept step, where to follow on, and a rule's rbp_off too far for a step (META_BIG) */
+    uint32_t lookups, first_lk, last_lk, fresh, next;
+    int32_t big_off;
+    struct step fresh_step; /* a rule with no kept step, as a step */
     struct ot_frame_rule rules[NRULES];
-    uint32_t replay_stale; /* replay_all: the first step whose kept rbp may differ from this walk's */
-    uint32_t nsteps[WALKS], gen[WALKS]; /* each slot's steps, and its generation (bumped when rewritten) */
-    struct state_ref index[1u << INDEX_BITS];
-    struct step steps[WALKS][NSTEPS];
+    struct step arena[ARENA];
+    struct memo memo;
 };
-
-static inline uint32_t state_hash(uint64_t pc, uint64_t sp)
-{
-    return (uint32_t)(((pc ^ (sp << 17)) * 0x9E3779B97F4A7C15ull) >> (64 - INDEX_BITS));
-}
-
-/* The kept walk with state (pc, sp) at one of its steps: its steps at *steps, that step's index at *at, and
- * its step count; 0 when none. */
-static inline uint32_t state_find(const struct walker *w, uint64_t pc, uint64_t sp, const struct step **steps,
-                                  uint32_t *at)
-{
-    const struct state_ref *r = &w->index[state_hash(pc, sp)];
-    if (r->pc != pc || r->sp != sp || r->gen != w->gen[r->slot] || r->step + 1u >= w->nsteps[r->slot])
-        return 0;
-    const struct step *s = w->steps[r->slot];
-    if (s[r->step].pc != pc || s[r->step].sp != sp)
-        return 0;
-    *steps = s;
-    *at = r->step;
-    return w->nsteps[r->slot];
-}
-
-/* Indexes the states the walk just kept in slot looked up (at[0..n)): where it missed, the next walk
- * from this place finds this one; where it found another walk, the entry now names this newer one, so that
- * a place allocated from again and again keeps its entry while the slots turn over. Only those: a walk
- * looks up only where it left the walk it followed, which for one place is the same state each time. */
-#define LOOKED 8
-static void state_index(struct walker *w, uint32_t slot, const uint32_t *at, uint32_t n)
-{
-    const struct step *s = w->steps[slot];
-    const uint32_t ns = w->nsteps[slot], g = w->gen[slot];
-    for (uint32_t k = 0; k < n; k++) {
-        uint32_t i = at[k];
-        if (i + 1 < ns)
-            w->index[state_hash(s[i].pc, s[i].sp)] = (struct state_ref){s[i].pc, s[i].sp, g, (uint16_t)slot, (uint16_t)i};
-    }
-}
 
 static __thread struct walker *walker_tls __attribute__((tls_model("initial-exec")));
 static __thread int walker_failed __attribute__((tls_model("initial-exec")));
@@ -178,7 +168,7 @@ static struct walker *walker_get(void)
     return w;
 }
 
-static const struct ot_frame_rule *rule_for(struct walker *w, uint64_t pc)
+static struct ot_frame_rule *rule_for(struct walker *w, uint64_t pc)
 {
     uint32_t i = (uint32_t)((pc * 0x9E3779B97F4A7C15ull) >> (64 - RULE_BITS));
     struct ot_frame_rule *r;
@@ -200,141 +190,113 @@ static const struct ot_frame_rule *rule_for(struct walker *w, uint64_t pc)
     return r;
 }
 
+/* A rule as a step. 0 when it does not fit one (rbp saved further than 8 MB away): the step is then
+ * walked with META_BIG (the rule's rbp_off in w->big_off) and never kept. */
+static inline int pack(const struct ot_frame_rule *r, uint64_t addr, struct step *s)
+{
+    s->addr = addr;
+    s->cfa_off = r->cfa_off;
+    if (r->kind == OT_RULE_LAST) {
+        s->meta = META_LAST;
+        return 1;
+    }
+    s->meta = (uint32_t)r->cfa_reg | (uint32_t)r->rbp_how << META_RBP_SHIFT;
+    if (r->rbp_off < -(1 << 23) || r->rbp_off >= 1 << 23)
+        return 0;
+    s->meta |= (uint32_t)r->rbp_off << META_OFF_SHIFT;
+    /* META_NEAR: CFA = rsp + a positive multiple of 8, rbp kept, undefined or saved inside the frame
+     * (CFA - cfa_off <= CFA + rbp_off <= CFA - 8). rsp is 8-aligned and on the stack (by induction from
+     * the walk's own), so every slot such a step reads is 8-aligned and above rsp: only the stack's top
+     * bounds it, checked once (CFA <= the top). The same reads pass or fail as with the full checks. */
+    if (r->cfa_reg == OT_CFA_RSP && r->cfa_off >= 8 && !(r->cfa_off & 7) &&
+        (r->rbp_how == OT_RBP_SAME || r->rbp_how == OT_RBP_UNDEF ||
+         (r->rbp_how == OT_RBP_AT_CFA && !(r->rbp_off & 7) && r->rbp_off <= -8 && r->rbp_off >= -r->cfa_off)))
+        s->meta |= META_NEAR;
+    return 1;
+}
+
 static inline int on_stack(const struct walker *w, uint64_t lo, uint64_t a)
 {
     return a - lo <= w->stack_hi - 8 - lo && !(a & 7);
 }
 
-/* Marks the steps whose rbp a later step uses. The last step's rbp counts as used when the walk stopped
- * at want (a later walk may go on from there), not when the chain ended there. */
-static void mark_live(struct step *st, uint32_t nsteps)
+/* The step for addr where the kept walk followed has another: the rule's kept step (rule->at) when it is
+ * still there, or the rule itself as a step (w->fresh_step); NULL when the frame has no rule the walk can
+ * follow. w->next: where to follow from. Step at is the walk's nst-th. */
+static __attribute__((noinline)) const struct step *walk_lookup(struct walker *w, uint64_t addr, uint32_t nst)
 {
-    uint64_t live = !(st[nsteps - 1].flags & STEP_END);
-    st[nsteps - 1].flags = (st[nsteps - 1].flags & ~(uint64_t)STEP_LIVE) | live << 2;
-    for (uint32_t k = nsteps - 1; k-- > 0;) {
-        uint64_t f = st[k].flags;
-        live = (f | (~(f >> 1) & live)) & 1; /* STEP_USES, or passed on (not STEP_KILLS) to a live one */
-        st[k].flags = (f & ~(uint64_t)STEP_LIVE) | live << 2;
+    OT_STAGE_CACHE(OT_C_WALK_STEP, 0);
+    struct ot_frame_rule *r = rule_for(w, addr);
+    if (r->kind != OT_RULE_OK && r->kind != OT_RULE_LAST)
+        return NULL;
+    if (w->lookups++ == 0)
+        w->first_lk = nst;
+    w->last_lk = nst;
+    const uint32_t at = r->at & (ARENA - 1);
+    OT_STAGE_CACHE(OT_C_WALK_INDEX, w->arena[at].addr == addr);
+    if (w->arena[at].addr == addr) {
+        w->next = (at + 1) & (ARENA - 1);
+        return &w->arena[at];
     }
+    w->fresh = 1; /* no kept step for it */
+    w->next = at; /* (not addr's: the next step looks up too) */
+    struct step *s = &w->fresh_step;
+    if (!pack(r, addr, s)) {
+        s->meta |= META_BIG;
+        w->big_off = r->rbp_off;
+    }
+    return s;
 }
 
-/* The same for steps [0, upto) of a walk whose steps from upto on are a kept walk's, replayed to its end:
- * their marks are that walk's, and stand (each depends only on the steps after it). */
-static void mark_live_upto(struct step *st, uint32_t upto)
+/* Keeps the walk just taken from its first look-up to its last (steps from first_lk to last_lk: addresses
+ * from the frames) at the arena's head, and names the copy in their rules. The rules are looked up again
+ * (a walk is kept only where it found no kept step, or several); nothing is kept if one does not fit. */
+static void keep_walk(struct walker *w, const uint64_t *frames, uint64_t pc0)
 {
-    uint64_t live = (st[upto].flags >> 2) & 1;
-    for (uint32_t k = upto; k-- > 0;) {
-        uint64_t f = st[k].flags;
-        live = (f | (~(f >> 1) & live)) & 1;
-        st[k].flags = (f & ~(uint64_t)STEP_LIVE) | live << 2;
-    }
-}
-
-/* Replays the previous walk's steps from prev[0] (whose state is the walk's current one: pc, *sp, *bp),
- * up to prev[stop], while the stack slots they read hold what they held. Returns how many steps it took;
- * their frames go to frames[0..], the steps to cur[0..] with rbp as it really was at each, and the state
- * reached to *sp and *bp (its pc is prev[taken].pc). A slot that a step read only to find an rbp that no
- * later step uses may differ: rbp is then followed from the slot itself. */
-static inline uint32_t replay(const struct step *prev, uint32_t stop, uint64_t lo, uint64_t *frames,
-                              struct step *cur, uint64_t *sp, uint64_t *bp)
-{
-    uint64_t b = *bp;
-    const struct step *s = prev, *const last = prev + stop;
-    for (; s != last; s++, cur++, frames++) {
-        const struct step *nx = s + 1;
-        const uint64_t flags = s->flags, nsp = nx->sp, ra = nx->pc;
-        uint64_t nb = b;
-        if (OT_UNLIKELY(flags & (STEP_DEREF | STEP_BPAT | STEP_KILLS))) {
-            if ((flags & STEP_DEREF) && (s->deref_at < lo || *(const uint64_t *)(uintptr_t)s->deref_at != nsp))
-                break;
-            if (flags & STEP_BPAT) {
-                if (s->bp_at < lo)
-                    break;
-                nb = *(const uint64_t *)(uintptr_t)s->bp_at;
-                if ((nx->flags & STEP_LIVE) && nb != nx->bp)
-                    break;
-            } else {
-                nb = 0;
-            }
+    const uint32_t from = w->first_lk, to = w->last_lk + 1, h = w->head;
+    struct step *A = w->arena;
+    for (uint32_t k = from; k < to; k++) {
+        const uint64_t addr = k == 0 ? pc0 : frames[k - 1] - 1;
+        struct ot_frame_rule *r = rule_for(w, addr);
+        const uint32_t at = (h + k - from) & (ARENA - 1);
+        if ((r->kind != OT_RULE_OK && r->kind != OT_RULE_LAST) || !pack(r, addr, &A[at])) {
+            for (uint32_t q = from; q <= k; q++) /* what it wrote is forgotten: no walk follows it */
+                A[(h + q - from) & (ARENA - 1)].addr = 0;
+            return;
         }
-        if (*(const uint64_t *)(uintptr_t)(nsp - 8) != ra)
-            break;
-        *cur = *s;
-        cur->bp = b;
-        b = nb;
-        *frames = ra;
+        r->at = at;
     }
-    *sp = s->sp;
-    *bp = b;
-    return (uint32_t)(s - prev);
+    if (from == 0)
+        w->start = h;
+    w->head = (h + to - from) & (ARENA - 1);
 }
 
-/* A walk that replays the whole previous one (a loop allocating from one place: the common case) ends
- * with the same steps, so they are kept as they are, not copied (a copy was half of a replayed frame's
- * cost). Each step is checked as replay checks it. The steps kept then hold an rbp that may differ from
- * this walk's only where no later step uses it, which nothing reads but the hand-over below. Returns the
- * frames; or -1, with the steps that matched in *matched (their frames written) and rbp at the step after
- * them in *bp_next: the walk goes on from there. */
-static inline int replay_all(struct walker *w, uint64_t pc, uint64_t sp, uint64_t bp, uint64_t *frames, int want,
-                             uint32_t *matched, uint64_t *bp_next)
+/* The previous walk's frames (its start is this one's: the caller checked), when every slot it read still
+ * holds what it read: the number of frames; -1 otherwise. */
+static inline int replay_memo(const struct memo *m, int want, uint64_t *frames)
 {
-    const struct step *P = w->steps[w->prev];
-    const uint32_t nprev = w->nprev;
-    *matched = 0;
-    if (nprev < 2 || nprev - 1 > (uint32_t)want || P[0].sp != sp || P[0].pc != pc ||
-        ((P[0].flags & STEP_LIVE) && P[0].bp != bp))
+    if (m->n < 0 || m->want != want)
         return -1;
-    const struct step *s = P, *const last = P + nprev - 1;
-    uint64_t b = bp;
-    w->replay_stale = NSTEPS;
-    for (; s != last; s++, frames++) {
-        const struct step *nx = s + 1;
-        const uint64_t flags = s->flags, nsp = nx->sp, ra = nx->pc;
-        uint64_t nb = b;
-        /* (No bound checks: the walk that made these steps started at this sp, so at this lo, and checked
-         * every slot it read against it.) */
-        if (OT_UNLIKELY(flags & (STEP_DEREF | STEP_BPAT | STEP_KILLS))) {
-            if ((flags & STEP_DEREF) && *(const uint64_t *)(uintptr_t)s->deref_at != nsp)
-                break;
-            if (flags & STEP_BPAT) {
-                nb = *(const uint64_t *)(uintptr_t)s->bp_at;
-                if (nb != nx->bp) {
-                    if (nx->flags & STEP_LIVE)
-                        break;
-                    if (w->replay_stale == NSTEPS)
-                        w->replay_stale = (uint32_t)(s - P) + 1;
-                }
-            } else if (flags & STEP_KILLS) {
-                nb = 0;
-            }
-        }
-        if (*(const uint64_t *)(uintptr_t)(nsp - 8) != ra)
-            break;
-        b = nb;
-        *frames = ra;
+    const int n = m->n;
+    for (int k = 0; k < n; k++) {
+        const uint64_t ra = m->frames[k];
+        if (*(const uint64_t *)(uintptr_t)(m->cfa[k] - 8) != ra)
+            return -1;
+        frames[k] = ra;
     }
-    *matched = (uint32_t)(s - P);
-    *bp_next = b;
-    if (s != last)
-        return -1;
-    if (last->pc < 0x4000) /* the chain ended at a return address below 0x4000: no frame for it */
-        return (int)nprev - 2;
-    if ((last->flags & STEP_END) || nprev - 1 == (uint32_t)want)
-        return (int)nprev - 1; /* where its chain ended, or at want */
-    return -1; /* the previous walk stopped at a smaller want: this one goes further */
+    for (uint32_t k = 0; k < m->nx; k++)
+        if (*(const uint64_t *)(uintptr_t)m->x[k].at != m->x[k].val)
+            return -1;
+    return n;
 }
 
 /* Return addresses from this function's caller outwards, as unw_backtrace gives them; -1 when the stack
  * has a frame the rules cannot follow.
  *
- * Replay: a walk is a function of its state (pc, rsp, rbp) and of the stack slots it reads. So when a step
- * reaches a state that a step of the thread's previous walk had (same pc and rsp, and the same rbp where
- * a later step uses it), and the slots that step read hold the same values now, its result is the
- * previous one: the previous walk's next step, taken without a rule lookup. That covers the tracer's own
- * frames and a caller's unchanged outer frames (a loop that allocates from the same place), at a few
- * loads and compares a frame. A slot that differs ends the replay at that step, which is then walked by
- * its rule; rbp is followed exactly all along, and the steps kept for the next walk are this walk's, so
- * what it returns is what a walk without replay returns (tests/unit/test_walk.c checks it). */
+ * Each step applies its frame's rule, every read checked against the stack's bounds, whether the rule came
+ * from a kept step or from the table: what the walk returns is what a walk by the table alone returns
+ * (tests/unit/test_walk.c checks it against libunwind). The kept steps only spare the table's look-up,
+ * one random line a frame, for a kept walk's next step, read in order. */
 __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
 {
     struct walker *w = walker_get();
@@ -342,181 +304,121 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         return -1;
     uint64_t pc, sp, bp;
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
-    const uint64_t lo = sp;
+    const uint64_t lo = sp, hi8 = w->stack_hi - 8, span = hi8 - lo, pc0 = pc;
     if (!on_stack(w, lo, sp))
         return -1; /* running on another stack (sigaltstack, a coroutine's) */
     uint64_t gen = ot_modules_generation();
     if (OT_UNLIKELY(gen != w->modgen)) { /* a library was unloaded: its rules may now be another's */
         memset(w->rules, 0, sizeof w->rules);
         w->used = 0;
-        w->nprev = 0;
-        memset(w->nsteps, 0, sizeof w->nsteps); /* and its walks: none is replayed from now on */
+        memset(w->arena, 0, sizeof w->arena); /* and the steps kept from them */
         w->modgen = gen;
     }
-    uint32_t matched;
-    uint64_t bp_next;
-    int all = replay_all(w, pc, sp, bp, frames, want, &matched, &bp_next);
-    OT_STAGE_CACHE(OT_C_WALK_REPLAY, all >= 0);
-    if (OT_LIKELY(all >= 0))
-        return all;
-    const struct step *P = w->steps[w->prev];
-    /* This walk's slot: the next one, its old walk dropped (its index entries no longer match its gen) */
-    const uint32_t cur = (w->prev + 1) & (WALKS - 1);
-    struct step *C = w->steps[cur];
-    w->gen[cur]++;
-    w->nsteps[cur] = 0;
-    uint32_t nprev = w->nprev;
-    uint32_t j = 0;   /* the first step of P whose sp is not below ours */
-    int n = 0;        /* frames so far; the current step is step n */
-    int walked = 0;   /* steps taken by their rules */
-    uint32_t looked[LOOKED], nlooked = 0; /* the steps whose state was looked up in the index */
-    uint32_t tail = NSTEPS; /* the step from which the walk replayed a kept walk to its end */
-    uint64_t end = 0; /* STEP_END when the chain ended */
-    w->nprev = 0;     /* until this walk completes */
-    if (matched) {
-        /* The steps replay_all matched (a stack that differs further out: another call site) are this
-         * walk's first steps, with rbp as it really was at each (the steps kept may hold an older one
-         * where no later step used it: replay_all says from where). The walk goes on from the next one. */
-        memcpy(C, P, matched * sizeof *C);
-        for (uint32_t i = 0; i < matched; i++) { /* the entry's rbp, up to the first step that changes it */
-            C[i].bp = bp;
-            if (P[i].flags & STEP_KILLS)
-                break;
-        }
-        if (w->replay_stale < matched) { /* a saved rbp changed: followed again from the entry */
-            uint64_t b = bp;
-            for (uint32_t i = 0; i < matched; i++) {
-                if (i >= w->replay_stale)
-                    C[i].bp = b;
-                b = P[i].flags & STEP_BPAT ? *(const uint64_t *)(uintptr_t)P[i].bp_at
-                    : P[i].flags & STEP_KILLS ? 0 : b;
-            }
-        }
-        n = (int)matched;
-        j = matched;
-        pc = P[matched].pc;
-        sp = P[matched].sp;
-        bp = bp_next;
-    }
+    /* The walk is kept (struct memo) only when it starts where the previous one did and that one followed
+     * the walk before it throughout (no look-up): a loop allocating from one place. A step's hundred
+     * places in turn look up where each leaves the one before, and would only pay for lines written and
+     * not read again. */
+    struct memo *const m = &w->memo;
+    const int rec = m->sp0 == sp && m->bp0 == bp && m->gen == gen && w->lookups == 0;
+    int again = rec ? replay_memo(m, want, frames) : -1;
+    OT_STAGE_CACHE(OT_C_WALK_REPLAY, again >= 0);
+    if (again >= 0)
+        return again;
+    m->n = -1;
+    m->sp0 = sp;
+    m->bp0 = bp;
+    m->gen = gen;
+    m->want = want;
+    uint32_t nx = 0;
+    const struct step *const A = w->arena;
+    w->lookups = w->fresh = 0;
+    uint32_t j = w->start;
+    uint64_t adj = 0; /* the first step's rule is its pc's, the others' their return address's minus one */
+    int n = 0;
     for (;;) {
-        /* Replay while the state is one the previous walk had. j == 0 only at n == 0 (the first step's
-         * pc is looked up as is, the others' minus one). */
-        while (j < nprev && P[j].sp < sp)
-            j++;
-        if (!(j + 1 < nprev && P[j].sp == sp && P[j].pc == pc) && n > 0) {
-            /* Not a state of the walk followed so far: one of another kept walk? (n > 0: a first step is
-             * only ever the previous walk's, replay_all's.) */
-            const struct step *Q;
-            uint32_t at, nq = state_find(w, pc, sp, &Q, &at);
-            OT_STAGE_CACHE(OT_C_WALK_INDEX, nq && at > 0);
-            if (nlooked < LOOKED)
-                looked[nlooked++] = (uint32_t)n;
-            if (nq && at > 0) {
-                P = Q;
-                nprev = nq;
-                j = at;
-            }
-        }
-        if (j + 1 < nprev && P[j].sp == sp && P[j].pc == pc && (j == 0) == (n == 0) &&
-            (!(P[j].flags & STEP_LIVE) || P[j].bp == bp)) {
-            uint32_t stop = nprev - 1 - j;
-            if (stop > (uint32_t)(want - n))
-                stop = (uint32_t)(want - n);
-            uint32_t k = replay(&P[j], stop, lo, frames + n, &C[n], &sp, &bp);
-#ifdef OT_STAGE_CYCLES
-            for (uint32_t q = 0; q < k; q++)
-                OT_STAGE_CACHE(OT_C_WALK_STEP, 1);
-#endif
-            tail = (uint32_t)n;
-            n += (int)k;
-            j += k;
-            pc = P[j].pc;
-            if (OT_UNLIKELY(pc < 0x4000)) { /* the end of the chain, as the previous walk found it */
-                end = STEP_END;
-                n--; /* the step that read it emitted no frame */
-                goto finish_at;
-            }
-            if (j == nprev - 1 && (P[j].flags & STEP_END)) {
-                end = STEP_END; /* the previous walk's last step, where its chain ended */
-                goto finish;
-            }
-            tail = NSTEPS;
-            j++; /* a mismatch at this state (or want): walked by its rule, and not matched again */
-        }
         if (n >= want)
             break;
-        const struct ot_frame_rule *r = rule_for(w, n == 0 ? pc : pc - 1);
-        if (r->kind == OT_RULE_LAST) {
-            end = STEP_END;
-            break;
-        }
-        if (r->kind != OT_RULE_OK)
-            return -1;
-        struct step *st = &C[n];
-        uint64_t f = 0, cfa;
-        if (r->cfa_reg == OT_CFA_RSP) {
-            cfa = sp + (uint64_t)(int64_t)r->cfa_off;
-        } else if (r->cfa_reg == OT_CFA_RBP) {
-            f = STEP_USES;
-            cfa = bp + (uint64_t)(int64_t)r->cfa_off;
+        const uint64_t addr = pc - adj;
+        const struct step *s = &A[j];
+        if (OT_LIKELY(s->addr == addr)) {
+            OT_STAGE_CACHE(OT_C_WALK_STEP, 1);
+            j = (j + 1) & (ARENA - 1);
         } else {
-            uint64_t at = bp + (uint64_t)(int64_t)r->cfa_off;
-            if (!on_stack(w, lo, at))
+            if (!(s = walk_lookup(w, addr, (uint32_t)n)))
                 return -1;
-            f = STEP_USES | STEP_DEREF;
-            st->deref_at = at;
-            cfa = *(const uint64_t *)(uintptr_t)at;
+            j = w->next;
+            if (n == 0)
+                w->start = (j - 1) & (ARENA - 1); /* where the next walk starts following */
         }
-        if (cfa <= sp || !on_stack(w, lo, cfa - 8))
-            return -1;
-        uint64_t ra = *(const uint64_t *)(uintptr_t)(cfa - 8);
-        st->pc = pc;
-        st->sp = sp;
-        st->bp = bp;
-        if (r->rbp_how == OT_RBP_AT_CFA || r->rbp_how == OT_RBP_AT_RBP) {
-            uint64_t at = (r->rbp_how == OT_RBP_AT_CFA ? cfa : bp) + (uint64_t)(int64_t)r->rbp_off;
-            if (!on_stack(w, lo, at))
+        adj = 1;
+        const uint32_t meta = s->meta;
+        const int64_t cfa_off = s->cfa_off;
+        if (meta & META_LAST)
+            break;
+        const uint32_t rhow = (meta & META_RBP) >> META_RBP_SHIFT;
+        uint64_t cfa, ra;
+        if (OT_LIKELY(meta & META_NEAR)) {
+            cfa = sp + (uint64_t)cfa_off;
+            if (cfa > hi8 + 8)
                 return -1;
-            f |= r->rbp_how == OT_RBP_AT_RBP ? STEP_USES | STEP_KILLS | STEP_BPAT : STEP_KILLS | STEP_BPAT;
-            st->bp_at = at;
+            ra = *(const uint64_t *)(uintptr_t)(cfa - 8);
+            if (rhow == OT_RBP_AT_CFA) {
+                const uint64_t at = cfa + (uint64_t)(int64_t)((int32_t)meta >> META_OFF_SHIFT);
+                bp = *(const uint64_t *)(uintptr_t)at;
+                if (rec)
+                    m->x[nx++] = (typeof(m->x[0])){at, bp};
+            } else if (rhow == OT_RBP_UNDEF) {
+                bp = 0;
+            }
+            goto stepped;
+        }
+        const uint32_t creg = meta & META_CFA;
+        if (creg == OT_CFA_RSP) {
+            cfa = sp + (uint64_t)cfa_off;
+        } else if (creg == OT_CFA_RBP) {
+            cfa = bp + (uint64_t)cfa_off;
+        } else {
+            uint64_t at = bp + (uint64_t)cfa_off;
+            if (at - lo > span || (at & 7))
+                return -1;
+            cfa = *(const uint64_t *)(uintptr_t)at;
+            if (rec)
+                m->x[nx++] = (typeof(m->x[0])){at, cfa};
+        }
+        /* cfa above sp (by 8 at least: the slot of the return address) and its slot within the stack */
+        if (cfa - 8 - sp > hi8 - sp || (cfa & 7))
+            return -1;
+        ra = *(const uint64_t *)(uintptr_t)(cfa - 8);
+        if (rhow == OT_RBP_AT_CFA || rhow == OT_RBP_AT_RBP) {
+            const int64_t off = OT_UNLIKELY(meta & META_BIG) ? w->big_off : (int32_t)meta >> META_OFF_SHIFT;
+            uint64_t at = (rhow == OT_RBP_AT_CFA ? cfa : bp) + (uint64_t)off;
+            if (at - lo > span || (at & 7))
+                return -1;
             bp = *(const uint64_t *)(uintptr_t)at;
-        } else if (r->rbp_how == OT_RBP_UNDEF) {
-            f |= STEP_KILLS;
+            if (rec)
+                m->x[nx++] = (typeof(m->x[0])){at, bp};
+        } else if (rhow == OT_RBP_UNDEF) {
             bp = 0;
         }
-        st->flags = f;
-        walked++;
-        OT_STAGE_CACHE(OT_C_WALK_STEP, 0);
+    stepped:
         sp = cfa;
         pc = ra;
-        if (ra < 0x4000) { /* the end of the chain, as libunwind reads it */
-            end = STEP_END;
-            goto finish_at;
+        if (ra < 0x4000) { /* the end of the chain, as libunwind reads it: no frame for it */
+            if (rec)
+                m->x[nx++] = (typeof(m->x[0])){cfa - 8, ra};
+            break;
         }
+        if (rec)
+            m->cfa[n] = cfa;
         frames[n++] = ra;
     }
-finish:
-    /* The step reached is kept too: a replay that reaches it ends there (the chain's end) or walks it by
-     * its rule. */
-    C[n] = (struct step){pc, sp, bp, 0, 0, end};
-    if (end && tail <= (uint32_t)n) /* replayed to a kept walk's end from tail: only the steps before */
-        mark_live_upto(C, tail);
-    else if (walked || !end) /* (all replayed to the same end: the same steps, marked as they were) */
-        mark_live(C, (uint32_t)n + 1);
-    w->nprev = w->nsteps[cur] = (uint32_t)n + 1;
-    w->prev = cur;
-    state_index(w, cur, looked, nlooked);
-    return n;
-finish_at:
-    /* The chain ended at a return address below 0x4000: the step after step n holds it, and no frame. */
-    C[n + 1] = (struct step){pc, sp, bp, 0, 0, end};
-    if (tail <= (uint32_t)n + 1)
-        mark_live_upto(C, tail);
-    else if (walked)
-        mark_live(C, (uint32_t)n + 2);
-    w->nprev = w->nsteps[cur] = (uint32_t)n + 2;
-    w->prev = cur;
-    state_index(w, cur, looked, nlooked);
+    if (rec) {
+        memcpy(m->frames, frames, (size_t)n * sizeof *frames);
+        m->nx = nx;
+        m->n = n;
+    }
+    if (w->fresh || w->lookups > LOOKUPS_KEPT)
+        keep_walk(w, frames, pc0);
     return n;
 }
 

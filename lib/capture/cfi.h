@@ -17,6 +17,7 @@ struct ot_frame_rule {
     uint64_t pc;
     int32_t cfa_off, rbp_off;
     uint8_t kind, cfa_reg, rbp_how;
+    uint32_t at; /* the walk's own use (backtrace.c: where a kept step for pc may be); 0 from ot_cfi_rule */
 };
 
 /* The rule at pc (a return address minus one, or the walk's own exact starting point). */

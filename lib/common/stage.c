@@ -1,5 +1,6 @@
 /* The stage build's counters and its one line at exit (stage.h). Empty in the normal build. */
 #include "common/stage.h"
+#include "capture/stacks.h" /* the distinct stacks interned: a cache that changed a stack would add some */
 
 #ifdef OT_STAGE_CYCLES
 #include <stdio.h>
@@ -77,9 +78,9 @@ __attribute__((destructor)) static void stage_report(void)
     char line[4096];
     int n = snprintf(line, sizeof line,
                      "OOMTRACE_STAGES {\"pid\": %d, \"allocs\": %llu, \"frees\": %llu, \"ns_per_cycle\": %.6f, "
-                     "\"rate_from\": \"%s\", \"probe_cycles\": %llu, \"stages\": {",
+                     "\"rate_from\": \"%s\", \"probe_cycles\": %llu, \"stacks\": %u, \"stages\": {",
                      (int)getpid(), (unsigned long long)events[1], (unsigned long long)events[0], ns_per_cycle,
-                     rate, (unsigned long long)probe);
+                     rate, (unsigned long long)probe, ot_stack_count() - 1);
     uint64_t nested = 0; /* probes inside hooks: every stage but the hook and the free's driver call */
     for (int s = 0; s < OT_ST_N && n < (int)sizeof line; s++) {
         n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\": {\"calls\": %llu, \"cycles\": %llu, \"ns\": %.0f}",

@@ -35,9 +35,9 @@ enum ot_stage {
 };
 
 enum ot_cache {
-    OT_C_WALK_REPLAY,   /* the whole previous walk replayed */
-    OT_C_WALK_INDEX,    /* a state the walk followed so far lacked, found in another kept walk */
-    OT_C_WALK_STEP,     /* a step replayed (hit) or walked by its rule (miss), in walks not replayed whole */
+    OT_C_WALK_REPLAY,   /* the previous walk's frames, every slot it read unchanged (backtrace.c: struct memo) */
+    OT_C_WALK_INDEX,    /* an address the kept walk followed lacked: its rule names a kept step (hit) or none */
+    OT_C_WALK_STEP,     /* a step found where the kept walk followed goes on (hit) or looked up (miss) */
     OT_C_PY_SAME,       /* the chain is the thread's last one */
     OT_C_PY_MERGED,     /* the merged stack is the thread's last one */
     OT_C_PY_PLACES,     /* else: one of the thread's merged stacks by place */

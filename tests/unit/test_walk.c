@@ -270,33 +270,59 @@ static void lib_path(char *out, size_t cap, const char *name)
     snprintf(out, cap, "%s/%s", exe, name);
 }
 
-static void test_walk_after_unload(void **state)
+/* On a thread of its own: its first walk is the one through walk_lib_a.so, so its kept steps are the ones
+ * every later walk follows first (backtrace.c: w->start), and the last walk reaches walk_lib_hop's kept
+ * step by following them, not only by looking its address up: both must be forgotten at the unload. */
+struct unload_walks {
+    struct probe p[3];
+    void *at_a;
+    int setup_ok;
+};
+
+/* (cmocka's asserts belong to the main thread: this one only walks, and says whether its setup held) */
+static void *after_unload(void *arg)
 {
-    (void)state;
+    struct unload_walks *u = arg;
     char a[PATH_MAX], b[PATH_MAX];
     lib_path(a, sizeof a, "walk_lib_a.so");
     lib_path(b, sizeof b, "walk_lib_b.so");
     void *h = dlopen(a, RTLD_NOW | RTLD_LOCAL);
-    assert_non_null(h);
-    void *at_a = dlsym(h, "walk_lib_hop");
-    struct probe p[3];
+    if (!h)
+        return NULL;
+    void *at_a = u->at_a = dlsym(h, "walk_lib_hop");
+    struct probe *p = u->p;
     uint64_t gen = 0;
     for (int k = 0; k < 3; k++) { /* one call site for all three walks: the same return addresses */
         if (k == 2) {
             gen = ot_modules_generation();
             void *again = dlopen(a, RTLD_NOW | RTLD_LOCAL); /* a second reference: unloads nothing */
-            assert_int_equal(dlclose(again), 0);
-            assert_true(ot_modules_generation() == gen);
-            assert_int_equal(dlclose(h), 0);
-            assert_true(ot_modules_generation() != gen); /* this one did */
+            if (dlclose(again) != 0 || ot_modules_generation() != gen)
+                return NULL;
+            if (dlclose(h) != 0 || ot_modules_generation() == gen) /* this one did */
+                return NULL;
             h = dlopen(b, RTLD_NOW | RTLD_LOCAL);
-            assert_non_null(h);
+            if (!h)
+                return NULL;
             if (dlsym(h, "walk_lib_hop") != at_a)
                 print_message("walk_lib_b.so was not loaded where walk_lib_a.so was: the stale case did not arise\n");
         }
         p[k] = (struct probe){.levels = 6};
         through_lib(h, &p[k]); /* the first walk keeps the rule for walk_lib_hop's return address */
     }
+    u->setup_ok = dlclose(h) == 0;
+    return NULL;
+}
+
+static void test_walk_after_unload(void **state)
+{
+    (void)state;
+    static struct unload_walks u;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, after_unload, &u), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_true(u.setup_ok);
+    struct probe *p = u.p;
+    void *at_a = u.at_a;
     check_same(&p[1]);
     /* libunwind 1.6 keeps its own rules across the unload (it reads walk_lib_b's frame with walk_lib_a's
      * size), so the last walk is checked against the one through walk_lib_a.so instead: the same frames
@@ -309,7 +335,6 @@ static void test_walk_after_unload(void **state)
     assert_true(in_lib > 0 && in_lib + 2 < p[1].ours);
     for (int i = 0; i <= in_lib + 1; i++)
         assert_true(p[2].our[i] == p[1].our[i]);
-    assert_int_equal(dlclose(h), 0);
 }
 
 /* A destructor that runs after the walker's own at thread exit (a later key) and still takes a backtrace,
