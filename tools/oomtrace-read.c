@@ -40,7 +40,8 @@ static const char usage_text[] =
     "  --frames N       frames shown per stack in text (default 8; inlined frames count). JSON has all.\n"
     "  --format FORMAT  text (default), json (schema oomtrace-report/1, see docs/JSON.md), folded,\n"
     "                   markdown, html or memviz (see Formats below and docs/FORMATS.md).\n"
-    "  -o, --output FILE  write the report to FILE instead of standard output.\n"
+    "  -o, --output FILE  write the report to FILE instead of standard output. A FILE that is the\n"
+    "                   snapshot being read, or any snapshot, is refused (the report would destroy it).\n"
     "  --debug-dir DIR  also look for debug files in DIR (by build-id: DIR/.build-id/xx/yyyy.debug,\n"
     "                   and by name); repeatable. The defaults are the binary's directory, its .debug\n"
     "                   subdirectory and /usr/lib/debug.\n"
@@ -78,7 +79,8 @@ static const char usage_text[] =
     "CI gates (one line on stderr per gate, passed or failed, naming the gate and the numbers; exit\n"
     "status 1 when one fails; the report is still written):\n"
     "  --max-peak SIZE  fail when the peak exceeds SIZE bytes. SIZE is bytes with an optional K, M, G\n"
-    "                   or T (also KiB, MiB, GiB, TiB, KB, MB...: all powers of 1024), e.g. 8G, 1.5GiB.\n"
+    "                   or T (also KiB, MiB, GiB, TiB, KB, MB...: all powers of 1024), e.g. 8G, 1.5GiB;\n"
+    "                   a fraction needs one of them (1.5 alone is refused).\n"
     "                   The peak is the snapshot's largest device peak (the high-water mark recorded\n"
     "                   with its live set, else the device's recorded peak):\n"
     "                   this process's tracked device memory at its high-water mark. With a directory,\n"
@@ -205,6 +207,29 @@ static size_t parse_count(const char *opt, const char *arg)
 enum { OPT_TOP = 256, OPT_AT, OPT_FRAMES, OPT_FORMAT, OPT_DEBUG_DIR, OPT_NO_SYMBOLIZE };
 enum { OPT_NATIVE = 512, OPT_SPLIT, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH, OPT_CHECK_GATE,
        OPT_GATE_NAME };
+
+/* -o naming a snapshot would replace the only record of an out-of-memory with its own report (one slip of tab
+ * completion; the files are the owner's to write): the input itself (same device and inode), or any file that
+ * starts with the snapshot magic, is refused. Standard output, a pipe or a terminal are never snapshots. */
+static void refuse_output_onto_snapshot(const char *out_path, const char *const inputs[], size_t ninputs)
+{
+    struct stat os;
+    if (!out_path || stat(out_path, &os) != 0 || !S_ISREG(os.st_mode))
+        return;
+    for (size_t i = 0; i < ninputs; i++) {
+        struct stat is;
+        if (inputs[i] && strcmp(inputs[i], "-") != 0 && stat(inputs[i], &is) == 0 && is.st_dev == os.st_dev &&
+            is.st_ino == os.st_ino)
+            die("-o %s is the snapshot being read; give another file", out_path);
+    }
+    char head[8];
+    int fd = open(out_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    ssize_t n = fd >= 0 ? read(fd, head, sizeof head) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n == (ssize_t)sizeof head && memcmp(head, OT_MAGIC, sizeof head) == 0)
+        die("-o %s is a snapshot; writing the report there would destroy it: give another file", out_path);
+}
 
 /* An option's value was parsed (rc 0), or the run ends saying what the option takes and what it got. */
 static bool parsed(int rc, const char *takes)
@@ -369,6 +394,8 @@ int main(int argc, char **argv)
         die("one snapshot at a time, got %d files", argc - optind);
     const char *path = argv[optind];
     ro.path = path;
+    const char *inputs[] = {path, diff_base, gate.baseline};
+    refuse_output_onto_snapshot(out_path, inputs, sizeof inputs / sizeof inputs[0]);
     /* A pickle on a terminal is only noise (and control bytes): it must go to a file or a pipe. */
     if (other_format == ot_report_memviz && !out_path && isatty(STDOUT_FILENO))
         die("--format memviz writes a binary pickle: give -o FILE, or redirect standard output");

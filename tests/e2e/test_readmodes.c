@@ -43,7 +43,9 @@ static void test_parse_size(void **state)
         assert_int_equal(v, ok[i].v);
     }
     static const char *const bad[] = {"", "-1", "+1", " 5", "12X", "1.", "G", "1GG", "1.5.5G", "99999999999999999999",
-                                      "9223372036854775809", "8388609T", "1e3"};
+                                      "9223372036854775809", "8388609T", "1e3",
+                                      /* a fraction of a byte: meant as 1.5G, never a 1-byte gate */
+                                      "1.5", "1.5B", "0.5"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint64_t v = 7;
         assert_int_equal(ot_parse_size(bad[i], &v), -1);

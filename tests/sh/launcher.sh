@@ -154,6 +154,7 @@ bad_gate() { # bad_gate WHAT ARGS...: the gate ARGS must be refused before the c
 bad_gate "a missing baseline" --baseline /nonexistent.oomt --max-growth 5
 bad_gate "an unreadable baseline" --baseline "$work/a.out" --max-growth 5
 bad_gate "a malformed size" --max-peak lots
+bad_gate "a fraction of a byte (meant as 1.5G)" --max-peak 1.5
 bad_gate "a malformed growth" --baseline "$base" --max-growth much
 bad_gate "growth without a baseline" --max-growth 5
 bad_gate "a baseline without growth" --baseline "$base"

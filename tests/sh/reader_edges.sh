@@ -78,4 +78,21 @@ sed -n '/^Devices/,/^Host pinned memory/p' "$work/oom.txt" | grep -q 'other proc
     fail "the unknown other processes are not said among the devices: $(grep -n 'other processes\|^Host pinned' "$work/oom.txt")"
 
 # 15: the growth percentage of a gate: tests/e2e/test_readmodes.c (test_gate_eval).
+# Walk 6, #35: -o naming the snapshot being read (or another snapshot) is refused, exit 2, one line, and the
+# snapshot is left whole; -o onto a plain file still writes the report.
+cp "$oom" "$work/self.oomt"
+cp "$oom" "$work/other.oomt"
+sum=$(cksum <"$oom")
+for out in self other; do
+    "$READER" -o "$work/$out.oomt" "$work/self.oomt" >"$work/o.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] && [ "$(wc -l <"$work/o.out")" -eq 1 ] && grep -q "^oomtrace-read: -o $work/$out.oomt is " "$work/o.out" ||
+        fail "-o onto $out.oomt: status $rc: $(head -c 300 "$work/o.out")"
+    [ "$(cksum <"$work/$out.oomt")" = "$sum" ] || fail "-o onto $out.oomt changed the snapshot"
+done
+"$READER" --format html -o "$work/self.oomt" "$work/snaps" >/dev/null 2>&1 && fail "-o onto a snapshot, reading its directory"
+"$READER" -o "$work/report.txt" "$work/self.oomt" >/dev/null 2>&1 && grep -q "OUT OF MEMORY" "$work/report.txt" ||
+    fail "-o onto a plain file"
+"$READER" -o "$work/report.txt" "$work/self.oomt" >/dev/null 2>&1 || fail "-o onto an earlier report"
 echo "reader_edges: ok"
+

@@ -56,6 +56,10 @@ int ot_parse_size(const char *s, uint64_t *out)
         end++;
     if (*end)
         return -1;
+    /* A fraction of a byte is no size: 1.5 without a unit was meant as 1.5G or 1.5M, and a gate of 1 byte
+     * would fail every run as if it were a regression. */
+    if (has_frac && !shift)
+        return -1;
     if (whole > (UINT64_C(1) << 63) >> shift)
         return -1;
     uint64_t v = (uint64_t)whole << shift;
@@ -201,6 +205,12 @@ static const char *fmt_growth(char buf[48], double growth, double limit)
     return buf;
 }
 
+/* "1 byte", "2 bytes": the count's noun for the gate's lines. */
+static const char *bytes_word(uint64_t n)
+{
+    return n == 1 ? "byte" : "bytes";
+}
+
 void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, const struct ot_gate_peak *base,
                   struct ot_gate_result *r)
 {
@@ -209,9 +219,10 @@ void ot_gate_eval(const struct ot_gate *g, const struct ot_gate_peak *peak, cons
     char b1[32], b2[32];
     if (g->max_peak_set) {
         bool over = peak->bytes > g->max_peak;
-        add_msg(r, over, "gate --max-peak %s: peak %s (%" PRIu64 " bytes) on device %" PRId64 " in %.300s %s %s (%" PRIu64 " bytes)",
-                over ? "failed" : "passed", ot_fmt_bytes(b1, peak->bytes), peak->bytes, peak->device, peak->path,
-                over ? "exceeds" : "is within", ot_fmt_bytes(b2, g->max_peak), g->max_peak);
+        add_msg(r, over, "gate --max-peak %s: peak %s (%" PRIu64 " %s) on device %" PRId64 " in %.300s %s %s (%" PRIu64 " %s)",
+                over ? "failed" : "passed", ot_fmt_bytes(b1, peak->bytes), peak->bytes, bytes_word(peak->bytes),
+                peak->device, peak->path, over ? "exceeds" : "is within", ot_fmt_bytes(b2, g->max_peak), g->max_peak,
+                bytes_word(g->max_peak));
     }
     if (g->growth_set && base) {
         if (base->bytes == 0) {
