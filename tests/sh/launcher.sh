@@ -138,6 +138,64 @@ wabs=$(cd "$work" && pwd -P)
 grep -q "^oomtrace: gate --max-growth passed: peak 512 MiB (536870912 bytes) in $wabs/e2/run-[^ ]*\.oomt is 0% above the baseline's 512 MiB (536870912 bytes) in $wabs/c/run-[^ ]*-exit\.oomt, within 5%\$" "$work/e2.out" ||
     fail "a relative baseline's path is not given as the new snapshot's: $(grep 'gate' "$work/e2.out")"
 
+# Walk 6, #27: the gate measures each process's largest peak over all its snapshots, as oomtrace-read DIR does,
+# not the snapshot the report shows. A batch-size search: 200 MiB kept, a 2 GiB request fails (the report shows
+# that failure, peak 200 MiB then), 512 MiB fits, and the process exits with a peak of 712 MiB.
+cat >"$work/bsfind.py" <<'PY'
+import ctypes
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+w, act = ctypes.c_uint64(), ctypes.c_uint64()
+assert cuda.cuMemAlloc_v2(ctypes.byref(w), 200 << 20) == 0
+assert cuda.cuMemAlloc_v2(ctypes.byref(act), 2048 << 20) != 0
+assert cuda.cuMemAlloc_v2(ctypes.byref(act), 512 << 20) == 0
+PY
+run --dir "$work/bs" --max-peak 500M --summary "$work/bs.md" -- python3 "$work/bsfind.py" >"$work/bs.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "^oomtrace: gate --max-peak failed: peak 712 MiB (746586112 bytes) on device 0 in $work/bs/run-[^ ]*-exit\.oomt exceeds 500 MiB" "$work/bs.out" ||
+    fail "a process that recovered from an out-of-memory and went higher: status $rc: $(grep 'gate' "$work/bs.out")"
+grep -q "Failed request: 2.00 GiB" "$work/bs.out" || fail "the report is not of the first failure"
+grep -q "^== oomtrace: the process went on after its out-of-memory and reached its exit snapshot (oomtrace-[^ ]*-exit\.oomt); the report below is of the first failure\$" "$work/bs.out" ||
+    fail "the process's going on after its failure is not said: $(grep '^==' "$work/bs.out")"
+run --dir "$work/bs" --baseline "$base" --max-growth 5 -- python3 "$work/bsfind.py" >"$work/bs.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "^oomtrace: gate --max-growth failed: peak 712 MiB .* is 39.1% above the baseline's 512 MiB" "$work/bs.out" ||
+    fail "a growth gate on a process that recovered: status $rc: $(grep 'gate' "$work/bs.out")"
+# Walk 6, #8: the CI summary gives each gate's line, near the top; and the line saying why no snapshot was
+# written when there is none.
+sed -n 1,6p "$work/bs.md" | grep -q "^\*\*gate --max-peak failed:\*\* peak 712 MiB (746586112 bytes) on device 0 in .* exceeds 500 MiB" ||
+    fail "the summary does not give the gate's result: $(head -6 "$work/bs.md")"
+run --dir "$work/bs" --max-peak 1G --summary "$work/none.md" -- true >/dev/null 2>&1
+grep -q "^\`oomtrace run\`: no snapshot was written: .*; the gate could not be checked, so it fails\$" "$work/none.md" ||
+    fail "the summary of a run without a snapshot: $(cat "$work/none.md")"
+
+# Walk 6, #30: "first" and "last" are by the snapshot's number, not by its name (-10- sorts before -9-). A dump
+# (#1), an out-of-memory of 3 GiB (#2), seven dumps, an out-of-memory of 5 GiB (#10), the exit (#11): the report
+# is #2's. Ten dumps and the exit (#11): the report is the exit's.
+cat >"$work/order.py" <<'PY'
+import ctypes, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+dump = ctypes.CDLL(None).oomtrace_dump
+dump.argtypes = [ctypes.c_char_p]
+p = ctypes.c_uint64()
+assert cuda.cuMemAlloc_v2(ctypes.byref(p), 1 << 20) == 0
+ooms = sys.argv[1] == "ooms"
+dump(b"one")
+if ooms:
+    cuda.cuMemAlloc_v2(ctypes.byref(p), 3 << 30)
+for i in range(7 if ooms else 9):
+    dump(b"d%d" % i)
+if ooms:
+    cuda.cuMemAlloc_v2(ctypes.byref(p), 5 << 30)
+PY
+run --dir "$work/or" -- python3 "$work/order.py" ooms >"$work/or.out" 2>&1 || fail "order.py ooms: $(tail -3 "$work/or.out")"
+grep -q "== oomtrace: 11 snapshot(s) from 1 process(es)" "$work/or.out" && grep -q "Failed request: 3.00 GiB" "$work/or.out" ||
+    fail "the first out-of-memory of eleven snapshots is not #2's: $(grep 'Failed request\|^==' "$work/or.out")"
+run --dir "$work/or" -- python3 "$work/order.py" dumps >"$work/or.out" 2>&1 || fail "order.py dumps: $(tail -3 "$work/or.out")"
+grep -q "^oomtrace: snapshot at process exit" "$work/or.out" ||
+    fail "the last of eleven snapshots is not the exit's: $(grep -m2 '^oomtrace:\|reason:' "$work/or.out")"
+
 # Bad gates: usage error (2), one line, and the command never runs.
 bad_gate() { # bad_gate WHAT ARGS...: the gate ARGS must be refused before the command starts
     what=$1
