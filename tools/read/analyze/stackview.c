@@ -5,17 +5,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-struct ot_str ot_base_name(struct ot_str p)
-{
-    if (!p.p)
-        return p;
-    size_t start = 0;
-    for (size_t i = 0; i < p.n; i++)
-        if (p.p[i] == '/')
-            start = i + 1;
-    return (struct ot_str){p.p + start, p.n - start};
-}
-
 struct ot_str ot_short_function(struct ot_str name)
 {
     if (!name.p)

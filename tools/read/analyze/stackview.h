@@ -147,7 +147,4 @@ void ot_put_stack_native(FILE *f, struct ot_resolver *res, const struct ot_snaps
 /* A name without its C++ parameter list: "ns::f(int) const" -> "ns::f"; other names unchanged. */
 struct ot_str ot_short_function(struct ot_str name);
 
-/* Base name of a path. */
-struct ot_str ot_base_name(struct ot_str path);
-
 #endif

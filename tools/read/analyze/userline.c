@@ -1,7 +1,5 @@
 #include "analyze/userline.h"
 
-#include "analyze/stackview.h"
-
 #include <string.h>
 
 /* ".../lib/python3.12/x.py" or ".../lib64/python3.12/x.py" with no site-packages below: the standard

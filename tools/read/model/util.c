@@ -414,3 +414,14 @@ size_t ot_lower_bound_u64(const void *base, size_t n, size_t elem_size, size_t k
     }
     return lo;
 }
+
+struct ot_str ot_base_name(struct ot_str p)
+{
+    if (!p.p)
+        return p;
+    size_t start = 0;
+    for (size_t i = 0; i < p.n; i++)
+        if (p.p[i] == '/')
+            start = i + 1;
+    return (struct ot_str){p.p + start, p.n - start};
+}

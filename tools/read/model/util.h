@@ -108,6 +108,9 @@ bool ot_fput_markup(FILE *f, struct ot_str s, size_t max_bytes, const char *bad_
 void ot_fput_safe(FILE *f, struct ot_str s);
 void ot_fput_safe_max(FILE *f, struct ot_str s, size_t max_bytes); /* "..." past max_bytes */
 
+/* The last component of a path ("libcudart.so.13" for "/usr/local/cuda/lib64/libcudart.so.13"). */
+struct ot_str ot_base_name(struct ot_str path);
+
 /* "1.50 GiB"; buf needs 32 bytes. */
 const char *ot_fmt_bytes(char *buf, uint64_t v);
 /* "12,345,678"; buf needs 32 bytes. */
