@@ -256,7 +256,9 @@ static void peak_view(struct jx *x, const char *key, const struct ot_peak_view *
     ot_json_u64(j, "bytes", p->bytes);
     ot_json_u64(j, "time_ns", p->time_ns);
     ot_json_u64(j, "seq", p->seq);
-    ot_json_cstr(j, "source", p->section ? "PEAK" : "DEVICES");
+    /* Where the peak's numbers come from, in the user's words (docs/JSON.md): the live set the tracer copied
+     * at the peak, or only its running high-water mark. */
+    ot_json_cstr(j, "source", p->section ? "live_set" : "high_water_mark");
     if (p->has_sites) {
         ot_json_u64(j, "count", p->sites.count);
         sites(x, "sites", &p->sites, p->bytes, false);
