@@ -64,8 +64,8 @@ enum { META_CFA = 3, META_RBP_SHIFT = 2, META_RBP = 3 << 2, META_LAST = 16, META
  * is always the same, rsp and rbp), the rules (the same while no module is unloaded) and the stack slots
  * it reads. So where the start is the previous walk's and every slot it read holds what it held, the
  * frames are the previous walk's: a loop that allocates from one place checks each return address's slot
- * (cfa[k] - 8 holds frames[k]) and the few others read (x: rbp's saved slots, CFAs read through rbp, the
- * slot that ended the chain), and copies the frames. */
+ * (cfa[k] - 8 holds frames[k]) and the few others read (x: rbp's saved slots where a later step used
+ * that rbp, CFAs read through rbp, the slot that ended the chain), and copies the frames. */
 struct memo {
     uint64_t sp0, bp0, gen;
     int want, n; /* n < 0: none kept */
@@ -86,6 +86,8 @@ struct walker {
     /* this walk's look-ups (walk_lookup): how many, the first and last step looked up, whether one found
      * no kept step, where to follow on, and a rule's rbp_off too far for a step (META_BIG) */
     uint32_t lookups, first_lk, last_lk, fresh, next;
+    uint64_t path, prev_path; /* where this walk's and the previous walk's look-ups went, hashed */
+    int again;                /* the previous walk went where the one before it did (path, frames) */
     int32_t big_off;
     struct step fresh_step; /* a rule with no kept step, as a step */
     struct ot_frame_rule rules[NRULES];
@@ -232,6 +234,7 @@ static __attribute__((noinline)) const struct step *walk_lookup(struct walker *w
     if (w->lookups++ == 0)
         w->first_lk = nst;
     w->last_lk = nst;
+    w->path = (w->path ^ addr ^ (uint64_t)nst << 48) * 0x9E3779B97F4A7C15ull;
     const uint32_t at = r->at & (ARENA - 1);
     OT_STAGE_CACHE(OT_C_WALK_INDEX, w->arena[at].addr == addr);
     if (w->arena[at].addr == addr) {
@@ -314,12 +317,12 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         memset(w->arena, 0, sizeof w->arena); /* and the steps kept from them */
         w->modgen = gen;
     }
-    /* The walk is kept (struct memo) only when it starts where the previous one did and that one followed
-     * the walk before it throughout (no look-up): a loop allocating from one place. A step's hundred
-     * places in turn look up where each leaves the one before, and would only pay for lines written and
-     * not read again. */
+    /* The walk is kept (struct memo) only when it starts where the previous one did and that one went
+     * where the one before it went (the same look-ups, the same number of frames): a loop allocating from
+     * one place. A step's hundred places in turn go elsewhere each time, and would only pay for lines
+     * written and not read again. (Only the choice to keep it: a kept walk is checked slot by slot.) */
     struct memo *const m = &w->memo;
-    const int rec = m->sp0 == sp && m->bp0 == bp && m->gen == gen && w->lookups == 0;
+    const int rec = m->sp0 == sp && m->bp0 == bp && m->gen == gen && w->again;
     int again = rec ? replay_memo(m, want, frames) : -1;
     OT_STAGE_CACHE(OT_C_WALK_REPLAY, again >= 0);
     if (again >= 0)
@@ -330,8 +333,13 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     m->gen = gen;
     m->want = want;
     uint32_t nx = 0;
+    /* The slot rbp was last restored from (0: none since): it matters to the frames only if a later step
+     * uses rbp (a CFA from rbp, rbp restored through rbp), and only then joins the slots checked; a
+     * caller's rbp that holds a counter changes every call and must not stop the replay. */
+    uint64_t pend_at = 0, pend_val = 0;
     const struct step *const A = w->arena;
     w->lookups = w->fresh = 0;
+    w->path = 0;
     uint32_t j = w->start;
     uint64_t adj = 0; /* the first step's rule is its pc's, the others' their return address's minus one */
     int n = 0;
@@ -365,14 +373,19 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
             if (rhow == OT_RBP_AT_CFA) {
                 const uint64_t at = cfa + (uint64_t)(int64_t)((int32_t)meta >> META_OFF_SHIFT);
                 bp = *(const uint64_t *)(uintptr_t)at;
-                if (rec)
-                    m->x[nx++] = (typeof(m->x[0])){at, bp};
+                pend_at = at; /* (the rbp read before, if unused, mattered to nothing) */
+                pend_val = bp;
             } else if (rhow == OT_RBP_UNDEF) {
                 bp = 0;
+                pend_at = 0;
             }
             goto stepped;
         }
         const uint32_t creg = meta & META_CFA;
+        if (rec && pend_at && (creg != OT_CFA_RSP || rhow == OT_RBP_AT_RBP)) { /* this step uses rbp */
+            m->x[nx++] = (typeof(m->x[0])){pend_at, pend_val};
+            pend_at = 0;
+        }
         if (creg == OT_CFA_RSP) {
             cfa = sp + (uint64_t)cfa_off;
         } else if (creg == OT_CFA_RBP) {
@@ -395,10 +408,11 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
             if (at - lo > span || (at & 7))
                 return -1;
             bp = *(const uint64_t *)(uintptr_t)at;
-            if (rec)
-                m->x[nx++] = (typeof(m->x[0])){at, bp};
+            pend_at = at;
+            pend_val = bp;
         } else if (rhow == OT_RBP_UNDEF) {
             bp = 0;
+            pend_at = 0;
         }
     stepped:
         sp = cfa;
@@ -412,6 +426,9 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
             m->cfa[n] = cfa;
         frames[n++] = ra;
     }
+    w->path ^= (uint64_t)n;
+    w->again = w->path == w->prev_path;
+    w->prev_path = w->path;
     if (rec) {
         memcpy(m->frames, frames, (size_t)n * sizeof *frames);
         m->nx = nx;

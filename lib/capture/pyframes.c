@@ -106,6 +106,7 @@ static void keep_merged(struct merged *m, const uint64_t *native, int n, int max
     m->max = max;
     m->out = out;
     m->flags = added;
+    m->ref = NULL;
     m->valid = 1;
 }
 
@@ -146,11 +147,18 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         return merge_into(frames, native, n, max, got, flags);
     }
     struct merged *m = &t->merged;
-    if (same && m->valid && m->n == n && m->max == max && memcmp(m->native, frames, (size_t)n * sizeof *frames) == 0) {
-        OT_STAGE_CACHE(OT_C_PY_MERGED, 1);
-        memcpy(frames, m->frames, (size_t)m->out * sizeof *frames);
-        *flags |= m->flags;
-        return m->out;
+    if (same && m->valid) {
+        struct mentry *r = m->ref; /* the merged stack by place it was, or its copy in m */
+        if (r ? r->n == n && r->max == max && memcmp(r->native, frames, (size_t)n * sizeof *frames) == 0
+              : m->n == n && m->max == max && memcmp(m->native, frames, (size_t)n * sizeof *frames) == 0) {
+            OT_STAGE_CACHE(OT_C_PY_MERGED, 1);
+            const int out = r ? r->out : m->out;
+            memcpy(frames, r ? r->frames : m->frames, (size_t)out * sizeof *frames);
+            *flags |= r ? r->flags : m->flags;
+            if (r)
+                ot_stack_hint = &r->sid;
+            return out;
+        }
     }
     OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
     /* The merged stacks by place: keyed by all they were made of, so a hit is the stack a merge would
@@ -173,9 +181,11 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
                     if (!same)
                         ot_py_walk_keep(&c, set[w].id);
                     mc->older[h & (MSETS - 1)] = (uint8_t)!w;
-                    keep_merged(m, frames, n, max, set[w].frames, set[w].out, set[w].flags);
+                    m->ref = &set[w]; /* the thread's last merged stack, for a loop from here */
+                    m->valid = 1;
                     memcpy(frames, set[w].frames, (size_t)set[w].out * sizeof *frames);
                     *flags |= set[w].flags;
+                    ot_stack_hint = &set[w].sid;
                     return set[w].out;
                 }
         }
@@ -192,24 +202,29 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     memcpy(m->native, frames, (size_t)n * sizeof *frames);
     unsigned added = 0;
     int out = merge_into(frames, m->native, n, max, got, &added);
-    keep_merged(m, m->native, n, max, frames, out, added);
     *flags |= added;
-    if (e && out <= MNATIVE + MPY) {
-        e->h = h;
-        e->n = (uint16_t)n;
-        e->np = (uint16_t)np;
-        e->out = (uint16_t)out;
-        e->max = (uint16_t)max;
-        e->flags = added;
-        memcpy(e->native, m->native, (size_t)n * sizeof *frames);
-        memcpy(e->code, got->code, (size_t)np * sizeof got->code[0]);
-        memcpy(e->instr, got->instr, (size_t)np * sizeof got->instr[0]);
-        memcpy(e->name, names, (size_t)np * sizeof names[0]);
-        memcpy(e->entry, got->entry, (size_t)np);
-        memcpy(e->id, got->id, (size_t)np * sizeof got->id[0]);
-        memcpy(e->frames, frames, (size_t)out * sizeof *frames);
-        mc->older[h & (MSETS - 1)] ^= 1;
+    if (!e || out > MNATIVE + MPY) {
+        keep_merged(m, m->native, n, max, frames, out, added);
+        return out;
     }
+    e->h = h;
+    e->n = (uint16_t)n;
+    e->np = (uint16_t)np;
+    e->out = (uint16_t)out;
+    e->max = (uint16_t)max;
+    e->flags = added;
+    memcpy(e->native, m->native, (size_t)n * sizeof *frames);
+    memcpy(e->code, got->code, (size_t)np * sizeof got->code[0]);
+    memcpy(e->instr, got->instr, (size_t)np * sizeof got->instr[0]);
+    memcpy(e->name, names, (size_t)np * sizeof names[0]);
+    memcpy(e->entry, got->entry, (size_t)np);
+    memcpy(e->id, got->id, (size_t)np * sizeof got->id[0]);
+    memcpy(e->frames, frames, (size_t)out * sizeof *frames);
+    e->sid = (struct ot_stack_memo){0, 0}; /* its frames changed: interned again, by the intern below */
+    mc->older[h & (MSETS - 1)] ^= 1;
+    m->ref = e;
+    m->valid = 1;
+    ot_stack_hint = &e->sid;
     return out;
 }
 

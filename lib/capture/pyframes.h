@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "capture/stacks.h"
 #include "common/defs.h"
 
 /* The str and bytes objects a code object points at: str lost its wstr fields in 3.12, which moved its
@@ -126,6 +127,7 @@ extern int ot_py_lending;
 struct merged {
     int valid, n, max, out;
     unsigned flags; /* what the merge added to the stack's flags */
+    struct mentry *ref; /* the merged stack by place it is (then nothing below is used), or NULL */
     uint64_t native[OT_MAX_FRAMES];
     uint64_t frames[OT_MAX_FRAMES];
 };
@@ -141,6 +143,7 @@ struct mentry {
     uint64_t h;
     uint16_t n, np, out, max;
     unsigned flags;
+    struct ot_stack_memo sid; /* the id the stack was interned as (capture/stacks.h), zeroed when refilled */
     uint64_t native[MNATIVE];
     const void *code[MPY], *name[MPY];
     const char *instr[MPY];

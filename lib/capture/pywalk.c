@@ -44,6 +44,7 @@ static pthread_once_t py_key_once = PTHREAD_ONCE_INIT;
 static void py_thread_free(void *p)
 {
     ot_py_tls = PY_THREAD_NONE;
+    ot_stack_hint = NULL; /* (it may name an entry unmapped below) */
     struct mcache *mc = ((struct py_thread *)p)->mc;
     if (mc && mc != MAP_FAILED)
         munmap(mc, sizeof *mc);

@@ -88,9 +88,17 @@ static int rehash(uint64_t newcap)
  * and one compare with it costs less than the hash and the table. Ids are never reused (the table only
  * grows, and keeps its stacks across a reset and a fork), so the id stays right. */
 static __thread uint32_t last_id __attribute__((tls_model("initial-exec")));
+__thread struct ot_stack_memo *ot_stack_hint __attribute__((tls_model("initial-exec")));
 
 uint32_t ot_stack_intern(const uint64_t *f, int n, unsigned flags)
 {
+    struct ot_stack_memo *hint = ot_stack_hint;
+    if (hint) {
+        ot_stack_hint = NULL; /* for this intern only */
+        OT_STAGE_CACHE(OT_C_STACK_HINT, hint->id != 0 && hint->flags == flags && hint->id < nentries);
+        if (hint->id != 0 && hint->flags == flags && hint->id < nentries)
+            return last_id = hint->id;
+    }
     if (n <= 0 && !flags)
         return 0;
     uint32_t last = last_id;
@@ -98,13 +106,18 @@ uint32_t ot_stack_intern(const uint64_t *f, int n, unsigned flags)
         const struct entry *e = &entries[last];
         if (e->n == (uint32_t)n && e->flags == flags && memcmp(&frames[e->off], f, (size_t)n * sizeof *f) == 0) {
             OT_STAGE_CACHE(OT_C_STACK_LAST, 1);
+            if (hint)
+                *hint = (struct ot_stack_memo){last, flags};
             return last;
         }
     }
     OT_STAGE_CACHE(OT_C_STACK_LAST, 0);
     uint32_t id = intern(f, n, flags);
-    if (id)
+    if (id) {
         last_id = id;
+        if (hint)
+            *hint = (struct ot_stack_memo){id, flags};
+    }
     return id;
 }
 

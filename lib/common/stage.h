@@ -42,6 +42,7 @@ enum ot_cache {
     OT_C_PY_MERGED,     /* the merged stack is the thread's last one */
     OT_C_PY_PLACES,     /* else: one of the thread's merged stacks by place */
     OT_C_STACK_LAST,    /* the stack is the one the thread interned last */
+    OT_C_STACK_HINT,    /* a capture cache entry named the stack's id (capture/stacks.h: ot_stack_hint) */
     OT_C_BORROW_QUICK,  /* a borrow that read nothing */
     OT_C_N
 };

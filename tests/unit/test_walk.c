@@ -35,6 +35,7 @@ typedef void (*next_fn)(void *);
 void walk_hop_expr(next_fn next, void *arg);
 void walk_hop_drap(next_fn next, void *arg);
 void walk_hop_nocfi(next_fn next, void *arg);
+void walk_hop_scratch(next_fn next, void *arg);
 
 struct probe {
     int levels;              /* plain C frames still to add */
@@ -225,6 +226,30 @@ static void test_walk_replays_whole_walks(void **state)
     }
 }
 
+/* The previous walk replayed (backtrace.c: struct memo) only while the slots it read still hold what they
+ * held: one place walked six times (its walks settle on the same look-ups, then one keeps its slots), then
+ * another with the same rsp and rbp at the start (walk_hop_scratch leaves the same rbp in both) that
+ * differs only in one return address (via_a, via_b: the same frame size) or in fp_frame's rbp and its
+ * caller (pad, which). */
+static void test_walk_replay_checks_its_slots(void **state)
+{
+    (void)state;
+    for (int r = 0; r < 20; r++) {
+        const int pad = r & 1, which = r >> 1 & 1, other = r >> 2 & 1;
+        for (int k = 0; k < 6; k++) {
+            struct probe p = {.levels = 6, .hop = walk_hop_scratch, .hop_at = 3, .walk_only = 1};
+            padded(&p, pad, via_a, which);
+            check_same(&p);
+        }
+        struct probe q = {.levels = 6, .hop = walk_hop_scratch, .hop_at = 3, .walk_only = 1};
+        if (other)
+            padded(&q, !pad, via_a, !which);
+        else
+            padded(&q, pad, via_b, which);
+        check_same(&q);
+    }
+}
+
 /* Walks from many places in turn, as a training step allocates from a hundred (the forward's layers, the
  * backward, the optimizer): the previous walk is rarely this one's, and the walk looks the state where it
  * leaves it up among the thread's kept walks (backtrace.c, state_find), then replays that one. The state
@@ -379,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_walk_declines_frames_without_unwind_info),
         cmocka_unit_test(test_walk_replay_follows_changes),
         cmocka_unit_test(test_walk_replays_whole_walks),
+        cmocka_unit_test(test_walk_replay_checks_its_slots),
         cmocka_unit_test(test_walk_many_places),
         cmocka_unit_test(test_walk_after_unload),
         cmocka_unit_test(test_backtrace_after_thread_exit_cleanup),

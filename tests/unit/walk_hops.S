@@ -1,7 +1,10 @@
 /* Frames for tests/unit/test_walk.c, each calling next(arg) (rdi, rsi) from a frame of one shape:
  *   walk_hop_expr   the CFA as an expression, rbp + 16 (DW_CFA_def_cfa_expression)
  *   walk_hop_drap   a realigned frame as GCC writes it: CFA = *(rbp - 8), rbp saved at rbp + 0
- *   walk_hop_nocfi  no unwind information at all */
+ *   walk_hop_nocfi  no unwind information at all
+ *   walk_hop_scratch  rbp saved at CFA - 16 and then used as a scratch register (a constant), as code
+ *                   without frame pointers may: the frames inside start with that constant in rbp, and
+ *                   the caller's rbp is found only in the slot */
     .text
     .globl walk_hop_expr
     .type walk_hop_expr, @function
@@ -65,5 +68,24 @@ walk_hop_nocfi:
     add $8, %rsp
     ret
     .size walk_hop_nocfi, .-walk_hop_nocfi
+
+    .globl walk_hop_scratch
+    .type walk_hop_scratch, @function
+    .p2align 4
+walk_hop_scratch:
+    .cfi_startproc
+    push %rbp
+    .cfi_def_cfa_offset 16
+    .cfi_offset %rbp, -16
+    mov $0x5eed, %ebp
+    mov %rdi, %rax
+    mov %rsi, %rdi
+    call *%rax
+    nop
+    pop %rbp
+    .cfi_def_cfa_offset 8
+    ret
+    .cfi_endproc
+    .size walk_hop_scratch, .-walk_hop_scratch
 
     .section .note.GNU-stack,"",@progbits
