@@ -36,18 +36,30 @@ def active():
 
 
 def _bytes(s):
+    """The label as the C call takes it: str as UTF-8, bytes as they are, anything else (a step number, a
+    list) as str() gives it; bytes(n) of an int would be n NUL bytes. Never raises: a label whose str() fails
+    reads as its type's name."""
     if s is None:
         return None
-    return s.encode("utf-8", "replace") if isinstance(s, str) else bytes(s)
+    if isinstance(s, (bytes, bytearray)):
+        return bytes(s)
+    if not isinstance(s, str):
+        try:
+            s = str(s)
+        except Exception:
+            s = "<%s>" % type(s).__name__
+    return s.encode("utf-8", "replace")
 
 
 def mark(label):
-    """Adds a marker (at most 255 bytes are kept), e.g. "step 12 seq_len=2048"."""
+    """Adds a marker (at most 255 bytes are kept), e.g. "step 12 seq_len=2048"; a label that is not str or
+    bytes is written as str(label) (mark(step) marks "12")."""
     return _mark is not None and _mark(_bytes(label)) == 0
 
 
 def dump(reason=None):
-    """Writes a snapshot into OOMTRACE_DIR now; True when the file was written. When the tracer's
+    """Writes a snapshot into OOMTRACE_DIR now; True when the file was written. A reason that is not str or
+    bytes is written as str(reason). When the tracer's
     framework companion runs in this process, the snapshot carries the frameworks' fresh state."""
     if _dump is None:
         return False

@@ -22,13 +22,28 @@ def _packaged(name):
     return os.path.realpath(path) if os.path.isfile(path) else None
 
 
+def _say(line):
+    """One line on standard error, when there is one."""
+    if sys.stderr is not None:
+        try:
+            sys.stderr.write(line + "\n")
+        except (OSError, ValueError):
+            pass
+
+
 def _exec(path, argv):
     """Replaces this process with PATH. Python set SIGPIPE and SIGXFSZ to ignored at its start, and an ignored
     signal stays ignored across exec: they are set back to the default first, so that the traced command
     and the reader see what they would see run from the shell (a pipe into head ends them quietly, a write
     past RLIMIT_FSIZE kills). The signals Python handles (SIGINT) go back to the default by exec itself."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    # A closed standard stream (a cron job's 2>&-) is None in Python: the command must still run as it would
+    # untraced, so only the streams that exist are flushed, and a flush that fails stops nothing.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
     for name in ("SIGPIPE", "SIGXFSZ"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -45,7 +60,7 @@ def main(argv=None):
     args = sys.argv[1:] if argv is None else list(argv)
     path = launcher()
     if path is None:
-        sys.stderr.write(f"oomtrace: the launcher is not in {_BIN}; install the wheel that `make wheel` builds\n")
+        _say(f"oomtrace: the launcher is not in {_BIN}; install the wheel that `make wheel` builds")
         return 2
     _exec("/bin/sh", ["/bin/sh", path] + args)
     return 2  # not reached: execv replaces the process or raises
@@ -56,7 +71,7 @@ def read_main(argv=None):
     args = sys.argv[1:] if argv is None else list(argv)
     path = _packaged("oomtrace-read")
     if path is None:
-        sys.stderr.write(f"oomtrace-read: the reader is not in {_BIN}; install the wheel that `make wheel` builds\n")
+        _say(f"oomtrace-read: the reader is not in {_BIN}; install the wheel that `make wheel` builds")
         return 2
     _exec(path, ["oomtrace-read"] + args)
     return 2  # not reached

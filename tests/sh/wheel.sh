@@ -64,6 +64,9 @@ done
 # import oomtrace outside the tracer: the calls are no-ops.
 "$py" -c 'import oomtrace; assert not oomtrace.active() and not oomtrace.mark("x") and not oomtrace.dump()' ||
     fail "import oomtrace in the venv"
+# Walk 6, #13: a label that is not a str (a step number, a list) neither raises nor differs traced and untraced.
+"$py" -c 'import oomtrace; assert not oomtrace.mark(["l"]) and not oomtrace.mark(10**9) and not oomtrace.dump(123)' ||
+    fail "oomtrace.mark/dump with a label that is not a str, untraced"
 
 # The README documents every public name of the module.
 for name in $("$py" -c 'import oomtrace; print(" ".join(oomtrace.__all__ + ["__version__"]))'); do
@@ -78,6 +81,7 @@ cuda = ctypes.CDLL("libcuda.so.1")
 cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
 assert oomtrace.active(), "the library is not preloaded"
 assert oomtrace.mark("step 1 from the wheel")
+assert oomtrace.mark(987654) and oomtrace.mark(["a list"])  # str() of them, never bytes(987654) nor a raise
 p = ctypes.c_uint64()
 assert cuda.cuMemAlloc_v2(ctypes.byref(p), 64 << 20) == 0
 assert oomtrace.dump("after warm-up")
@@ -88,13 +92,30 @@ export LD_LIBRARY_PATH="$PWD/build/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FA
 rc=$?
 [ "$rc" -eq 7 ] || fail "python -m oomtrace run: exit status $rc, want the program's 7: $(tail -5 "$work/run.out")"
 grep -q "step 1 from the wheel" "$work/run.out" || fail "the report lacks the marker from import oomtrace"
-grep -q "train.py:10" "$work/run.out" || fail "the report lacks the failing Python line"
+build/oomtrace-read --format json "$(ls "$work"/out/run-*/oomtrace-*-oom.oomt)" | grep -q '"label": "987654"' ||
+    fail "oomtrace.mark(987654) is not the marker 987654"
+grep -q "train.py:11" "$work/run.out" || fail "the report lacks the failing Python line"
 ls "$work"/out/run-*/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "no out-of-memory snapshot in the run directory"
 # oomtrace.dump()'s snapshot is named and titled in the program's words, not the trigger's internal "api".
 dumped=$(ls "$work"/out/run-*/oomtrace-*-1-dump.oomt 2>/dev/null) || fail "no ...-1-dump.oomt: $(ls "$work"/out/run-*/)"
 build/oomtrace-read "$dumped" >"$work/dump.out" 2>&1 || fail "reading the dump: $(tail -1 "$work/dump.out")"
 head -1 "$work/dump.out" | grep -q "^oomtrace: snapshot requested by the program (oomtrace.dump / oomtrace_dump) in pid " &&
     sed -n 2p "$work/dump.out" | grep -q "^  reason: after warm-up\$" || fail "the dump's title: $(head -2 "$work/dump.out")"
+
+# Walk 6, #33: with standard error or standard output closed (a cron job, a daemon), the console scripts still
+# run the command, as it runs untraced, and the reader still reads.
+for closed in '2>&-' '>&-'; do
+    rm -f "$work/ran"
+    (cd "$work" && eval '"$work/venv/bin/oomtrace" run --dir closed -- touch "$work/ran"' "$closed")
+    rc=$?
+    [ "$rc" -eq 0 ] && [ -e "$work/ran" ] || fail "oomtrace run with $closed: status $rc, the command ran: $([ -e "$work/ran" ] && echo yes || echo no)"
+    rm -f "$work/ran"
+    (cd "$work" && eval '"$py" -m oomtrace run --dir closed -- touch "$work/ran"' "$closed")
+    rc=$?
+    [ "$rc" -eq 0 ] && [ -e "$work/ran" ] || fail "python -m oomtrace run with $closed: status $rc"
+done
+"$work/venv/bin/oomtrace-read" --version 2>&- | grep -q '^oomtrace-read ' || fail "oomtrace-read --version with standard error closed"
+"$work/venv/bin/oomtrace" --help 2>&- | grep -q '^usage: oomtrace run ' || fail "oomtrace --help with standard error closed"
 
 # The reader, as the README names it, from the venv's PATH (not site-packages/oomtrace/bin/), and as
 # `oomtrace read` and `python -m oomtrace read`: the same report of the same run's directory.
