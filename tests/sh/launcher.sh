@@ -234,13 +234,75 @@ no_rundir() { # no_rundir DIR REASON_PATTERN
 }
 : >"$work/plain"
 no_rundir "$work/plain/sub" "Not a directory"
+no_rundir "$work/plain" "Not a directory" # walk 6, #20: not "File exists", which reads as an earlier run's name
 [ -d /sys/kernel ] && no_rundir /sys/kernel "[A-Z][A-Za-z -]*"
+
+# Walk 6, #6: a forgotten value does not take the next option: --dir -- CMD ran with its snapshots in $HOME.
+for opt in --dir --summary --baseline --max-peak; do
+    rm -f "$work/ran"
+    (cd "$work" && HOME=$work/home run "$opt" -- touch "$work/ran") >"$work/nov.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] && [ ! -e "$work/ran" ] && [ ! -e "$work/home" ] && [ "$(wc -l <"$work/nov.out")" -eq 1 ] &&
+        grep -q "^oomtrace: $opt needs a value, got the option '--'" "$work/nov.out" ||
+        fail "$opt -- CMD: status $rc: $(cat "$work/nov.out")"
+done
+# A DIR named like an option, given after '=', is a directory of that name.
+(cd "$work" && run --dir=-x -- "$door") >/dev/null 2>&1 || fail "--dir=-x: status"
+ls "$work"/-x/run-*/oomtrace-*-exit.oomt >/dev/null 2>&1 || fail "--dir=-x did not put the run in ./-x"
+
+# Walk 6, #14: a command that cannot be executed: the shell's 126 and one line, no line about snapshots.
+for c in /etc/passwd "$work"; do
+    run --dir "$work/nx" -- "$c" >"$work/nx.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 126 ] && [ "$(wc -l <"$work/nx.out")" -eq 1 ] && grep -q "^oomtrace: $c: \(Permission denied\|Is a directory\)\$" "$work/nx.out" ||
+        fail "a command that cannot be executed ($c): status $rc: $(cat "$work/nx.out")"
+done
+
+# Walk 6, #19: an OOMTRACE_DUMP the library would drop whole (and the exit snapshot with it) is refused before the
+# command runs, as a bad gate is; the valid forms run.
+for v in garbage oom,none exit,bogus; do
+    rm -f "$work/ran"
+    OOMTRACE_DUMP=$v run --dir "$work/dv" -- touch "$work/ran" >"$work/dv.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] && [ ! -e "$work/ran" ] && [ "$(wc -l <"$work/dv.out")" -eq 1 ] &&
+        grep -q "^oomtrace: invalid OOMTRACE_DUMP=\"$v\": it takes oom, exit, crash (a comma list) or none alone; touch was not run\$" "$work/dv.out" ||
+        fail "OOMTRACE_DUMP=$v: status $rc: $(cat "$work/dv.out")"
+done
+for v in oom crash oom:crash "oom exit" ""; do
+    OOMTRACE_DUMP=$v run --dir "$work/dv" -- "$door" >"$work/dv.out" 2>&1 || fail "OOMTRACE_DUMP='$v': $(tail -2 "$work/dv.out")"
+done
+
+# Walk 6, #15: --version names the version, the library and the reader.
+"$prefix/bin/oomtrace" --version >"$work/v.out" 2>&1 || fail "oomtrace --version: status"
+grep -q "^oomtrace [0-9][0-9.]* (the launcher, " "$work/v.out" && grep -q "^library: $prefix/lib/liboomtrace.so\$" "$work/v.out" &&
+    grep -q "^reader: oomtrace-read [0-9]" "$work/v.out" || fail "oomtrace --version: $(cat "$work/v.out")"
 
 # A gate with nothing to check (no snapshot) fails instead of passing.
 run --dir "$work/f" --max-peak 1G -- true >"$work/f.out" 2>&1
 [ $? -eq 1 ] || fail "a gate with no snapshot did not fail"
 [ "$(wc -l <"$work/f.out")" -eq 1 ] && grep -q "^oomtrace: no snapshot was written.*the gate could not be checked, so it fails\$" "$work/f.out" ||
     fail "a gate with no snapshot: not one line: $(cat "$work/f.out")"
+
+# Walk 6, #32: a process that ends by _exit (os._exit) after allocating runs no exit handlers and leaves no
+# exit snapshot: the line does not say that it allocated nothing.
+cat >"$work/uexit.py" <<'PY'
+import ctypes, os
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+p = ctypes.c_uint64()
+assert cuda.cuMemAlloc_v2(ctypes.byref(p), 300 << 20) == 0
+if os.environ.get("OOMTRACE_FLUSH_MS"):
+    import time
+    time.sleep(0.5)  # a worker that ran a while: its crash-surviving file was written
+os._exit(0)
+PY
+run --dir "$work/ux" --max-peak 100M -- python3 "$work/uexit.py" >"$work/ux.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "^oomtrace: no snapshot was written: .*ended without running exit handlers (_exit, os._exit).*; the gate could not be checked, so it fails\$" "$work/ux.out" ||
+    fail "a process that ended by os._exit: status $rc: $(cat "$work/ux.out")"
+OOMTRACE_DUMP=crash OOMTRACE_FLUSH_MS=50 run --dir "$work/ux" --max-peak 100M -- python3 "$work/uexit.py" >"$work/ux.out" 2>&1
+[ $? -eq 1 ] && grep -q "^oomtrace: gate --max-peak failed: peak 300 MiB" "$work/ux.out" ||
+    fail "OOMTRACE_DUMP=crash does not keep the state of a process that ended by os._exit: $(tail -3 "$work/ux.out")"
 
 # No snapshot from a command that did allocate: the line says why, never that it allocated nothing. Killed by a
 # signal before its exit snapshot (here SIGKILL, after 64 MiB); the same under a shell, which exits 128+N; and
