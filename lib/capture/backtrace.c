@@ -67,10 +67,7 @@ enum { META_CFA = 3, META_RBP_SHIFT = 2, META_RBP = 3 << 2, META_LAST = 16, META
  * (cfa[k] - 8 holds frames[k]) and the few others read (x: rbp's saved slots where a later step used
  * that rbp, CFAs read through rbp, the slot that ended the chain), and copies the frames. */
 struct memo {
-    uint64_t sp0, bp0, gen;
-    int want, n; /* n < 0: none kept */
-    uint32_t nx;
-    uint64_t cfa[NSTEPS];
+    uint32_t cfa[NSTEPS]; /* above the walk's rsp */
     uint64_t frames[NSTEPS];
     struct { uint64_t at, val; } x[2 * NSTEPS + 1];
 };
@@ -78,16 +75,24 @@ struct memo {
 /* A thread's rules, its stack's bounds (every read the walk makes is checked against them), its kept
  * walks and its previous walk. */
 struct walker {
-    uint64_t stack_lo, stack_hi;
-    uint32_t used;
+    /* What every walk reads, in one line: the stack's top, the rules' generation, the previous walk's
+     * start, want, frames and slots besides (struct memo), where the walk starts following, its
+     * look-ups so far, and whether the previous walk went where the one before it did (path). */
+    uint64_t stack_hi;
+    uint64_t modgen;  /* the modules' generation the rules (and the memo) were read under */
+    uint64_t sp0, bp0;
+    int32_t want, n;  /* n < 0: no memo kept */
+    uint32_t nx;
     uint32_t start;   /* the arena position of the previous walk's first step */
-    uint32_t head;    /* where the next kept walk goes */
-    uint64_t modgen;  /* the modules' generation the rules were read under */
-    /* this walk's look-ups (walk_lookup): how many, the first and last step looked up, whether one found
-     * no kept step, where to follow on, and a rule's rbp_off too far for a step (META_BIG) */
-    uint32_t lookups, first_lk, last_lk, fresh, next;
+    uint32_t lookups;
+    int32_t again;
     uint64_t path, prev_path; /* where this walk's and the previous walk's look-ups went, hashed */
-    int again;                /* the previous walk went where the one before it did (path, frames) */
+    uint64_t stack_lo;
+    uint32_t used;
+    uint32_t head;    /* where the next kept walk goes */
+    /* this walk's look-ups (walk_lookup): the first and last step looked up, whether one found no kept
+     * step, where to follow on, and a rule's rbp_off too far for a step (META_BIG) */
+    uint32_t first_lk, last_lk, fresh, next;
     int32_t big_off;
     struct step fresh_step; /* a rule with no kept step, as a step */
     struct ot_frame_rule rules[NRULES];
@@ -275,19 +280,21 @@ static void keep_walk(struct walker *w, const uint64_t *frames, uint64_t pc0)
 }
 
 /* The previous walk's frames (its start is this one's: the caller checked), when every slot it read still
- * holds what it read: the number of frames; -1 otherwise. */
-static inline int replay_memo(const struct memo *m, int want, uint64_t *frames)
+ * holds what it read: the number of frames; -1 otherwise. (The slots' offsets fit 32 bits: a thread's stack
+ * is smaller than 4 GiB, and the walk reads only within it.) */
+static inline int replay_memo(const struct walker *w, uint64_t sp, int want, uint64_t *frames)
 {
-    if (m->n < 0 || m->want != want)
+    const struct memo *m = &w->memo;
+    if (w->n < 0 || w->want != want)
         return -1;
-    const int n = m->n;
+    const int n = w->n;
     for (int k = 0; k < n; k++) {
         const uint64_t ra = m->frames[k];
-        if (*(const uint64_t *)(uintptr_t)(m->cfa[k] - 8) != ra)
+        if (*(const uint64_t *)(uintptr_t)(sp + m->cfa[k] - 8) != ra)
             return -1;
         frames[k] = ra;
     }
-    for (uint32_t k = 0; k < m->nx; k++)
+    for (uint32_t k = 0; k < w->nx; k++)
         if (*(const uint64_t *)(uintptr_t)m->x[k].at != m->x[k].val)
             return -1;
     return n;
@@ -315,6 +322,7 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         memset(w->rules, 0, sizeof w->rules);
         w->used = 0;
         memset(w->arena, 0, sizeof w->arena); /* and the steps kept from them */
+        w->n = -1;
         w->modgen = gen;
     }
     /* The walk is kept (struct memo) only when it starts where the previous one did and that one went
@@ -322,16 +330,15 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
      * one place. A step's hundred places in turn go elsewhere each time, and would only pay for lines
      * written and not read again. (Only the choice to keep it: a kept walk is checked slot by slot.) */
     struct memo *const m = &w->memo;
-    const int rec = m->sp0 == sp && m->bp0 == bp && m->gen == gen && w->again;
-    int again = rec ? replay_memo(m, want, frames) : -1;
+    int rec = w->sp0 == sp && w->bp0 == bp && w->again;
+    int again = rec ? replay_memo(w, sp, want, frames) : -1;
     OT_STAGE_CACHE(OT_C_WALK_REPLAY, again >= 0);
     if (again >= 0)
         return again;
-    m->n = -1;
-    m->sp0 = sp;
-    m->bp0 = bp;
-    m->gen = gen;
-    m->want = want;
+    w->n = -1;
+    w->sp0 = sp;
+    w->bp0 = bp;
+    w->want = want;
     uint32_t nx = 0;
     /* The slot rbp was last restored from (0: none since): it matters to the frames only if a later step
      * uses rbp (a CFA from rbp, rbp restored through rbp), and only then joins the slots checked; a
@@ -422,8 +429,10 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
                 m->x[nx++] = (typeof(m->x[0])){cfa - 8, ra};
             break;
         }
-        if (rec)
-            m->cfa[n] = cfa;
+        if (rec) {
+            m->cfa[n] = (uint32_t)(cfa - lo);
+            rec = cfa - lo <= 0xffffffffu; /* (else not kept: a stack deeper than 4 GiB) */
+        }
         frames[n++] = ra;
     }
     w->path ^= (uint64_t)n;
@@ -431,8 +440,8 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     w->prev_path = w->path;
     if (rec) {
         memcpy(m->frames, frames, (size_t)n * sizeof *frames);
-        m->nx = nx;
-        m->n = n;
+        w->nx = nx;
+        w->n = n;
     }
     if (w->fresh || w->lookups > LOOKUPS_KEPT)
         keep_walk(w, frames, pc0);
