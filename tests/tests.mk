@@ -133,10 +133,11 @@ $(TEST_BIN)/golden_helper: tests/golden/helper.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $< -L$(B)/fake -lcuda
 TEST_PROGS += $(TEST_BIN)/golden_helper
-# A cache that only grows, a leak beside freed scratch, a request larger than the device (tests/golden/cache.c).
-$(TEST_BIN)/golden_cache: tests/golden/cache.c $(B)/fake/libcuda.so.1
+# A cache that only grows, a leak beside freed scratch or between markers, a request larger than the device, a
+# pool's idle memory, a plain request short of the free memory (tests/golden/cache.c).
+$(TEST_BIN)/golden_cache: tests/golden/cache.c include/oomtrace.h $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $< -L$(B)/fake -lcuda
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $< -L$(B)/fake -lcuda -ldl
 TEST_PROGS += $(TEST_BIN)/golden_cache
 # Unit tests of the reader's gates, size parsing, stack views and site filters (the pattern rule above builds it).
 TEST_PROGS += $(TEST_BIN)/test_readmodes

@@ -27,7 +27,7 @@ TMP=$(mktemp -d /tmp/oomtrace-golden-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 OUT=$TMP/out
 mkdir -p "$OUT" "$TMP/a" "$TMP/b" "$TMP/py" "$TMP/run" "$TMP/bad" "$TMP/user" "$TMP/h1" "$TMP/h2" "$TMP/cache" \
-    "$TMP/cleak" "$TMP/big"
+    "$TMP/cleak" "$TMP/big" "$TMP/marked" "$TMP/pool" "$TMP/short"
 HOST=$(hostname 2>/dev/null || uname -n)
 # Without ASLR the runs are as alike as they can be (addresses are normalised anyway).
 NOASLR=""
@@ -64,6 +64,9 @@ printf 'OOMTRACE' >"$TMP/bad/oomtrace-short.oomt"
 traced "$TMP/cache" FAKECUDA_OTHER_USED=0 FAKENVML_PROCS= $NOASLR "$CACHE" cache
 traced "$TMP/cleak" FAKECUDA_OTHER_USED=0 FAKENVML_PROCS= $NOASLR "$CACHE" leak
 traced "$TMP/big" FAKECUDA_OTHER_USED=0 FAKENVML_PROCS= $NOASLR "$CACHE" big
+traced "$TMP/marked" FAKECUDA_OTHER_USED=0 FAKENVML_PROCS= $NOASLR "$CACHE" marked
+traced "$TMP/pool" FAKECUDA_OTHER_USED=0 FAKENVML_PROCS= $NOASLR "$CACHE" pool
+traced "$TMP/short" FAKECUDA_OTHER_USED=0 FAKENVML_PROCS= $NOASLR "$CACHE" short
 
 A=$(ls "$TMP"/a/*.oomt)
 B=$(ls "$TMP"/b/*.oomt)
@@ -218,6 +221,21 @@ grep -q "^  - Live memory grew by 768 MiB in [0-9.]* ms (32.0 MiB per allocation
     { echo "golden: the leak remedy beside freed scratch: $(grep -A1 '^What to try' "$OUT/cleak.txt")"; fail=1; }
 ! grep -q "B per second" "$OUT/cleak.txt" ||
     { echo "golden: a rate per second over milliseconds: $(grep -o '[^;]*per second[^;]*' "$OUT/cleak.txt")"; fail=1; }
+# The same cache with a marker per step: growth with no free at all is a leak when no caching allocator is on the
+# site's stack (the program calls the driver itself), not "a caching allocator's cache", and gets the leak remedy
+# (walk 6, #17).
+"$READER" "$TMP"/marked/*.oomt >"$OUT/marked.txt" 2>&1
+grep -q "^  - One call site grew across marker intervals (a suspected leak): .* cache_put (cache.c:16) .*no caching allocator is on the site's stack" "$OUT/marked.txt" &&
+    ! grep -q "caching allocator keeps what it takes" "$OUT/marked.txt" &&
+    grep -q "^  - Live memory grew by 64.0 MiB per marker interval over .*: free what the growing site allocates each iteration" "$OUT/marked.txt" ||
+    { echo "golden: a C leak between markers: $(sed -n '/^Why/,/^Devices/p' "$OUT/marked.txt")"; fail=1; }
+"$READER" --format json "$TMP"/marked/*.oomt | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+g = [w for w in r["why"] if w["kind"] == "growing_site"][0]["numbers"]
+assert g["frees_in_ring"] == 0 and g["allocator_on_stack"] == 0, g
+assert [x["kind"] for x in r["what_to_try"]][:1] == ["leak"], r["what_to_try"]
+' || { echo "golden: the C leak between markers in JSON"; fail=1; }
 
 # The other output formats, when this reader has them: folded and markdown against golden files, html
 # and memviz by their structure.

@@ -16,12 +16,16 @@ static bool stack_has_python(const struct ot_analysis *a, uint64_t stack_id)
     return ot_walk_next(&w);
 }
 /* Live memory that grows by a steady amount every interval is held across intervals. The growth counts
- * when the ring also saw frees, or when the framework's own view says the growth is allocated tensors (a
- * caching allocator that frees nothing to the driver grows its cache the same way). */
+ * when the ring also saw frees, when the framework's own view says the growth is allocated tensors, or when
+ * no caching allocator is on the growing site's stack (one that frees nothing to the driver grows its cache
+ * the same way). */
 void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
 {
     const struct ot_why_item *site = why_find(a->why, "growing_site");
-    if (!site || !(item_num(site, "frees_in_ring") || item_num(site, "framework_allocated")))
+    /* Without frees, growth through a caching allocator may be its cache; growth from the driver directly
+     * (no allocator on the site's stack) is not. */
+    if (!site || !(item_num(site, "frees_in_ring") || item_num(site, "framework_allocated") ||
+                   !item_num(site, "allocator_on_stack")))
         return;
     uint64_t from = item_num(site, "from_bytes"), to = item_num(site, "to_bytes"), n = item_num(site, "intervals");
     char b3[32];

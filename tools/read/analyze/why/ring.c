@@ -98,6 +98,11 @@ static void why_growth(struct ot_why *w, struct replay *r)
     for (size_t k = best->best_start + 1; k <= best->best_end; k++)
         if (r->mlive[k] <= r->mlive[k - 1])
             dev_gain = 0;
+    /* No free on the device is a caching allocator's way (it never gives back to the driver) only when the
+     * growing site allocates through one: a program that calls the driver itself and frees nothing is the
+     * leak (walk 6, #17). */
+    bool cache_may_be = r->frees_on_dev == 0 && ot_stack_framework(a, best->stack_id) != NULL;
+    bool suspect = r->frees_on_dev || !cache_may_be;
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     struct why_item_b b;
     if (r->windows) {
@@ -105,14 +110,14 @@ static void why_growth(struct ot_why *w, struct replay *r)
                 "One call site grew through the event ring%s: with no marker to divide it, the ring cut into %d windows of "
                 "equal event counts shows its live allocations on device %" PRId64 " rising in each of %zu consecutive "
                 "windows, from %s allocation%s (%s) at ",
-                r->frees_on_dev ? " (a suspected leak)" : "", WINDOWS, r->dev, best->best_run,
+                suspect ? " (a suspected leak)" : "", WINDOWS, r->dev, best->best_run,
                 ot_fmt_count(b1, best->best_from_count), best->best_from_count == 1 ? "" : "s",
                 why_bytes(b2, best->best_from_bytes)))
             return;
     } else if (!why_item_say(&b, w, "growing_site",
             "One call site grew across %s%s: its live allocations on device %" PRId64
             " rose in each of %zu consecutive %s, from %s allocation%s (%s) at ",
-            steps ? "optimizer steps" : "marker intervals", r->frees_on_dev ? " (a suspected leak)" : "", r->dev,
+            steps ? "optimizer steps" : "marker intervals", suspect ? " (a suspected leak)" : "", r->dev,
             best->best_run, steps ? "steps" : "intervals", ot_fmt_count(b1, best->best_from_count),
             best->best_from_count == 1 ? "" : "s", why_bytes(b2, best->best_from_bytes))) {
         return;
@@ -174,9 +179,12 @@ static void why_growth(struct ot_why *w, struct replay *r)
     if (r->frees_on_dev == 0 && live)
         fputs(" (the ring holds no free on this device, but the framework's allocator reports its segments allocated,"
               " not cached: this is live tensors)", b.f);
-    else if (r->frees_on_dev == 0)
+    else if (cache_may_be)
         fputs(" (the ring holds no free on this device at all: a caching allocator keeps what it takes, so this may be its"
               " cache growing rather than a leak)", b.f);
+    else if (r->frees_on_dev == 0)
+        fputs(" (the ring holds no free on this device at all, and no caching allocator is on the site's stack: the program"
+              " allocates from the driver itself and gives nothing back)", b.f);
     fputc('.', b.f);
     why_num_i(&b, "device", r->dev);
     WHY_NUMS_U(&b, {"stack_id", best->stack_id}, {"intervals", best->best_run}, {"from_count", best->best_from_count},
@@ -189,6 +197,7 @@ static void why_growth(struct ot_why *w, struct replay *r)
     if (r->windows)
         why_num_u(&b, "duration_ns", t1 > t0 ? t1 - t0 : 0);
     why_num_u(&b, "framework_allocated", live);
+    why_num_u(&b, "allocator_on_stack", ot_stack_framework(a, best->stack_id) != NULL);
     why_item_end(&b);
 }
 
