@@ -18,6 +18,7 @@
 
 static unsigned snapshot_seq;
 static int warned_max, exit_written, last_flush;
+static int oom_written, framework_oom_written; /* this process has its first (framework) out-of-memory snapshot */
 static unsigned long long bytes_written; /* by the snapshots of this process, for OOMTRACE_MAX_BYTES */
 
 /* A loop of failing allocations must not fill the disk: a count and a byte budget per process, and one line
@@ -25,7 +26,8 @@ static unsigned long long bytes_written; /* by the snapshots of this process, fo
 static void budget_reached(const char *what)
 {
     if (!__atomic_exchange_n(&warned_max, 1, __ATOMIC_RELAXED))
-        ot_log("snapshot budget of %s reached; no more snapshots from this process", what);
+        ot_log("snapshot budget of %s reached; no more snapshots from this process, except its first "
+               "out-of-memory one and its exit one", what);
 }
 
 void ot_snapshot_last_flush(void)
@@ -38,6 +40,7 @@ void ot_snapshot_forked(void)
     exit_written = 0;
     bytes_written = 0; /* the child is a process of its own, with a budget of its own */
     warned_max = 0;
+    oom_written = framework_oom_written = 0;
 }
 
 static int wanted(enum ot_trigger trigger)
@@ -52,18 +55,37 @@ static int wanted(enum ot_trigger trigger)
     }
 }
 
+/* The snapshots the tool exists for are kept outside the budget: the first out-of-memory one (driver-level, and
+ * a framework's own) and the exit one. The budget stops a loop of failures from filling the disk; spent by the
+ * program's own dumps (one per epoch) or a batch-size search's probes, it lost the failure that ended the run.
+ * They still count in it, and at most three files pass it. */
+static int outside_budget(enum ot_trigger trigger)
+{
+    switch (trigger) {
+    case OT_TRIGGER_OOM:
+        return !__atomic_load_n(&oom_written, __ATOMIC_ACQUIRE);
+    case OT_TRIGGER_FRAMEWORK_OOM:
+        return !__atomic_load_n(&framework_oom_written, __ATOMIC_ACQUIRE);
+    case OT_TRIGGER_EXIT:
+        return 1; /* once per process (wanted) */
+    default:
+        return 0;
+    }
+}
+
 static int write_snapshot(enum ot_trigger trigger, const char *reason)
 {
     int flush = trigger == OT_TRIGGER_FLUSH;
     unsigned seq = flush ? 0 : __atomic_add_fetch(&snapshot_seq, 1, __ATOMIC_RELAXED);
+    int budgeted = !flush && !outside_budget(trigger);
     char what[64];
-    if (!flush && ot_opt.max_snapshots && seq > (unsigned)ot_opt.max_snapshots) {
+    if (budgeted && ot_opt.max_snapshots && seq > (unsigned)ot_opt.max_snapshots) {
         snprintf(what, sizeof what, "%d snapshots (OOMTRACE_MAX_SNAPSHOTS)", ot_opt.max_snapshots);
         budget_reached(what);
         return -1;
     }
     unsigned long long used = __atomic_load_n(&bytes_written, __ATOMIC_RELAXED), room = 0;
-    if (!flush && ot_opt.max_bytes) {
+    if (budgeted && ot_opt.max_bytes) {
         snprintf(what, sizeof what, "%zu bytes (OOMTRACE_MAX_BYTES)", ot_opt.max_bytes);
         if (used >= ot_opt.max_bytes) {
             budget_reached(what);
@@ -87,6 +109,10 @@ static int write_snapshot(enum ot_trigger trigger, const char *reason)
                 budget_reached(what);
                 rc = -1;
             }
+            if (rc == 0 && trigger == OT_TRIGGER_OOM)
+                __atomic_store_n(&oom_written, 1, __ATOMIC_RELEASE);
+            if (rc == 0 && trigger == OT_TRIGGER_FRAMEWORK_OOM)
+                __atomic_store_n(&framework_oom_written, 1, __ATOMIC_RELEASE);
             /* The framework OOM that may follow lists it as one of its probes. */
             if (rc == 0 && trigger == OT_TRIGGER_OOM && failed.valid)
                 ot_probe_note(path, failed.seq, failed.req.size, failed.req.device);

@@ -104,4 +104,31 @@ OOMTRACE_MAX_SNAPSHOTS=3 traced "$work/d11c" build/tests/hostile oomloop 20 || f
 [ "$(ls "$work/d11c" | wc -l)" -eq 3 ] || fail "count cap 3: $(ls "$work/d11c" | wc -l) snapshots"
 [ "$(grep -c 'snapshot budget of 3 snapshots (OOMTRACE_MAX_SNAPSHOTS) reached; no more snapshots from this process' "$work/err")" -eq 1 ] ||
     fail "not one line for the count cap: $(grep -v 'snapshot written' "$work/err")"
+# Walk 6, #29: the program's own dumps (one per epoch) spend the budget; the first out-of-memory snapshot and the
+# exit one are written all the same, and the budget's line says so. Three dumps under a count cap of 2, then an
+# out-of-memory, then a second one (within the cap's reach no more), then the exit.
+cat >"$work/dumps.py" <<'PY'
+import ctypes
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+dump = ctypes.CDLL(None).oomtrace_dump
+dump.argtypes = [ctypes.c_char_p]
+p = ctypes.c_uint64()
+assert cuda.cuMemAlloc_v2(ctypes.byref(p), 64 << 20) == 0
+for epoch in range(3):
+    dump(b"end of epoch %d" % epoch)
+assert cuda.cuMemAlloc_v2(ctypes.byref(p), 4 << 30) == 2
+assert cuda.cuMemAlloc_v2(ctypes.byref(p), 4 << 30) == 2
+PY
+mkdir "$work/d29"
+OOMTRACE_MAX_SNAPSHOTS=2 OOMTRACE_DUMP=oom,exit traced "$work/d29" python3 "$work/dumps.py" || fail "dumps.py: $(cat "$work/err")"
+got=$(ls "$work/d29" | sed 's/.*-\([0-9]*-[a-z]*\)\.oomt$/\1/' | sort -n | tr '\n' ' ')
+[ "$got" = "1-dump 2-dump 4-oom 6-exit " ] || fail "a count cap spent by dumps: $got"
+[ "$(grep -c 'snapshot budget of 2 snapshots (OOMTRACE_MAX_SNAPSHOTS) reached; no more snapshots from this process, except its first out-of-memory one and its exit one$' "$work/err")" -eq 1 ] ||
+    fail "the budget's line: $(grep -v 'snapshot written' "$work/err")"
+# A byte budget too small for any file: the dumps are refused, the first out-of-memory and the exit written.
+mkdir "$work/d29b"
+OOMTRACE_MAX_BYTES=1K OOMTRACE_DUMP=oom,exit traced "$work/d29b" python3 "$work/dumps.py" || fail "dumps.py: $(cat "$work/err")"
+got=$(ls "$work/d29b" | sed 's/.*-\([0-9]*-[a-z]*\)\.oomt$/\1/' | sort -n | tr '\n' ' ')
+[ "$got" = "4-oom 6-exit " ] || fail "a byte budget spent: $got"
 echo "snapshot_files: ok"
