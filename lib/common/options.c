@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -134,6 +135,29 @@ static int parse_dump(const char *s)
     return 0;
 }
 
+/* OOMTRACE_DIR, made absolute against the directory the process started in: a program that changes directory
+ * (Hydra's per-run directory, os.chdir to a checkpoint dir) lost the snapshot of a relative OOMTRACE_DIR, or
+ * had it follow the chdir; and the "snapshot written" line then says where the file is. When the start-up
+ * directory cannot be named (removed, too long), the value stays as given. */
+static int set_dir(char dst[sizeof ot_opt.dir], const char *v)
+{
+    if (v[0] != '/') {
+        char cwd[sizeof ot_opt.dir];
+        if (getcwd(cwd, sizeof cwd) && cwd[0] == '/') {
+            while (v[0] == '.' && (v[1] == '/' || !v[1])) { /* ./x is x; . is the directory itself */
+                v += v[1] ? 2 : 1;
+                while (*v == '/')
+                    v++;
+            }
+            int n = snprintf(dst, sizeof ot_opt.dir, "%s%s%s", cwd, *v && strcmp(cwd, "/") ? "/" : "", v);
+            if (n > 0 && (size_t)n < sizeof ot_opt.dir)
+                return 0;
+        }
+    }
+    strcpy(dst, v);
+    return 0;
+}
+
 static int apply(const struct opt *o, const char *v)
 {
     long long n;
@@ -168,8 +192,7 @@ static int apply(const struct opt *o, const char *v)
     case OPT_DIR:
         if (!*v || strlen(v) >= sizeof ot_opt.dir)
             return -1;
-        strcpy((char *)o->dst, v);
-        return 0;
+        return set_dir((char *)o->dst, v);
     case OPT_DUMP:
         return parse_dump(v);
     case OPT_SIGNAL:

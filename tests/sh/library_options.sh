@@ -33,4 +33,28 @@ ls "$work"/d5/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "exit,none dropped the
 mkdir "$work/d6"
 traced "$work/d6" none || fail "door_linked's status with none"
 [ -z "$(ls "$work/d6")" ] || fail "none wrote $(ls "$work/d6")"
+# Walk 6, #9 and #10: OOMTRACE_DIR is resolved against the start-up directory: a program that changes directory
+# keeps its snapshots where the user pointed (relative "rel", and the default "."), and the line gives the
+# absolute path.
+cat >"$work/chdir.py" <<'PY'
+import ctypes, os, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+p = ctypes.c_uint64()
+assert cuda.cuMemAlloc_v2(ctypes.byref(p), 100 << 20) == 0
+os.chdir(sys.argv[1])
+assert cuda.cuMemAlloc_v2(ctypes.byref(p), 2 << 30) == 2
+PY
+mkdir "$work/start" "$work/elsewhere"
+for d in rel ""; do
+    (cd "$work/start" && env ${d:+OOMTRACE_DIR=$d} LD_LIBRARY_PATH="$OLDPWD/build/fake" FAKECUDA_CAPACITY=1G \
+        LD_PRELOAD="$OLDPWD/build/liboomtrace.so" python3 "$work/chdir.py" "$work/elsewhere") >/dev/null 2>"$work/err" ||
+        fail "chdir.py (OOMTRACE_DIR='$d'): $(cat "$work/err")"
+    want=$work/start${d:+/$d}
+    ls "$want"/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "OOMTRACE_DIR='$d' and a chdir: no snapshot in $want: $(cat "$work/err")"
+    grep -q "^oomtrace: snapshot written: $want/oomtrace-[^/]*-oom\.oomt (oom)\$" "$work/err" ||
+        fail "OOMTRACE_DIR='$d': the line does not give the absolute path: $(cat "$work/err")"
+    rm -f "$want"/oomtrace-*.oomt
+done
+[ -z "$(ls "$work/elsewhere")" ] || fail "snapshots followed the chdir: $(ls "$work/elsewhere")"
 echo "library_options: ok"
