@@ -155,7 +155,7 @@ rc=$?
 [ "$rc" -eq 1 ] && grep -q "^oomtrace: gate --max-peak failed: peak 712 MiB (746586112 bytes) on device 0 in $work/bs/run-[^ ]*-exit\.oomt exceeds 500 MiB" "$work/bs.out" ||
     fail "a process that recovered from an out-of-memory and went higher: status $rc: $(grep 'gate' "$work/bs.out")"
 grep -q "Failed request: 2.00 GiB" "$work/bs.out" || fail "the report is not of the first failure"
-grep -q "^== oomtrace: the process went on after its out-of-memory and reached its exit snapshot (oomtrace-[^ ]*-exit\.oomt); the report below is of the first failure\$" "$work/bs.out" ||
+grep -q "^== oomtrace: the process went on after its out-of-memory and exited 0 (its exit snapshot: oomtrace-[^ ]*-exit\.oomt); the report below is of the first failure\$" "$work/bs.out" ||
     fail "the process's going on after its failure is not said: $(grep '^==' "$work/bs.out")"
 run --dir "$work/bs" --baseline "$base" --max-growth 5 -- python3 "$work/bsfind.py" >"$work/bs.out" 2>&1
 rc=$?
@@ -168,6 +168,25 @@ sed -n 1,6p "$work/bs.md" | grep -q "^\*\*gate --max-peak failed:\*\* peak 712 M
 run --dir "$work/bs" --max-peak 1G --summary "$work/none.md" -- true >/dev/null 2>&1
 grep -q "^\`oomtrace run\`: no snapshot was written: .*; the gate could not be checked, so it fails\$" "$work/none.md" ||
     fail "the summary of a run without a snapshot: $(cat "$work/none.md")"
+
+# ... and a process that did not go on (status 1 after its failure) is not said to have.
+run --dir "$work/bs" -- sh -c '"$0" || exit 1; exit 1' "$door" >"$work/bs1.out" 2>&1
+grep -q "went on after" "$work/bs1.out" && fail "a command that failed is said to have gone on"
+
+# Walk 6, #34: an oomtrace run inside the command: the outer one says where the inner one's snapshots are, and
+# its gate reads them there.
+run --dir "$work/no" --max-peak 100M --summary "$work/nest.md" -- "$prefix/bin/oomtrace" run --dir "$work/ni" -- "$door" \
+    >"$work/nest.out" 2>&1
+rc=$?
+inner=$(ls -d "$work"/ni/run-*)
+[ "$rc" -eq 1 ] && grep -q "^== oomtrace: the snapshots were written by an inner oomtrace run, into $inner (its report is above); the gate reads them there\$" "$work/nest.out" &&
+    grep -q "^oomtrace: gate --max-peak failed: peak 512 MiB .* in $inner/" "$work/nest.out" ||
+    fail "oomtrace run inside oomtrace run: status $rc: $(grep '^oomtrace\|^==' "$work/nest.out")"
+grep -q "^\*\*gate --max-peak failed:\*\*" "$work/nest.md" || fail "the nested run's summary: $(cat "$work/nest.md")"
+grep -q "no snapshot was written" "$work/nest.out" && fail "the outer run says no snapshot was written"
+run --dir "$work/no" -- "$prefix/bin/oomtrace" run --dir "$work/ni2" -- "$door" >"$work/nest.out" 2>&1 || fail "nested run: status"
+grep -q "^oomtrace: no snapshot was written: an inner oomtrace run wrote them, into $work/ni2/run-" "$work/nest.out" ||
+    fail "oomtrace run inside oomtrace run, no gate: $(grep '^oomtrace\|^==' "$work/nest.out")"
 
 # Walk 6, #30: "first" and "last" are by the snapshot's number, not by its name (-10- sorts before -9-). A dump
 # (#1), an out-of-memory of 3 GiB (#2), seven dumps, an out-of-memory of 5 GiB (#10), the exit (#11): the report
