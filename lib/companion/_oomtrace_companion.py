@@ -27,20 +27,30 @@ from _oomtrace_payload import _say, payload, rec_error, rec_info
 _TEST_FAIL = os.environ.get("OOMTRACE_TEST_COMPANION_FAIL", "")  # tests only: inject a failure
 
 
+def _bind(name, argtypes, keep_gil=False):
+    """The library's entry point `name` through ctypes. A CDLL function releases the GIL for the call and
+    takes it back after: where another Python thread waits for the GIL (a DataLoader's pin-memory thread, a
+    progress bar's), taking it back can wait for that thread's switch interval (5 ms). keep_gil (PyDLL) is
+    for a short call that never waits on Python: the step marker takes only the library's lock for a copy
+    (tests/gpu/bench_step_hooks.py times both with a busy Python thread)."""
+    import ctypes
+    f = getattr(ctypes.PyDLL(None) if keep_gil else ctypes.CDLL(None), name)
+    f.argtypes = argtypes
+    f.restype = ctypes.c_int
+    return f
+
+
 class Companion:
     def __init__(self):
         import ctypes
-        lib = ctypes.CDLL(None)
-        self.state_fn = lib.oomtrace_framework_state
-        self.state_fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-        self.state_fn.restype = ctypes.c_int
-        self.oom_fn = lib.oomtrace_framework_oom
-        self.oom_fn.argtypes = [ctypes.c_char_p, ctypes.c_ulonglong, ctypes.c_int, ctypes.c_char_p,
-                                ctypes.c_size_t]
-        self.oom_fn.restype = ctypes.c_int
-        self.mark_fn = lib.oomtrace_mark
-        self.mark_fn.argtypes = [ctypes.c_char_p]
-        self.mark_fn.restype = ctypes.c_int
+        # Snapshots are written with the GIL released: they take long, and may wait on the library's lock.
+        self.state_fn = _bind("oomtrace_framework_state", [ctypes.c_char_p, ctypes.c_size_t])
+        self.oom_fn = _bind("oomtrace_framework_oom", [ctypes.c_char_p, ctypes.c_ulonglong, ctypes.c_int,
+                                                       ctypes.c_char_p, ctypes.c_size_t])
+        # At every optimizer step: the library's builtin (lib/runtime/companion.c puts it in this module
+        # before _start), else ctypes keeping the GIL.
+        mark = globals().get("_mark")
+        self.mark_fn = mark if mark is not None else _bind("oomtrace_mark", [ctypes.c_char_p], keep_gil=True)
         self.attached = {}  # name -> adapter
         self.given_up = set()
         self.collect_failed = set()
@@ -140,28 +150,20 @@ class Companion:
 
     # -- JAX's and CuPy's OOMs are exceptions --
     def watch_exceptions(self, fallback=True, classes=()):
-        """Where a framework's OOM exception becomes visible. From 3.12, sys.monitoring's RAISE events: every
-        raise, caught or not. Before, the creation of the given exception classes (watch_created): as good
-        for those classes. And, when fallback, the uncaught ones through sys.excepthook and
-        threading.excepthook, chained to the program's own. True when the classes' raises are seen, caught
-        or not."""
-        mon = getattr(sys, "monitoring", None)
-        if mon is not None and not self.watching:
-            self.watching = True
-            for tool in (4, 3, 5, 2, 1, 0):
-                if mon.get_tool(tool) is None:
-                    mon.use_tool_id(tool, "oomtrace")
-                    mon.register_callback(tool, mon.events.RAISE, self.on_raise)
-                    mon.set_events(tool, mon.get_events(tool) | mon.events.RAISE)
-                    self.sees_raises = True
-                    break
-            else:
-                _say("sys.monitoring has no free tool id; JAX/CuPy OOMs are seen only when uncaught")
-        if self.sees_raises:
+        """Where a framework's OOM exception becomes visible. First the creation of the given exception
+        classes (watch_created), on every Python: each one the program raises, caught or not, and nothing
+        else of the program pays for it. Where a class is missing or refuses the wrapper, from 3.12
+        sys.monitoring's RAISE events: every raise of the program, caught or not, calls the companion
+        (about 3 a step in a PyTorch 2 training step; what they cost a step is measured by
+        tests/gpu/bench_step_hooks.py, piece "raise"). Before 3.12, and when fallback, the uncaught ones
+        through sys.excepthook and threading.excepthook, chained to the program's own. True when the
+        classes' raises are seen, caught or not."""
+        if classes:
+            wrapped = [self.watch_created(cls) for cls in classes]
+            if all(wrapped):
+                return True
+        if self.sees_raises or self.watch_raises():
             return True
-        seen = bool(classes)
-        for cls in classes:
-            seen = self.watch_created(cls) and seen
         if fallback and not getattr(self, "uncaught", False):
             self.uncaught = True
             import threading
@@ -177,7 +179,23 @@ class Companion:
                 prev_thread_hook(args)
             sys.excepthook = excepthook
             threading.excepthook = thread_hook
-        return seen
+        return False
+
+    def watch_raises(self):
+        """sys.monitoring's RAISE events (3.12+) for on_raise, on the first free tool id; True when on."""
+        mon = getattr(sys, "monitoring", None)
+        if mon is None or self.watching:
+            return self.sees_raises
+        self.watching = True
+        for tool in (4, 3, 5, 2, 1, 0):
+            if mon.get_tool(tool) is None:
+                mon.use_tool_id(tool, "oomtrace")
+                mon.register_callback(tool, mon.events.RAISE, self.on_raise)
+                mon.set_events(tool, mon.get_events(tool) | mon.events.RAISE)
+                self.sees_raises = True
+                return True
+        _say("sys.monitoring has no free tool id; framework OOMs are seen only when uncaught")
+        return False
 
     def watch_created(self, cls):
         """Before 3.12 no event says that an exception was raised, but its creation does: an OOM raised

@@ -47,11 +47,14 @@ def _initializing(mod):
 
 
 # A read of PyTorch's allocator counters (torch._C._cuda_memoryStats builds a dict of every counter) costs
-# ~20 us on the H200 (docs/validation.md, run 17): 0.6% of a 3 ms step. on_step reads them only once the time
-# since the last read is at least READ_SPACING times what a read costs, so that they take at most about
-# 1/READ_SPACING of the program's time whatever the step's length: a step of 20 ms or more reads at every
-# step, a 3 ms step every 7th. The other steps' STEPS entries carry 0 and 0 (docs/FORMAT.md, STEPS).
-READ_SPACING = 1000
+# ~20 us on the H200 when timed alone, ~50 us inside a training step (docs/validation.md, runs 17 and 20).
+# on_step reads them only once the time since the last read is at least READ_SPACING times what a read
+# costs (the least seen), so that they take about 1/READ_SPACING of the program's time whatever the step's
+# length (2-3 times that counted in-step): a step of 0.2 s or more reads at every step, a 4 ms step about
+# every 70th. The other steps' STEPS entries carry 0 and 0 (docs/FORMAT.md, STEPS); the only statement
+# that uses the figures names the step they come from. At 1000 (before), the reads of a 4 ms step took
+# ~0.15% of it: half of what "no measurable cost" allows (tests/gpu/bench_step_hooks.py, piece "before").
+READ_SPACING = 10000
 
 
 class Sampled:
@@ -95,6 +98,8 @@ class Torch:
         self.cuda_ready = False
         self.counters = Sampled()  # when on_step next reads the allocator's counters
         self.labels = {}  # input shapes -> the marker label's tail, encoded
+        self.step_failed = False  # on_step said its failure once
+        self.mark = comp.mark_fn
         self.cuda = getattr(torch, "cuda", None)
         if self.cuda is None or not hasattr(self.cuda, "is_initialized"):
             raise AttributeError("torch.cuda.is_initialized")
@@ -110,7 +115,7 @@ class Torch:
         roles = sys.modules.get("_oomtrace_roles")
         if roles is not None and not self.step_hook:
             self.step_hook = True
-            roles.install_step_hook(self.torch, self.comp.guard("optimizer step hook", self.on_step))
+            roles.install_step_hook(self.torch, self.on_step)
         # The observer list exists once torch set up CUDA; attaching earlier would be lost.
         if self.observer or not self.ready():
             return
@@ -164,19 +169,29 @@ class Torch:
         return _device_from_text(str(exc))
 
     def on_step(self, step, input_shapes):
-        now = self.counters.clock()
-        allocated = reserved = 0
-        if now >= self.counters.due and self.ready():
-            raw = self.counters.read(self.memory_stats)
-            allocated = raw["allocated_bytes"]["all"]["current"]
-            reserved = raw["reserved_bytes"]["all"]["current"]
-        self.steps.append((int(step), now, allocated, reserved, str(input_shapes)))
-        label = self.labels.get(input_shapes)
-        if label is None:
-            if len(self.labels) > 64:  # shapes that change every step: keep the cache small
-                self.labels.clear()
-            label = self.labels[input_shapes] = (" " + input_shapes if input_shapes else "").encode("utf-8", "replace")
-        self.comp.mark_fn((b"step %d" % step + label)[:255])
+        """After each optimizer step (the step hook's post_step: step an int, input_shapes a str). It runs
+        with the caches cold from the step's work, where a Python call costs ten times what it costs in a
+        loop (tests/gpu/bench_step_hooks.py): one call, the marker through the library's builtin. It never
+        raises: the first failure says one line, later steps still try."""
+        try:
+            counters = self.counters
+            now = counters.clock()
+            allocated = reserved = 0
+            if now >= counters.due and self.ready():
+                raw = counters.read(self.memory_stats)
+                allocated = raw["allocated_bytes"]["all"]["current"]
+                reserved = raw["reserved_bytes"]["all"]["current"]
+            self.steps.append((step, now, allocated, reserved, input_shapes))
+            label = self.labels.get(input_shapes)
+            if label is None:
+                if len(self.labels) > 64:  # shapes that change every step: keep the cache small
+                    self.labels.clear()
+                label = self.labels[input_shapes] = (" " + input_shapes if input_shapes else "").encode("utf-8", "replace")
+            self.mark((b"step %d" % step + label)[:255])
+        except Exception as e:
+            if not self.step_failed:
+                self.step_failed = True
+                _say("optimizer step hook failed (%s: %s); the program continues" % (type(e).__name__, e))
 
     def memory_stats(self):
         # One C call for both figures: the flattened memory_stats() costs tens of microseconds more.

@@ -177,21 +177,6 @@ def _shape_text(args, kwargs, torch):
     return ", ".join(parts)[:_SHAPES_MAX]
 
 
-def _shape_key(args, kwargs, Tensor):
-    """The inputs' shapes as a list, compared with the last forward's: the text is built only when they
-    change (a training loop feeds the same shapes step after step). A plain loop: a comprehension costs a
-    function call more, at every forward of the model."""
-    key = []
-    for a in args:
-        if isinstance(a, Tensor):
-            key.append(a.shape)
-    if kwargs:
-        for k, a in kwargs.items():
-            if isinstance(a, Tensor):
-                key.append((k, a.shape))
-    return key
-
-
 class _StepHook:
     """Counts the steps of the first optimizer that steps (a GAN's second optimizer does not double the
     count) and remembers the input shapes of the model's outermost module.
@@ -208,20 +193,34 @@ class _StepHook:
         self.primary = None
         self.step = 0
         self.shapes = ""
-        self.shape_key = None  # _shape_key of the inputs self.shapes describes
+        self.shape_key = None  # the shapes (torch.Size, or (name, torch.Size) for keyword inputs) self.shapes describes
+        self.Tensor = getattr(torch, "Tensor", None)
         self.started = False  # a forward of the model or an optimizer step ran since the last step ended
         self.watched = False
         self.roots = []  # the outermost modules whose forward is watched (weak references)
         self.handles = []
+        self.pre_handle = None  # the global step pre hook's, until the model's forward hook takes its place
         self.broken = False
         self.off = False
 
     def pre_forward(self, module, args, kwargs=None):
+        """The inputs' shapes as a list, compared with the last forward's: the text is built only when they
+        change (a training loop feeds the same shapes step after step). It runs at every forward of the
+        model, after the step's work has left the caches cold, where a Python call costs ten times what it
+        costs in a loop (tests/gpu/bench_step_hooks.py): plain loops, no helper call, no comprehension."""
         if self.broken or self.off:
             return None
         try:
             self.started = True
-            key = _shape_key(args, kwargs, self.torch.Tensor)
+            Tensor = self.Tensor
+            key = []
+            for a in args:
+                if isinstance(a, Tensor):
+                    key.append(a.shape)
+            if kwargs:
+                for k, a in kwargs.items():
+                    if isinstance(a, Tensor):
+                        key.append((k, a.shape))
             if key != self.shape_key:
                 self.shapes = _shape_text(args, kwargs or {}, self.torch)
                 self.shape_key = key
@@ -271,12 +270,26 @@ class _StepHook:
                     return
             if not self.watched:
                 self.watch_roots(opt)
+            if self.pre_handle is not None and self.shape_key is not None:
+                self.drop_pre_step()
             self.step += 1
             self.started = False
             self.on_step(self.step, self.shapes)
         except Exception as e:
             self.broken = True
             _warn("the optimizer step hook", e)
+
+    def drop_pre_step(self):
+        """Once the model's forward hook has run, it says that a step is under way before the optimizer's
+        step does (a failure in backward comes before it): the pre hook, one more cold Python call at every
+        step, has nothing left to do. Optimizers that step later are found by post_step and the snapshot's scan."""
+        h, self.pre_handle = self.pre_handle, None
+        remove = getattr(h, "remove", None)
+        if remove is None:
+            return
+        remove()
+        if h in self.handles:
+            self.handles.remove(h)
 
     def pre_step(self, opt, args=None, kwargs=None):
         # Known from its first step on, before its state exists: the first-step OOM case.
@@ -296,8 +309,9 @@ class _StepHook:
             return False
         self.handles.append(reg(self.post_step))
         pre = getattr(optmod, "register_optimizer_step_pre_hook", None)
-        if pre is not None:
-            self.handles.append(pre(self.pre_step))
+        if pre is not None and (self.shape_key is None or not self.roots):
+            self.pre_handle = pre(self.pre_step)
+            self.handles.append(self.pre_handle)
         for r in self.roots:
             m = r()
             if m is not None:
@@ -306,6 +320,7 @@ class _StepHook:
 
     def unregister(self):
         handles, self.handles = self.handles, []
+        self.pre_handle = None
         for h in handles:
             remove = getattr(h, "remove", None)
             if remove is not None:

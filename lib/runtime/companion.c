@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define OOMTRACE_NO_INLINE
+#include "oomtrace.h"
+
 #include "common/clock.h"
 #include "common/defs.h"
 #include "common/log.h"
@@ -53,6 +56,11 @@ static struct {
     PyObject *(*occurred)(void);
     void (*clear)(void);
     void (*decref)(PyObject *);
+    /* the step marker's builtin (optional: without them the companion calls oomtrace_mark through ctypes) */
+    PyObject *(*cfunction_new)(void *, PyObject *, PyObject *);
+    int (*setattr)(PyObject *, const char *, PyObject *);
+    char *(*bytes_as_string)(PyObject *);
+    PyObject *(*bool_from_long)(long);
 } py;
 
 enum { C_NEW, C_ABSENT, C_READY, C_STARTED, C_FAILED };
@@ -90,6 +98,10 @@ static void probe(void)
     py.occurred = (PyObject * (*)(void)) sym("PyErr_Occurred");
     py.clear = (void (*)(void))sym("PyErr_Clear");
     py.decref = (void (*)(PyObject *))sym("Py_DecRef");
+    py.cfunction_new = (PyObject * (*)(void *, PyObject *, PyObject *)) sym("PyCFunction_NewEx");
+    py.setattr = (int (*)(PyObject *, const char *, PyObject *))sym("PyObject_SetAttrString");
+    py.bytes_as_string = (char *(*)(PyObject *))sym("PyBytes_AsString");
+    py.bool_from_long = (PyObject * (*)(long)) sym("PyBool_FromLong");
     if (!py.compile || !py.exec_module || !py.getattr || !py.call_function || !py.occurred || !py.clear ||
         !py.decref) {
         ot_log("this Python lacks the C API the framework companion needs; frameworks are not recorded");
@@ -126,6 +138,40 @@ static int call(const char *fn, int arg)
     return failed ? -1 : 0;
 }
 
+/* The step marker as a builtin function, _oomtrace_companion._mark(label: bytes) -> bool: the companion
+ * marks every optimizer step, and a training step runs it with cold caches, where a ctypes call's long
+ * path (argument conversion, libffi, the GIL given up and taken back) costs microseconds
+ * (tests/gpu/bench_step_hooks.py). Like every builtin, it keeps the GIL: oomtrace_mark only takes the
+ * recorder's lock for a copy. A label that is not bytes raises TypeError, to the companion only. */
+#define PY_METH_O 0x0008
+static struct {
+    const char *name;
+    PyObject *(*meth)(PyObject *, PyObject *);
+    int flags;
+    const char *doc;
+} mark_def;
+
+static PyObject *mark_builtin(PyObject *self, PyObject *label)
+{
+    const char *s = py.bytes_as_string(label);
+    return s ? py.bool_from_long(oomtrace_mark(s) == 0) : NULL;
+}
+
+static void add_mark_builtin(PyObject *mod)
+{
+    if (!py.cfunction_new || !py.setattr || !py.bytes_as_string || !py.bool_from_long)
+        return;
+    mark_def.name = "_mark";
+    mark_def.meth = mark_builtin;
+    mark_def.flags = PY_METH_O;
+    mark_def.doc = "_mark(label: bytes) -> bool: oomtrace_mark(label) == 0";
+    PyObject *fn = py.cfunction_new(&mark_def, NULL, NULL);
+    if (!fn || py.setattr(mod, "_mark", fn) != 0)
+        py.clear(); /* the companion falls back to ctypes */
+    if (fn)
+        py.decref(fn);
+}
+
 static void start(void)
 {
     /* The modules the entry point imports, first. One that fails to load makes the entry point fail to
@@ -146,6 +192,8 @@ static void start(void)
     if (fail && strcmp(fail, "load") == 0)
         src = "raise ImportError('oomtrace test: the companion cannot load')\n";
     companion = load_module(ENTRY_MODULE, "<oomtrace>/" ENTRY_MODULE ".py", src);
+    if (companion)
+        add_mark_builtin(companion);
     if (!companion || call("_start", 0) != 0) {
         ot_log("the Python framework companion did not start; frameworks' allocators are not recorded");
         __atomic_store_n(&cstate, C_FAILED, __ATOMIC_RELEASE);

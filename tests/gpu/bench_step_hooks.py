@@ -11,30 +11,46 @@ nothing (an A/A test): its interval is the method's resolution in that process. 
 callbacks are timed directly in tight loops (their own cost, to ~0.1 us).
 
 The companion is the real one, attached by the tracer: its hooks are found in sys.modules["_oomtrace_roles"]
-._hook and switched by the companion's own switches (the hook's `off` flag, its register()/unregister(), the
-sys.monitoring tool it took), never by editing torch.
+._hook and switched by the companion's own switches (the hook's `off` flag, its register()/unregister(); RAISE
+events through a sys.monitoring tool of the benchmark's with the companion's callback), never by editing torch.
 
-  GPU (the step of tests/gpu/bench_alloc_pair.py, traced, companion attached; about 90 s on one H200):
-    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync OOMTRACE_QUIET=1 LD_PRELOAD=$PWD/build/liboomtrace.so \\
-        LD_LIBRARY_PATH=$PWD/.carry/lib taskset -c 4-7 python3 tests/gpu/bench_step_hooks.py
+  GPU (the step of tests/gpu/bench_alloc_pair.py, traced, companion attached; about 2 minutes on one H200):
+    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync OOMTRACE_QUIET=1 OOMTRACE_DIR=$OUT/snap \\
+        LD_PRELOAD=$PWD/build/liboomtrace.so LD_LIBRARY_PATH=$PWD/.carry/lib taskset -c 4-7 \\
+        python3 tests/gpu/bench_step_hooks.py >$OUT/hooks.jsonl 2>$OUT/hooks.txt; cat $OUT/hooks.txt
   CPU (Debian's torch 1.13, which has no global step hook: the benchmark registers the companion's hooks
   through a stand-in of torch 2's registry and calls them around opt.step() as torch 2 does):
-    LD_PRELOAD=build/liboomtrace.so LD_LIBRARY_PATH=build/fake /usr/bin/python3 tests/gpu/bench_step_hooks.py --cpu
-  sys.monitoring (Python 3.12+, no torch): does the companion's RAISE callback slow code that raises nothing,
-  and what does each raise cost:
+    OOMTRACE_QUIET=1 LD_PRELOAD=build/liboomtrace.so LD_LIBRARY_PATH=build/fake /usr/bin/python3 \\
+        tests/gpu/bench_step_hooks.py --cpu
+  sys.monitoring (Python 3.12+, no torch): does a RAISE callback slow code that raises nothing, what does each
+  raise cost, and what does switching events cost a model of a step's Python side:
     ~/.pyenv/versions/3.12.1/bin/python3 tests/gpu/bench_step_hooks.py --pure
 
-Pieces:
-  none         nothing switched: the method's own bias and spread (an A/A test), companion attached
-  all          the whole companion: hooks registered and working, RAISE events on; against none of it
-  work         the hooks' work (the `off` flag), hooks registered either way
-  hooks        the hooks registered with their work off, against unregistered: torch's dispatch and the
-               model's call taking nn.Module's hook path
-  monitoring   the companion's sys.monitoring RAISE events on, against off (3.12+)
-  memoryStats  one more torch._C._cuda_memoryStats(device) a step: what reading the counters at every step
-               would cost (the companion reads them at most every READ_SPACING x their cost)
-  mark         one more step marker a step, with the companion's label
-  shapes       one more shape text of the model's inputs a step: what building it at every step would cost
+Pieces (each against the same step without it; "base" is what both halves share):
+  none             nothing switched, the companion attached: the method's own bias and spread (an A/A test)
+  all              the companion as attached (this change): hooks registered and working, counters sampled
+                   every READ_SPACING x a read's cost; no RAISE events (its OOM classes are watched by their
+                   creation). The answer: issue 12 asks it to be inside none's interval, or under 0.3%
+  before           the companion as it was before this change: all, plus sys.monitoring RAISE events with its
+                   callback (3.12+), the counters read at 1000 x their cost
+  work             the hooks' work (the `off` flag), hooks registered either way
+  forward hook     only the forward pre hook on the model's outermost module, returning at once: nn.Module's
+                   hook path for that call
+  optimizer hooks  only the global optimizer step pre and post hooks, returning at once
+  raise            RAISE events with the companion's callback on, against off (3.12+)
+  toggle           RAISE events switched on and off again before the half, none during it: what the
+                   benchmark's switching costs by itself (3.12 instruments every code object anew)
+  memoryStats      one more torch._C._cuda_memoryStats(device) a step: what reading the counters at every step
+                   would cost
+  mark             one more step marker a step, with the companion's label
+  shapes           one more shape text of the model's inputs a step: what building it at every step would cost
+A half's figure is the mean of its middle steps: a step that pays a rare cost (a counter read, a garbage
+collection, the first step after a switch) tends to fall outside it, so the pieces give the per-step costs, and
+the counters' sampled reads are counted separately (counter_reads_per_step, added_steady_ns).
+Then, timed directly: each callback, the step marker with a busy Python thread wanting the GIL (CDLL
+against PyDLL), the RAISE callback, and the exceptions a step raises (where: the RAISE callback's calls).
+On the GPU, last: a torch OutOfMemoryError raised and caught must still write the framework's snapshot
+(cudaMallocAsync has no OOM observer: the companion sees it at its creation).
 Prints one JSON line per piece and a table on stderr."""
 import argparse
 import json
@@ -134,8 +150,48 @@ def pure(a):
                 acc += 1
         return acc
 
+    # A model of a training step's Python side: 400 distinct functions (torch 2's eager step runs a few
+    # hundred), an nn.Module-like object whose __getattr__ raises AttributeError for a missing name, and 3
+    # hasattr() misses a step (the raises a PyTorch 2 step makes: docs/validation.md, run 17).
+    src = "".join("def f%d(x):\n    return x + %d\n" % (i, i) for i in range(400))
+    ns = {}
+    exec(compile(src, "<model>", "exec"), ns)
+    funcs = [ns["f%d" % i] for i in range(400)]
+
+    class Module:
+        def __init__(self):
+            self._parameters = {"weight": 1}
+
+        def __getattr__(self, name):
+            p = self.__dict__.get("_parameters", {})
+            if name in p:
+                return p[name]
+            raise AttributeError(name)
+
+    mod = Module()
+
+    def model_step(n):
+        acc = 0
+        for _ in range(n):
+            for f in funcs:
+                acc = f(acc)
+            acc += mod.weight
+            for _ in range(3):
+                acc += hasattr(mod, "_missing")
+        return acc
+
+    on = lambda: mon.set_events(tool, mon.events.RAISE)  # noqa: E731
+    off = lambda: mon.set_events(tool, 0)  # noqa: E731
+
+    def toggle():
+        on()
+        off()
+    nop = lambda: None  # noqa: E731
     rows = []
-    for name, fn, per in (("no raises", calls, 2000), ("raises", raises, 2000)):
+    for name, fn, per, pon, poff in (("monitoring, no raises", calls, 2000, on, off),
+                                     ("monitoring, raises", raises, 2000, on, off),
+                                     ("monitoring, a model's step", model_step, 1, on, off),
+                                     ("switching events (instrumenting anew), a model's step", model_step, 1, toggle, nop)):
         def run_block(steps, state, fn=fn, per=per):
             out = []
             for _ in range(steps):
@@ -143,13 +199,11 @@ def pure(a):
                 fn(per)
                 out.append(time.perf_counter_ns() - t0)
             return out
-        on = lambda: mon.set_events(tool, mon.events.RAISE)  # noqa: E731
-        off = lambda: mon.set_events(tool, 0)  # noqa: E731
         for _ in range(3):
             run_block(a.steps, False)
-        diffs, base = paired(run_block, on, off, a.blocks, a.steps)
+        diffs, base = paired(run_block, pon, poff, a.blocks, a.steps)
         s = summary(diffs)
-        rows.append({"case": "raise_monitoring", "piece": "monitoring, %s" % name, "unit": "ns per %d-iteration call" % per,
+        rows.append({"case": "raise_monitoring", "piece": name, "unit": "ns per %d-iteration call" % per,
                      "added_ns": s, "base": "%d-iteration call" % per, "base_ns": summary(base)["median"],
                      "added_per_iteration_ns": s["median"] / per, "python": sys.version.split()[0]})
     report(rows)
@@ -214,8 +268,20 @@ def training(a):
             sys.exit("bench_step_hooks: torch %s has no global optimizer step hook" % torch.__version__)
         registry = Registry(optmod)
     if a.cpu and "_oomtrace_companion" not in sys.modules:
-        # No device allocation starts it on CPU: start the embedded companion's source the way the library
-        # does (needs the library preloaded for its entry points).
+        # CPU torch makes no device allocation, which is what starts the companion: one through the
+        # stand-in driver (LD_LIBRARY_PATH=build/fake) does, at the next pending call.
+        try:
+            import ctypes
+            cu = ctypes.CDLL("libcuda.so.1")
+            ptr = ctypes.c_uint64()
+            if cu.cuInit(0) == 0 and cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(1 << 20)) == 0:
+                for _ in range(10000):  # safe points, where the pending call runs
+                    pass
+        except OSError:
+            pass
+    if a.cpu and "_oomtrace_companion" not in sys.modules:
+        # No stand-in driver: the companion's source, started the way the library does (needs the library
+        # preloaded for its entry points; the marker then goes through ctypes, not the library's builtin).
         sys.path.insert(0, COMPANION)
         import _oomtrace_roles  # noqa: F401  (the library loads every module of the companion)
         import _oomtrace_companion
@@ -250,11 +316,24 @@ def training(a):
         adapter.cuda_ready = True
         adapter.memory_stats = lambda: spin_us(a.stand_in_us)
     mon = getattr(sys, "monitoring", None)
-    tool = None
+    # The companion takes RAISE events only where an OOM class refuses its creation wrapper (not the case
+    # with torch); the "raise" and "before" pieces register the companion's own callback, as it did before.
+    own_tool = None
     if mon is not None:
-        tool = next((t for t in range(6) if mon.get_tool(t) == "oomtrace"), None)
+        own_tool = next((t for t in range(6) if mon.get_tool(t) == "oomtrace"), None)
+    tool = own_tool
+    if mon is not None and tool is None:
+        tool = next((t for t in (4, 3, 5, 2, 1, 0) if mon.get_tool(t) is None), None)
+        if tool is not None:
+            mon.use_tool_id(tool, "oomtrace-bench")
+            mon.register_callback(tool, mon.events.RAISE, comp.on_raise)
     raise_on = (lambda: mon.set_events(tool, mon.events.RAISE)) if tool is not None else (lambda: None)
     raise_off = (lambda: mon.set_events(tool, 0)) if tool is not None else (lambda: None)
+    raise_as_attached = raise_on if own_tool is not None else raise_off
+
+    def toggle():  # events on and off again: every code object run next is instrumented anew (3.12)
+        raise_on()
+        raise_off()
     sys.path.insert(0, COMPANION)
     from _oomtrace_roles import _shape_text
     dev = None if a.cpu else torch.cuda.current_device()
@@ -263,7 +342,9 @@ def training(a):
              "mark": lambda: comp.mark_fn(label),
              "shapes": lambda: _shape_text((x,), {}, torch)}
 
-    clock = time.perf_counter_ns
+    # On a shared CPU host the thread's own CPU time leaves out the time other processes take (the step runs
+    # on this one thread with torch.set_num_threads(1)); on the GPU the wall clock, which counts the waits.
+    clock = time.thread_time_ns if a.clock == "thread" else time.perf_counter_ns
 
     def run_block(steps, state, fn=None):
         """Each step's time; the device is drained before the first and after the last (the step is
@@ -287,14 +368,42 @@ def training(a):
         elif not on and hook.handles:
             hook.unregister()
 
-    def all_on():
+    spacing = adapter.counters.spacing
+    old_spacing = 1000  # READ_SPACING before this change
+
+    def all_on():  # the companion as it is attached
         set_hooks(True)
         hook.off = False
-        raise_on()
+        adapter.counters.spacing = spacing
+        raise_as_attached()
 
     def all_off():
         set_hooks(False)
         raise_off()
+
+    import ctypes
+    cdll_mark = ctypes.CDLL(None).oomtrace_mark
+    cdll_mark.argtypes = [ctypes.c_char_p]
+    cdll_mark.restype = ctypes.c_int
+    before_pre = []
+
+    def before_on():
+        """The companion as it was: RAISE events on (3.12+), the counters read at 1000 x their cost, the
+        step pre hook at every step, the marker through ctypes giving up the GIL (but its callbacks as they
+        are now: one Python call less in post_step)."""
+        all_on()
+        adapter.counters.spacing = old_spacing
+        raise_on()
+        adapter.mark = cdll_mark
+        if hook.pre_handle is None and not before_pre:
+            before_pre.append(optmod.register_optimizer_step_pre_hook(hook.pre_step))
+
+    def before_off():
+        all_off()
+        adapter.mark = comp.mark_fn
+        for h in before_pre:
+            h.remove()
+        del before_pre[:]
 
     def work(on):
         def f():
@@ -302,52 +411,115 @@ def training(a):
             hook.off = not on
         return f
 
-    def hooks(on):
+    # The hooks alone, registered with their work off (each returns at once): one kind at a time.
+    roots = [r() for r in hook.roots if r() is not None]
+    solo = []
+
+    def solo_hooks(kind, on):
         def f():
             hook.off = True
-            set_hooks(on)
+            set_hooks(False)
+            for h in solo:
+                h.remove()
+            del solo[:]
+            if on and kind == "forward":
+                solo.extend(hook.watch_forward(m) for m in roots)
+            elif on:
+                solo.append(optmod.register_optimizer_step_pre_hook(hook.pre_step))
+                solo.append(optmod.register_optimizer_step_post_hook(hook.post_step))
         return f
 
     nop = lambda: None  # noqa: E731
-    pieces = [("none", nop, nop, None), ("all", all_on, all_off, None), ("work", work(True), work(False), None),
-              ("hooks", hooks(True), hooks(False), None)]
+    # (name, on, off, extra call a step, blocks, base: what every half starts from)
+    big, small = a.main_blocks, a.blocks
+    pieces = [("none", nop, nop, None, big, all_on),
+              ("all", all_on, all_off, None, big, all_off),
+              ("before", before_on, before_off, None, big // 2, all_off),
+              ("work", work(True), work(False), None, small, all_on),
+              ("forward hook", solo_hooks("forward", True), solo_hooks("forward", False), None, small, all_off),
+              ("optimizer hooks", solo_hooks("optimizer", True), solo_hooks("optimizer", False), None, small, all_off)]
     if tool is not None:
-        pieces.append(("monitoring", raise_on, raise_off, None))
+        pieces.append(("raise", raise_on, raise_off, None, small, all_on))
+        pieces.append(("toggle", toggle, nop, None, small, all_on))
     if not a.cpu or a.stand_in_us > 0:
-        pieces.append(("memoryStats", nop, nop, extra["memoryStats"]))
-    pieces += [("mark", nop, nop, extra["mark"]), ("shapes", nop, nop, extra["shapes"])]
+        pieces.append(("memoryStats", nop, nop, extra["memoryStats"], small, all_on))
+    pieces += [("mark", nop, nop, extra["mark"], small, all_on), ("shapes", nop, nop, extra["shapes"], small, all_on)]
     if a.only:
         pieces = [p for p in pieces if p[0] in a.only.split(",")]
     rows = []
-    for name, on, off, fn in pieces:
+    for name, on, off, fn, blocks, base_state in pieces:
         reads0, steps0 = adapter.counters.reads, hook.step
-        # The pieces that time an extra call run with the companion as attached; the others start from it.
-        all_on()
-        blocks = a.blocks * (2 if name in ("none", "all") else 1)  # the A/A test and the answer: tighter
+        base_state()
+        for _ in range(2):
+            run_block(a.steps, False)
         diffs, base = paired(lambda n, s, fn=fn: run_block(n, s, fn), on, off, blocks, a.steps)
+        off()
+        for h in solo:
+            h.remove()
+        del solo[:]
         all_on()
         s = summary(diffs)
         b = summary(base)["median"]
         row = {"case": "step_hooks", "piece": name, "unit": "ns/step", "added_ns": s, "base": "step",
                "base_ns": b, "share_pct": 100.0 * s["median"] / b}
-        if name in ("all", "work"):
+        if name in ("all", "before", "work"):
             # The off halves' time counts toward the spacing too, so the blocks read the counters more often
             # than a run that never switches; a steady run reads once per spacing x cost of steps.
             row["counter_reads_per_step"] = (adapter.counters.reads - reads0) / max(1, hook.step - steps0)
             if adapter.counters.cost:
                 cost = adapter.counters.cost
-                row["steady_reads_per_step"] = min(1.0, b / (cost * adapter.counters.spacing))
+                sp = old_spacing if name == "before" else spacing
+                row["steady_reads_per_step"] = min(1.0, b / (cost * sp))
                 row["added_steady_ns"] = s["median"] - (row["counter_reads_per_step"] - row["steady_reads_per_step"]) * cost
         rows.append(row)
-    common = {"python": sys.version.split()[0], "torch": torch.__version__, "cpu": bool(a.cpu),
+    common = {"python": sys.version.split()[0], "torch": torch.__version__, "cpu": bool(a.cpu), "clock": a.clock,
               "traced": "liboomtrace" in os.environ.get("LD_PRELOAD", ""),
-              "counter_read_ns": adapter.counters.cost, "read_spacing": adapter.counters.spacing}
+              "counter_read_ns": adapter.counters.cost, "read_spacing": spacing,
+              "companion_raise_events": own_tool is not None}
     for r in rows:
         r.update(common)
     report(rows)
-    for r in direct(a, torch, hook, adapter, comp, opt, x, label, extra):
+    verdict(rows)
+    for r in direct(a, torch, hook, adapter, comp, opt, x, label, extra, step, mon, tool):
         r.update(common)
         print(json.dumps(r), flush=True)
+    if not a.cpu:
+        r = oom_seen(torch)
+        r.update(common)
+        print(json.dumps(r), flush=True)
+
+
+def verdict(rows):
+    """issue 12's criterion: the companion's added time a step inside the A/A interval, or under 0.3%."""
+    by = {r["piece"]: r for r in rows}
+    if "none" not in by or "all" not in by:
+        return
+    aa, al = by["none"]["added_ns"], by["all"]["added_ns"]
+    inside = aa["ci95"][0] <= al["median"] <= aa["ci95"][1]
+    small = abs(by["all"]["share_pct"]) < 0.3
+    sys.stderr.write("\nthe companion (all): %+.2f us a step (%+.2f%%); the A/A interval %+.2f .. %+.2f us: %s; "
+                     "under 0.3%% of the step: %s\n" % (al["median"] / 1e3, by["all"]["share_pct"],
+                                                      aa["ci95"][0] / 1e3, aa["ci95"][1] / 1e3,
+                                                      "inside" if inside else "outside", "yes" if small else "no"))
+    print(json.dumps({"case": "step_hooks_verdict", "all_ns": al["median"], "aa_ci95": aa["ci95"],
+                      "inside_aa": inside, "share_pct": by["all"]["share_pct"], "under_0_3_pct": small}), flush=True)
+
+
+def oom_seen(torch):
+    """A torch OutOfMemoryError raised and caught (cudaMallocAsync: no OOM observer) must still write the
+    framework's snapshot: the companion sees it by its creation, not by RAISE events (issue 12)."""
+    d = os.environ.get("OOMTRACE_DIR", "")
+    before = set(os.listdir(d)) if d and os.path.isdir(d) else set()
+    caught = ""
+    try:
+        torch.empty(1 << 50, dtype=torch.uint8, device="cuda")
+    except torch.OutOfMemoryError as e:
+        caught = type(e).__name__
+    new = sorted(set(os.listdir(d)) - before) if d and os.path.isdir(d) else []
+    ok = bool(caught) and any("framework-oom" in f for f in new)
+    sys.stderr.write("torch OOM caught: %s; new snapshots: %s: %s\n" % (caught or "none", new or "none",
+                                                                   "seen" if ok else "NOT SEEN"))
+    return {"case": "step_hooks_oom", "caught": caught, "snapshots": new, "framework_oom_written": ok}
 
 
 def timed(fn, n, repeats=5):
@@ -362,7 +534,129 @@ def timed(fn, n, repeats=5):
     return best
 
 
-def direct(a, torch, hook, adapter, comp, opt, x, label, extra):
+def count_raises(step, mon, tool, steps=20):
+    """Exceptions raised in Python code a step: RAISE events (3.12+: one per frame an exception passes,
+    what the companion's callback received) and the distinct exceptions, with the places that raise most."""
+    import collections
+    where = collections.Counter()
+    ids = set()
+    events = [0]
+    if mon is not None and tool is not None:
+        def on(code, offset, exc):
+            events[0] += 1
+            ids.add(id(exc))
+            where["%s %s:%s" % (type(exc).__name__, os.path.basename(code.co_filename), code.co_name)] += 1
+        prev = mon.get_events(tool)
+        prev_cb = mon.register_callback(tool, mon.events.RAISE, on)
+        mon.set_events(tool, mon.events.RAISE)
+        try:
+            for _ in range(steps):
+                step()
+        finally:
+            mon.set_events(tool, prev)
+            mon.register_callback(tool, mon.events.RAISE, prev_cb)
+        how = "sys.monitoring RAISE"
+    else:
+        def tracer(frame, event, arg):  # 'exception' events: one per frame; the raising frame has no tb_next
+            if event == "exception":
+                events[0] += 1
+                ids.add(id(arg[1]))
+                if arg[2] is not None and arg[2].tb_next is None:
+                    where["%s %s:%s" % (type(arg[1]).__name__, os.path.basename(frame.f_code.co_filename),
+                                        frame.f_code.co_name)] += 1
+            return tracer
+        sys.settrace(tracer)
+        try:
+            for _ in range(steps):
+                step()
+        finally:
+            sys.settrace(None)
+        how = "sys.settrace exception events"
+    return {"case": "step_hooks_raises", "piece": "raises a step", "unit": "per step", "how": how,
+            "events_per_step": events[0] / steps, "exceptions_per_step": len(ids) / steps,
+            "where": dict(where.most_common(8))}
+
+
+def marker_with_thread(label, builtin, calls=1000):
+    """The step marker while another Python thread wants the GIL (a busy one: the worst case of a
+    DataLoader's pin-memory thread or a progress bar's): through CDLL (the GIL given up for the call, then
+    taken back, which can wait for the other thread's switch interval) and through PyDLL (kept, as the
+    companion binds it). Mean ns a call, each call after ~20 us of Python work."""
+    import ctypes
+    import threading
+    fns = []
+    for how, lib in (("GIL given up (CDLL)", ctypes.CDLL(None)), ("GIL kept (PyDLL, the companion's)", ctypes.PyDLL(None))):
+        f = lib.oomtrace_mark
+        f.argtypes = [ctypes.c_char_p]
+        f.restype = ctypes.c_int
+        fns.append((how, f))
+    if type(builtin).__name__ == "builtin_function_or_method":
+        fns.append(("GIL kept (the library's builtin, the companion's)", builtin))
+    fns[1] = ("GIL kept (PyDLL)", fns[1][1])
+    stop = []
+
+    def spin():
+        n = 0
+        while not stop:
+            n += 1
+    t = threading.Thread(target=spin, daemon=True)
+    t.start()
+    rows = []
+    try:
+        for how, f in fns + fns:
+            ts = []
+            for _ in range(calls):
+                t0 = time.perf_counter_ns()
+                f(label)
+                ts.append(time.perf_counter_ns() - t0)
+                k = 0
+                for i in range(300):
+                    k += i
+            ts.sort()
+            rows.append({"case": "step_hooks_direct", "piece": "step marker, a busy Python thread, " + how,
+                         "unit": "ns/call, mean", "ns": sum(ts) / len(ts), "median_ns": ts[len(ts) // 2],
+                         "p90_ns": ts[len(ts) * 9 // 10], "calls": calls,
+                         "waited_1ms": sum(1 for v in ts if v >= 10 ** 6)})
+    finally:
+        stop.append(1)
+        t.join()
+    return rows[len(fns):]  # the second round of each: the first warms up
+
+
+def _empty():
+    pass
+
+
+def in_step(step, cands, steps):
+    """Each candidate called right after a training step, one a step in turn, timed alone (perf_counter: a
+    vDSO read): what it costs with the caches as the step leaves them (the companion's callbacks run
+    there), against its cost in a tight loop. The timer's own cost (an empty timed region, in turn with the
+    others) is taken off. ns: the mean; median_ns: the median."""
+    clock = time.perf_counter_ns
+    cands = [("(the timer)", None)] + list(cands)
+    got = [[] for _ in cands]
+    for i in range(steps):
+        step()
+        k = i % len(cands)
+        f = cands[k][1]
+        if f is None:
+            t0 = clock()
+            t1 = clock()
+        else:
+            t0 = clock()
+            f()
+            t1 = clock()
+        got[k].append(t1 - t0)
+    base = sorted(got[0])[len(got[0]) // 2]
+    rows = []
+    for (name, _), v in zip(cands[1:], got[1:]):
+        v = sorted(x - base for x in v)
+        rows.append({"case": "step_hooks_in_step", "piece": name, "unit": "ns/call after a step",
+                     "ns": sum(v) / len(v), "median_ns": v[len(v) // 2], "calls": len(v), "timer_ns": base})
+    return rows
+
+
+def direct(a, torch, hook, adapter, comp, opt, x, label, extra, step, mon, tool):
     """The companion's callbacks called directly, as torch calls them at each step, in tight loops: their
     own cost to ~0.1 us, which the paired blocks (the whole effect, caches included) cannot resolve on a
     noisy host. Steps counted here are taken back afterwards."""
@@ -372,8 +666,11 @@ def direct(a, torch, hook, adapter, comp, opt, x, label, extra):
     saved = (hook.step, list(adapter.steps), hook.started)
     due = adapter.counters
 
-    def one_step():  # what torch 2 calls at a step: pre hook, the model's forward pre hook, post hook
-        hook.pre_step(opt, (), {})
+    pre = hook.pre_handle is not None  # the pre hook gives way to the forward hook after the first steps
+
+    def one_step():  # what torch 2 calls at a step: (pre hook,) the model's forward pre hook, post hook
+        if pre:
+            hook.pre_step(opt, (), {})
         hook.pre_forward(None, (x,), {})
         hook.post_step(opt, (), {})
 
@@ -393,16 +690,25 @@ def direct(a, torch, hook, adapter, comp, opt, x, label, extra):
     h = hook.watch_forward(ident)
     hooked = timed(lambda: ident(x), n)
     h.remove()
+    ident_hooked = torch.nn.Identity()
+    h_cold = hook.watch_forward(ident_hooked)
     cases = [("callbacks of one step (counters sampled)", one_step),
              ("callbacks of one step (counters read every step)", forced),
              ("forward pre hook, same shapes", lambda: hook.pre_forward(None, (x,), {})),
              ("forward pre hook, new shapes", new_shapes),
-             ("step marker (ctypes + record)", extra["mark"]),
+             ("step marker, as the companion calls it (+ record)", extra["mark"]),
              ("counter read (memoryStats)", extra["memoryStats"])]
+    kerr = KeyError("not an OOM")
+    cases.append(("RAISE callback (on_raise), an exception that is not an OOM", lambda: comp.on_raise(None, 0, kerr)))
+    cases.append(("one Python call of an empty function", _empty))
+    cases.append(("post_step (the companion's work after a step)", lambda: hook.post_step(opt, (), {})))
     for name, fn in cases:
         rows.append({"case": "step_hooks_direct", "piece": name, "unit": "ns/call", "ns": timed(fn, n)})
     rows.append({"case": "step_hooks_direct", "piece": "nn.Module call through the forward pre hook path",
                  "unit": "ns/call", "ns": hooked - plain, "plain_call_ns": plain})
+    rows.append({"case": "step_hooks_direct", "piece": "nn.Module call, no hook", "unit": "ns/call", "ns": plain})
+    rows.append({"case": "step_hooks_direct", "piece": "nn.Module call through the forward pre hook path (the hook included)",
+                 "unit": "ns/call", "ns": hooked})
     hook.step, hook.started = saved[0], saved[2]
     adapter.steps.clear()
     adapter.steps.extend(saved[1])
@@ -410,6 +716,37 @@ def direct(a, torch, hook, adapter, comp, opt, x, label, extra):
     w("\n| direct call | ns |\n|---|---:|\n")
     for r in rows:
         w("| %s | %.0f |\n" % (r["piece"], r["ns"]))
+    for r in marker_with_thread(label, comp.mark_fn):
+        rows.append(r)
+        w("| %s | %.0f (median %.0f; %d of %d calls waited 1 ms or more) |\n" % (
+            r["piece"], r["ns"], r["median_ns"], r["waited_1ms"], r["calls"]))
+    cold = in_step(step, [("callbacks of one step (counters sampled)", one_step),
+                          ("forward pre hook, same shapes", lambda: hook.pre_forward(None, (x,), {})),
+                          ("post_step (the companion's work after a step)", lambda: hook.post_step(opt, (), {})),
+                          ("step marker, as the companion calls it (+ record)", extra["mark"]),
+                          ("RAISE callback (on_raise), an exception that is not an OOM", lambda: comp.on_raise(None, 0, kerr)),
+                          ("one Python call of an empty function", _empty),
+                          ("nn.Module call, no hook", lambda: ident(x)),
+                          ("nn.Module call through the forward pre hook path (the hook included)", lambda: ident_hooked(x))],
+                   a.cold_steps)
+    h_cold.remove()
+    hot = {r["piece"]: r["ns"] for r in rows}
+    w("\n| called right after a step (cold caches), %d steps | median ns | mean ns | timed directly (hot) | cold / hot |\n"
+      "|---|---:|---:|---:|---:|\n" % a.cold_steps)
+    for r in cold:
+        h = hot.get(r["piece"])
+        r["hot_ns"] = h
+        w("| %s | %.0f | %.0f | %s | %s |\n" % (r["piece"], r["median_ns"], r["ns"], "%.0f" % h if h else "",
+                                               "%.1f" % (r["median_ns"] / h) if h and h > 0 else ""))
+        rows.append(r)
+    hook.step, hook.started = saved[0], saved[2]
+    adapter.steps.clear()
+    adapter.steps.extend(saved[1])
+    rc = count_raises(step, mon, tool)
+    w("\nraises a step (%s): %.2f events, %.2f exceptions; %s\n" % (
+        rc["how"], rc["events_per_step"], rc["exceptions_per_step"],
+        ", ".join("%s x%d" % kv for kv in rc["where"].items()) or "none"))
+    rows.append(rc)
     return rows
 
 
@@ -417,13 +754,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cpu", action="store_true", help="Debian's CPU torch, no CUDA")
     ap.add_argument("--pure", action="store_true", help="sys.monitoring alone, no torch")
-    ap.add_argument("--blocks", type=int, default=150, help="paired blocks per piece (none and all: twice)")
+    ap.add_argument("--blocks", type=int, default=40, help="paired blocks per piece, but the next three")
+    ap.add_argument("--main-blocks", type=int, default=360,
+                    help="paired blocks of the pieces none (A/A) and all (the answer); before: half")
     ap.add_argument("--steps", type=int, default=8, help="steps per half block")
     ap.add_argument("--only", default="", help="comma-separated pieces")
     ap.add_argument("--calls", type=int, default=5000, help="calls per loop of the direct timings")
+    ap.add_argument("--cold-steps", type=int, default=1400,
+                    help="steps of the in-step timings (each followed by one call, in turn)")
     ap.add_argument("--stand-in-us", type=float, default=20.0,
                     help="--cpu: what the stand-in counter read costs (the H200's: ~20 us); 0: none")
+    ap.add_argument("--clock", choices=("wall", "thread"), default=None,
+                    help="what a step's time is: wall clock (default on the GPU) or the thread's CPU time "
+                         "(default with --cpu)")
     a = ap.parse_args()
+    if a.clock is None:
+        a.clock = "thread" if a.cpu else "wall"
     if a.pure:
         pure(a)
     else:

@@ -9,7 +9,7 @@ CPython the machine has, traced and untraced, and compares output and exit statu
                                       observer fires: the fatal framework-oom snapshot lists the probe
     companion_workload.py steps       a stand-in torch model and optimizer: 4 steps with inputs (2, 8), then
                                       a fifth with (64, 8) runs out; the allocator's counters are read at
-                                      step 1 only (the first read takes 50 ms, so the next is due in 50 s)
+                                      step 1 only (the first read takes 50 ms, so the next is due in 500 s)
 Prints the same lines whether traced or not; never looks at whether it is traced except through the
 public helper (oomtrace.active), whose answer it does not print."""
 import ctypes

@@ -363,6 +363,65 @@ except ZeroDivisionError:
 except RuntimeError:
     pass
 
+# 7b. Creation first, on every Python (issue 12, "Cost"): where each OOM class takes the wrapper, no
+# sys.monitoring tool is taken and no hook chained, so the program's other raises (about 3 in a PyTorch 2
+# step) call nothing of the companion; a class that refuses the wrapper falls back to RAISE events (3.12+),
+# before 3.12 to the uncaught hooks.
+import threading  # noqa: E402
+c, lib = companion()
+t = fakefw.fake_torch()
+mon = getattr(sys, "monitoring", None)
+saved_hooks = (sys.excepthook, threading.excepthook)
+try:
+    run_with({"torch": t}, c.scan)
+    seen = C.Companion.watch_exceptions(c, classes=c.attached["torch"].oom_classes())
+    expect(seen and not c.sees_raises, "a class that takes the wrapper is watched by its creation alone")
+    c.attached["torch"].raises_seen = seen
+    expect(mon is None or all(mon.get_tool(i) != "oomtrace" for i in range(6)), "no sys.monitoring tool taken")
+    expect((sys.excepthook, threading.excepthook) == saved_hooks, "no excepthook chained")
+    try:
+        raise t.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+    except RuntimeError:
+        pass
+    expect(len(lib.ooms) == 1 and lib.ooms[0][1] == 1 << 30, "its raise is seen")
+    got = C.Companion.watch_exceptions(c, classes=[ValueError])
+    if mon is not None:
+        expect(got and c.sees_raises and any(mon.get_tool(i) == "oomtrace" for i in range(6)),
+               "a class that refuses the wrapper: RAISE events")
+    else:
+        expect(not got and sys.excepthook is not saved_hooks[0], "a class that refuses the wrapper: the uncaught hook")
+finally:
+    sys.excepthook, threading.excepthook = saved_hooks
+    for i in range(6):
+        if mon is not None and mon.get_tool(i) == "oomtrace":
+            mon.set_events(i, 0)
+            mon.register_callback(i, mon.events.RAISE, None)
+            mon.free_tool_id(i)
+
+# 7c. The step marker, called at every optimizer step, keeps the GIL (a CDLL call gives it up and may wait a
+# switch interval to take it back from another Python thread); the snapshots' calls give it up. Companion()
+# binds the library's entry points: here, libc's strlen stands in for each.
+import ctypes  # noqa: E402
+bound = []
+real_bind = C._bind
+C._bind = lambda name, argtypes, keep_gil=False: bound.append((name, keep_gil)) or real_bind("strlen", argtypes, keep_gil)
+try:
+    comp = C.Companion()
+finally:
+    C._bind = real_bind
+expect(sorted(bound) == [("oomtrace_framework_oom", False), ("oomtrace_framework_state", False), ("oomtrace_mark", True)],
+       "entry points bound: %s" % bound)
+expect(comp.mark_fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI and not comp.state_fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI,
+       "the marker through PyDLL, the snapshots through CDLL")
+# The library puts its builtin marker into the module before _start (tests/sh/companion.sh): then it is the one.
+C._mark = len
+C._bind = lambda name, argtypes, keep_gil=False: real_bind("strlen", argtypes, keep_gil)
+try:
+    expect(C.Companion().mark_fn is len, "the library's builtin marker is used where it is given")
+finally:
+    del C._mark
+    C._bind = real_bind
+
 # 8. The step hook's per-step work stays cheap (issue 12, "Cost"): the allocator's counters are read only
 # once READ_SPACING times a read's cost has passed since the last read (a fake clock: each read costs 20 us,
 # a step 3 ms, as on the H200), the other steps' STEPS entries carry 0 and 0; every step still has its
@@ -374,8 +433,12 @@ clock = [10 ** 9]
 reads = []
 
 
+read_steps = []
+
+
 def counters(d):
     reads.append(clock[0])
+    read_steps.append(R._hook.step if R._hook is not None else 0)
     clock[0] += 20000
     return {"allocated_bytes": {"all": {"current": 3 * fakefw.MiB}}, "reserved_bytes": {"all": {"current": 8 * fakefw.MiB}}}
 
@@ -399,29 +462,31 @@ try:
             clock[0] += step_ns
             t.step_hooks[0](opt, (), {})
 
-    run(30, 3 * 10 ** 6)
-    expect(R._hook.step == 30 and len(lib.marks) == 30, "every step is counted and marked (%d, %d)" % (R._hook.step, len(lib.marks)))
-    expect(lib.marks[-1] == b"step 30 (32, 256)", "the marker's label: %r" % lib.marks[-1])
-    # 20 us x 1000 = 20 ms between reads: steps 1, 8, 15, 22, 29 of 3 ms each.
+    run(210, 3 * 10 ** 6)
+    expect(R._hook.step == 210 and len(lib.marks) == 210, "every step is counted and marked (%d, %d)" % (R._hook.step, len(lib.marks)))
+    expect(lib.marks[-1] == b"step 210 (32, 256)", "the marker's label: %r" % lib.marks[-1])
+    # 20 us x 10000 = 200 ms between reads: steps 1, 68, 135, 202 of 3 ms each (STEPS keeps the last 64).
+    expect(read_steps == [1, 68, 135, 202], "3 ms steps read the counters every 67th step: %s" % read_steps)
     steps = list(tt.steps)
     got = [s[0] for s in steps if s[2]]
-    expect(got == [1, 8, 15, 22, 29], "3 ms steps read the counters every 7th step: %s" % got)
+    expect(got == [202], "of the 64 steps kept, the one read carries the figures: %s" % got)
     expect(all(s[2:4] == (3 * fakefw.MiB, 8 * fakefw.MiB) for s in steps if s[2]) and
            all(s[2:4] == (0, 0) for s in steps if s[0] not in got), "read steps carry the figures, others 0 and 0")
     gaps = [b - a for a, b in zip(reads, reads[1:])]
-    expect(all(g >= 20000 * 1001 for g in gaps), "a read starts 1000 x its cost after the last one ended: %s" % gaps)
+    expect(all(g >= 20000 * 10001 for g in gaps) and all(g < 20000 * 10001 + 3 * 10 ** 6 for g in gaps),
+           "a read starts 10000 x its cost after the last one ended, at the first step after: %s" % gaps)
     expect(len(built) == 1, "the shapes' text is built once for unchanged shapes (%d)" % len(built))
     run(3, 3 * 10 ** 6, shape=(64, 256))
-    expect(len(built) == 2 and lib.marks[-1] == b"step 33 (64, 256)", "new shapes are seen: %r" % lib.marks[-1])
+    expect(len(built) == 2 and lib.marks[-1] == b"step 213 (64, 256)", "new shapes are seen: %r" % lib.marks[-1])
     # Long steps read at every step; one read stalled by the scheduler does not silence the next ones.
     del reads[:]
-    run(5, 50 * 10 ** 6)
-    expect(len(reads) == 5, "50 ms steps read the counters every step (%d)" % len(reads))
+    run(5, 250 * 10 ** 6)
+    expect(len(reads) == 5, "250 ms steps read the counters every step (%d)" % len(reads))
     t._C._cuda_memoryStats = lambda d: (clock.__setitem__(0, clock[0] + 5 * 10 ** 9), counters(d))[1]
-    run(1, 50 * 10 ** 6)
+    run(1, 250 * 10 ** 6)
     t._C._cuda_memoryStats = counters
     del reads[:]
-    run(2, 50 * 10 ** 6)
+    run(2, 250 * 10 ** 6)
     expect(len(reads) == 2, "after a read that stalled 5 s, the next steps still read (%d)" % len(reads))
     # Switched off: the callbacks return at once, nothing is counted or marked.
     n_marks, n_step = len(lib.marks), R._hook.step
@@ -443,6 +508,53 @@ finally:
     R._shape_text = shape_text
     sys.modules.pop("_oomtrace_roles", None)
     R._hook = None
+
+# 8b. The step pre hook gives way to the model's forward hook: once a step's forward was seen, torch calls
+# one companion callback less at every step (each costs microseconds with the step's caches cold); until
+# then (the first step: the model is found at its end) it stays. The statements are unchanged.
+class Registry:
+    def __init__(self):
+        self.pre, self.post, self.n = {}, {}, 0
+
+    def add(self, d, fn):
+        self.n += 1
+        d[self.n] = fn
+        k = self.n
+        return types.SimpleNamespace(remove=lambda: d.pop(k, None))
+
+
+reg = Registry()
+optmod = types.SimpleNamespace(register_optimizer_step_pre_hook=lambda fn: reg.add(reg.pre, fn),
+                               register_optimizer_step_post_hook=lambda fn: reg.add(reg.post, fn))
+t = fakefw.fake_torch()
+t.Tensor = type("Tensor", (), {"__init__": lambda self, shape: setattr(self, "shape", shape)})
+marked = []
+h = R._StepHook(t, lambda n, shapes: marked.append((n, shapes)))
+expect(h.register(optmod) and len(reg.pre) == 1 and len(reg.post) == 1, "pre and post hooks registered")
+opt = t.optim.Optimizer()
+h.watched = True  # the fake has no modules: as if the model were found at the first step's end
+h.roots = [lambda: None]
+
+
+def torch_step(forward):
+    if forward:
+        h.pre_forward(None, (t.Tensor((2, 8)),), {})
+    for fn in list(reg.pre.values()):
+        fn(opt, (), {})
+    expect(h.started, "a step under way after its forward or its optimizer's pre hook")
+    for fn in list(reg.post.values()):
+        fn(opt, (), {})
+
+
+torch_step(False)
+expect(len(reg.pre) == 1 and h.pre_handle is not None, "no forward seen yet: the pre hook stays")
+torch_step(True)
+expect(len(reg.pre) == 0 and h.pre_handle is None and len(reg.post) == 1, "a forward seen: the pre hook is gone")
+torch_step(True)
+expect(marked == [(1, ""), (2, "(2, 8)"), (3, "(2, 8)")], "every step still counted with its shapes: %s" % marked)
+h.unregister()
+h.register(optmod)
+expect(len(reg.pre) == 0 and len(reg.post) == 1, "registered again: the pre hook is not")
 
 # 5. Debian's torch (CPU), where installed: real objects, CUDA never initialized by us.
 try:

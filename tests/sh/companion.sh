@@ -81,7 +81,7 @@ for v in 9 10 11 12 13; do
         d["framework"]["records"][5]["stats"]["memory_fraction_limit_bytes"] == int(0.4 * (1 << 30)) and
         d["framework"]["records"][6]["settings"]["backend"] == "native"' || fail "3.$v: torch's fatal snapshot"
 
-    # The allocator's counters are read only every 1000 x a read's cost (the first read here takes 50 ms):
+    # The allocator's counters are read only every 10000 x a read's cost (the first read here takes 50 ms):
     # steps 2-4 carry none, and the statement about the inputs that changed says which step's they are.
     same "$py" steps "$d/steps"
     f=$(ls "$d/steps"/*-framework-oom.oomt 2>/dev/null) || fail "3.$v: steps: no fatal snapshot"
@@ -95,7 +95,20 @@ w = [x for x in json.load(sys.stdin)["why"] if x["kind"] == "step_inputs"][0]["n
 sys.exit(w != {"step": 5, "previous_step": 4, "previous_allocated_bytes": 3 << 20, "allocated_step": 1})' ||
         fail "3.$v: the inputs' statement's numbers"
 
-    # Before 3.12 only an uncaught exception is seen (sys.excepthook); this one is uncaught everywhere.
+    # Each optimizer step is marked through the library's builtin (lib/runtime/companion.c), not ctypes.
+    build/oomtrace-read --format json "$f" | python3 -c 'import json, sys
+sys.exit([m["label"] for m in json.load(sys.stdin)["markers"]] != ["step 1", "step 2 (2, 8)", "step 3 (2, 8)", "step 4 (2, 8)"])' ||
+        fail "3.$v: the steps' markers"
+    mkdir -p "$d/mark"
+    got=$(OOMTRACE_DIR="$d/mark" OOMTRACE_QUIET=1 LD_PRELOAD="$LIB" "$py" -c 'import ctypes, sys
+cuda = ctypes.CDLL("libcuda.so.1"); cuda.cuInit(0); p = ctypes.c_uint64()
+cuda.cuMemAlloc_v2(ctypes.byref(p), 1 << 20)
+for _ in range(1000): pass
+m = sys.modules["_oomtrace_companion"]._companion.mark_fn
+print(type(m).__name__, m(b"step 1"))' 2>&1)
+    [ "$got" = "builtin_function_or_method True" ] || fail "3.$v: the step marker is not the library's builtin: $got"
+
+    # CuPy imported after the companion started: its OutOfMemoryError, left uncaught, is seen (at its creation).
     same "$py" late-cupy "$d/late"
     f=$(ls "$d/late"/*-framework-oom.oomt 2>/dev/null) || fail "3.$v: cupy imported later: no fatal snapshot"
     check "$f" 'd["failure"]["requested"] == 1 << 30 and d["probes"] == [] and
