@@ -224,4 +224,21 @@ has "$T/b.txt" "was in use before this process allocated: \`nvidia-smi\`" "the b
 hasnt "$T/c.txt" "already in use before" "a process NVML lists alone"
 n=$((n + 1))
 
+# Walk 6, #4 and #1: one allocation is "1 allocation"; the failed request's stack gives its id, which the
+# statements naming its site cite ("(stack 3)"), in text, markdown and HTML.
+"$SNAPGEN" --trigger exit --live 1 --events 100 -o "$T/one.oomt" || fail "snapgen --live 1"
+"$READER" "$T/one.oomt" >"$T/one.txt" 2>&1 || fail "reading the one-allocation snapshot"
+grep -qxF "Top call sites live at the snapshot (device memory, all devices): 8.00 KiB in 1 allocation" "$T/one.txt" ||
+    fail "one live allocation: $(grep 'Top call sites live' "$T/one.txt")"
+hasnt "$T/one.txt" "in 1 allocations" "one live allocation"
+"$SNAPGEN" --trigger oom --events 100 -o "$T/fid.oomt" || fail "snapgen oom"
+id=$("$READER" --format json "$T/fid.oomt" | python3 -c 'import json,sys; print(json.load(sys.stdin)["failure"]["stack_id"])')
+"$READER" "$T/fid.oomt" >"$T/fid.txt" 2>&1
+"$READER" --format markdown "$T/fid.oomt" >"$T/fid.md" 2>&1
+"$READER" --format html "$T/fid.oomt" >"$T/fid.html" 2>&1
+has "$T/fid.txt" "  stack $id (innermost first):" "the failed request's stack id (text)"
+grep -q "^Allocated at \`.*\` (stack $id)$" "$T/fid.md" || fail "the failed request's stack id (markdown): $(grep '^Allocated at' "$T/fid.md")"
+grep -q "Allocated at <code>.*</code> (stack $id)</summary>" "$T/fid.html" || fail "the failed request's stack id (html)"
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

@@ -156,7 +156,7 @@ static void failure(struct hx *h, const struct ot_failure_words *w)
     char *fl = ot_lbl_failure(h->a, x->stack_id, h->o->top, H_NAME_MAX);
     h_cstr(f, fl ? fl : "?");
     free(fl);
-    fputs("</code></summary>", f);
+    fprintf(f, "</code> (stack %" PRIu64 ")</summary>", x->stack_id);
     stack_list(h, x->stack_id);
     fputs("</details></section>\n", f);
 }

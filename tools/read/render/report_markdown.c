@@ -55,7 +55,7 @@ static void failure(struct md *m, const struct ot_failure_words *w)
     char *fl = ot_lbl_failure(m->a, w->x->stack_id, m->o->top, MD_NAME_MAX);
     ot_md_code(f, ot_cstr(fl ? fl : "?"), 0, false);
     free(fl);
-    fputs("\n\n", f);
+    fprintf(f, " (stack %" PRIu64 ")\n\n", w->x->stack_id);
     struct ot_doc doc = {.f = f, .kind = OT_DOC_MARKDOWN};
     ot_fwview_failure_doc(&doc, m->a);
 }

@@ -181,7 +181,8 @@ static void failure(struct tx *t)
             fprintf(o, ": %s short", w.shortfall);
         fputc('\n', o);
     }
-    fputs("  stack (innermost first):\n", o);
+    /* Its id, as the statements that name the failed request's site give it ("(stack 3)"). */
+    fprintf(o, "  stack %" PRIu64 " (innermost first):\n", f->stack_id);
     put_stack(t, f->stack_id, "    ");
 }
 
@@ -358,7 +359,7 @@ static void peak_section(struct tx *t)
     fprintf(o, "\nTop call sites at the peak of %s: %s at %s (seq %" PRIu64 ")", dev_name(dn, p->device),
             ot_fmt_bytes(b1, p->bytes), reltime(tb, t->s, p->time_ns), p->seq);
     if (p->has_sites)
-        fprintf(o, ", %s allocations\n", ot_fmt_count(b2, p->sites.count));
+        fprintf(o, ", %s allocation%s\n", ot_fmt_count(b2, p->sites.count), p->sites.count == 1 ? "" : "s");
     else
         fputs("\n", o);
     if (!p->has_sites) {
@@ -382,8 +383,9 @@ static void failure_section(struct tx *t)
     const struct ot_analysis *a = t->a;
     FILE *o = t->f;
     char b1[32], b2[32], dn[32];
-    fprintf(o, "\nTop call sites at the failure on %s (live when the allocation failed): %s in %s allocations\n",
-            dev_name(dn, a->failure_device), ot_fmt_bytes(b1, a->at_failure.bytes), ot_fmt_count(b2, a->at_failure.count));
+    fprintf(o, "\nTop call sites at the failure on %s (live when the allocation failed): %s in %s allocation%s\n",
+            dev_name(dn, a->failure_device), ot_fmt_bytes(b1, a->at_failure.bytes), ot_fmt_count(b2, a->at_failure.count),
+            a->at_failure.count == 1 ? "" : "s");
     ot_text_site_table(t->f, a, t->o, &a->at_failure, a->at_failure.bytes, "live", true);
     markers_before(t, t->s->failure.seq, "the failure");
 }
@@ -397,8 +399,8 @@ static void live_section(struct tx *t)
         fputs("\nLive at snapshot: unknown (the snapshot does not record its live set)\n", o);
         return;
     }
-    fprintf(o, "\nTop call sites live at the snapshot (device memory, all devices): %s in %s allocations\n",
-            ot_fmt_bytes(b1, a->live.bytes), ot_fmt_count(b2, a->live.count));
+    fprintf(o, "\nTop call sites live at the snapshot (device memory, all devices): %s in %s allocation%s\n",
+            ot_fmt_bytes(b1, a->live.bytes), ot_fmt_count(b2, a->live.count), a->live.count == 1 ? "" : "s");
     ot_text_site_table(t->f, a, t->o, &a->live, a->live.bytes, "live", true);
 }
 
