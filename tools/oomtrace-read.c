@@ -390,8 +390,10 @@ int main(int argc, char **argv)
         die("--diff %s needs the new snapshot after it (usage: oomtrace-read --diff BASE NEW)", diff_base);
     if (optind >= argc)
         die("no snapshot file given (usage: oomtrace-read [OPTIONS] SNAPSHOT; see --help)");
+    if (argc - optind > 1 && diff_base)
+        die("--diff takes BASE and NEW, got %d snapshots (usage: oomtrace-read --diff BASE NEW)", argc - optind + 1);
     if (argc - optind > 1)
-        die("one snapshot at a time, got %d files", argc - optind);
+        die("one snapshot (or run directory) at a time, got %d (usage: oomtrace-read [OPTIONS] SNAPSHOT)", argc - optind);
     const char *path = argv[optind];
     ro.path = path;
     const char *inputs[] = {path, diff_base, gate.baseline};

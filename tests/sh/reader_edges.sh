@@ -31,6 +31,11 @@ fi
 "$READER" --diff "$oom" >/dev/null 2>"$work/diff.err"
 [ $? -eq 2 ] || fail "--diff with one file: status"
 grep -q -- "--diff .* needs the new snapshot" "$work/diff.err" || fail "--diff with one file: $(cat "$work/diff.err")"
+# Walk 6, #11: --diff with three files counts what --diff was given, not "got 2 files".
+"$READER" --diff "$oom" "$oom" "$oom" >/dev/null 2>"$work/diff3.err"
+[ $? -eq 2 ] || fail "--diff with three files: status"
+grep -qx -- "oomtrace-read: --diff takes BASE and NEW, got 3 snapshots (usage: oomtrace-read --diff BASE NEW)" "$work/diff3.err" ||
+    fail "--diff with three files: $(cat "$work/diff3.err")"
 
 # A directory that `oomtrace run --dir D` wrote into holds run-* directories, no snapshot: the line names
 # them and the latest, for the `--dir D` user who reads D; the gate's baseline says the same.
