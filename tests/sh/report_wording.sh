@@ -14,7 +14,7 @@ for f in "$READER" "$SNAPGEN" "$LIB" "$WORK" "$ROOT/build/fake/libcuda.so.1"; do
 done
 fail() { echo "report_wording: FAIL: $*"; exit 1; }
 T=$(mktemp -d /tmp/oomtrace-wording.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
 # traced DIR [VAR=VALUE...] PROGRAM ARGS: one run under the tracer on a 1 GiB simulated device.
 traced() {
     dir=$1
@@ -239,6 +239,21 @@ id=$("$READER" --format json "$T/fid.oomt" | python3 -c 'import json,sys; print(
 has "$T/fid.txt" "  stack $id (innermost first):" "the failed request's stack id (text)"
 grep -q "^Allocated at \`.*\` (stack $id)$" "$T/fid.md" || fail "the failed request's stack id (markdown): $(grep '^Allocated at' "$T/fid.md")"
 grep -q "Allocated at <code>.*</code> (stack $id)</summary>" "$T/fid.html" || fail "the failed request's stack id (html)"
+n=$((n + 1))
+
+# Walk 6, #22 and #23: one program from two checkouts (its file in two directories) pairs site by site in
+# --diff, and a row told apart by its caller names that caller once ("← …"), not also as "called from".
+for v in v1 v2; do
+    mkdir -p "$T/$v"
+    cp tests/py/diff_checkout.py "$T/$v/train.py"
+done
+traced "$T/d1" OOMTRACE_DUMP=exit OOMTRACE_TESTS_PY="$ROOT/tests/py" DIFF_MIB=64 python3 "$T/v1/train.py"
+traced "$T/d2" OOMTRACE_DUMP=exit OOMTRACE_TESTS_PY="$ROOT/tests/py" DIFF_MIB=96 python3 "$T/v2/train.py"
+"$READER" --diff "$T"/d1/*.oomt "$T"/d2/*.oomt >"$T/diff.txt" 2>&1 || fail "--diff across checkouts: exit $?"
+has "$T/diff.txt" "+32.0 MiB: 64.0 MiB in 1 -> 96.0 MiB in 1: train.py:17 in grab ← … ← train.py:27 in main (new stack" \
+    "the first layer's site paired across the two checkouts"
+hasnt "$T/diff.txt" "absent" "a site found on one side only across two checkouts"
+hasnt "$T/diff.txt" "called from" "a caller named twice"
 n=$((n + 1))
 
 echo "report_wording: ok ($n checks)"

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "analyze/stackview.h"
+#include "analyze/userline.h"
 
 /* The name a native frame is matched by: the dump-time (dladdr) name, else the outermost function name
  * debug info gives for the same address. */
@@ -47,7 +48,9 @@ static char *make_key(struct dside *d, uint64_t stack_id, bool lines, bool nativ
                 fputs("P\x1f", m);
                 key_put(m, fr->function);
                 fputc('\x1f', m);
-                key_put(m, fr->file);
+                /* The file as the reports spell it (its package path, else its base name): the same program
+                 * from two checkouts, two CI workspaces or a laptop and a cluster differs in the directory. */
+                key_put(m, ot_site_file(fr->file));
                 fprintf(m, "\x1f%" PRIu64, lines && fr->has_line ? fr->line : 0);
             } else {
                 fputs("N\x1f", m);

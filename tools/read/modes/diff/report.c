@@ -107,7 +107,8 @@ int ot_diff_text(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const s
         int s = ot_diff_show_side(r);
         struct ot_stack_info si;
         ot_stack_info(d.side[s].l->res, &d.side[s].l->snap, r->stack[s], &si);
-        ot_put_headline(f, &si, true);
+        /* A row told apart by a caller names it once, as the site tables do ("f ← g"), not also as "called from". */
+        ot_put_headline(f, &si, !d.part[i].frame);
         ot_put_parting(f, &d.part[i]);
         fprintf(f, " (%s stack %" PRIu64 "%s)\n", s ? "new" : "base", r->stack[s], ot_diff_matched_note(r));
         if (o->native || !ot_put_stack_python_first(f, d.side[s].l->res, &d.side[s].l->snap, r->stack[s], "        ", o->frames))
@@ -212,7 +213,7 @@ int ot_diff_doc(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const st
         int sd = ot_diff_show_side(r);
         struct ot_stack_info si;
         ot_stack_info(d.side[sd].l->res, &d.side[sd].l->snap, r->stack[sd], &si);
-        char *hl = ot_headline_str(&si, true), *pt = ot_parting_str(&d.part[i]);
+        char *hl = ot_headline_str(&si, !d.part[i].frame), *pt = ot_parting_str(&d.part[i]);
         ot_doc_cell(&o);
         char *both = NULL;
         if (asprintf(&both, "%s%s", hl ? hl : "?", pt ? pt : "") < 0)
