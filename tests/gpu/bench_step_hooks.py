@@ -15,7 +15,7 @@ The companion is the real one, attached by the tracer: its hooks are found in sy
 events through a sys.monitoring tool of the benchmark's with the companion's callback), never by editing torch.
 
   GPU (the step of tests/gpu/bench_alloc_pair.py, traced, companion attached; about 2 minutes on one H200):
-    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync OOMTRACE_QUIET=1 OOMTRACE_DIR=$OUT/snap \\
+    mkdir -p $OUT/snap; PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync OOMTRACE_QUIET=1 OOMTRACE_DIR=$OUT/snap \\
         LD_PRELOAD=$PWD/build/liboomtrace.so LD_LIBRARY_PATH=$PWD/.carry/lib taskset -c 4-7 \\
         python3 tests/gpu/bench_step_hooks.py >$OUT/hooks.jsonl 2>$OUT/hooks.txt; cat $OUT/hooks.txt
   CPU (Debian's torch 1.13, which has no global step hook: the benchmark registers the companion's hooks
