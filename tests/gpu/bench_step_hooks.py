@@ -539,12 +539,12 @@ def count_raises(step, mon, tool, steps=20):
     what the companion's callback received) and the distinct exceptions, with the places that raise most."""
     import collections
     where = collections.Counter()
-    ids = set()
+    ids = {}  # id -> the exception, kept while counting: a freed one's id comes back
     events = [0]
     if mon is not None and tool is not None:
         def on(code, offset, exc):
             events[0] += 1
-            ids.add(id(exc))
+            ids[id(exc)] = exc
             where["%s %s:%s" % (type(exc).__name__, os.path.basename(code.co_filename), code.co_name)] += 1
         prev = mon.get_events(tool)
         prev_cb = mon.register_callback(tool, mon.events.RAISE, on)
@@ -560,7 +560,7 @@ def count_raises(step, mon, tool, steps=20):
         def tracer(frame, event, arg):  # 'exception' events: one per frame; the raising frame has no tb_next
             if event == "exception":
                 events[0] += 1
-                ids.add(id(arg[1]))
+                ids[id(arg[1])] = arg[1]
                 if arg[2] is not None and arg[2].tb_next is None:
                     where["%s %s:%s" % (type(arg[1]).__name__, os.path.basename(frame.f_code.co_filename),
                                         frame.f_code.co_name)] += 1
@@ -572,8 +572,10 @@ def count_raises(step, mon, tool, steps=20):
         finally:
             sys.settrace(None)
         how = "sys.settrace exception events"
+    n = len(ids)
+    ids.clear()
     return {"case": "step_hooks_raises", "piece": "raises a step", "unit": "per step", "how": how,
-            "events_per_step": events[0] / steps, "exceptions_per_step": len(ids) / steps,
+            "events_per_step": events[0] / steps, "exceptions_per_step": n / steps,
             "where": dict(where.most_common(8))}
 
 
