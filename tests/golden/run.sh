@@ -236,6 +236,23 @@ g = [w for w in r["why"] if w["kind"] == "growing_site"][0]["numbers"]
 assert g["frees_in_ring"] == 0 and g["allocator_on_stack"] == 0, g
 assert [x["kind"] for x in r["what_to_try"]][:1] == ["leak"], r["what_to_try"]
 ' || { echo "golden: the C leak between markers in JSON"; fail=1; }
+# Memory freed into a stream-ordered pool and kept there (a C program, no framework): its row is named for the
+# pools, not "framework cache", and it is not counted again as unaccounted (walk 6, #2).
+check cache-pool.txt text "$READER" --top 2 --frames 3 "$TMP"/pool/*.oomt
+"$READER" --format json "$TMP"/pool/*.oomt | python3 -c '
+import json, sys
+MiB = 2**20
+r = json.load(sys.stdin)
+now = {x["category"]: x for x in r["breakdown"]["now"]["rows"]}
+assert now["framework_cache"]["bytes"] == 384 * MiB, now["framework_cache"]
+assert now["framework_cache"]["name"] == "stream-ordered pools (reserved, not allocated)", now["framework_cache"]
+assert now["context_untracked"]["bytes"] == 0, now["context_untracked"]
+' || { echo "golden: the pool case in JSON"; fail=1; }
+for fmt in markdown html; do
+    "$READER" --format $fmt "$TMP"/pool/*.oomt >"$OUT/pool.$fmt" 2>&1
+    grep -q "stream-ordered pools (reserved, not allocated)" "$OUT/pool.$fmt" && ! grep -q "framework cache" "$OUT/pool.$fmt" ||
+        { echo "golden: the pool case's $fmt breakdown names a framework cache"; fail=1; }
+done
 
 # The other output formats, when this reader has them: folded and markdown against golden files, html
 # and memviz by their structure.

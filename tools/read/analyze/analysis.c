@@ -49,7 +49,9 @@ void ot_untracked_of(const struct ot_snapshot *s, const struct snap_device *d, s
     if (!u->known)
         return;
     u->used = d->total_bytes - d->free_bytes;
-    u->explained = ot_sat_add(ot_sat_add(u->baseline, u->tracked), u->others);
+    struct ot_pool_totals pt = ot_pools_of(s, d->ordinal);
+    u->pooled = pt.reserved_bytes > pt.used_bytes ? pt.reserved_bytes - pt.used_bytes : 0;
+    u->explained = ot_sat_add(ot_sat_add(ot_sat_add(u->baseline, u->tracked), u->others), u->pooled);
     u->bytes = u->used >= u->explained ? (int64_t)(u->used - u->explained) : -(int64_t)(u->explained - u->used);
 }
 

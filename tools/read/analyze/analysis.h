@@ -70,13 +70,14 @@ struct ot_pool_totals ot_pools_of(const struct ot_snapshot *s, int64_t device);
 
 /* Device memory this process's allocation calls do not explain, one formula for every report:
  * used (cuMemGetInfo: total - free) - baseline (used before the first allocation, when measured) -
- * tracked (DEVICES) - other processes (NVML). known: cuMemGetInfo was available. bytes may be below
- * zero (the baseline overlaps the other processes' usage, or was partly released since). */
+ * tracked (DEVICES) - other processes (NVML) - what the stream-ordered pools reserve beyond their
+ * allocations (POOLS: freed into a pool, kept from the device, and seen). known: cuMemGetInfo was available.
+ * bytes may be below zero (the baseline overlaps the other processes' usage, or was partly released since). */
 struct ot_untracked {
     bool known, has_baseline;
-    uint64_t used, baseline, tracked, others;
+    uint64_t used, baseline, tracked, others, pooled;
     size_t nothers;
-    uint64_t explained; /* baseline + tracked + others */
+    uint64_t explained; /* baseline + tracked + others + pooled */
     int64_t bytes;
 };
 void ot_untracked_of(const struct ot_snapshot *s, const struct snap_device *d, struct ot_untracked *u);

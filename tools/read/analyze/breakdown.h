@@ -27,8 +27,11 @@ enum ot_bd_row {
     OT_BD_NROWS
 };
 
-/* Row names as reports print them ("optimizer state"), and as JSON keys ("optimizer_state"). */
-const char *ot_bd_row_name(enum ot_bd_row r);
+/* Row names as reports print them ("optimizer state"), and as JSON keys ("optimizer_state"). A breakdown's
+ * own names: its cache row, when all of it sits in the driver's stream-ordered pools, is named for them, not
+ * for a framework (a C program's cuMemFreeAsync'd memory is no framework's cache). */
+struct ot_breakdown;
+const char *ot_bd_row_name(const struct ot_breakdown *b, enum ot_bd_row r);
 const char *ot_bd_row_key(enum ot_bd_row r);
 
 #define OT_BD_MAX_PARTS 12
@@ -64,6 +67,7 @@ struct ot_breakdown {
     bool identity;       /* the snapshot carried the framework's roles */
     bool framework_seen; /* a framework (PyTorch, CuPy, JAX) is on a stack the rows were inferred from: a
                           * program with none (C, raw driver calls) is never told of tensors' roles */
+    bool cache_is_pools; /* the cache row is only the stream-ordered pools' reserved beyond used */
     struct ot_bd_moment now, peak;
     char *owned;         /* a copy's own label bytes (ot_breakdown_copy); NULL in a built one */
 };

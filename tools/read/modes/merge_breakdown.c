@@ -42,7 +42,7 @@ void merge_text_breakdowns(FILE *f, const struct run *u)
                 continue;
             if (r <= OT_BD_WORKSPACES)
                 own += b->bytes[r];
-            fprintf(f, "%s%s%s %s", sep, ot_bd_row_name((enum ot_bd_row)r), b->inferred[r] ? " (inferred)" : "",
+            fprintf(f, "%s%s%s %s", sep, ot_bd_row_name(bd, (enum ot_bd_row)r), b->inferred[r] ? " (inferred)" : "",
                     ot_fmt_bytes(b1, b->bytes[r]));
             if (b->whole)
                 fprintf(f, " %.1f%%", 100.0 * (double)b->bytes[r] / (double)b->whole);

@@ -36,7 +36,7 @@ void ot_bd_table(struct ot_doc *d, const struct ot_breakdown *b)
         ot_doc_row(d);
         ot_doc_cell(d);
         ot_doc_swatch(d, sw);
-        ot_doc_printf(d, "%s%s", ot_bd_row_name((enum ot_bd_row)r),
+        ot_doc_printf(d, "%s%s", ot_bd_row_name(b, (enum ot_bd_row)r),
                       b->now.inferred[r] || b->peak.inferred[r] ? " (inferred)" : "");
         ot_doc_cell_end(d);
         cells(d, &b->now, (enum ot_bd_row)r, b->now.bytes[r]);

@@ -28,7 +28,8 @@ static double pct(uint64_t part, uint64_t whole)
 }
 
 /* One moment as a stacked bar: each measured category's share of the moment's whole. */
-static void bd_bar(FILE *f, const struct ot_bd_moment *m, const char *moment, const char *title)
+static void bd_bar(FILE *f, const struct ot_breakdown *bd, const struct ot_bd_moment *m, const char *moment,
+                   const char *title)
 {
     char b[32];
     fprintf(f, "<div class=\"bdrow\" data-moment=\"%s\"><div class=\"bdname\">%s<br><b>%s</b></div><div class=\"bdbar\">",
@@ -42,7 +43,7 @@ static void bd_bar(FILE *f, const struct ot_bd_moment *m, const char *moment, co
             w = left;
         left -= w;
         fprintf(f, "<i class=\"bd%d\" style=\"width:%.3f%%\" title=\"%s%s: %s, %.1f%%\">", r, w,
-                ot_bd_row_name((enum ot_bd_row)r), m->inferred[r] ? " (inferred)" : "", ot_fmt_bytes(b, m->bytes[r]),
+                ot_bd_row_name(bd, (enum ot_bd_row)r), m->inferred[r] ? " (inferred)" : "", ot_fmt_bytes(b, m->bytes[r]),
                 pct(m->bytes[r], m->whole));
         if (w >= BD_LABEL_MIN_PCT)
             fprintf(f, "<span>%.0f%%</span>", pct(m->bytes[r], m->whole));
@@ -67,9 +68,9 @@ void h_breakdown_section(struct hx *h)
               f);
     fputs("</small></h2>\n<div class=\"bd\">\n", f);
     if (b->now.known)
-        bd_bar(f, &b->now, b->at_failure ? "failure" : "snapshot", b->at_failure ? "At the failure" : "At the snapshot");
+        bd_bar(f, b, &b->now, b->at_failure ? "failure" : "snapshot", b->at_failure ? "At the failure" : "At the snapshot");
     if (b->peak.known)
-        bd_bar(f, &b->peak, "peak", "At the peak");
+        bd_bar(f, b, &b->peak, "peak", "At the peak");
     fputs("</div>\n", f);
     struct ot_doc d = {.f = f, .kind = OT_DOC_HTML, .table_class = "bdleg"};
     ot_bd_table(&d, b);

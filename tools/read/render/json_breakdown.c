@@ -2,7 +2,7 @@
  * view of a run (each rank's) both write it. */
 #include "render/json_breakdown.h"
 
-static void bd_moment(struct ot_json *j, const char *key, const struct ot_bd_moment *m)
+static void bd_moment(struct ot_json *j, const char *key, const struct ot_breakdown *b, const struct ot_bd_moment *m)
 {
     if (!m->known) {
         ot_json_null(j, key);
@@ -14,6 +14,7 @@ static void bd_moment(struct ot_json *j, const char *key, const struct ot_bd_mom
     for (int r = 0; r < OT_BD_NROWS; r++) {
         ot_json_obj(j, NULL);
         ot_json_cstr(j, "category", ot_bd_row_key((enum ot_bd_row)r));
+        ot_json_cstr(j, "name", ot_bd_row_name(b, (enum ot_bd_row)r));
         ot_json_u64_or_null(j, "bytes", m->measured[r], m->bytes[r]);
         ot_json_u64(j, "inferred_bytes", m->inferred[r]);
         ot_json_arr(j, "parts");
@@ -43,7 +44,7 @@ void ot_json_breakdown(struct ot_json *j, const char *key, const struct ot_break
     ot_json_cstr(j, "first_moment", b->at_failure ? "failure" : "snapshot");
     ot_json_bool(j, "identity", b->identity);
     ot_json_bool(j, "framework_on_stacks", b->framework_seen);
-    bd_moment(j, "now", &b->now);
-    bd_moment(j, "peak", &b->peak);
+    bd_moment(j, "now", b, &b->now);
+    bd_moment(j, "peak", b, &b->peak);
     ot_json_obj_end(j);
 }

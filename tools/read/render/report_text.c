@@ -222,7 +222,7 @@ static void breakdown(struct tx *t)
             continue;
         bool inferred = b->now.inferred[r] || b->peak.inferred[r];
         char name[64];
-        snprintf(name, sizeof(name), "%s%s", ot_bd_row_name((enum ot_bd_row)r), inferred ? " (inferred)" : "");
+        snprintf(name, sizeof(name), "%s%s", ot_bd_row_name(b, (enum ot_bd_row)r), inferred ? " (inferred)" : "");
         fprintf(o, "  %-46s", name);
         bd_cell(o, &b->now, (enum ot_bd_row)r, b->now.bytes[r]);
         bd_cell(o, &b->peak, (enum ot_bd_row)r, b->peak.bytes[r]);
@@ -288,8 +288,9 @@ static void device_block(struct tx *t, const struct snap_device *d)
     struct ot_untracked u;
     ot_untracked_of(s, d, &u);
     if (u.known && u.used > u.explained)
-        fprintf(o, "    unaccounted %s: used minus tracked%s%s (CUDA context growth, allocations oomtrace cannot see)\n",
-                ot_fmt_bytes(b1, u.used - u.explained), baseline ? ", baseline" : "", nother ? ", other processes" : "");
+        fprintf(o, "    unaccounted %s: used minus tracked%s%s%s (CUDA context growth, allocations oomtrace cannot see)\n",
+                ot_fmt_bytes(b1, u.used - u.explained), baseline ? ", baseline" : "", nother ? ", other processes" : "",
+                u.pooled ? ", the pools' idle memory" : "");
     struct ot_pool_totals pt = ot_pools_of(s, d->ordinal);
     if (pt.count)
         fprintf(o, "    pools: %zu, reserved %s, used %s (cuMemPoolGetAttribute; pool memory is shown apart from live allocations)\n",

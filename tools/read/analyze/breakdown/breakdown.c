@@ -26,8 +26,10 @@ static const struct {
     [OT_BD_OTHERS] = {"other processes", "other_processes"},
 };
 
-const char *ot_bd_row_name(enum ot_bd_row r)
+const char *ot_bd_row_name(const struct ot_breakdown *b, enum ot_bd_row r)
 {
+    if (r == OT_BD_CACHE && b && b->cache_is_pools)
+        return "stream-ordered pools (reserved, not allocated)";
     return r < OT_BD_NROWS ? rows[r].name : "unknown";
 }
 
@@ -345,8 +347,12 @@ static void add_outside(const struct ot_analysis *a, struct ot_bd_moment *m, int
     const struct ot_snapshot *s = a->s;
     struct ot_pool_totals pt = ot_pools_of(s, device);
     uint64_t pooled = pt.reserved_bytes > pt.used_bytes ? pt.reserved_bytes - pt.used_bytes : 0;
-    if (pt.count)
+    if (pt.count) {
+        /* Beside a framework's own cache, the pools' part is named (alone, the row is named for them). */
+        if (m->bytes[OT_BD_CACHE] && pooled)
+            ot_bd_add_part(m, OT_BD_CACHE, ot_cstr("stream-ordered pools"), pooled);
         add_row(m, OT_BD_CACHE, pooled, false);
+    }
     size_t nother = 0;
     uint64_t others = ot_other_process_bytes(s, device, &nother);
     if (s->has_processes)
@@ -459,7 +465,9 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
         split_pools(s, &out->now, out->device);
         if (rc == 0)
             rc = ot_bd_site_parts(g.a, g.ids, g.n, &out->now, &sb_now);
+        uint64_t before = out->now.bytes[OT_BD_CACHE];
         add_outside(a, &out->now, out->device);
+        out->cache_is_pools = !before && out->now.bytes[OT_BD_CACHE];
         finish(&out->now);
     }
     const struct ot_peak_view *p = a->peak;

@@ -78,14 +78,20 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     for (size_t i = 0; i < s->nprocesses; i++)
         if (s->processes[i].device == dev && s->processes[i].pid == s->meta.pid)
             self_used = s->processes[i].used_bytes;
+    /* What the stream-ordered pools keep beyond their allocations is in NVML's figure and in the device's
+     * used memory, and oomtrace saw it (POOLS): it is not untracked. */
+    struct ot_pool_totals pt = ot_pools_of(s, dev);
+    uint64_t pooled = pt.reserved_bytes > pt.used_bytes ? pt.reserved_bytes - pt.used_bytes : 0;
     if (mi && self_used) {
-        uint64_t used = d->total_bytes - d->free_bytes;
-        fprintf(b.f, "; the device used %s; NVML counts %s for this process, so untracked in this process "
-                "(context, modules, memory no allocation call explains) = %s%s", why_bytes(b1, used), why_bytes(b2, self_used),
-                self_used >= tracked ? "" : "-", why_bytes(b3, self_used >= tracked ? self_used - tracked : tracked - self_used));
+        uint64_t used = d->total_bytes - d->free_bytes, mine = ot_sat_add(tracked, pooled);
+        fprintf(b.f, "; the device used %s; NVML counts %s for this process", why_bytes(b1, used), why_bytes(b2, self_used));
+        if (pooled)
+            fprintf(b.f, ", %s of it idle in its stream-ordered pools", why_bytes(b1, pooled));
+        fprintf(b.f, ", so untracked in this process (context, modules, memory no allocation call explains) = %s%s",
+                self_used >= mine ? "" : "-", why_bytes(b3, self_used >= mine ? self_used - mine : mine - self_used));
         why_num_u(&b, "used_bytes", used);
         why_num_u(&b, "self_nvml_bytes", self_used);
-        why_num_i(&b, "untracked_bytes", self_used >= tracked ? (int64_t)(self_used - tracked) : -(int64_t)(tracked - self_used));
+        why_num_i(&b, "untracked_bytes", self_used >= mine ? (int64_t)(self_used - mine) : -(int64_t)(mine - self_used));
     } else if (mi) {
         struct ot_untracked u;
         ot_untracked_of(s, d, &u);
@@ -94,15 +100,15 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         if (bl)
             fprintf(b.f, ", %s of it before this process's first allocation (baseline)", why_bytes(b2, base));
         if (used >= known)
-            fprintf(b.f, "; untracked in this process = used - %stracked - others = %s", bl ? "baseline - " : "",
-                    why_bytes(b3, used - known));
+            fprintf(b.f, "; untracked in this process = used - %stracked - others%s = %s", bl ? "baseline - " : "",
+                    pooled ? " - the pools' idle memory" : "", why_bytes(b3, used - known));
         else
         {
             uint64_t wo = ot_sat_add(tracked, other);
-            fprintf(b.f, "; untracked in this process = used - %stracked - others = -%s, below zero: the baseline, measured"
+            fprintf(b.f, "; untracked in this process = used - %stracked - others%s = -%s, below zero: the baseline, measured"
                     " before this process's first allocation, overlaps the other processes' usage or was partly released"
                     " since; used - tracked - others = %s%s",
-                    bl ? "baseline - " : "", why_bytes(b4, known - used), used >= wo ? "" : "-",
+                    bl ? "baseline - " : "", pooled ? " - the pools' idle memory" : "", why_bytes(b4, known - used), used >= wo ? "" : "-",
                     why_bytes(b3, used >= wo ? used - wo : wo - used));
             why_num_i(&b, "used_minus_tracked_minus_others_bytes", used >= wo ? (int64_t)(used - wo) : -(int64_t)(wo - used));
         }
@@ -117,6 +123,8 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
                {"largest_other_bytes", top_bytes});
     if (d)
         why_num_u(&b, "tracked_bytes", tracked);
+    if (pooled)
+        why_num_u(&b, "pooled_bytes", pooled);
     why_item_end(&b);
 }
 
