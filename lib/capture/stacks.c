@@ -152,6 +152,7 @@ static uint32_t intern(const uint64_t *f, int n, unsigned flags)
         capframes = nc;
     }
     uint32_t id = nentries++;
+    OT_STAGE_STACKS(nentries);
     entries[id] = (struct entry){.hash = h, .off = nframes, .n = (uint32_t)n, .flags = flags};
     memcpy(&frames[nframes], f, (size_t)n * sizeof *f);
     nframes += (uint64_t)n;

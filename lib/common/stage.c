@@ -1,6 +1,5 @@
 /* The stage build's counters and its one line at exit (stage.h). Empty in the normal build. */
 #include "common/stage.h"
-#include "capture/stacks.h" /* the distinct stacks interned: a cache that changed a stack would add some */
 
 #ifdef OT_STAGE_CYCLES
 #include <stdio.h>
@@ -33,6 +32,13 @@ void ot_stage_cache(enum ot_cache c, int hit)
 void ot_stage_events(int alloc)
 {
     __atomic_add_fetch(&events[alloc != 0], 1, __ATOMIC_RELAXED);
+}
+
+/* Set by the stack table (capture sits above common): a cache that changed a stack would add some */
+static uint32_t nstacks = 1;
+void ot_stage_stacks(uint32_t n)
+{
+    __atomic_store_n(&nstacks, n, __ATOMIC_RELAXED);
 }
 
 static uint64_t mono(void)
@@ -80,7 +86,7 @@ __attribute__((destructor)) static void stage_report(void)
                      "OOMTRACE_STAGES {\"pid\": %d, \"allocs\": %llu, \"frees\": %llu, \"ns_per_cycle\": %.6f, "
                      "\"rate_from\": \"%s\", \"probe_cycles\": %llu, \"stacks\": %u, \"stages\": {",
                      (int)getpid(), (unsigned long long)events[1], (unsigned long long)events[0], ns_per_cycle,
-                     rate, (unsigned long long)probe, ot_stack_count() - 1);
+                     rate, (unsigned long long)probe, __atomic_load_n(&nstacks, __ATOMIC_RELAXED) - 1);
     uint64_t nested = 0; /* probes inside hooks: every stage but the hook and the free's driver call */
     for (int s = 0; s < OT_ST_N && n < (int)sizeof line; s++) {
         n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\": {\"calls\": %llu, \"cycles\": %llu, \"ns\": %.0f}",

@@ -57,11 +57,13 @@ static inline uint64_t ot_stage_tsc(void)
 void ot_stage_add(enum ot_stage s, uint64_t cycles);
 void ot_stage_cache(enum ot_cache c, int hit);
 void ot_stage_events(int alloc); /* one event recorded: an allocation (1) or a free (0) */
+void ot_stage_stacks(uint32_t n); /* the stack table now holds n distinct stacks */
 extern __thread uint64_t ot_stage_hook_t0;
 #define OT_STAGE_BEGIN(v) const uint64_t v = ot_stage_tsc()
 #define OT_STAGE_END(s, v) ot_stage_add((s), ot_stage_tsc() - (v))
 #define OT_STAGE_CACHE(c, hit) ot_stage_cache((c), (hit))
 #define OT_STAGE_EVENT(alloc) ot_stage_events(alloc)
+#define OT_STAGE_STACKS(n) ot_stage_stacks(n)
 #define OT_STAGE_HOOK_IN() (ot_stage_hook_t0 = ot_stage_tsc())
 #define OT_STAGE_HOOK_OUT() ot_stage_add(OT_ST_HOOK, ot_stage_tsc() - ot_stage_hook_t0)
 /* expr's value, with its cycles counted under stage s */
@@ -77,6 +79,7 @@ extern __thread uint64_t ot_stage_hook_t0;
 #define OT_STAGE_END(s, v) ((void)0)
 #define OT_STAGE_CACHE(c, hit) ((void)0)
 #define OT_STAGE_EVENT(alloc) ((void)0)
+#define OT_STAGE_STACKS(n) ((void)0)
 #define OT_STAGE_HOOK_IN() ((void)0)
 #define OT_STAGE_HOOK_OUT() ((void)0)
 #define OT_STAGE_CALL(s, expr) (expr)
