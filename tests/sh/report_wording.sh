@@ -256,4 +256,18 @@ hasnt "$T/diff.txt" "absent" "a site found on one side only across two checkouts
 hasnt "$T/diff.txt" "called from" "a caller named twice"
 n=$((n + 1))
 
+# Walk 6, #24: processes without ranks (a plain program that forks, not a job of ranks) are named by pid,
+# not "process (rank unknown) (pid N)".
+for m in oom exit; do
+    traced "$T/norank" FAKECUDA_OTHER_USED=128M OOMTRACE_DUMP=oom,exit "$WORK" "$m"
+done
+"$READER" "$T/norank" >"$T/norank.txt" 2>&1
+oompid=$(ls "$T"/norank/*-oom.oomt | sed 's/.*-\([0-9][0-9]*\)-1-oom\.oomt$/\1/')
+has "$T/norank.txt" "First failure: pid $oompid on " "the first failure of a process without a rank"
+has "$T/norank.txt" "Report of the first process to fail, pid $oompid (" "the report's process without a rank"
+grep -q "^Imbalance between processes: peaks from [0-9.]* [KMG]*i*B (pid [0-9]*) to [0-9.]* [KMG]*i*B (pid [0-9]*): " "$T/norank.txt" ||
+    fail "the imbalance of processes without ranks: $(grep Imbalance "$T/norank.txt")"
+hasnt "$T/norank.txt" "rank unknown" "processes without ranks"
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

@@ -26,10 +26,9 @@ void merge_text_breakdowns(FILE *f, const struct run *u)
         const struct ot_bd_moment *b = &bd->now;
         fputs("  ", f);
         if (x->rank >= 0)
-            fprintf(f, "rank %" PRId64, x->rank);
+            fprintf(f, "rank %" PRId64 " (pid %" PRIu64 ")", x->rank, x->pid);
         else
-            fputs("process (rank unknown)", f);
-        fprintf(f, " (pid %" PRIu64 ")", x->pid);
+            fprintf(f, "pid %" PRIu64, x->pid);
         if (!known(bd)) {
             fputs(": unknown (its snapshot has no device breakdown)\n", f);
             continue;

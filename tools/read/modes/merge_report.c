@@ -27,12 +27,19 @@ static const char *fmt_wall(char *buf, size_t len, uint64_t ns)
     return buf;
 }
 
+/* A process by its rank, or, without one (not a job of ranks), by its pid: the lines that give the pid after
+ * the rank then leave it out (rankless). */
 static void put_rank(FILE *f, const struct snapinfo *x)
 {
     if (x->rank >= 0)
         fprintf(f, "rank %" PRId64, x->rank);
     else
-        fputs("process (rank unknown)", f);
+        fprintf(f, "pid %" PRIu64, x->pid);
+}
+
+static bool rankless(const struct snapinfo *x)
+{
+    return x->rank < 0;
 }
 
 static void doc_rank(struct ot_doc *d, const struct snapinfo *x)
@@ -141,9 +148,13 @@ static void summary(struct ot_doc *d, struct run *u)
         ot_doc_bold(d, "First failure:");
         ot_doc_printf(d, " ");
         doc_rank(d, x);
-        ot_doc_printf(d, " (pid %" PRIu64 " on ", x->pid);
+        if (rankless(x))
+            ot_doc_printf(d, " on ");
+        else
+            ot_doc_printf(d, " (pid %" PRIu64 " on ", x->pid);
         ot_doc_text(d, ot_cstr(x->host), 64);
-        ot_doc_printf(d, ")");
+        if (!rankless(x))
+            ot_doc_printf(d, ")");
         if (x->fail_wall_known)
             ot_doc_printf(d, " at %s", fmt_wall(wb, sizeof(wb), x->fail_wall_ns));
         ot_doc_printf(d, ": %s by %s on device %" PRId64 "; %zu of %zu process%s failed", ot_fmt_bytes(b1, x->requested),
@@ -159,7 +170,8 @@ static void summary(struct ot_doc *d, struct run *u)
             ot_doc_item(d);
             ot_doc_printf(d, "then ");
             doc_rank(d, y);
-            ot_doc_printf(d, " (pid %" PRIu64 ")", y->pid);
+            if (!rankless(y))
+                ot_doc_printf(d, " (pid %" PRIu64 ")", y->pid);
             if (y->fail_wall_known && x->fail_wall_known && y->fail_wall_ns >= x->fail_wall_ns)
                 ot_doc_printf(d, " %.3f s later", (double)(y->fail_wall_ns - x->fail_wall_ns) / 1e9);
             ot_doc_printf(d, ": %s on device %" PRId64, ot_fmt_bytes(b1, y->requested), y->fail_device);
@@ -177,9 +189,13 @@ static void summary(struct ot_doc *d, struct run *u)
         ot_doc_bold(d, mx->rank >= 0 && mn->rank >= 0 ? "Imbalance between ranks:" : "Imbalance between processes:");
         ot_doc_printf(d, " peaks from %s (", ot_fmt_bytes(b1, mn->peak_bytes));
         doc_rank(d, mn);
-        ot_doc_printf(d, ", pid %" PRIu64 ") to %s (", mn->pid, ot_fmt_bytes(b2, mx->peak_bytes));
+        if (!rankless(mn))
+            ot_doc_printf(d, ", pid %" PRIu64, mn->pid);
+        ot_doc_printf(d, ") to %s (", ot_fmt_bytes(b2, mx->peak_bytes));
         doc_rank(d, mx);
-        ot_doc_printf(d, ", pid %" PRIu64 "): difference %s", mx->pid, ot_fmt_bytes(b1, mx->peak_bytes - mn->peak_bytes));
+        if (!rankless(mx))
+            ot_doc_printf(d, ", pid %" PRIu64, mx->pid);
+        ot_doc_printf(d, "): difference %s", ot_fmt_bytes(b1, mx->peak_bytes - mn->peak_bytes));
         if (mn->peak_bytes)
             ot_doc_printf(d, ", max/min %.2f", (double)mx->peak_bytes / (double)mn->peak_bytes);
         ot_doc_para_end(d);
