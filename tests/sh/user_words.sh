@@ -61,4 +61,7 @@ for d in docs/JSON.md docs/FORMATS.md docs/man/oomtrace.1 docs/man/oomtrace-read
     hit=$(grep -nE "\\b(${names%|})\\b" "$d" | head -3)
     [ -z "$hit" ] || fail "$d describes numbers by the format's section names: $hit"
 done
+# The docs cite nothing outside the repository (a fresh clone has no ../shared/notes; walk 6, #25).
+hit=$(grep -rn "shared/notes" README.md docs | head -3)
+[ -z "$hit" ] || fail "the docs cite notes outside the repository: $hit"
 echo "user_words: ok ($n snapshots, text, markdown, html and json, --help and the public docs)"
