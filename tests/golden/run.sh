@@ -253,6 +253,22 @@ for fmt in markdown html; do
     grep -q "stream-ordered pools (reserved, not allocated)" "$OUT/pool.$fmt" && ! grep -q "framework cache" "$OUT/pool.$fmt" ||
         { echo "golden: the pool case's $fmt breakdown names a framework cache"; fail=1; }
 done
+# A plain request short of the free memory while one site holds more than the shortfall: What to try names the
+# site, the shortfall and the free memory; the pool's case gets the pools' remedy (walk 6, #3, #39). Neither
+# repeats the peak's site as "the largest single allocation" (#5).
+check cache-short.txt text "$READER" --top 2 --frames 3 "$TMP"/short/*.oomt
+for c in "pool pool_trim" "short make_room"; do
+    set -- $c
+    "$READER" --format json "$TMP"/$1/*.oomt | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert [x["kind"] for x in r["what_to_try"]] == [sys.argv[1]], r["what_to_try"]
+assert "largest_allocation" not in [x["kind"] for x in r["why"]], r["why"]
+' "$2" || { echo "golden: $1: What to try is not $2"; fail=1; }
+    for fmt in markdown html; do
+        "$READER" --format $fmt "$TMP"/$1/*.oomt | grep -q "What to try" || { echo "golden: $1: no What to try in $fmt"; fail=1; }
+    done
+done
 
 # The other output formats, when this reader has them: folded and markdown against golden files, html
 # and memviz by their structure.

@@ -23,6 +23,11 @@
  *   step_input      the interval between markers under way at the failure asked for at least 1.5x the one
  *                   before it, which fit and freed its memory (why: step_demand), and no leak explains it
  *   headroom        no failure, but the peak left less than 15% of the device free
+ *   pool_trim       the request was larger than the free memory, and the stream-ordered pools' idle memory
+ *                   (why: pool_cached) with the free memory would have covered it
+ *   make_room       the request was larger than the free memory, no other remedy applies, and the largest
+ *                   call site live at the failure holds at least what the request was short: free (or move to
+ *                   the host) what it holds before the request, or make the request no larger than the free
  *
  * Strongest first: remedies for what refused this very request while memory existed (other_process,
  * fragmentation, jax_preallocation, framework_pool_cache) first, then the rest by the bytes each addresses;
@@ -397,6 +402,63 @@ static void headroom(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     why_item_end(&b);
 }
 
+/* Memory freed into stream-ordered pools stays reserved from the device: a plain allocation (or another
+ * library) cannot use it until the pool gives it back (why: pool_cached, when free + pooled covered the
+ * request). */
+static void pool_trim(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "pool_cached");
+    const struct ot_snapshot *s = a->s;
+    uint64_t avail = it ? item_num(it, "free_plus_cached_bytes") : 0, cached = it ? item_num(it, "cached_bytes") : 0;
+    const struct snap_device *d = s->has_failure ? ot_snapshot_device(s, s->failure.device) : NULL;
+    uint64_t req = s->has_failure ? s->failure.requested_bytes : 0;
+    if (!it || !d || !cached || !req || avail < req || req <= d->free_bytes)
+        return;
+    char b1[32], b2[32], b3[32];
+    struct why_item_b b;
+    if (!why_item_say(&b, w, "pool_trim",
+            "The stream-ordered pools on device %" PRId64 " kept %s idle while the request of %s was %s short: give it back "
+            "before the allocation (cuStreamSynchronize, then cuMemPoolTrimTo(pool, 0); with PyTorch's cudaMallocAsync "
+            "backend, torch.cuda.empty_cache()), let the pool release it by itself (cuMemPoolSetAttribute "
+            "CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), or make the large request from the same pool (cuMemAllocAsync).",
+            s->failure.device, why_bytes(b1, cached), why_bytes(b2, req), why_bytes(b3, req - d->free_bytes)))
+        return;
+    WHY_NUMS_U(&b, {"pool_free_bytes", cached}, {"requested_bytes", req}, {"short_bytes", req - d->free_bytes});
+    why_item_end(&b);
+}
+
+/* A request short of the free memory by less than what one call site holds live at the failure: that site's
+ * memory, or a smaller request, makes it fit. Only when nothing else explains the failure. */
+static void make_room(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "request_exceeds_free");
+    const struct ot_snapshot *s = a->s;
+    if (!it || !a->has_at_failure || !a->at_failure.n)
+        return;
+    uint64_t req = item_num(it, "requested_bytes"), freeb = item_num(it, "free_bytes"), short_b = item_num(it, "short_bytes");
+    const struct ot_site *top = &a->at_failure.v[0];
+    if (!short_b || top->bytes < short_b)
+        return;
+    char b1[32], b2[32], b3[32], b4[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "make_room"))
+        return;
+    fprintf(b.f, "The request of %s was %s short of the %s free on device %" PRId64 ", and ", why_bytes(b1, req),
+            why_bytes(b2, short_b), why_bytes(b3, freeb), s->failure.device);
+    why_put_headline(b.f, a, top->stack_id);
+    fprintf(b.f, " held %s live at the failure (%s allocation%s): free what it holds (or move it to the host) before the "
+            "request, or make the request",
+            why_bytes(b4, top->bytes), ot_fmt_count(b1, top->count), top->count == 1 ? "" : "s");
+    if (s->failure.stack_id) {
+        fputs(" at ", b.f);
+        why_put_headline(b.f, a, s->failure.stack_id);
+    }
+    fprintf(b.f, " no larger than %s (in pieces, or a smaller batch).", why_bytes(b1, freeb));
+    WHY_NUMS_U(&b, {"site_bytes", top->bytes}, {"stack_id", top->stack_id}, {"requested_bytes", req},
+               {"free_bytes", freeb}, {"short_bytes", short_b});
+    why_item_end(&b);
+}
+
 /* The bytes a remedy addresses, from its numbers: what ranks it. */
 static uint64_t weight(const struct ot_why_item *it)
 {
@@ -477,6 +539,7 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     baseline_in_use(w, a, w->device);
     fragmentation(w, a, w->device);
     jax_preallocation(w, a, w->device);
+    pool_trim(w, a);
     size_t before = w->n;
     remedy_leak(w, a);
     if (w->n == before)
@@ -498,6 +561,8 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     }
     if (w->has_device)
         headroom(w, a, w->device);
+    if (!w->n)
+        make_room(w, a);
     keep_strongest(w);
     return w;
 }

@@ -265,6 +265,33 @@ static void why_unfreed(struct ot_why *w, struct replay *r)
     why_item_end(&b);
 }
 
+/* A statement's number, when the statement was made. */
+static bool stated_num(const struct ot_why *w, const char *kind, const char *key, uint64_t *v)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (strcmp(w->v[i].kind, kind) == 0)
+            for (size_t k = 0; k < w->v[i].nnum; k++)
+                if (strcmp(w->v[i].num[k].key, key) == 0) {
+                    *v = w->v[i].num[k].u;
+                    return true;
+                }
+    return false;
+}
+
+/* Without markers the largest allocation is said only when it adds something: not at the call site the
+ * peak's statement names already, and at least half of the peak, or at least what the failed request was
+ * short (freeing it alone would have made room). A 24 MiB allocation of a 768 MiB peak says nothing. */
+static bool largest_allocation_tells(const struct ot_why *w, const struct replay *r)
+{
+    uint64_t v;
+    if (stated_num(w, "peak_site", "stack_id", &v) && v == r->big_stack)
+        return false;
+    const struct ot_peak_view *p = r->a->peak;
+    if (p && p->device == r->dev && r->big_size * 2 >= p->bytes)
+        return true;
+    return stated_num(w, "request_exceeds_free", "short_bytes", &v) && r->big_size >= v;
+}
+
 static void why_rise(struct ot_why *w, struct replay *r, const char *what)
 {
     const struct ot_analysis *a = r->a;
@@ -272,7 +299,7 @@ static void why_rise(struct ot_why *w, struct replay *r, const char *what)
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
     if (r->nm == 0 || r->windows) {
-        if (!r->big_size || !why_item_begin(&b, w, "largest_allocation"))
+        if (!r->big_size || !largest_allocation_tells(w, r) || !why_item_begin(&b, w, "largest_allocation"))
             return;
         fprintf(b.f, "The largest single allocation in the event ring before %s on device %" PRId64 ": %s at seq %" PRIu64 ", at ",
                 what, r->dev, why_bytes(b1, r->big_size), r->big_seq);
