@@ -67,33 +67,133 @@ static int merge_into(uint64_t *frames, const uint64_t *native, int n, int max, 
 
 /* All a merged stack is made of: the native frames, and the chain's code, instruction, qualname (as the
  * interned ids are keyed: pyintern.c) and run ends. */
+static inline void hash_native(uint64_t *a, uint64_t *b, const uint64_t *native, int n)
+{
+    const uint64_t k = 0xff51afd7ed558ccdull;
+    int i = 0;
+    for (; i + 2 <= n; i += 2) {
+        *a = (*a ^ native[i]) * k;
+        *b = (*b ^ native[i + 1]) * k;
+    }
+    if (i < n)
+        *a = (*a ^ native[i]) * k;
+}
+
+static inline uint64_t hash_end(uint64_t a, uint64_t b)
+{
+    uint64_t h = (a ^ (b >> 29)) * 0xff51afd7ed558ccdull;
+    return h ^ (h >> 32);
+}
+
 static uint64_t mkey_hash(const uint64_t *native, int n, const struct chain *c, const void *const *names)
 {
     const uint64_t k = 0xff51afd7ed558ccdull;
     uint64_t a = (uint64_t)n << 32 ^ (uint64_t)c->n, b = 0x9E3779B97F4A7C15ull;
-    int i = 0;
-    for (; i + 2 <= n; i += 2) {
-        a = (a ^ native[i]) * k;
-        b = (b ^ native[i + 1]) * k;
-    }
-    if (i < n)
-        a = (a ^ native[i]) * k;
-    for (i = 0; i < c->n; i++) {
+    hash_native(&a, &b, native, n);
+    for (int i = 0; i < c->n; i++) {
         a = (a ^ (uint64_t)(uintptr_t)c->code[i]) * k;
         b = (b ^ (uint64_t)(uintptr_t)c->instr[i] ^ (uint64_t)(uintptr_t)names[i] << 1 ^ c->entry[i]) * k;
     }
-    uint64_t h = (a ^ (b >> 29)) * k;
-    return h ^ (h >> 32);
+    return hash_end(a, b);
 }
 
 static int mkey_same(const struct mentry *e, uint64_t h, const uint64_t *native, int n, int max, const struct chain *c,
                      const void *const *names)
 {
     size_t np = (size_t)c->n;
-    return e->h == h && e->n == n && e->np == c->n && e->max == max &&
+    return e->h == h && e->n == n && e->np == c->n && e->max == max && e->bflags == 0 &&
            memcmp(e->native, native, (size_t)n * sizeof *native) == 0 &&
            memcmp(e->code, c->code, np * sizeof c->code[0]) == 0 && memcmp(e->instr, c->instr, np * sizeof c->instr[0]) == 0 &&
            memcmp(e->name, names, np * sizeof names[0]) == 0 && memcmp(e->entry, c->entry, np) == 0;
+}
+
+/* A borrowed stack's key: the native frames, the lender's chain as interned (the ids name code, instruction
+ * and qualname: pyintern.c) with its run ends, and the lender (bflags). */
+static uint64_t bkey_hash(const uint64_t *native, int n, const struct chain *c, unsigned bflags)
+{
+    uint64_t a = ((uint64_t)n << 32 ^ (uint64_t)c->n) + bflags, b = 0xC2B2AE3D27D4EB4Full;
+    hash_native(&a, &b, native, n);
+    for (int i = 0; i < c->n; i++)
+        b = (b ^ c->id[i] ^ (uint64_t)c->entry[i] << 32) * 0xff51afd7ed558ccdull;
+    return hash_end(a, b);
+}
+
+static int bkey_same(const struct mentry *e, uint64_t h, const uint64_t *native, int n, int max, const struct chain *c,
+                     unsigned bflags)
+{
+    size_t np = (size_t)c->n;
+    return e->h == h && e->n == n && e->np == c->n && e->max == max && e->bflags == bflags &&
+           memcmp(e->native, native, (size_t)n * sizeof *native) == 0 &&
+           memcmp(e->id, c->id, np * sizeof c->id[0]) == 0 && memcmp(e->entry, c->entry, np) == 0;
+}
+
+/* The thread's merged stacks by place, mapped at the first miss; NULL when none can be had. */
+static struct mcache *mcache_get(struct py_thread *t)
+{
+    if (!t->mc)
+        t->mc = mmap(NULL, sizeof *t->mc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return t->mc == MAP_FAILED ? NULL : t->mc;
+}
+
+/* An entry (re)filled with a merged stack and what it was made of but the chain's code, instruction and
+ * qualname (a place's key, filled by its caller); its stack id is zeroed: interned again, by the intern
+ * that follows. */
+static void entry_fill(struct mentry *e, uint64_t h, const uint64_t *native, int n, int max, const struct chain *c,
+                       const uint64_t *frames, int out, unsigned added, unsigned bflags)
+{
+    const int np = c->n;
+    e->h = h;
+    e->n = (uint16_t)n;
+    e->np = (uint16_t)np;
+    e->out = (uint16_t)out;
+    e->max = (uint16_t)max;
+    e->flags = added;
+    e->bflags = bflags;
+    e->sid = (struct ot_stack_memo){0, 0};
+    memcpy(e->native, native, (size_t)n * sizeof *native);
+    memcpy(e->entry, c->entry, (size_t)np);
+    memcpy(e->id, c->id, (size_t)np * sizeof c->id[0]);
+    memcpy(e->frames, frames, (size_t)out * sizeof *frames);
+}
+
+/* A borrowed stack (the lender's chain c, interned, merged into the native frames): one of the thread's
+ * merged stacks by place when the same native frames borrowed the same chain from the same lender (an
+ * autograd thread's backward borrows the waiting main thread's chain for each of its ops), else merged and
+ * kept there. */
+static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *c, unsigned bflags, unsigned *flags)
+{
+    struct py_thread *t = ot_py_tls;
+    struct mcache *mc = NULL;
+    struct mentry *e = NULL;
+    uint64_t h = 0;
+    if (t && t != PY_THREAD_NONE && n <= MNATIVE && c->n <= MPY && (mc = mcache_get(t)) != NULL) {
+        h = bkey_hash(frames, n, c, bflags);
+        struct mentry *set = mc->e[h & (MSETS - 1)];
+        for (int w = 0; w < 2; w++)
+            if (bkey_same(&set[w], h, frames, n, max, c, bflags)) {
+                OT_STAGE_CACHE(OT_C_PY_BORROWED, 1);
+                mc->older[h & (MSETS - 1)] = (uint8_t)!w;
+                memcpy(frames, set[w].frames, (size_t)set[w].out * sizeof *frames);
+                *flags |= set[w].flags;
+                ot_stack_hint = &set[w].sid;
+                return set[w].out;
+            }
+        OT_STAGE_CACHE(OT_C_PY_BORROWED, 0);
+        e = &mc->e[h & (MSETS - 1)][mc->older[h & (MSETS - 1)]];
+    }
+    uint64_t native[OT_MAX_FRAMES];
+    memcpy(native, frames, (size_t)n * sizeof *frames);
+    unsigned added = 0;
+    const int out = merge_into(frames, native, n, max, c, &added);
+    *flags |= added;
+    if (!e || out > MNATIVE + MPY)
+        return out;
+    if (t->merged.ref == e) /* the thread's last merged stack was this entry's: no longer */
+        t->merged.valid = 0;
+    entry_fill(e, h, native, n, max, c, frames, out, added, bflags);
+    mc->older[h & (MSETS - 1)] ^= 1;
+    ot_stack_hint = &e->sid;
+    return out;
 }
 
 /* The merged stack's last copy (struct merged), kept for the thread's next allocation from here. */
@@ -133,10 +233,9 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
             *flags |= OT_STACK_NO_PYTHON; /* a native thread of a Python process, no thread waiting */
             return n;
         }
-        *flags |= OT_STACK_BORROWED | (lender & OT_STACK_LENDER_MAX) << OT_STACK_LENDER_SHIFT;
-        uint64_t native[OT_MAX_FRAMES];
-        memcpy(native, frames, (size_t)n * sizeof *frames);
-        return merge_into(frames, native, n, max, &c, flags);
+        const unsigned bflags = OT_STACK_BORROWED | (lender & OT_STACK_LENDER_MAX) << OT_STACK_LENDER_SHIFT;
+        *flags |= bflags;
+        return merge_borrowed(frames, n, max, &c, bflags, flags);
     }
     struct py_thread *t = ot_py_tls;
     if (t == NULL || t == PY_THREAD_NONE) { /* no thread cache (ot_py_walk found none to be had) */
@@ -190,9 +289,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
                 }
         }
         OT_STAGE_CACHE(OT_C_PY_PLACES, 0);
-        if (!mc)
-            t->mc = mc = mmap(NULL, sizeof *mc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (mc != MAP_FAILED)
+        if ((mc = mcache_get(t)) != NULL)
             e = &mc->e[h & (MSETS - 1)][mc->older[h & (MSETS - 1)]];
     }
     if (!same && (np = ot_py_walk_ids(&c, np, fast)) == 0)
@@ -207,20 +304,10 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         keep_merged(m, m->native, n, max, frames, out, added);
         return out;
     }
-    e->h = h;
-    e->n = (uint16_t)n;
-    e->np = (uint16_t)np;
-    e->out = (uint16_t)out;
-    e->max = (uint16_t)max;
-    e->flags = added;
-    memcpy(e->native, m->native, (size_t)n * sizeof *frames);
+    entry_fill(e, h, m->native, n, max, got, frames, out, added, 0);
     memcpy(e->code, got->code, (size_t)np * sizeof got->code[0]);
     memcpy(e->instr, got->instr, (size_t)np * sizeof got->instr[0]);
     memcpy(e->name, names, (size_t)np * sizeof names[0]);
-    memcpy(e->entry, got->entry, (size_t)np);
-    memcpy(e->id, got->id, (size_t)np * sizeof got->id[0]);
-    memcpy(e->frames, frames, (size_t)out * sizeof *frames);
-    e->sid = (struct ot_stack_memo){0, 0}; /* its frames changed: interned again, by the intern below */
     mc->older[h & (MSETS - 1)] ^= 1;
     m->ref = e;
     m->valid = 1;

@@ -135,14 +135,17 @@ struct merged {
 /* The thread's merged stacks by place (pyframes.c): a training step allocates from a hundred places in
  * turn, so the last merged stack (struct merged) rarely is the one; each entry is keyed by all it was made
  * of, the native frames and the chain's (code, instruction, qualname, entry) of every frame, and holds the
- * chain's ids and the merged stack. Mapped at the thread's first miss, MSETS sets of 2. */
-#define MSETS 256
+ * chain's ids and the merged stack. A borrowed stack's entry is keyed by the native frames, the lender's
+ * chain as interned (ids, entry) and the lender (bflags). Mapped at the thread's first miss, MSETS sets
+ * of 2. */
+#define MSETS 512
 #define MNATIVE 96
 #define MPY 64
 struct mentry {
     uint64_t h;
     uint16_t n, np, out, max;
     unsigned flags;
+    unsigned bflags; /* a borrowed stack's: OT_STACK_BORROWED and the lender (keyed by ids, not code); else 0 */
     struct ot_stack_memo sid; /* the id the stack was interned as (capture/stacks.h), zeroed when refilled */
     uint64_t native[MNATIVE];
     const void *code[MPY], *name[MPY];

@@ -12,7 +12,7 @@ static const char *const stage_names[OT_ST_N] = {
     "hook", "driver_alloc", "driver_free", "pre_alloc", "after_alloc", "capture", "backtrace", "unwind",
     "python", "py_walk", "borrow", "lock", "record_alloc", "intern", "record_free", "ring", "clock",
 };
-static const char *const cache_names[OT_C_N] = {"walk_replay", "walk_index", "walk_step", "py_same", "py_merged", "py_places", "stack_last", "stack_hint", "borrow_quick"};
+static const char *const cache_names[OT_C_N] = {"walk_replay", "walk_index", "walk_step", "py_same", "py_merged", "py_places", "stack_last", "stack_hint", "borrow_quick", "py_borrowed"};
 
 static uint64_t calls[OT_ST_N], cycles[OT_ST_N], hits[OT_C_N], misses[OT_C_N], events[2];
 __thread uint64_t ot_stage_hook_t0;

@@ -231,6 +231,7 @@ static pthread_cond_t worker_cond = PTHREAD_COND_INITIALIZER;
 static struct job worker_job;
 static int worker_pending, worker_started, worker_quit;
 static pthread_t worker_thread;
+static int worker_via; /* the request's allocations go through via_left (bytes) and via_right (bytes + 1 MiB) in turn */
 
 /* arg non-NULL: the thread has a Python thread state and no frame, as autograd's threads do */
 static void *worker(void *arg)
@@ -244,10 +245,14 @@ static void *worker(void *arg)
         if (worker_quit)
             break;
         struct job j = worker_job;
+        const int via = worker_via;
         pthread_mutex_unlock(&worker_lock);
         for (int i = 0; i < j.count; i++) {
             CUdeviceptr p = 0;
-            j.failed += cuMemAlloc_v2(&p, j.bytes) != 0;
+            if (via)
+                j.failed += (i & 1 ? via_right(j.bytes + (1u << 20)) : via_left(j.bytes)) != 0;
+            else
+                j.failed += cuMemAlloc_v2(&p, j.bytes) != 0;
         }
         pthread_mutex_lock(&worker_lock);
         worker_job.failed = j.failed;
@@ -268,9 +273,10 @@ void ot_native_worker_register(void)
     worker_registered = 1;
 }
 
-int ot_native_worker_alloc(size_t bytes, int count)
+static int worker_request(size_t bytes, int count, int via)
 {
     pthread_mutex_lock(&worker_lock);
+    worker_via = via;
     if (!worker_started) {
         if (pthread_create(&worker_thread, NULL, worker, worker_registered ? &worker_registered : NULL) != 0) {
             pthread_mutex_unlock(&worker_lock);
@@ -286,6 +292,18 @@ int ot_native_worker_alloc(size_t bytes, int count)
     int failed = worker_job.failed;
     pthread_mutex_unlock(&worker_lock);
     return failed;
+}
+
+int ot_native_worker_alloc(size_t bytes, int count)
+{
+    return worker_request(bytes, count, 0);
+}
+
+/* The same, the allocations alternating between two native call sites (via_left: bytes, via_right: bytes +
+ * 1 MiB) under one waiting Python line: borrowed stacks that differ only in their native frames. */
+int ot_native_worker_alloc_via(size_t bytes, int count)
+{
+    return worker_request(bytes, count, 1);
 }
 
 /* Ends the kept thread (at the end of the workload, so that no thread is left running at exit). */

@@ -312,11 +312,21 @@ static void check_borrow_again(const char *interp)
     struct loaded l;
     run_with_native_lib(interp, py, &r, &l);
     const struct ot_snapshot *s = &l.s;
-    int a = 0, b = 0;
+    int a = 0, b = 0, vias[2] = {0, 0};
     for (size_t i = 0; i < s->nlive; i++) {
         const struct ot_record *rec = &s->live[i];
         const struct ot_stack *stk = ot_snapshot_stack(s, rec->stack_id);
         assert_non_null(stk);
+        if (rec->size == 10 * MiB || rec->size == 11 * MiB) { /* one waiting line, two native call sites */
+            const int right = rec->size == 11 * MiB;
+            assert_true(stk->flags & OT_STACK_BORROWED);
+            assert_int_equal(stack_python_line(&l, rec->stack_id, "wait_via", "borrow_again.py"),
+                             marker_line(py, "wait_via"));
+            assert_true(stack_has_function(&l, rec->stack_id, right ? "via_right" : "via_left"));
+            assert_false(stack_has_function(&l, rec->stack_id, right ? "via_left" : "via_right"));
+            vias[right]++;
+            continue;
+        }
         if (rec->size != 8 * MiB && rec->size != 9 * MiB)
             continue;
         int is_a = rec->size == 8 * MiB;
@@ -329,6 +339,8 @@ static void check_borrow_again(const char *interp)
     }
     assert_int_equal(a, 20);
     assert_int_equal(b, 20);
+    assert_int_equal(vias[0], 6);
+    assert_int_equal(vias[1], 6);
     unload_snapshot(&l);
     traced_cleanup(&r);
 }

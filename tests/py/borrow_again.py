@@ -5,7 +5,10 @@ its last borrow is reused without reading the main thread's frames while nothing
   wait_a, wait_b   the main thread waits at one line, then at another one, in functions at the same
                    depth; 4 allocations each (8 and 9 MiB);
   between them     the main thread allocates (1 MiB: its own stack), or, in the second loop, sleeps
-                   5 ms without allocating.
+                   5 ms without allocating;
+  wait_via         then it waits at a third line while the thread allocates through two native call
+                   sites in turn (10 MiB via_left, 11 MiB via_right): borrowed stacks that differ only in
+                   their native frames (each kept apart by the merged stacks by place, pyframes.c).
 Ends the thread, then writes a snapshot (oomtrace_dump)."""
 import ctypes
 import sys
@@ -17,6 +20,7 @@ alloc = cuda.cuMemAlloc_v2
 alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
 lib = ctypes.CDLL(sys.argv[1])  # CDLL: each call releases the GIL
 lib.ot_native_worker_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int]
+lib.ot_native_worker_alloc_via.argtypes = [ctypes.c_size_t, ctypes.c_int]
 
 
 def wait_a():
@@ -25,6 +29,10 @@ def wait_a():
 
 def wait_b():
     return lib.ot_native_worker_alloc(9 * MiB, 4)  # LINE:wait_b
+
+
+def wait_via():
+    return lib.ot_native_worker_alloc_via(10 * MiB, 4)  # LINE:wait_via
 
 
 def own():
@@ -44,6 +52,8 @@ def main():
         time.sleep(0.005)
         assert wait_b() == 0
         time.sleep(0.005)
+    for _ in range(3):
+        assert wait_via() == 0
     lib.ot_native_worker_stop()
     dump = getattr(ctypes.CDLL(None), "oomtrace_dump", None)
     assert dump is not None and dump(b"borrow_again") == 0
