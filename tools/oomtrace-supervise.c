@@ -16,12 +16,17 @@
  *
  * A signal is passed on only when a process sent it (kill, sigqueue). One the terminal sends (Ctrl-C, a
  * hangup) goes to the whole foreground process group, CMD included: passing it on would deliver it twice.
- * A signal that was ignored when the launcher started stays ignored, for CMD too. */
+ * A signal that was ignored when the launcher started stays ignored, for CMD too.
+ *
+ * A SIGKILL cannot be caught and passed on: CMD is made to get SIGTERM when this process dies
+ * (PR_SET_PDEATHSIG, kept across CMD's exec, not inherited by CMD's own children), so a launcher killed
+ * outright does not leave CMD running orphaned. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +106,7 @@ int main(int argc, char **argv)
     }
 
     fflush(NULL);
+    pid_t self = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "oomtrace: cannot start %s: %s\n", cmd[0], strerror(errno));
@@ -111,6 +117,11 @@ int main(int argc, char **argv)
             if (installed[k])
                 sigaction(passed_on[k], &original[k], NULL);
         sigprocmask(SIG_SETMASK, &mask, NULL);
+        /* A launcher killed outright (SIGKILL: the OOM killer, a CI runner's hard cancel, kill -9 PID) cannot
+         * pass anything on: CMD gets SIGTERM, as it would from the launcher, instead of running on orphaned
+         * with its GPU memory held. The launcher may have died before the prctl: then CMD is not started. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != self)
+            _exit(128 + SIGTERM);
         for (int e = 0; e < nenv; e++) {
             char *kv = argv[first_env + 2 * e + 1];
             char *eq = strchr(kv, '=');

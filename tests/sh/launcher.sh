@@ -79,6 +79,27 @@ for s in TERM:15 HUP:1; do
     grep -q "Failed request: 700 MiB" "$work/sig.out" || fail "SIG$s: no report after the command ended: $(tail -3 "$work/sig.out")"
 done
 
+# A SIGKILL to the launcher cannot be passed on: the command gets SIGTERM (its parent-death signal) rather
+# than running on orphaned with its device memory held.
+rm -f "$work/cmd.pid"
+"$prefix/bin/oomtrace" run --dir "$work/sigKILL" -- sh -c 'echo $$ >"$0"; exec sleep 30' "$work/cmd.pid" >/dev/null 2>&1 &
+launcher=$!
+n=0
+while [ ! -s "$work/cmd.pid" ] || ! grep -q "^sleep" "/proc/$(cat "$work/cmd.pid")/cmdline" 2>/dev/null; do
+    n=$((n + 1))
+    [ "$n" -lt 200 ] || fail "SIGKILL: the command did not start"
+    sleep 0.05
+done
+kill -s KILL "$launcher"
+wait "$launcher"
+cmd=$(cat "$work/cmd.pid")
+n=0
+while [ -d "/proc/$cmd" ] && ! grep -q '^State:.*Z' "/proc/$cmd/status" 2>/dev/null; do
+    n=$((n + 1))
+    [ "$n" -lt 100 ] || { kill "$cmd"; fail "SIGKILL to the launcher left the command running, orphaned"; }
+    sleep 0.05
+done
+
 # A second run into the same directory reads only its own snapshots, from a fresh directory.
 run --dir "$work/a" -- "$door" >"$work/a2.out" 2>&1
 [ $? -eq 0 ] || fail "status of the second run"
