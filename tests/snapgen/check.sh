@@ -29,6 +29,27 @@ for mode in $("$SNAPGEN" --help | sed -n 's/^ *\(truncated,.*\)$/\1/p' | tr -d '
     fi
 done
 
+# A file cut short says so first, in the user's words, and where it ends (walk 6, #12): the format's
+# detail (section numbers, offsets) may follow, never lead.
+for mode in truncated section-past-eof header-cut short-header; do
+    f="$TMP/$mode.oomt"
+    "$SNAPGEN" --seed 7 --events 20000 --chunk 1000 --corrupt "$mode" -o "$f" || { bad "snapgen $mode"; continue; }
+    "$READER" "$f" >/dev/null 2>"$TMP/err"
+    if grep -q "^[^:]*: $f: the snapshot is truncated: it ends at byte [0-9][0-9]* of at least [0-9][0-9]*, inside \(its\|the header\)" "$TMP/err"; then
+        pass=$((pass + 1))
+    else
+        bad "corrupt $mode does not lead with the truncation: $(cat "$TMP/err")"
+    fi
+done
+printf 'OOMTRACE' >"$TMP/cut8.oomt"
+"$READER" "$TMP/cut8.oomt" 2>&1 >/dev/null | grep -q ": the snapshot is truncated: it ends at byte 8 of at least 32, inside its file header" &&
+    pass=$((pass + 1)) || bad "an 8-byte start of a snapshot is not called truncated"
+printf 'not a snapshot\n' >"$TMP/text.oomt"
+"$READER" "$TMP/text.oomt" 2>&1 >/dev/null | grep -q ": not an oomtrace snapshot" &&
+    pass=$((pass + 1)) || bad "a 15-byte text file is not called 'not an oomtrace snapshot'"
+: >"$TMP/empty.oomt"
+"$READER" "$TMP/empty.oomt" 2>&1 >/dev/null | grep -q ": the file is empty" && pass=$((pass + 1)) || bad "an empty file"
+
 check_valid() {
     name=$1
     shift

@@ -138,16 +138,56 @@ size_t ot_read_budget(size_t file_len)
     return b > SIZE_MAX ? SIZE_MAX : (size_t)b;
 }
 
+/* What each section holds, in the words of the reports: a cut file's error names where it ends by these. */
+static const char *part_name(uint32_t type)
+{
+    switch (type) {
+    case OT_SEC_META: return "its process and trigger details";
+    case OT_SEC_DEVICES: return "its device list";
+    case OT_SEC_FAILURE: return "its failed request";
+    case OT_SEC_MODULES: return "its list of loaded libraries";
+    case OT_SEC_SYMBOLS: return "its function names";
+    case OT_SEC_PYFRAMES: return "its Python frames";
+    case OT_SEC_STACKS: return "its call stacks";
+    case OT_SEC_LIVE: case OT_SEC_LIVE_SEQ: return "its live set";
+    case OT_SEC_PEAK: case OT_SEC_PEAK_REF: return "its live set at the peak";
+    case OT_SEC_EVENTS: return "its event history";
+    case OT_SEC_MARKERS: return "its markers";
+    case OT_SEC_POOLS: return "its memory pools";
+    case OT_SEC_MAPPINGS: return "its virtual memory mappings";
+    case OT_SEC_PROCESSES: return "its list of other processes";
+    case OT_SEC_THREADS: return "its thread names";
+    case OT_SEC_FRAMEWORK: return "its framework's own view";
+    case OT_SEC_PROBES: return "its earlier out-of-memory snapshots";
+    case OT_SEC_BORROWED: return "its borrowed Python stacks";
+    default: return "a part this reader does not know";
+    }
+}
+
+/* The user's words first (the file is cut short: an interrupted copy, a full disk, a killed writer), the
+ * format's detail after, for whoever debugs the writer. */
+static void truncated(char errbuf[OT_ERRBUF], size_t len, uint64_t need, const char *where, const char *detail)
+{
+    snprintf(errbuf, OT_ERRBUF,
+             "the snapshot is truncated: it ends at byte %zu of at least %" PRIu64
+             ", inside %s (a copy cut short or a full disk?; %s)", len, need, where, detail);
+}
+
 int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, char errbuf[OT_ERRBUF])
 {
     memset(snap, 0, sizeof(*snap));
     errbuf[0] = 0;
     snap->arena.limit = ot_read_budget(len);
-    if (len < OT_FILE_HEADER_SIZE) {
-        snprintf(errbuf, OT_ERRBUF, "truncated file header: %zu bytes, a snapshot starts with 32", len);
+    /* A short file is a cut snapshot only when what is there starts as one does. */
+    if (len == 0) {
+        snprintf(errbuf, OT_ERRBUF, "the file is empty (a snapshot starts with a 32-byte header)");
         return -1;
     }
-    if (memcmp(buf, OT_MAGIC, 8) != 0) {
+    if (len < OT_FILE_HEADER_SIZE && memcmp(buf, OT_MAGIC, len < 8 ? len : 8) == 0) {
+        truncated(errbuf, len, OT_FILE_HEADER_SIZE, "its file header", "the header takes 32 bytes");
+        return -1;
+    }
+    if (len < OT_FILE_HEADER_SIZE || memcmp(buf, OT_MAGIC, 8) != 0) {
         snprintf(errbuf, OT_ERRBUF, "not an oomtrace snapshot (bad magic)");
         return -1;
     }
@@ -165,9 +205,10 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
     int rc = 0;
     while (off < len) {
         if (len - off < OT_SECTION_HEADER_SIZE) {
-            snprintf(errbuf, OT_ERRBUF,
-                     "truncated section header at offset %" PRIu64 ": %" PRIu64 " bytes left, a header takes 24",
+            char detail[96];
+            snprintf(detail, sizeof(detail), "a section header at offset %" PRIu64 " has %" PRIu64 " of its 24 bytes",
                      off, (uint64_t)len - off);
+            truncated(errbuf, len, off + OT_SECTION_HEADER_SIZE, "the header of its next part", detail);
             rc = -1;
             break;
         }
@@ -176,10 +217,11 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
         uint64_t stored_len = le64(hdr + 8), raw_len = le64(hdr + 16);
         uint64_t payload_off = off + OT_SECTION_HEADER_SIZE;
         if (stored_len > len - payload_off) {
-            snprintf(errbuf, OT_ERRBUF,
-                     "section %u (%s) at offset %" PRIu64 " runs past end of file: payload of %" PRIu64
-                     " bytes, %" PRIu64 " left",
-                     type, ot_section_name(type), off, stored_len, (uint64_t)len - payload_off);
+            char detail[160];
+            snprintf(detail, sizeof(detail),
+                     "section %u (%s) at offset %" PRIu64 " holds %" PRIu64 " of its %" PRIu64 " bytes", type,
+                     ot_section_name(type), off, (uint64_t)len - payload_off, stored_len);
+            truncated(errbuf, len, payload_off + stored_len, part_name(type), detail);
             rc = -1;
             break;
         }
