@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "analyze/analysis.h"
+#include "analyze/why.h"
 #include "render/report.h"
 #include "symbols/resolve.h"
 #include "model/snapshot.h"
@@ -121,14 +122,12 @@ static const char usage_text[] =
     "                   moment's total. Stacks are innermost first; Python frames read\n"
     "                   file:line in function, native frames function+0xOFFSET (module), or\n"
     "                   function (file:line) when debug info on this machine resolved them.\n"
-    "  why              statements derived from those numbers, each with its numbers: the failed\n"
-    "                   request against free and total memory; other processes (NVML) with untracked =\n"
-    "                   used - baseline - tracked - others; pool memory reserved but not used; one call\n"
-    "                   site, or one marker label (records allocated after a marker, by seq), holding\n"
-    "                   >= 50% of the peak; a site whose live bytes or count rose in >= 3 consecutive\n"
-    "                   marker intervals of the event ring (a suspected leak); the marker interval with\n"
-    "                   the largest rise of live bytes before the failure (without markers: the largest\n"
-    "                   allocation). Nothing is said when the snapshot lacks the data.\n"
+    "  why              statements derived from those numbers, each with its numbers (docs/JSON.md); a\n"
+    "                   statement whose data the snapshot lacks is left out. Kinds (JSON's \"kind\"):\n";
+/* Then the kinds (analyze/why/kinds.c), then what to try, then usage_tail. */
+static const char usage_remedies[] =
+    "  what to try      at most two remedies, strongest first, each only when a number above supports it:\n";
+static const char usage_tail[] =
     "  events           recorded by the tracer since start; kept in the event ring; dropped with\n"
     "                   the oldest ring chunks. Markers (oomtrace_mark) are listed when they came\n"
     "                   before the peak or the failure in event sequence order.\n"
@@ -183,6 +182,21 @@ static const char usage_text[] =
     "The documents named here (docs/*.md in the source) are installed with the manual, man oomtrace-read,\n"
     "by make install and by the wheel: PREFIX/share/doc/oomtrace/ (for the wheel, the environment's, e.g.\n"
     "VENV/share/doc/oomtrace/JSON.md).\n";
+
+static void print_kinds(const struct ot_why_kind *k, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        printf("    %-22s %s\n", k[i].kind, k[i].says);
+}
+
+static void print_usage(void)
+{
+    fputs(usage_text, stdout);
+    print_kinds(ot_why_kinds, ot_why_nkinds);
+    fputs(usage_remedies, stdout);
+    print_kinds(ot_remedy_kinds, ot_remedy_nkinds);
+    fputs(usage_tail, stdout);
+}
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void die(const char *fmt, ...)
@@ -352,7 +366,7 @@ int main(int argc, char **argv)
                                      "--max-growth takes a percentage from 0 to 1000000000 (10, 2.5)");
             break;
         case 'h':
-            fputs(usage_text, stdout);
+            print_usage();
             return OT_EXIT_OK;
         case 'V':
 #ifdef OT_HAVE_LIBDW
