@@ -27,7 +27,7 @@ TMP=$(mktemp -d /tmp/oomtrace-golden-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 OUT=$TMP/out
 mkdir -p "$OUT" "$TMP/a" "$TMP/b" "$TMP/py" "$TMP/run" "$TMP/bad" "$TMP/user" "$TMP/h1" "$TMP/h2" "$TMP/cache" \
-    "$TMP/cleak" "$TMP/big" "$TMP/marked" "$TMP/pool" "$TMP/short"
+    "$TMP/cleak" "$TMP/big" "$TMP/marked" "$TMP/pool" "$TMP/short" "$TMP/crashrun"
 HOST=$(hostname 2>/dev/null || uname -n)
 # Without ASLR the runs are as alike as they can be (addresses are normalised anyway).
 NOASLR=""
@@ -55,6 +55,10 @@ traced "$TMP/run" RANK=0 LOCAL_RANK=0 WORLD_SIZE=3 OOMTRACE_DUMP=oom,exit $NOASL
 traced "$TMP/run" RANK=1 LOCAL_RANK=1 WORLD_SIZE=3 GOLDEN_WEIGHTS_MIB=320 OOMTRACE_DUMP=oom,exit $NOASLR "$WORK" oom
 traced "$TMP/run" RANK=2 LOCAL_RANK=2 WORLD_SIZE=3 GOLDEN_WEIGHTS_MIB=288 OOMTRACE_DUMP=crash $NOASLR "$WORK" crash
 printf 'not a snapshot\n' >"$TMP/run/oomtrace-garbage.oomt"
+# A job of two ranks where none runs out of memory: rank 0 finishes, rank 1 dies of SIGSEGV. The rank that
+# died is the story: the view says so and reports it, never "No process failed".
+traced "$TMP/crashrun" RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 OOMTRACE_DUMP=oom,exit $NOASLR "$WORK" exit
+traced "$TMP/crashrun" RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 GOLDEN_WEIGHTS_MIB=288 OOMTRACE_DUMP=crash $NOASLR "$WORK" crash
 # Three call sites through one helper, twice: the second run's weights are 64 MiB larger.
 traced "$TMP/h1" $NOASLR "$HELPER"
 traced "$TMP/h2" HELPER_EXTRA_MIB=64 $NOASLR "$HELPER"
@@ -170,6 +174,17 @@ check diff.txt text "$READER" --diff "$A" "$B"
 check diff.json json "$READER" --format json --diff "$A" "$B"
 check run.txt text "$READER" --top 3 "$TMP/run"
 check run.json json "$READER" --format json --top 2 "$TMP/run"
+check crashrun.txt text "$READER" --top 2 "$TMP/crashrun"
+check crashrun.md text "$READER" --format markdown --top 2 "$TMP/crashrun"
+"$READER" --format json --top 1 "$TMP/crashrun" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["first_failure"] is None and r["crashed_processes"] == 1, r["crashed_processes"]
+e = r["ranks"][1]["ended_by"]
+assert r["ranks"][1]["rank"] == 1 and e["crashed"] and e["signal"] == "SIGSEGV" and e["description"], e
+assert r["ranks"][0]["ended_by"] is None
+assert r["crashed_rank_report"]["trigger"] == "flush" and r["largest_peak_report"] is None
+' || { echo "golden: crashrun: the JSON run view does not give the crashed rank"; fail=1; }
 # A job's CI summary (issue 13 item 13): the directory and --diff in markdown.
 check run.md text "$READER" --format markdown --top 3 "$TMP/run"
 check diff.md text "$READER" --format markdown --diff "$A" "$B"

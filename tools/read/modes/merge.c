@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "modes/merge.h"
+#include "render/wording.h"
 
 static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
 {
@@ -66,6 +67,15 @@ static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
     x->max_peak = ot_max_peak(a, &x->max_peak_device);
     if (a->breakdown && a->breakdown->has_device)
         (void)ot_breakdown_copy(&x->bd, a->breakdown); /* out of memory: kept without its parts */
+    if (m->trigger == OT_TRIGGER_FLUSH && !x->complete) {
+        bool by_crash;
+        (void)ot_unfinished_words(s, &by_crash);
+        x->crash_signal = ot_flush_crash_signal(s);
+        if (x->crash_signal)
+            snprintf(x->crash_words, sizeof x->crash_words, "%.*s", (int)(m->reason.n < 63 ? m->reason.n : 63),
+                     m->reason.p ? m->reason.p : "");
+        x->no_last_flush = !by_crash;
+    }
     x->fatal = m->trigger == OT_TRIGGER_FRAMEWORK_OOM;
     if (x->fatal && s->probes.present) {
         x->probes_known = x->probes_listed = true;
@@ -218,6 +228,20 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
             p->has_exit = true;
         if (!x->complete)
             p->has_incomplete = true;
+        if (x->crash_signal || x->no_last_flush) {
+            p->crashed = x->crash_signal != NULL;
+            p->killed = !p->crashed;
+            p->ended = u.order[i];
+        }
+    }
+    /* A process that ended by exit did not crash, whatever an earlier flush says. One that crashed without
+     * running out of memory is reported by its crash's flush, the state it died in. */
+    for (size_t i = 0; i < u.nprocs; i++) {
+        struct proc *p = &u.procs[i];
+        if (p->has_exit)
+            p->crashed = p->killed = false;
+        if ((p->crashed || p->killed) && !u.infos[p->kept].failed)
+            p->kept = p->ended;
     }
     for (size_t i = 0; i < u.nprocs; i++)
         count_probes(&u, &u.procs[i]);
@@ -232,6 +256,14 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
             if (!f || (x->fail_wall_known && (!f->fail_wall_known || x->fail_wall_ns < f->fail_wall_ns)))
                 u.first_fail = p;
         }
+        if (p->crashed || p->killed) {
+            u.ncrashed++;
+            const struct snapinfo *e = &u.infos[p->ended], *c = u.first_crash ? &u.infos[u.first_crash->ended] : NULL;
+            /* A crash first, by wall time; a process killed without a word only when none crashed. */
+            if (!c || (p->crashed && !u.first_crash->crashed) ||
+                (p->crashed == u.first_crash->crashed && e->wall_ns < c->wall_ns))
+                u.first_crash = p;
+        }
         if (x->peak_known) {
             if (!u.pmax || x->peak_bytes > u.infos[u.pmax->kept].peak_bytes)
                 u.pmax = p;
@@ -241,7 +273,7 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
                 u.pmin = p;
         }
     }
-    u.report = u.first_fail ? u.first_fail : u.pmax;
+    u.report = u.first_fail ? u.first_fail : u.first_crash ? u.first_crash : u.pmax;
 
     struct ot_gate_result gr = {0};
     if (ot_gate_active(&r->gate)) {

@@ -35,6 +35,12 @@ struct snapinfo {
     bool probes_known;   /* nprobes is known (from its probe list, or counted from the process's files) */
     size_t nprobes;      /* driver-level out-of-memory snapshots before it: the framework's retries and probes */
     bool probes_listed;  /* nprobes came from the snapshot's own list */
+    /* A crash-surviving flush: crash_signal non-NULL when a fatal signal wrote it ("SIGABRT", "" when its
+     * words name no signal known here; crash_words: the writer's strsignal words), no_last_flush when only
+     * timed flushes were written (killed by SIGKILL or the kernel's OOM killer, or still running). */
+    const char *crash_signal;
+    char crash_words[64];
+    bool no_last_flush;
     /* What held the memory (analyze/breakdown.h), copied: the snapshot is freed once read. has_device
      * false: none (no device known, or no memory to build it). */
     struct ot_breakdown bd;
@@ -44,6 +50,10 @@ struct proc {
     size_t first, n; /* members in the sorted index */
     size_t kept;     /* index into infos */
     bool has_exit, has_incomplete;
+    /* How it ended when not by exit: its crash-surviving flush (index into infos) says it crashed, or that
+     * it was killed without a last flush. */
+    bool crashed, killed;
+    size_t ended;
 };
 
 struct run {
@@ -57,8 +67,11 @@ struct run {
     size_t nprocs, readable;
     const struct proc *first_fail; /* NULL when no process failed */
     size_t nfailed;
+    size_t ncrashed;                /* processes that crashed or were killed (proc.crashed, proc.killed) */
+    const struct proc *first_crash; /* the first of them by the wall time of its flush; NULL when none */
     const struct proc *pmax, *pmin;
-    const struct proc *report; /* whose report follows: the first failure, else the largest peak */
+    const struct proc *report; /* whose report follows: the first failure, else the first crash, else the
+                                * largest peak */
 };
 
 /* The run's report: 0, or -1 when it could not be written. */

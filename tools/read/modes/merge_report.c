@@ -52,6 +52,44 @@ static const char *finished_word(const struct proc *p)
     return p->has_exit ? "yes" : p->has_incomplete ? "no" : "?";
 }
 
+/* The failed column: out of memory, else how a process that did not exit ended. */
+static const char *failed_word(const struct proc *p, const struct snapinfo *x)
+{
+    return x->failed ? "yes" : p->crashed ? "crashed" : p->killed ? "killed" : "no";
+}
+
+/* The processes that crashed or were killed, one item each: which signal, and when the state shown was
+ * written. A rank that died is the story of a job in which none ran out of memory. */
+static void doc_crashes(struct ot_doc *d, const struct run *u)
+{
+    char wb[64];
+    for (size_t i = 0; i < u->nprocs; i++) {
+        const struct proc *p = &u->procs[i];
+        if (!p->crashed && !p->killed)
+            continue;
+        const struct snapinfo *e = &u->infos[p->ended];
+        ot_doc_item(d);
+        doc_rank(d, e);
+        if (!rankless(e))
+            ot_doc_printf(d, " (pid %" PRIu64 ")", e->pid);
+        if (p->crashed) {
+            ot_doc_printf(d, " crashed: ");
+            ot_doc_text(d, ot_cstr(e->crash_words), sizeof e->crash_words);
+            if (e->crash_signal[0])
+                ot_doc_printf(d, " (%s)", e->crash_signal);
+            ot_doc_printf(d, "; its state at the crash");
+        } else {
+            ot_doc_printf(d, " ended without a last flush (killed by SIGKILL or by the kernel's OOM killer, or still "
+                             "running); its last timed flush");
+        }
+        if (e->wall_ns)
+            ot_doc_printf(d, " was written at %s", fmt_wall(wb, sizeof(wb), e->wall_ns));
+        ot_doc_printf(d, ", ");
+        ot_doc_code(d, ot_cstr(base_of(e->path)), 256);
+        ot_doc_item_end(d);
+    }
+}
+
 /* The fatal snapshot's line about the driver-level ones before it. */
 static void put_probes(struct ot_doc *d, const struct snapinfo *x)
 {
@@ -89,10 +127,18 @@ static void doc_one_process(struct ot_doc *d, const struct run *u)
         ot_doc_printf(d, ", ");
         ot_doc_code(d, ot_cstr(x->command), sizeof(x->command));
     }
-    ot_doc_printf(d, "%s", p->has_exit ? "; it finished (exit snapshot)"
-                           : p->has_incomplete ? "; it did not finish (a crash-surviving flush remains)" : "");
+    if (p->crashed) {
+        const struct snapinfo *e = &u->infos[p->ended];
+        ot_doc_printf(d, "; it crashed: ");
+        ot_doc_text(d, ot_cstr(e->crash_words), sizeof e->crash_words);
+        if (e->crash_signal[0])
+            ot_doc_printf(d, " (%s)", e->crash_signal);
+    } else {
+        ot_doc_printf(d, "%s", p->has_exit ? "; it finished (exit snapshot)"
+                               : p->has_incomplete ? "; it did not finish (a crash-surviving flush remains)" : "");
+    }
     ot_doc_printf(d, ". Reported: %s, ", x->fatal ? "its framework's out-of-memory" : x->failed ? "its first out-of-memory"
-                                                                                               : "its latest snapshot");
+                                         : p->crashed ? "its state at the crash" : "its latest snapshot");
     ot_doc_code(d, ot_cstr(base_of(x->path)), 256);
     ot_doc_printf(d, ".");
     ot_doc_para_end(d);
@@ -108,8 +154,9 @@ static void text_table(FILE *f, struct run *u)
     fprintf(f, ": %zu snapshot file%s, %zu readable, %zu process%s\n", u->nfiles, u->nfiles == 1 ? "" : "s", u->readable,
             u->nprocs, u->nprocs == 1 ? "" : "es");
     fputs("  (peak: the high-water mark of tracked device memory on the device shown, the failing one for a failed\n"
-          "   process; at failure: live on it when the allocation failed; finished: yes with an exit snapshot, no when\n"
-          "   a crash-surviving flush remains, ? otherwise)\n",
+          "   process; at failure: live on it when the allocation failed; failed: yes when it ran out of memory, crashed\n"
+          "   when a fatal signal ended it, killed when it ended without a last flush; finished: yes with an exit\n"
+          "   snapshot, no when a crash-surviving flush remains, ? otherwise)\n",
           f);
     fprintf(f, "  %-6s %-16s %-8s %-24s %-10s %-11s %-6s %-8s %s\n", "rank", "host", "pid", "device", "peak", "at failure",
             "failed", "finished", "snapshot (files)");
@@ -130,9 +177,9 @@ static void text_table(FILE *f, struct run *u)
         fprintf(f, "  %-6s ", rank);
         ot_fput_safe_max(f, ot_cstr(x->host), 64);
         size_t hl = strlen(x->host);
-        fprintf(f, "%*s %-8" PRIu64 " %-24s %-10s %-11s %-6s %-8s ", hl < 16 ? (int)(16 - hl) : 0, "", x->pid, dev,
+        fprintf(f, "%*s %-8" PRIu64 " %-24s %-10s %-11s %-7s %-8s ", hl < 16 ? (int)(16 - hl) : 0, "", x->pid, dev,
                 x->peak_known ? ot_fmt_bytes(b1, x->peak_bytes) : "?",
-                x->has_at_failure ? ot_fmt_bytes(b2, x->at_failure_bytes) : "-", x->failed ? "yes" : "no", finished_word(p));
+                x->has_at_failure ? ot_fmt_bytes(b2, x->at_failure_bytes) : "-", failed_word(p, x), finished_word(p));
         ot_fput_safe_max(f, ot_cstr(base_of(x->path)), 256);
         fprintf(f, " (%zu)\n", p->n);
     }
@@ -177,6 +224,15 @@ static void summary(struct ot_doc *d, struct run *u)
             ot_doc_printf(d, ": %s on device %" PRId64, ot_fmt_bytes(b1, y->requested), y->fail_device);
             ot_doc_item_end(d);
         }
+        doc_crashes(d, u);
+        ot_doc_list_end(d);
+    } else if (u->first_crash) {
+        ot_doc_para(d);
+        ot_doc_bold(d, u->first_crash->crashed ? "A process crashed:" : "A process was killed:");
+        ot_doc_printf(d, " none ran out of memory; %zu of %zu process%s ended by a signal", u->ncrashed, u->nprocs,
+                      u->nprocs == 1 ? "" : "es");
+        ot_doc_para_end(d);
+        doc_crashes(d, u);
         ot_doc_list_end(d);
     } else {
         ot_doc_para(d);
@@ -231,6 +287,18 @@ static void json_rank(struct ot_json *j, const struct run *u, const struct proc 
     ot_json_cstr(j, "trigger", ot_trigger_name(x->trigger));
     ot_json_u64(j, "snapshots", p->n);
     json_probes(j, x);
+    if (p->crashed || p->killed) {
+        const struct snapinfo *e = &u->infos[p->ended];
+        ot_json_obj(j, "ended_by");
+        ot_json_bool(j, "crashed", p->crashed);
+        ot_json_cstr(j, "signal", p->crashed && e->crash_signal[0] ? e->crash_signal : NULL);
+        ot_json_cstr(j, "description", p->crashed ? e->crash_words : NULL);
+        ot_json_u64_or_null(j, "wall_ns", e->wall_ns != 0, e->wall_ns);
+        ot_json_cstr(j, "snapshot", e->path);
+        ot_json_obj_end(j);
+    } else {
+        ot_json_null(j, "ended_by");
+    }
     ot_json_breakdown(j, "breakdown", &x->bd);
     if (x->failed) {
         ot_json_obj(j, "failure");
@@ -329,15 +397,26 @@ int merge_write_json(FILE *f, struct run *u)
     } else {
         ot_json_null(&j, "imbalance");
     }
+    ot_json_u64(&j, "crashed_processes", u->ncrashed);
     int rc = embed_report(&j, u, "failing_rank_report", u->first_fail);
     if (rc == 0)
-        rc = embed_report(&j, u, "largest_peak_report", u->first_fail ? NULL : u->report);
+        rc = embed_report(&j, u, "crashed_rank_report", u->first_fail ? NULL : u->first_crash);
+    if (rc == 0)
+        rc = embed_report(&j, u, "largest_peak_report", u->first_fail || u->first_crash ? NULL : u->report);
     ot_json_obj_end(&j);
     ot_json_end(&j);
     return rc;
 }
 
 static int report_text_of(FILE *f, const struct run *u, const struct snapinfo *x);
+
+static const char *report_heading(const struct run *u)
+{
+    return u->first_fail                                 ? "Report of the first process to fail, "
+           : u->first_crash && u->first_crash->crashed ? "Report of the process that crashed first, its state at the crash, "
+           : u->first_crash                              ? "Report of the process killed first, its last timed flush, "
+                                                         : "Report of the process with the largest peak, ";
+}
 
 int merge_write_text(FILE *f, struct run *u)
 {
@@ -356,7 +435,7 @@ int merge_write_text(FILE *f, struct run *u)
         return 0;
     const struct snapinfo *x = &u->infos[u->report->kept];
     fputs("\n", f);
-    fputs(u->first_fail ? "Report of the first process to fail, " : "Report of the process with the largest peak, ", f);
+    fputs(report_heading(u), f);
     put_rank(f, x);
     fputs(" (", f);
     ot_fput_safe_max(f, ot_cstr(base_of(x->path)), 256);
@@ -424,7 +503,7 @@ static void doc_run(struct ot_doc *d, const struct run *u)
         ot_doc_printf(d, "%s", x->has_at_failure ? ot_fmt_bytes(b2, x->at_failure_bytes) : "-");
         ot_doc_cell_end(d);
         ot_doc_cell(d);
-        ot_doc_printf(d, "%s", x->failed ? "yes" : "no");
+        ot_doc_printf(d, "%s", failed_word(p, x));
         ot_doc_cell_end(d);
         ot_doc_cell(d);
         ot_doc_printf(d, "%s", finished_word(p));
@@ -438,8 +517,9 @@ static void doc_run(struct ot_doc *d, const struct run *u)
     ot_doc_table_end(d);
     ot_doc_para(d);
     ot_doc_printf(d, "Peak: the high-water mark of tracked device memory on the device shown, the failing one for a "
-                  "failed process. At failure: live on it when the allocation failed. Finished: yes with an exit "
-                  "snapshot, no when a crash-surviving flush remains, ? otherwise.");
+                  "failed process. At failure: live on it when the allocation failed. Failed: yes when it ran out of "
+                  "memory, crashed when a fatal signal ended it, killed when it ended without a last flush. Finished: "
+                  "yes with an exit snapshot, no when a crash-surviving flush remains, ? otherwise.");
     ot_doc_para_end(d);
     summary(d, (struct run *)u);
 }
@@ -484,7 +564,7 @@ int merge_write_doc(FILE *f, struct run *u, enum ot_doc_kind kind)
         }
         ot_doc_rule(&d);
         ot_doc_para(&d);
-        ot_doc_printf(&d, u->first_fail ? "Report of the first process to fail, " : "Report of the process with the largest peak, ");
+        ot_doc_printf(&d, "%s", report_heading(u));
         doc_rank(&d, x);
         ot_doc_printf(&d, ":");
         ot_doc_para_end(&d);

@@ -58,6 +58,22 @@ const char *ot_flush_stopped_by(const struct ot_snapshot *s)
     return NULL;
 }
 
+const char *ot_flush_crash_signal(const struct ot_snapshot *s)
+{
+    if (!flushed_by_crash(s) || ot_flush_stopped_by(s))
+        return NULL;
+    /* strsignal's words in this reader's locale; the writer's were most likely the C locale's too. */
+    for (int sig = 1; sig < NSIG; sig++) {
+        const char *words = strsignal(sig), *abbrev = sigabbrev_np(sig);
+        if (words && abbrev && ot_str_eq(s->meta.reason, words)) {
+            static char name[NSIG][16];
+            snprintf(name[sig], sizeof name[sig], "SIG%s", abbrev);
+            return name[sig];
+        }
+    }
+    return "";
+}
+
 const char *ot_snapshot_title(const struct ot_snapshot *s, bool shout)
 {
     if (s->meta.trigger == OT_TRIGGER_FLUSH)

@@ -24,6 +24,11 @@ const char *ot_snapshot_title(const struct ot_snapshot *s, bool shout);
  * ("SIGTERM"), which titles say instead of a crash; NULL otherwise (a crash, a timed flush, no flush). */
 const char *ot_flush_stopped_by(const struct ot_snapshot *s);
 
+/* For a last flush that a crash wrote (a fatal signal that is not a request to end): the signal's name
+ * ("SIGABRT"), found from the words the writer stored ("Aborted"); "" when they name no signal this reader
+ * knows; NULL for any other snapshot (a stop, a timed flush, no flush). */
+const char *ot_flush_crash_signal(const struct ot_snapshot *s);
+
 /* Why a snapshot is unfinished, in the user's words ("the process did not finish, so this is its last
  * flush"); NULL for a finished one. *by_crash: a crash wrote it, and its reason names the signal. */
 const char *ot_unfinished_words(const struct ot_snapshot *s, bool *by_crash);
