@@ -2,7 +2,12 @@
 #include "common/stage.h"
 
 #ifdef OT_STAGE_CYCLES
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -11,27 +16,33 @@
 static const char *const stage_names[OT_ST_N] = {
     "hook", "driver_alloc", "driver_free", "pre_alloc", "after_alloc", "capture", "backtrace", "unwind",
     "python", "py_walk", "borrow", "lock", "record_alloc", "intern", "record_free", "ring", "clock",
+    "hook_free", "record_free_cross",
 };
 static const char *const cache_names[OT_C_N] = {"walk_replay", "walk_index", "walk_step", "py_same", "py_merged", "py_places", "stack_last", "stack_hint", "borrow_quick", "py_borrowed"};
+static const char *const class_names[4] = {"main", "other", "main_switched", "other_switched"};
+static const char *const gap_names[OT_STAGE_GAPS] = {"near", "mid", "far"};
 
-static uint64_t calls[OT_ST_N], cycles[OT_ST_N], hits[OT_C_N], misses[OT_C_N], events[2];
-__thread uint64_t ot_stage_hook_t0;
+__thread struct ot_stage_thread *ot_stage_me __attribute__((tls_model("initial-exec")));
+int ot_stage_fine = 1;
+int ot_stage_ring_drop;
+uint32_t ot_stage_last_tid;
+uint32_t ot_stage_pid;
+static struct ot_stage_thread *threads;
 static uint64_t probe, tsc_first, ns_first;
 
-void ot_stage_add(enum ot_stage s, uint64_t c)
+/* A thread's first probe: its block, pushed on the list the exit line sums. calloc, not the thread's
+ * stack or TLS: the block outlives the thread. A thread with no memory for it counts into a shared
+ * block (racy adds: a bench build under memory pressure reads approximately). */
+struct ot_stage_thread *ot_stage_thread_new(void)
 {
-    __atomic_add_fetch(&calls[s], 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&cycles[s], c, __ATOMIC_RELAXED);
-}
-
-void ot_stage_cache(enum ot_cache c, int hit)
-{
-    __atomic_add_fetch(hit ? &hits[c] : &misses[c], 1, __ATOMIC_RELAXED);
-}
-
-void ot_stage_events(int alloc)
-{
-    __atomic_add_fetch(&events[alloc != 0], 1, __ATOMIC_RELAXED);
+    static struct ot_stage_thread spare;
+    struct ot_stage_thread *t = calloc(1, sizeof *t);
+    if (!t)
+        return ot_stage_me = &spare;
+    t->next = __atomic_load_n(&threads, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&threads, &t->next, t, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        ;
+    return ot_stage_me = t;
 }
 
 /* Set by the stack table (capture sits above common): a cache that changed a stack would add some */
@@ -48,71 +59,129 @@ static uint64_t mono(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* What an empty stage costs the stage around it: the least of many begin/end pairs, with the add. */
+/* A forked child (a fork server's) counts its own work from zero, its main thread by its own pid. */
+static void stage_forked(void)
+{
+    ot_stage_pid = (uint32_t)getpid();
+    for (struct ot_stage_thread *t = threads; t; t = t->next)
+        memset(t, 0, offsetof(struct ot_stage_thread, next));
+    ot_stage_last_tid = 0;
+}
+
+/* What an empty stage costs the stage around it: the least of many begin/end pairs, with the add into
+ * this thread's block (a stage that is not split: the split's adds cost a few cycles more). */
 __attribute__((constructor)) static void stage_start(void)
 {
-    static uint64_t scratch[2];
+    const char *p = getenv("OOMTRACE_STAGE_PROBES"), *r = getenv("OOMTRACE_STAGE_RING");
+    ot_stage_fine = !(p && !strcmp(p, "outer"));
+    ot_stage_ring_drop = r && !strcmp(r, "drop");
+    ot_stage_pid = (uint32_t)getpid();
     uint64_t least = UINT64_MAX;
     for (int i = 0; i < 2000; i++) {
         uint64_t t0 = ot_stage_tsc();
-        OT_STAGE_BEGIN(t);
-        __atomic_add_fetch(&scratch[0], 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&scratch[1], ot_stage_tsc() - t, __ATOMIC_RELAXED);
+        const uint64_t t = ot_stage_tsc();
+        ot_stage_add(OT_ST_UNWIND, ot_stage_tsc() - t);
         uint64_t d = ot_stage_tsc() - t0;
         least = d < least ? d : least;
     }
+    struct ot_stage_thread *me = ot_stage_self();
+    me->calls[OT_ST_UNWIND] = me->cycles[OT_ST_UNWIND] = 0;
     probe = least;
+    pthread_atfork(NULL, NULL, stage_forked);
     tsc_first = ot_stage_tsc();
     ns_first = mono();
 }
 
+struct out {
+    char *p;
+    size_t n, cap;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = o->n < o->cap ? vsnprintf(o->p + o->n, o->cap - o->n, fmt, ap) : 0;
+    va_end(ap);
+    o->n += k > 0 ? (size_t)k : 0;
+}
+
 __attribute__((destructor)) static void stage_report(void)
 {
-    /* ns per cycle: the clock's calibrated rate where it reads the TSC, else measured over the process */
-    if (!calls[OT_ST_HOOK]) /* a process that never reached a wrapper (a shell, a launcher): nothing to say */
+    struct ot_stage_thread sum;
+    memset(&sum, 0, sizeof sum);
+    for (struct ot_stage_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+        const uint64_t *a = (const uint64_t *)t;
+        uint64_t *s = (uint64_t *)&sum;
+        for (size_t i = 0; i < offsetof(struct ot_stage_thread, hook_t0) / sizeof(uint64_t); i++)
+            s[i] += a[i];
+    }
+    /* a process that never reached a wrapper (a shell, a launcher): nothing to say */
+    if (!sum.calls[OT_ST_HOOK] && !sum.calls[OT_ST_HOOK_FREE])
         return;
-    double ns_per_cycle;
+    /* ns per cycle: the clock's calibrated rate where it reads the TSC, else measured over the process */
+    double npc;
     uint64_t mult = ot_clock_tsc_mult();
     const char *rate = "clock";
     if (mult) {
-        ns_per_cycle = (double)mult / 4294967296.0;
+        npc = (double)mult / 4294967296.0;
     } else {
         uint64_t dt = ot_stage_tsc() - tsc_first, dn = mono() - ns_first;
-        ns_per_cycle = dt ? (double)dn / (double)dt : 0;
+        npc = dt ? (double)dn / (double)dt : 0;
         rate = "process";
     }
-    char line[4096];
-    int n = snprintf(line, sizeof line,
-                     "OOMTRACE_STAGES {\"pid\": %d, \"allocs\": %llu, \"frees\": %llu, \"ns_per_cycle\": %.6f, "
-                     "\"rate_from\": \"%s\", \"probe_cycles\": %llu, \"stacks\": %u, \"stages\": {",
-                     (int)getpid(), (unsigned long long)events[1], (unsigned long long)events[0], ns_per_cycle,
-                     rate, (unsigned long long)probe, __atomic_load_n(&nstacks, __ATOMIC_RELAXED) - 1);
-    uint64_t nested = 0; /* probes inside hooks: every stage but the hook and the free's driver call */
-    for (int s = 0; s < OT_ST_N && n < (int)sizeof line; s++) {
-        n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\": {\"calls\": %llu, \"cycles\": %llu, \"ns\": %.0f}",
-                      s ? ", " : "", stage_names[s], (unsigned long long)calls[s], (unsigned long long)cycles[s],
-                      (double)cycles[s] * ns_per_cycle);
-        if (s != OT_ST_HOOK && s != OT_ST_DRIVER_FREE)
-            nested += calls[s];
+    static char line[16384];
+    struct out o = {line, 0, sizeof line - 2};
+    put(&o,
+        "OOMTRACE_STAGES {\"pid\": %d, \"allocs\": %llu, \"frees\": %llu, \"ns_per_cycle\": %.6f, "
+        "\"rate_from\": \"%s\", \"probe_cycles\": %llu, \"probes\": \"%s\", \"ring\": \"%s\", \"stacks\": %u, "
+        "\"stages\": {",
+        (int)getpid(), (unsigned long long)sum.events[1], (unsigned long long)sum.events[0], npc, rate,
+        (unsigned long long)probe, ot_stage_fine ? "all" : "outer", ot_stage_ring_drop ? "drop" : "compressed",
+        __atomic_load_n(&nstacks, __ATOMIC_RELAXED) - 1);
+    /* probes inside hooks: every stage counted but the hooks themselves and the free's driver call (after
+     * its hook left) */
+    uint64_t nested = 0;
+    for (int s = 0; s < OT_ST_N; s++) {
+        put(&o, "%s\"%s\": {\"calls\": %llu, \"cycles\": %llu, \"ns\": %.0f}", s ? ", " : "", stage_names[s],
+            (unsigned long long)sum.calls[s], (unsigned long long)sum.cycles[s], (double)sum.cycles[s] * npc);
+        if (s != OT_ST_HOOK && s != OT_ST_HOOK_FREE && s != OT_ST_DRIVER_FREE && s != OT_ST_FREE_CROSS)
+            nested += sum.calls[s];
     }
-    if (n < (int)sizeof line)
-        n += snprintf(line + n, sizeof line - (size_t)n, "}, \"caches\": {");
-    for (int c = 0; c < OT_C_N && n < (int)sizeof line; c++)
-        n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\": {\"hit\": %llu, \"miss\": %llu}", c ? ", " : "",
-                      cache_names[c], (unsigned long long)hits[c], (unsigned long long)misses[c]);
+    put(&o, "}, \"caches\": {");
+    for (int c = 0; c < OT_C_N; c++)
+        put(&o, "%s\"%s\": {\"hit\": %llu, \"miss\": %llu}", c ? ", " : "", cache_names[c],
+            (unsigned long long)sum.hits[c], (unsigned long long)sum.misses[c]);
+    /* The split stages: [calls, cycles] by class and by the gap since the thread's previous hook */
+    put(&o, "}, \"gap_cycles\": [%u, %u], \"split\": {", OT_STAGE_GAP1, OT_STAGE_GAP2);
+    int first = 1;
+    for (int s = 0; s < OT_ST_N; s++) {
+        int k = ot_stage_split_of[s] - 1;
+        if (k < 0)
+            continue;
+        put(&o, "%s\"%s\": {", first ? "" : ", ", stage_names[s]);
+        first = 0;
+        for (int c = 0; c < 4; c++)
+            put(&o, "%s\"%s\": [%llu, %llu]", c ? ", " : "", class_names[c],
+                (unsigned long long)sum.split_calls[k][c], (unsigned long long)sum.split_cycles[k][c]);
+        for (int g = 0; g < OT_STAGE_GAPS; g++)
+            put(&o, ", \"gap_%s\": [%llu, %llu]", gap_names[g], (unsigned long long)sum.gap_calls[k][g],
+                (unsigned long long)sum.gap_cycles[k][g]);
+        put(&o, "}");
+    }
     /* The tracer's own: the hooks' cycles less the allocation's driver calls inside them and the probes
      * nested in them (the free's driver call is outside the hook). */
-    uint64_t own = cycles[OT_ST_HOOK] - cycles[OT_ST_DRIVER_ALLOC];
+    uint64_t hooks = sum.cycles[OT_ST_HOOK] + sum.cycles[OT_ST_HOOK_FREE];
+    uint64_t own = hooks > sum.cycles[OT_ST_DRIVER_ALLOC] ? hooks - sum.cycles[OT_ST_DRIVER_ALLOC] : 0;
     uint64_t less = nested * probe < own ? nested * probe : own;
-    uint64_t ev = events[0] + events[1];
-    if (n < (int)sizeof line)
-        n += snprintf(line + n, sizeof line - (size_t)n,
-                      "}, \"tracer_cycles\": %llu, \"tracer_ns\": %.0f, \"tracer_ns_per_event\": %.1f}\n",
-                      (unsigned long long)(own - less), (double)(own - less) * ns_per_cycle,
-                      ev ? (double)(own - less) * ns_per_cycle / (double)ev : 0.0);
-    if (n > (int)sizeof line)
-        n = (int)sizeof line;
-    ssize_t w = write(2, line, (size_t)n);
+    uint64_t ev = sum.events[0] + sum.events[1];
+    put(&o, "}, \"nested_probes\": %llu, \"tracer_cycles\": %llu, \"tracer_ns\": %.0f, \"tracer_ns_per_event\": %.1f}",
+        (unsigned long long)nested, (unsigned long long)(own - less), (double)(own - less) * npc,
+        ev ? (double)(own - less) * npc / (double)ev : 0.0);
+    size_t n = o.n < o.cap ? o.n : o.cap;
+    line[n++] = '\n';
+    ssize_t w = write(2, line, n);
     (void)w;
 }
 #else

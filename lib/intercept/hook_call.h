@@ -41,7 +41,15 @@ static inline int ot_enter(void)
 
 static inline void ot_leave(int saved_errno)
 {
-    OT_STAGE_HOOK_OUT();
+    OT_STAGE_HOOK_OUT(OT_ST_HOOK);
+    ot_self.busy = 0;
+    errno = saved_errno;
+}
+
+/* The same for a free's wrapper (the stage build counts the two kinds apart). */
+static inline void ot_leave_free(int saved_errno)
+{
+    OT_STAGE_HOOK_OUT(OT_ST_HOOK_FREE);
     ot_self.busy = 0;
     errno = saved_errno;
 }
@@ -114,6 +122,6 @@ static inline CUresult ot_free_end(CUresult r, struct ot_undo *u)
     struct ot_undo undo;                                                                               \
     ot_undo_init(&undo);                                                                               \
     record;                                                                                            \
-    ot_leave(err);                                                                                     \
+    ot_leave_free(err);                                                                                \
     return ot_free_end(call, &undo)
 #endif

@@ -33,7 +33,7 @@ static inline __attribute__((always_inline)) void emit_ev(uint8_t kind, uint64_t
                                                           uint64_t key, uint64_t size, uint32_t tid, uint32_t stack,
                                                           int16_t device, uint16_t api, uint8_t cat)
 {
-    OT_STAGE_EVENT(kind != OT_EV_FREE);
+    OT_STAGE_EVENT(kind != OT_EV_FREE, tid);
     OT_STAGE_BEGIN(ring_t0);
     struct ot_ring_event *e = OT_UNLIKELY(kind == OT_EV_MARKER) ? ot_ring_marker(seq, t, label) : ot_ring_next(seq, t);
     S.recorded++;
@@ -186,12 +186,19 @@ void ot_record_free(uint8_t ns, uint64_t key, uint16_t api, struct ot_undo *u)
     uint32_t tid = ot_tid();
     ot_lock_take();
     struct ot_rec *r = ot_live_find(&S.live, ns, key);
+#ifdef OT_STAGE_CYCLES
+    const int cross = r && r->tid != tid; /* its record's lines were last written on another core */
+#endif
     if (OT_LIKELY(r != NULL))
         close_undoable(r, api, tid, u);
     else
         S.unknown_frees++;
     ot_lock_give();
     OT_STAGE_END(OT_ST_RECORD_FREE, t);
+#ifdef OT_STAGE_CYCLES
+    if (cross)
+        OT_STAGE_END(OT_ST_FREE_CROSS, t);
+#endif
 }
 
 /* The driver refused a free recorded before the call: the memory is still allocated, and as the driver

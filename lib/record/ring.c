@@ -22,6 +22,7 @@
 #include "common/defs.h"
 #include "common/options.h"
 #include "common/self.h"
+#include "common/stage.h"
 #include "record/ring.h"
 #include "record/state.h"
 
@@ -281,6 +282,14 @@ static struct ot_ring_block *fresh_block(void)
 static void seal(void)
 {
     struct ot_ring_block *full = ot_ring_cur;
+#ifdef OT_STAGE_CYCLES
+    if (ot_stage_ring_drop) { /* the stage build's OOMTRACE_STAGE_RING=drop: the ring without its compressor */
+        R.dropped += full->nevents;
+        R.chunks_dropped++;
+        full->nevents = full->labels_len = 0;
+        return;
+    }
+#endif
     if (R.thread == 0)
         start_compressor();
     struct ot_ring_block *next = R.thread == 1 && R.nqueued < MAX_PENDING ? fresh_block() : NULL;

@@ -1,7 +1,14 @@
 /* The C side of issue 16's table: cuMemAllocAsync + cuMemFreeAsync pairs (4 KiB, one stream, a warm pool)
  * called directly through the driver API, as a C program that allocates per request does. Loops of 20,000
  * pairs; prints one JSON line with the minimum over the timed loops (ns per pair). Built and run by
- * tests/gpu/bench_alloc_pair.sh:  cc -O2 -I$CUDA_HOME/include alloc_pair.c -lcuda */
+ * tests/gpu/bench_alloc_pair.sh:  cc -O2 -I$CUDA_HOME/include alloc_pair.c -lcuda
+ *
+ *   alloc_pair [LOOPS] [split]
+ * split: rdtsc around each call as well (x86-64), so that a traced process's calls can be set against a bare
+ * one's and against the driver calls the stage build times inside the wrappers (tests/gpu/bench_pair_parts.sh).
+ * The line then has "split": the allocation's call, the free's call and the rest of the loop, ns each per
+ * pair, for the least loop ("least") and over every pair of the process, warm loop included ("all": the
+ * stage build's counters cover the same pairs). The rdtsc reads add the same few ns to bare and traced. */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +32,46 @@ static void check(CUresult r, const char *what)
     }
 }
 
+#if defined(__x86_64__)
+static inline unsigned long long tsc(void)
+{
+    unsigned lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi)::"memory");
+    return (unsigned long long)hi << 32 | lo;
+}
+#else
+static inline unsigned long long tsc(void)
+{
+    return (unsigned long long)now_ns();
+}
+#endif
+
+/* Ticks in the allocation's calls, the free's calls, and the whole loop. */
+struct parts {
+    unsigned long long alloc, free, loop;
+};
+
+static double loop_split(CUstream s, struct parts *p)
+{
+    CUdeviceptr d;
+    struct parts q = {0, 0, 0};
+    double t0 = now_ns();
+    unsigned long long l0 = tsc();
+    for (int i = 0; i < PAIRS; i++) {
+        unsigned long long a = tsc();
+        check(cuMemAllocAsync(&d, 4096, s), "cuMemAllocAsync");
+        unsigned long long b = tsc();
+        check(cuMemFreeAsync(d, s), "cuMemFreeAsync");
+        unsigned long long c = tsc();
+        q.alloc += b - a;
+        q.free += c - b;
+    }
+    q.loop = tsc() - l0;
+    double ns = (now_ns() - t0) / PAIRS;
+    *p = q;
+    return ns;
+}
+
 static double loop(CUstream s)
 {
     CUdeviceptr p;
@@ -39,6 +86,10 @@ static double loop(CUstream s)
 int main(int argc, char **argv)
 {
     int loops = argc > 1 ? atoi(argv[1]) : 8;
+    int split = argc > 2 && !strcmp(argv[2], "split");
+    struct parts all = {0, 0, 0}, least = {0, 0, 0}, p;
+    unsigned long long tsc0 = tsc();
+    double ns0 = now_ns();
     CUdevice dev;
     CUcontext ctx;
     CUstream s;
@@ -47,15 +98,38 @@ int main(int argc, char **argv)
     check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
     check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    loop(s); /* warm */
+    if (split) {
+        loop_split(s, &p); /* warm */
+        all = p;
+    } else {
+        loop(s); /* warm */
+    }
     double best = 1e30;
     printf("{\"case\": \"c_async\", \"unit\": \"ns/pair\", \"loops\": [");
     for (int i = 0; i < loops; i++) {
-        double v = loop(s);
+        double v = split ? loop_split(s, &p) : loop(s);
+        if (split) {
+            all.alloc += p.alloc;
+            all.free += p.free;
+            all.loop += p.loop;
+            if (v < best)
+                least = p;
+        }
         best = v < best ? v : best;
         printf("%s%.1f", i ? ", " : "", v);
     }
     check(cuStreamSynchronize(s), "cuStreamSynchronize");
-    printf("], \"min\": %.1f, \"traced\": %s}\n", best, getenv("LD_PRELOAD") && strstr(getenv("LD_PRELOAD"), "liboomtrace") ? "true" : "false");
+    printf("], \"min\": %.1f, \"traced\": %s", best, getenv("LD_PRELOAD") && strstr(getenv("LD_PRELOAD"), "liboomtrace") ? "true" : "false");
+    if (split) {
+        /* the TSC's rate over the whole process, against CLOCK_MONOTONIC */
+        double npt = (now_ns() - ns0) / (double)(tsc() - tsc0);
+        double n1 = PAIRS, na = (double)PAIRS * (loops + 1);
+        printf(", \"split\": {\"ns_per_tick\": %.6f, \"pairs\": %.0f, "
+               "\"least\": {\"alloc\": %.1f, \"free\": %.1f, \"rest\": %.1f}, "
+               "\"all\": {\"alloc\": %.1f, \"free\": %.1f, \"rest\": %.1f}}",
+               npt, na, least.alloc * npt / n1, least.free * npt / n1, (least.loop - least.alloc - least.free) * npt / n1,
+               all.alloc * npt / na, all.free * npt / na, (all.loop - all.alloc - all.free) * npt / na);
+    }
+    printf("}\n");
     return 0;
 }
