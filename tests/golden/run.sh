@@ -175,6 +175,19 @@ check diff.json json "$READER" --format json --diff "$A" "$B"
 check run.txt text "$READER" --top 3 "$TMP/run"
 check run.json json "$READER" --format json --top 2 "$TMP/run"
 check crashrun.txt text "$READER" --top 2 "$TMP/crashrun"
+# A rank whose only file cannot be read keeps its row, from the file's name (a host name with a '-' in it), with
+# why; its out-of-memory file may be the job's first failure, which the summary says.
+mkdir -p "$TMP/lostrun"
+cp "$TMP"/crashrun/*.oomt "$TMP/lostrun/"
+printf 'OOMTRACE' >"$TMP/lostrun/oomtrace-gpu-node-7-999-rank2-1-oom.oomt"
+check lostrun.txt text "$READER" --top 1 "$TMP/lostrun"
+check lostrun.md text "$READER" --format markdown --top 1 "$TMP/lostrun"
+"$READER" --format json --top 1 "$TMP/lostrun" 2>/dev/null | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert [(l["rank"], l["host"], l["pid"], l["trigger"]) for l in r["unreadable_processes"]] == [(2, "gpu-node-7", 999, "oom")], r["unreadable_processes"]
+assert r["unreadable_processes"][0]["error"]
+' || { echo "golden: lostrun: the JSON run view does not keep the unreadable rank"; fail=1; }
 check crashrun.md text "$READER" --format markdown --top 2 "$TMP/crashrun"
 "$READER" --format json --top 1 "$TMP/crashrun" | python3 -c '
 import json, sys

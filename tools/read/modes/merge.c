@@ -148,8 +148,117 @@ static void count_probes(struct run *u, struct proc *p)
     }
 }
 
+bool merge_name_of(const char *path, struct lostproc *l)
+{
+    static const char *const triggers[] = {"framework-oom", "oom", "exit", "signal", "dump", "flush"};
+    memset(l, 0, sizeof *l);
+    l->rank = -1;
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t n = strlen(b);
+    if (strncmp(b, "oomtrace-", 9) != 0 || n < 9 + 5 || strcmp(b + n - 5, ".oomt") != 0)
+        return false;
+    const char *s = b + 9, *e = b + n - 5;
+    /* From the end: ".K" (a second snapshot in the same second), the trigger, the sequence number or run id. */
+    const char *q = e;
+    while (q > s && q[-1] >= '0' && q[-1] <= '9')
+        q--;
+    if (q < e && q > s && q[-1] == '.')
+        e = q - 1;
+    size_t t;
+    for (t = 0; t < sizeof triggers / sizeof triggers[0]; t++) {
+        size_t tl = strlen(triggers[t]);
+        if ((size_t)(e - s) > tl + 1 && e[-(ptrdiff_t)tl - 1] == '-' && memcmp(e - tl, triggers[t], tl) == 0)
+            break;
+    }
+    if (t == sizeof triggers / sizeof triggers[0])
+        return false;
+    snprintf(l->trigger, sizeof l->trigger, "%s", triggers[t]);
+    e -= strlen(triggers[t]) + 1;
+    q = e;
+    while (q > s && q[-1] != '-')
+        q--;
+    if (q == e || q == s) /* the sequence number (digits) or the run id (r and hex digits) */
+        return false;
+    e = q - 1;
+    /* "-rankR", then "-PID". */
+    q = e;
+    while (q > s && q[-1] >= '0' && q[-1] <= '9')
+        q--;
+    if (q < e && q - s > 5 && memcmp(q - 5, "-rank", 5) == 0) {
+        l->rank = strtoll(q, NULL, 10);
+        e = q - 5;
+        q = e;
+        while (q > s && q[-1] >= '0' && q[-1] <= '9')
+            q--;
+    }
+    if (q == e || q - s < 2 || q[-1] != '-')
+        return false;
+    l->pid = strtoull(q, NULL, 10);
+    size_t hl = (size_t)(q - 1 - s);
+    if (hl >= sizeof l->host)
+        hl = sizeof l->host - 1;
+    memcpy(l->host, s, hl);
+    l->host[hl] = 0;
+    return true;
+}
+
+bool merge_lost_oom(const struct lostproc *l)
+{
+    return strcmp(l->trigger, "oom") == 0 || strcmp(l->trigger, "framework-oom") == 0;
+}
+
+static int cmp_lost(const void *p, const void *q)
+{
+    const struct lostproc *a = p, *b = q;
+    bool ua = a->rank < 0, ub = b->rank < 0;
+    if (ua != ub)
+        return ua ? 1 : -1;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    int c = strcmp(a->host, b->host);
+    if (c)
+        return c;
+    return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+/* The unreadable files of processes that have no readable one, a row each. */
+static void collect_lost(struct run *u, const bool *bad, char (*why)[200])
+{
+    for (size_t i = 0; i < u->nfiles; i++) {
+        struct lostproc l;
+        if (!bad[i] || !merge_name_of(u->files[i], &l))
+            continue;
+        bool known = false;
+        for (size_t k = 0; k < u->nprocs && !known; k++) {
+            const struct snapinfo *x = &u->infos[u->procs[k].kept];
+            known = x->pid == l.pid && strcmp(x->host, l.host) == 0;
+        }
+        if (known)
+            continue;
+        struct lostproc *m = NULL;
+        for (size_t k = 0; k < u->nlost && !m; k++)
+            if (u->lost[k].pid == l.pid && strcmp(u->lost[k].host, l.host) == 0)
+                m = &u->lost[k];
+        if (!m) {
+            m = &u->lost[u->nlost++];
+            *m = l;
+        } else if (!merge_lost_oom(m) && merge_lost_oom(&l)) { /* its out-of-memory file is the one that matters */
+            snprintf(m->trigger, sizeof m->trigger, "%s", l.trigger);
+            m->path = NULL;
+        }
+        if (!m->path) {
+            m->path = u->files[i];
+            memcpy(m->why, why[i], sizeof m->why);
+        }
+        m->n++;
+    }
+    qsort(u->lost, u->nlost, sizeof *u->lost, cmp_lost);
+}
+
 static void run_free(struct run *u)
 {
+    free(u->lost);
     ot_strv_free(u->files, u->nfiles);
     for (size_t i = 0; u->infos && i < u->nfiles; i++)
         ot_breakdown_copy_free(&u->infos[i].bd);
@@ -175,7 +284,12 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
     u.infos = calloc(u.nfiles, sizeof(*u.infos));
     u.order = calloc(u.nfiles, sizeof(size_t));
     u.procs = calloc(u.nfiles, sizeof(*u.procs));
-    if (!u.infos || !u.order || !u.procs) {
+    u.lost = calloc(u.nfiles, sizeof(*u.lost));
+    bool *unreadable = calloc(u.nfiles, sizeof(bool));
+    char(*why)[200] = calloc(u.nfiles, sizeof(*why));
+    if (!u.infos || !u.order || !u.procs || !u.lost || !unreadable || !why) {
+        free(unreadable);
+        free(why);
         fprintf(stderr, "oomtrace-read: out of memory\n");
         run_free(&u);
         return 2;
@@ -192,6 +306,8 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         struct ot_loaded l;
         u.infos[i].path = u.files[i];
         if (ot_load(&l, u.files[i], &plain, err) < 0) {
+            unreadable[i] = true;
+            snprintf(why[i], sizeof why[i], "%.199s", err);
             if (!nbad++)
                 snprintf(first_bad, sizeof first_bad, "%.200s: %.280s", u.files[i], err);
             continue;
@@ -207,6 +323,8 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
     if (!u.readable) {
         fprintf(stderr, "oomtrace-read: %s: none of the %zu snapshot files could be read (first: %s)\n", dir,
                 u.nfiles, first_bad);
+        free(unreadable);
+        free(why);
         run_free(&u);
         return 2;
     }
@@ -246,6 +364,9 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
     for (size_t i = 0; i < u.nprocs; i++)
         count_probes(&u, &u.procs[i]);
     qsort(u.procs, u.nprocs, sizeof(*u.procs), cmp_rank);
+    collect_lost(&u, unreadable, why);
+    free(unreadable);
+    free(why);
     for (size_t i = 0; i < u.nprocs; i++) {
         const struct proc *p = &u.procs[i];
         const struct snapinfo *x = &u.infos[p->kept];

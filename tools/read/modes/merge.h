@@ -56,6 +56,19 @@ struct proc {
     size_t ended;
 };
 
+/* A process known only by the name of a snapshot file that could not be read (none of its files could):
+ * oomtrace-HOST-PID[-rankR]-TAG.oomt gives its host, pid, rank and trigger, and the reader says why the file
+ * failed. Its row keeps it in the table: the file may be the job's first failure. */
+struct lostproc {
+    char host[128];
+    uint64_t pid;
+    int64_t rank;
+    char trigger[16]; /* the name's trigger word: "oom", "framework-oom", "exit", "dump", "flush" ... */
+    const char *path; /* its first unreadable file (an out-of-memory one first) */
+    char why[200];    /* why that file could not be read */
+    size_t n;         /* its unreadable files */
+};
+
 struct run {
     const struct ot_run_opts *r;
     const char *dir;
@@ -65,6 +78,8 @@ struct run {
     size_t *order;
     struct proc *procs;
     size_t nprocs, readable;
+    struct lostproc *lost; /* by rank, then host and pid */
+    size_t nlost;
     const struct proc *first_fail; /* NULL when no process failed */
     size_t nfailed;
     size_t ncrashed;                /* processes that crashed or were killed (proc.crashed, proc.killed) */
@@ -75,6 +90,12 @@ struct run {
 };
 
 /* The run's report: 0, or -1 when it could not be written. */
+/* Fills *l from a snapshot file's name (oomtrace-HOST-PID[-rankR]-N-TRIGGER[.K].oomt, or
+ * ...-rRUN-flush.oomt); false when the name is not of that shape. */
+bool merge_name_of(const char *path, struct lostproc *l);
+/* Did the lost process's file say it ran out of memory? */
+bool merge_lost_oom(const struct lostproc *l);
+
 int merge_write_json(FILE *f, struct run *u);
 int merge_write_text(FILE *f, struct run *u);
 int merge_write_doc(FILE *f, struct run *u, enum ot_doc_kind kind);

@@ -109,7 +109,38 @@ static void put_probes(struct ot_doc *d, const struct snapinfo *x)
  * whether it finished. The report that follows says the rest. */
 static bool one_process(const struct run *u)
 {
-    return u->nprocs == 1 && u->infos[u->procs[0].kept].rank < 0;
+    return u->nprocs == 1 && !u->nlost && u->infos[u->procs[0].kept].rank < 0;
+}
+
+/* "rank 2" or "pid 999" for a process known only by a file's name. */
+static void doc_lost_name(struct ot_doc *d, const struct lostproc *l)
+{
+    if (l->rank >= 0)
+        ot_doc_printf(d, "rank %" PRId64 " (pid %" PRIu64 ")", l->rank, l->pid);
+    else
+        ot_doc_printf(d, "pid %" PRIu64, l->pid);
+}
+
+/* Under the first failure (or its absence): the processes whose out-of-memory snapshot could not be read, any
+ * of which may have failed first. */
+static void doc_lost_failures(struct ot_doc *d, const struct run *u)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < u->nlost; i++)
+        n += merge_lost_oom(&u->lost[i]);
+    if (!n)
+        return;
+    ot_doc_para(d);
+    ot_doc_printf(d, "Of the readable snapshots only: the out-of-memory snapshot%s of ", n == 1 ? "" : "s");
+    for (size_t i = 0, k = 0; i < u->nlost; i++) {
+        const struct lostproc *l = &u->lost[i];
+        if (!merge_lost_oom(l))
+            continue;
+        ot_doc_printf(d, "%s", k++ ? (k == n ? " and " : ", ") : "");
+        doc_lost_name(d, l);
+    }
+    ot_doc_printf(d, " could not be read, so %s may have failed first.", n == 1 ? "it" : "one of them");
+    ot_doc_para_end(d);
 }
 
 static void doc_one_process(struct ot_doc *d, const struct run *u)
@@ -151,8 +182,11 @@ static void text_table(FILE *f, struct run *u)
     char b1[32], b2[32];
     fprintf(f, "oomtrace-read: run in ");
     ot_fput_safe_max(f, ot_cstr(u->dir), 512);
-    fprintf(f, ": %zu snapshot file%s, %zu readable, %zu process%s\n", u->nfiles, u->nfiles == 1 ? "" : "s", u->readable,
+    fprintf(f, ": %zu snapshot file%s, %zu readable, %zu process%s", u->nfiles, u->nfiles == 1 ? "" : "s", u->readable,
             u->nprocs, u->nprocs == 1 ? "" : "es");
+    if (u->nlost)
+        fprintf(f, " and %zu known only by the name of a file that could not be read", u->nlost);
+    fputc('\n', f);
     fputs("  (peak: the high-water mark of tracked device memory on the device shown, the failing one for a failed\n"
           "   process; at failure: live on it when the allocation failed; failed: yes when it ran out of memory, crashed\n"
           "   when a fatal signal ended it, killed when it ended without a last flush; finished: yes with an exit\n"
@@ -182,6 +216,24 @@ static void text_table(FILE *f, struct run *u)
                 x->has_at_failure ? ot_fmt_bytes(b2, x->at_failure_bytes) : "-", failed_word(p, x), finished_word(p));
         ot_fput_safe_max(f, ot_cstr(base_of(x->path)), 256);
         fprintf(f, " (%zu)\n", p->n);
+    }
+    /* A process known only by an unreadable file's name keeps its row: what the name says, and why. */
+    for (size_t i = 0; i < u->nlost; i++) {
+        const struct lostproc *l = &u->lost[i];
+        char rank[24];
+        if (l->rank >= 0)
+            snprintf(rank, sizeof(rank), "%" PRId64, l->rank);
+        else
+            snprintf(rank, sizeof(rank), "?");
+        fprintf(f, "  %-6s ", rank);
+        ot_fput_safe_max(f, ot_cstr(l->host), 64);
+        size_t hl = strlen(l->host);
+        fprintf(f, "%*s %-8" PRIu64 " %-24s %-10s %-11s %-7s %-8s ", hl < 16 ? (int)(16 - hl) : 0, "", l->pid, "?", "?",
+                "?", merge_lost_oom(l) ? "yes?" : "?", "?");
+        ot_fput_safe_max(f, ot_cstr(base_of(l->path)), 256);
+        fprintf(f, " (%zu): unreadable: ", l->n);
+        ot_fput_safe_max(f, ot_cstr(l->why), sizeof l->why);
+        fputc('\n', f);
     }
 }
 
@@ -226,6 +278,7 @@ static void summary(struct ot_doc *d, struct run *u)
         }
         doc_crashes(d, u);
         ot_doc_list_end(d);
+        doc_lost_failures(d, u);
     } else if (u->first_crash) {
         ot_doc_para(d);
         ot_doc_bold(d, u->first_crash->crashed ? "A process crashed:" : "A process was killed:");
@@ -234,10 +287,12 @@ static void summary(struct ot_doc *d, struct run *u)
         ot_doc_para_end(d);
         doc_crashes(d, u);
         ot_doc_list_end(d);
+        doc_lost_failures(d, u);
     } else {
         ot_doc_para(d);
         ot_doc_printf(d, "No process failed (%zu process%s).", u->nprocs, u->nprocs == 1 ? "" : "es");
         ot_doc_para_end(d);
+        doc_lost_failures(d, u);
     }
     if (u->pmax && u->pmin && u->pmax != u->pmin) {
         const struct snapinfo *mx = &u->infos[u->pmax->kept], *mn = &u->infos[u->pmin->kept];
@@ -362,6 +417,20 @@ int merge_write_json(FILE *f, struct run *u)
     for (size_t i = 0; i < u->nprocs; i++)
         json_rank(&j, u, &u->procs[i]);
     ot_json_arr_end(&j);
+    ot_json_arr(&j, "unreadable_processes");
+    for (size_t i = 0; i < u->nlost; i++) {
+        const struct lostproc *l = &u->lost[i];
+        ot_json_obj(&j, NULL);
+        ot_json_i64_or_null(&j, "rank", l->rank >= 0, l->rank);
+        ot_json_cstr(&j, "host", l->host);
+        ot_json_u64(&j, "pid", l->pid);
+        ot_json_cstr(&j, "trigger", l->trigger);
+        ot_json_cstr(&j, "snapshot", l->path);
+        ot_json_cstr(&j, "error", l->why);
+        ot_json_u64(&j, "files", l->n);
+        ot_json_obj_end(&j);
+    }
+    ot_json_arr_end(&j);
     if (u->first_fail) {
         const struct snapinfo *x = &u->infos[u->first_fail->kept];
         ot_json_obj(&j, "first_failure");
@@ -465,7 +534,10 @@ static void doc_run(struct ot_doc *d, const struct run *u)
     ot_doc_para(d);
     ot_doc_printf(d, "%zu snapshot file%s in ", u->nfiles, u->nfiles == 1 ? "" : "s");
     ot_doc_code(d, ot_cstr(u->dir), 512);
-    ot_doc_printf(d, ", %zu readable, %zu process%s.", u->readable, u->nprocs, u->nprocs == 1 ? "" : "es");
+    ot_doc_printf(d, ", %zu readable, %zu process%s", u->readable, u->nprocs, u->nprocs == 1 ? "" : "es");
+    if (u->nlost)
+        ot_doc_printf(d, " and %zu known only by the name of a file that could not be read", u->nlost);
+    ot_doc_printf(d, ".");
     ot_doc_para_end(d);
     static const char *const heads[] = {"Rank", "Host", "Pid", "Device", "Peak", "At failure", "Failed", "Finished",
                                         "Snapshot (files)"};
@@ -511,6 +583,33 @@ static void doc_run(struct ot_doc *d, const struct run *u)
         ot_doc_cell(d);
         ot_doc_code(d, ot_cstr(base_of(x->path)), 256);
         ot_doc_printf(d, " (%zu)", p->n);
+        ot_doc_cell_end(d);
+        ot_doc_row_end(d);
+    }
+    for (size_t i = 0; i < u->nlost; i++) {
+        const struct lostproc *l = &u->lost[i];
+        ot_doc_row(d);
+        ot_doc_cell(d);
+        if (l->rank >= 0)
+            ot_doc_printf(d, "%" PRId64, l->rank);
+        else
+            ot_doc_printf(d, "?");
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_text(d, ot_cstr(l->host), 64);
+        ot_doc_cell_end(d);
+        ot_doc_cell(d);
+        ot_doc_printf(d, "%" PRIu64, l->pid);
+        ot_doc_cell_end(d);
+        for (int c = 0; c < 5; c++) { /* device, peak, at failure, failed, finished */
+            ot_doc_cell(d);
+            ot_doc_printf(d, "%s", c == 3 && merge_lost_oom(l) ? "yes?" : "?");
+            ot_doc_cell_end(d);
+        }
+        ot_doc_cell(d);
+        ot_doc_code(d, ot_cstr(base_of(l->path)), 256);
+        ot_doc_printf(d, " (%zu): unreadable: ", l->n);
+        ot_doc_text(d, ot_cstr(l->why), sizeof l->why);
         ot_doc_cell_end(d);
         ot_doc_row_end(d);
     }
