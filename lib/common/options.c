@@ -176,8 +176,10 @@ static int apply(const struct opt *o, const char *v)
         char *end;
         errno = 0;
         n = strtoll(v, &end, 10);
-        if (!*v || *end || errno || n < o->lo || n > o->hi)
+        if (!*v || *end || errno)
             return -1;
+        if (n < o->lo || n > o->hi)
+            return -2;
         if (o->dst == &ot_opt.flush_ms)
             *(unsigned *)o->dst = (unsigned)n;
         else
@@ -185,8 +187,10 @@ static int apply(const struct opt *o, const char *v)
         return 0;
     }
     case OPT_SIZE:
-        if (parse_size(v, &n) || n < o->lo || n > o->hi)
+        if (parse_size(v, &n))
             return -1;
+        if (n < o->lo || n > o->hi)
+            return -2;
         *(size_t *)o->dst = (size_t)n;
         return 0;
     case OPT_DIR:
@@ -201,13 +205,40 @@ static int apply(const struct opt *o, const char *v)
     return -1;
 }
 
+/* A bound as the user would write it: 4096 as "4K" for a size, a plain number otherwise. */
+static void limit_text(const struct opt *o, long long v, char out[32])
+{
+    static const char unit[] = "KMGT";
+    int u = -1;
+    while (o->kind == OPT_SIZE && v && u < 3 && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    if (u >= 0)
+        snprintf(out, 32, "%lld%c", v, unit[u]);
+    else
+        snprintf(out, 32, "%lld", v);
+}
+
 void ot_options_load(void)
 {
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const struct opt *o = &table[i];
         apply(o, o->def);
         const char *v = getenv(o->name);
-        if (v && apply(o, v) != 0) {
+        int rc = v ? apply(o, v) : 0;
+        if (rc == -2) { /* well-formed, out of range: say the bound, in the syntax the user wrote */
+            long long n = 0;
+            if (o->kind == OPT_SIZE)
+                parse_size(v, &n);
+            else
+                n = strtoll(v, NULL, 10);
+            char bound[32];
+            limit_text(o, n < o->lo ? o->lo : o->hi, bound);
+            ot_log("%s=\"%.64s\" is %s its %s, %s; using the default \"%s\"", o->name, v,
+                   n < o->lo ? "below" : "above", n < o->lo ? "minimum" : "maximum", bound, o->def);
+            apply(o, o->def);
+        } else if (rc != 0) {
             ot_log("invalid %s=\"%.64s\"; using the default \"%s\"", o->name, v, o->def);
             apply(o, o->def);
         }
