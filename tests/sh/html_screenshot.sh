@@ -130,12 +130,12 @@ print(f"html_screenshot: screenshot {w}x{h}: {len(seen)} series colours "
 EOF
 
 # 2. A marker label that tries to end the data's <script> and inject markup.
+cp tests/py/drv.py "$T/"
 cat >"$T/hostile.py" <<'EOF'
-import ctypes, os, sys
+import os, sys
 sys.path.insert(0, os.path.join(os.getcwd(), "python"))
 import oomtrace
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+from drv import cuda, ctypes
 assert cuda.cuInit(0) == 0
 p = ctypes.c_uint64()
 assert cuda.cuMemAlloc_v2(ctypes.byref(p), 1 << 30) == 0
@@ -270,13 +270,10 @@ assert not r["allocator"] or r["fwrows"] >= 1
 '
 # 3c. Crowded markers around the phase the Why section cites.
 cat >"$T/crowd.py" <<'EOF'
-import ctypes, os, sys
+import os, sys
 sys.path.insert(0, os.path.join(os.getcwd(), "python"))
 import oomtrace
-MiB = 1 << 20
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
-cuda.cuMemFree_v2.argtypes = [ctypes.c_uint64]
+from drv import cuda, ctypes, MiB
 assert cuda.cuInit(0) == 0
 p = ctypes.c_uint64()
 def alloc(n):
@@ -302,10 +299,11 @@ assert r["drawn"] >= 1
 '
 # 3d. No device allocation at all.
 cat >"$T/none.py" <<'EOF'
-import ctypes, os, sys
+import os, sys
 sys.path.insert(0, os.path.join(os.getcwd(), "python"))
 import oomtrace
-assert ctypes.CDLL("libcuda.so.1").cuInit(0) == 0
+from drv import cuda
+assert cuda.cuInit(0) == 0
 oomtrace.dump()
 EOF
 traced_any "$T/none" python3 "$T/none.py"

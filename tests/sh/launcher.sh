@@ -162,10 +162,9 @@ grep -q "^oomtrace: gate --max-growth passed: peak 512 MiB (536870912 bytes) in 
 # Walk 6, #27: the gate measures each process's largest peak over all its snapshots, as oomtrace-read DIR does,
 # not the snapshot the report shows. A batch-size search: 200 MiB kept, a 2 GiB request fails (the report shows
 # that failure, peak 200 MiB then), 512 MiB fits, and the process exits with a peak of 712 MiB.
+cp tests/py/drv.py "$work/"
 cat >"$work/bsfind.py" <<'PY'
-import ctypes
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+from drv import cuda, ctypes
 w, act = ctypes.c_uint64(), ctypes.c_uint64()
 assert cuda.cuMemAlloc_v2(ctypes.byref(w), 200 << 20) == 0
 assert cuda.cuMemAlloc_v2(ctypes.byref(act), 2048 << 20) != 0
@@ -213,11 +212,8 @@ grep -q "^oomtrace: no snapshot was written: an inner oomtrace run wrote them, i
 # (#1), an out-of-memory of 3 GiB (#2), seven dumps, an out-of-memory of 5 GiB (#10), the exit (#11): the report
 # is #2's. Ten dumps and the exit (#11): the report is the exit's.
 cat >"$work/order.py" <<'PY'
-import ctypes, sys
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
-dump = ctypes.CDLL(None).oomtrace_dump
-dump.argtypes = [ctypes.c_char_p]
+import sys
+from drv import cuda, ctypes, dump
 p = ctypes.c_uint64()
 assert cuda.cuMemAlloc_v2(ctypes.byref(p), 1 << 20) == 0
 ooms = sys.argv[1] == "ooms"
@@ -326,9 +322,8 @@ run --dir "$work/f" --max-peak 1G -- true >"$work/f.out" 2>&1
 # Walk 6, #32: a process that ends by _exit (os._exit) after allocating runs no exit handlers and leaves no
 # exit snapshot: the line does not say that it allocated nothing.
 cat >"$work/uexit.py" <<'PY'
-import ctypes, os
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+import os
+from drv import cuda, ctypes
 p = ctypes.c_uint64()
 assert cuda.cuMemAlloc_v2(ctypes.byref(p), 300 << 20) == 0
 if os.environ.get("OOMTRACE_FLUSH_MS"):
@@ -348,9 +343,8 @@ OOMTRACE_DUMP=crash OOMTRACE_FLUSH_MS=50 run --dir "$work/ux" --max-peak 100M --
 # signal before its exit snapshot (here SIGKILL, after 64 MiB); the same under a shell, which exits 128+N; and
 # snapshots turned off with OOMTRACE_DUMP=none.
 cat >"$work/killed.py" <<'PY'
-import ctypes, os, signal
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+import os, signal
+from drv import cuda, ctypes
 p = ctypes.c_uint64()
 assert cuda.cuMemAlloc_v2(ctypes.byref(p), 64 << 20) == 0
 os.kill(os.getpid(), signal.SIGKILL)

@@ -36,10 +36,10 @@ traced "$work/d6" none || fail "door_linked's status with none"
 # Walk 6, #9 and #10: OOMTRACE_DIR is resolved against the start-up directory: a program that changes directory
 # keeps its snapshots where the user pointed (relative "rel", and the default "."), and the line gives the
 # absolute path.
+cp tests/py/drv.py "$work/"
 cat >"$work/chdir.py" <<'PY'
-import ctypes, os, sys
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+import os, sys
+from drv import cuda, ctypes
 p = ctypes.c_uint64()
 assert cuda.cuMemAlloc_v2(ctypes.byref(p), 100 << 20) == 0
 os.chdir(sys.argv[1])

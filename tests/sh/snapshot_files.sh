@@ -107,12 +107,9 @@ OOMTRACE_MAX_SNAPSHOTS=3 traced "$work/d11c" build/tests/hostile oomloop 20 || f
 # Walk 6, #29: the program's own dumps (one per epoch) spend the budget; the first out-of-memory snapshot and the
 # exit one are written all the same, and the budget's line says so. Three dumps under a count cap of 2, then an
 # out-of-memory, then a second one (within the cap's reach no more), then the exit.
+cp tests/py/drv.py "$work/"
 cat >"$work/dumps.py" <<'PY'
-import ctypes
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
-dump = ctypes.CDLL(None).oomtrace_dump
-dump.argtypes = [ctypes.c_char_p]
+from drv import cuda, ctypes, dump
 p = ctypes.c_uint64()
 assert cuda.cuMemAlloc_v2(ctypes.byref(p), 64 << 20) == 0
 for epoch in range(3):

@@ -74,11 +74,11 @@ for name in $("$py" -c 'import oomtrace; print(" ".join(oomtrace.__all__ + ["__v
 done
 
 # python -m oomtrace run: a Python program that marks a step and allocates from the stand-in driver.
+cp tests/py/drv.py "$work/"
 cat >"$work/train.py" <<'PY'
-import ctypes, sys
+import sys
 import oomtrace
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+from drv import cuda, ctypes
 assert oomtrace.active(), "the library is not preloaded"
 assert oomtrace.mark("step 1 from the wheel")
 assert oomtrace.mark(987654) and oomtrace.mark(["a list"])  # str() of them, never bytes(987654) nor a raise
@@ -94,7 +94,7 @@ rc=$?
 grep -q "step 1 from the wheel" "$work/run.out" || fail "the report lacks the marker from import oomtrace"
 build/oomtrace-read --format json "$(ls "$work"/out/run-*/oomtrace-*-oom.oomt)" | grep -q '"label": "987654"' ||
     fail "oomtrace.mark(987654) is not the marker 987654"
-grep -q "train.py:11" "$work/run.out" || fail "the report lacks the failing Python line"
+grep -q "train.py:10" "$work/run.out" || fail "the report lacks the failing Python line"
 ls "$work"/out/run-*/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "no out-of-memory snapshot in the run directory"
 # oomtrace.dump()'s snapshot is named and titled in the program's words, not the trigger's internal "api".
 dumped=$(ls "$work"/out/run-*/oomtrace-*-1-dump.oomt 2>/dev/null) || fail "no ...-1-dump.oomt: $(ls "$work"/out/run-*/)"
