@@ -270,4 +270,25 @@ grep -q "^Imbalance between processes: peaks from [0-9.]* [KMG]*i*B (pid [0-9]*)
 hasnt "$T/norank.txt" "rank unknown" "processes without ranks"
 n=$((n + 1))
 
+# Walk 6, #26 (b): one free of an allocation made before the ring's first kept event is "1 free is", not
+# "1 frees are": the markers push its allocation out of a 4 KiB ring; a later, larger allocation makes the
+# peak, so the live set at the peak does not hold it either. The dropped chunks' count agrees with its noun.
+cp tests/py/drv.py "$T/"
+cat >"$T/onefree.py" <<'PY'
+from drv import MiB, dump, free, mark, try_alloc
+rc, a = try_alloc(64 * MiB)
+assert rc == 0
+for i in range(1200):
+    mark(b"filler %d" % i)
+free(a)
+assert try_alloc(128 * MiB)[0] == 0
+dump(b"after the free")
+PY
+traced "$T/onefree" OOMTRACE_RING=4K python3 "$T/onefree.py"
+"$READER" --format html -o "$T/onefree.html" "$(ls "$T"/onefree/*-dump.oomt)" || fail "html of onefree.py"
+has "$T/onefree.html" "1 free is of an allocation made before the ring's first event; it is counted" "one early free"
+grep -qE '\((1 chunk|([02-9]|[1-9][0-9]+) chunks)\) to stay in its budget' "$T/onefree.html" ||
+    fail "the dropped chunks' count and noun: $(grep -o 'The ring dropped[^:]*' "$T/onefree.html")"
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

@@ -212,16 +212,19 @@ void h_timeline_section(struct hx *h)
     fputs(", minus what the kept events added after each moment. Hover for the breakdown.</p>\n", f);
     const struct ot_meta *m = &s->meta;
     if (m->events_dropped)
-        fprintf(f, "<p class=\"note warn\">The ring dropped the oldest %s events (%s chunks) to stay in its budget: the "
+        fprintf(f, "<p class=\"note warn\">The ring dropped the oldest %s event%s (%s chunk%s) to stay in its budget: the "
                 "timeline starts at the earliest kept event, %s; the level there is what was live then.</p>\n",
-                ot_fmt_count(b1, m->events_dropped), ot_fmt_count(b2, m->chunks_dropped),
+                ot_fmt_count(b1, m->events_dropped), m->events_dropped == 1 ? "" : "s",
+                ot_fmt_count(b2, m->chunks_dropped), m->chunks_dropped == 1 ? "" : "s",
                 ot_fmt_reltime(tb, tl->npoints ? tl->t_ns[0] : 0, m->start_mono_ns));
     if (!(s->seen & (1u << OT_SEC_EVENTS)) || !tl->events)
         fputs("<p class=\"note warn\">No allocation events of this device are in the ring: the timeline is flat at "
               "the snapshot's level.</p>\n", f);
     if (tl->unmatched_frees)
-        fprintf(f, "<p class=\"note\">%s frees are of allocations made before the ring's first event; they are "
-                "counted in \"other sites\".</p>\n", ot_fmt_count(b1, tl->unmatched_frees));
+        fprintf(f, "<p class=\"note\">%s %s made before the ring's first event; %s counted in \"other "
+                "sites\".</p>\n", ot_fmt_count(b1, tl->unmatched_frees),
+                tl->unmatched_frees == 1 ? "free is of an allocation" : "frees are of allocations",
+                tl->unmatched_frees == 1 ? "it is" : "they are");
     if (tl->negative)
         fputs("<p class=\"note warn\">The events and the live set disagree (a level fell below zero and is drawn as "
               "zero): see the notes.</p>\n", f);
