@@ -53,7 +53,7 @@ def _initializing(mod):
 # length (2-3 times that counted in-step): a step of 0.2 s or more reads at every step, a 4 ms step about
 # every 70th. The other steps' STEPS entries carry 0 and 0 (docs/FORMAT.md, STEPS); the only statement
 # that uses the figures names the step they come from. At 1000 (before), the reads of a 4 ms step took
-# ~0.15% of it: half of what "no measurable cost" allows (tests/gpu/bench_step_hooks.py, piece "before").
+# ~0.15% of it: half of what "no measurable cost" allows (tests/gpu/bench_step_hooks.py, runs 22-24).
 READ_SPACING = 10000
 
 

@@ -62,7 +62,7 @@ events=
     events=$(LD_LIBRARY_PATH="$CARRY_LD" build/oomtrace-read --format json "$snap" 2>>"$OUT/err.txt" |
         "$PY" -c 'import json,sys; e=json.load(sys.stdin)["events"]; print(e["recorded"], json.dumps(e.get("by_kind")))')
 echo "events recorded over 120 steps (+ start-up): ${events:-unknown}"
-# The companion's per-step cost and its pieces, switched on and off inside one traced process (~90 s)
+# The companion's per-step cost and its pieces, switched on and off inside one traced process (~3.5 min)
 OOMTRACE_FRAMEWORKS=1 LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$CARRY_LD" ${PIN:+taskset -c "$PIN"} "$PY" \
     tests/gpu/bench_step_hooks.py >>"$OUT/hooks.jsonl" 2>"$OUT/hooks.txt"
 cat "$OUT/hooks.txt"
