@@ -55,6 +55,24 @@ void ot_untracked_of(const struct ot_snapshot *s, const struct snap_device *d, s
     u->bytes = u->used >= u->explained ? (int64_t)(u->used - u->explained) : -(int64_t)(u->explained - u->used);
 }
 
+void ot_meminfo_gap_of(const struct ot_snapshot *s, const struct snap_device *d, struct ot_meminfo_gap *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->current = -1;
+    if (!s->has_processes)
+        g->nvml = OT_MEMINFO_NVML_NOT_ASKED;
+    else if (s->processes_source != OT_PROCESSES_NVML)
+        g->nvml = OT_MEMINFO_NVML_NOT_LOADED;
+    else
+        g->nvml = OT_MEMINFO_NVML_NO_FIGURE;
+    g->note = s->processes_note;
+    if (g->nvml == OT_MEMINFO_NVML_NO_FIGURE)
+        return; /* a device with figures may have had them from NVML: which one was current is unknown */
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (&s->devices[i] != d && (s->devices[i].flags & OT_DEV_MEMINFO_KNOWN))
+            g->current = s->devices[i].ordinal;
+}
+
 static int add_peak_views(struct ot_analysis *a)
 {
     const struct ot_snapshot *s = a->s;

@@ -82,6 +82,18 @@ struct ot_untracked {
 };
 void ot_untracked_of(const struct ot_snapshot *s, const struct snap_device *d, struct ot_untracked *u);
 
+/* Why a device's total and free memory are unknown (the snapshot lacks them): cuMemGetInfo reads only the
+ * device current at the snapshot, and NVML, which reads any device, was loaded but gave no figure, could not be
+ * used (note: why, as the tracer wrote it; untrusted), or was not asked (a crash-surviving flush).
+ * current: the device cuMemGetInfo read, known when NVML gave no device's figure (else -1). */
+enum ot_meminfo_nvml { OT_MEMINFO_NVML_NO_FIGURE, OT_MEMINFO_NVML_NOT_LOADED, OT_MEMINFO_NVML_NOT_ASKED };
+struct ot_meminfo_gap {
+    enum ot_meminfo_nvml nvml;
+    struct ot_str note;
+    int64_t current;
+};
+void ot_meminfo_gap_of(const struct ot_snapshot *s, const struct snap_device *d, struct ot_meminfo_gap *g);
+
 /* Bytes used by other processes on a device (PROCESSES), and how many. */
 uint64_t ot_other_process_bytes(const struct ot_snapshot *s, int64_t device, size_t *count);
 

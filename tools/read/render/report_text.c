@@ -246,6 +246,34 @@ static void breakdown(struct tx *t)
               o);
 }
 
+static void meminfo_gap(struct tx *t, const struct snap_device *d)
+{
+    FILE *o = t->f;
+    struct ot_meminfo_gap g;
+    ot_meminfo_gap_of(t->s, d, &g);
+    fputs("    total and free unknown: cuMemGetInfo reads only the device current at the snapshot", o);
+    if (g.current >= 0)
+        fprintf(o, " (device %" PRId64 ")", g.current);
+    else if (g.nvml == OT_MEMINFO_NVML_NO_FIGURE)
+        fputs(", which this one was not", o);
+    if (g.nvml == OT_MEMINFO_NVML_NO_FIGURE) {
+        fputs(", and NVML gave no figure for it", o);
+    } else if (g.nvml == OT_MEMINFO_NVML_NOT_LOADED) {
+        fputs(", and NVML could not be used", o);
+    } else {
+        fputs(", and NVML was not asked", o);
+        if (t->s->meta.trigger == OT_TRIGGER_FLUSH)
+            fputs(" (a crash-surviving flush does not ask it)", o);
+    }
+    if (g.note.n && g.nvml != OT_MEMINFO_NVML_NOT_ASKED) {
+        fputs(g.nvml == OT_MEMINFO_NVML_NOT_LOADED ? ": " : " (", o);
+        put(t, g.note);
+        if (g.nvml != OT_MEMINFO_NVML_NOT_LOADED)
+            fputc(')', o);
+    }
+    fputc('\n', o);
+}
+
 static void device_block(struct tx *t, const struct snap_device *d)
 {
     const struct ot_snapshot *s = t->s;
@@ -263,7 +291,7 @@ static void device_block(struct tx *t, const struct snap_device *d)
         fprintf(o, "    total %s, free %s, used %s (cuMemGetInfo at the snapshot)\n", ot_fmt_bytes(b1, d->total_bytes),
                 ot_fmt_bytes(b2, d->free_bytes), ot_fmt_bytes(b3, used));
     } else {
-        fputs("    total and free unknown (cuMemGetInfo was not available)\n", o);
+        meminfo_gap(t, d);
     }
     fprintf(o, "    tracked live %s", ot_fmt_bytes(b1, d->tracked_bytes));
     const char *sep = ": ";
