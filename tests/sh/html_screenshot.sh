@@ -202,6 +202,7 @@ var tl=document.getElementById('timeline');r.drawn=tl?+tl.getAttribute('data-dra
 r.svgs=tl?tl.querySelectorAll('svg').length:0;r.tltext=tl?tl.textContent.slice(0,400):'';
 r.markers=JSON.parse((document.getElementById('oomtrace-data')||{textContent:'{"markers":[]}'}).textContent).markers.length;
 r.marks=[].map.call(document.querySelectorAll('#timeline text.mlab'),function(t){return {text:t.textContent,cited:t.getAttribute('data-cited')==='1',box:box(t)};});
+r.roles={};document.querySelectorAll('#timeline [data-role]').forEach(function(e){r.roles[e.getAttribute('data-role')]=box(e);});
 r.overflowX=document.documentElement.scrollWidth>window.innerWidth+1;
 r.remedies=!!document.getElementById('remedies');
 document.body.setAttribute('data-layout',JSON.stringify(r));
@@ -296,6 +297,37 @@ assert "load the big tables" in cited, "the cited marker has no label; labels: %
 no_overlap(r["marks"])
 assert len(r["marks"]) < r["markers"], "all %d labels shown: the markers did not crowd" % r["markers"]
 assert r["drawn"] >= 1
+'
+# 3e. Walk 6, #21: an OOM whose peak reaches the device total. The peak's label is clear of the device total's
+# label and line and of the OOM's label; and the time axis ends at the failure, not at the snapshot: the
+# allocations take a millisecond, writing the snapshot after the failure several (without the companion,
+# whose start-up would delay the first allocation), so an axis to the snapshot put the failure at its left.
+cat >"$T/near.py" <<'EOF'
+from drv import cuda, ctypes, MiB, try_alloc
+assert cuda.cuInit(0) == 0
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+assert cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0 and cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+assert cuda.cuCtxSetCurrent(ctx) == 0
+held = [try_alloc(300 * MiB) for _ in range(26)]
+assert all(rc == 0 for rc, _ in held)
+assert try_alloc(1024 * MiB)[0] == 2
+EOF
+traced_any "$T/near" env OOMTRACE_FRAMEWORKS=0 python3 "$T/near.py"
+measure near "$(ls "$T"/near/*-oom.oomt | head -n 1)"
+check near '
+ro = r["roles"]
+for k in ("total", "capacity", "peak", "oom", "failure", "plot"):
+    assert k in ro, f"no {k} in the chart: {sorted(ro)}"
+def apart(a, b):
+    A, B = ro[a], ro[b]
+    return A[2] <= B[0] or B[2] <= A[0] or A[3] <= B[1] or B[3] <= A[1]
+for a, b in (("peak", "total"), ("peak", "oom"), ("total", "oom")):
+    assert apart(a, b), f"the {a} label {ro[a]} overlaps the {b} label {ro[b]}"
+cy = (ro["capacity"][1] + ro["capacity"][3]) / 2
+assert ro["peak"][3] <= cy or ro["peak"][1] >= cy, "the peak label %r crosses the device total line at y %.1f" % (ro["peak"], cy)
+pl, fx = ro["plot"], ro["failure"][0]
+share = (fx - pl[0]) / (pl[2] - pl[0])
+assert share >= 0.85, f"the failure is at {share:.0%} of the time axis: the axis runs past it to the snapshot"
 '
 # 3d. No device allocation at all.
 cat >"$T/none.py" <<'EOF'

@@ -128,7 +128,10 @@ const char h_script[] =
      * the cited labels, always shown, never have to overlap: the plot starts lower for each lane past two */
     " var NL=Math.min(4,Math.max(2,(D.markers||[]).filter(function(m){return m.cited;}).length));\n"
     " var W=Math.max(640,el.clientWidth||1200),H=440+14*(NL-2),ml=74,mr=24,mt=34+14*(NL-2),mb=58,pw=W-ml-mr,ph=H-mt-mb;\n"
-    " var t0=T[0],t1=T[N-1];if(D.failure&&D.failure.t>t1)t1=D.failure.t;if(!(t1>t0))t1=t0+1;var pad=(t1-t0)*0.01;t1+=pad;\n"
+    /* A failure's chart ends at the failure, or at the last event after it: the time the snapshot took to
+     * write after it is a flat band that squeezed the growth into the chart's left edge. */
+    " var t0=T[0],t1=T[N-1],pf=0.01;if(D.failure){t1=Math.max(D.failure.t,D.lastEvent!=null?Math.min(t1,D.lastEvent):t1);pf=0.04;}\n"
+    " if(!(t1>t0))t1=t0+1;t1+=(t1-t0)*pf;\n"
     " var top=maxTot;if(D.failure)top=Math.max(top,D.failure.level+D.failure.bytes);if(D.peak)top=Math.max(top,D.peak.bytes);\n"
     " if(fitCap&&D.capacity)top=Math.max(top,D.capacity);if(!(top>0))top=1;top*=1.08;\n"
     " var u=unitFor(top);\n"
@@ -156,9 +159,16 @@ const char h_script[] =
     "  var d=[],k;for(k=0;k<M;k++){var x=RX[k].toFixed(1),y=Y(hi[RI[k]]).toFixed(1);d.push(k?'H'+x+'V'+y:'M'+x+','+y);}d.push('H'+xe.toFixed(1));\n"
     "  d.push('V'+Y(lo?lo[RI[M-1]]:0).toFixed(1)+'H'+RX[M-1].toFixed(1));for(k=M-2;k>=0;k--){d.push('V'+Y(lo?lo[RI[k]]:0).toFixed(1)+'H'+RX[k].toFixed(1));}d.push('Z');\n"
     "  var p=mk('path',{d:d.join(''),fill:PAL[s],stroke:PAL[s],'stroke-width':0.6},plot);p.setAttribute('data-series',s);drawn++;}\n"
+    /* The labels of the device total, the failure and the peak: each at the first of its places that is clear
+     * of the labels and lines placed before it (a peak near the device total is the out-of-memory case, where
+     * they met), else at its first place. */
+    " var placed=[];function clear(b){return b.x>=ml-1&&b.x+b.width<=ml+pw+1&&!placed.some(function(p){return b.x<p.x+p.width+4&&p.x<b.x+b.width+4&&b.y<p.y+p.height+1&&p.y<b.y+b.height+1;});}\n"
+    " function put(t,at){for(var i=0;i<=at.length;i++){var a=at[i<at.length?i:0];t.setAttribute('x',a[0]);t.setAttribute('y',a[1]);t.setAttribute('text-anchor',a[2]);"
+    "var b=t.getBBox();if(i==at.length||clear(b)){placed.push(b);return;}}}\n"
     /* the capacity line */
-    " if(D.capacity&&D.capacity<=top){var yc=Y(D.capacity);mk('line',{x1:ml,x2:ml+pw,y1:yc,y2:yc,stroke:'#8e1b10','stroke-width':1.6,'stroke-dasharray':'7 4'},svg);"
-    "txt(svg,ml+6,yc-5,'device total '+fmtB(D.capacity),{class:'halo',fill:'#8e1b10','font-weight':600});}\n"
+    " if(D.capacity&&D.capacity<=top){var yc=Y(D.capacity);mk('line',{x1:ml,x2:ml+pw,y1:yc,y2:yc,stroke:'#8e1b10','stroke-width':1.6,'stroke-dasharray':'7 4','data-role':'capacity'},svg);"
+    "put(txt(svg,0,0,'device total '+fmtB(D.capacity),{class:'halo',fill:'#8e1b10','font-weight':600,'data-role':'total'}),[[ml+6,yc-5,'start'],[ml+pw-6,yc-5,'end'],[ml+6,yc+15,'start']]);"
+    "placed.push({x:ml,y:yc-1.5,width:pw,height:3});}\n"
     /* markers: a dashed line each; labels in NL rows above the plot. The markers the statements cite are
      * placed first and always labelled; the others only where their label overlaps no other. */
     " var mg=mk('g',{class:'markers'},svg),lanes=[],lastLine=-1e9;for(var li=0;li<NL;li++)lanes.push([]);\n"
@@ -174,20 +184,23 @@ const char h_script[] =
     " ms.forEach(function(m){if(m.cited)place(m,true);});ms.forEach(function(m){if(!m.cited)place(m,false);});\n"
     /* the ring's start, when it forgot older events */
     " if(D.dropped>0){var xs=X(T[0]);mk('line',{x1:xs,x2:xs,y1:mt,y2:mt+ph,stroke:'#8a5300','stroke-width':1.2},svg);"
-    "txt(svg,xs+4,mt+ph-6,'ring starts here ('+D.dropped.toLocaleString('en-US')+' older events dropped)',{fill:'#8a5300','font-size':11});}\n"
-    /* the peak */
-    " if(D.peak&&D.peak.t>=T[0]){var xp=X(D.peak.t),yp=Y(D.peak.bytes);mk('line',{x1:xp,x2:xp,y1:yp,y2:mt+ph,stroke:'#1d2330','stroke-width':1,'stroke-dasharray':'4 3'},svg);"
-    "mk('circle',{cx:xp,cy:yp,r:4,fill:'#fff',stroke:'#1d2330','stroke-width':2},svg);"
-    "var left=xp>ml+pw-160||(D.failure&&X(D.failure.t)>=xp&&X(D.failure.t)-xp<170);"
-    "txt(svg,xp+(left?-9:9),Math.max(D.failure?mt+30:mt+12,yp-8),'peak '+fmtB(D.peak.bytes),{class:'halo','text-anchor':left?'end':'start','font-weight':600,fill:'#1d2330'});}\n"
+    "placed.push(txt(svg,xs+4,mt+ph-6,'ring starts here ('+D.dropped.toLocaleString('en-US')+' older events dropped)',{fill:'#8a5300','font-size':11}).getBBox());}\n"
     /* the failure: the request drawn on top of what was live */
     " if(D.failure){var xf=X(D.failure.t),y0=Y(D.failure.level),y1=Y(D.failure.level+D.failure.bytes);"
-    "mk('line',{x1:xf,x2:xf,y1:mt,y2:mt+ph,stroke:'#c0392b','stroke-width':1.6},svg);"
+    "mk('line',{x1:xf,x2:xf,y1:mt,y2:mt+ph,stroke:'#c0392b','stroke-width':1.6,'data-role':'failure'},svg);"
     "mk('rect',{x:xf-7,y:Math.min(y0,y1),width:14,height:Math.max(1,Math.abs(y0-y1)),fill:'url(#hatch)',stroke:'#c0392b','stroke-width':1.4,'stroke-dasharray':'3 2'},svg);"
-    "var fr=xf>ml+pw-190;txt(svg,fr?xf-12:xf+12,mt+12,'OOM: '+fmtB(D.failure.bytes)+' requested',{class:'halo','text-anchor':fr?'end':'start',fill:'#c0392b','font-weight':600});}\n"
+    "var fr=xf>ml+pw-190,fa=[[xf+12,mt+12,'start'],[xf-12,mt+12,'end']];if(fr)fa.reverse();"
+    "put(txt(svg,0,0,'OOM: '+fmtB(D.failure.bytes)+' requested',{class:'halo',fill:'#c0392b','font-weight':600,'data-role':'oom'}),fa);}\n"
+    /* the peak: beside its point, on the side away from the failure and the chart's edge, else below it */
+    " if(D.peak&&D.peak.t>=T[0]){var xp=X(D.peak.t),yp=Y(D.peak.bytes);mk('line',{x1:xp,x2:xp,y1:yp,y2:mt+ph,stroke:'#1d2330','stroke-width':1,'stroke-dasharray':'4 3'},svg);"
+    "mk('circle',{cx:xp,cy:yp,r:4,fill:'#fff',stroke:'#1d2330','stroke-width':2},svg);"
+    "var left=xp>ml+pw-160||(D.failure&&X(D.failure.t)>=xp&&X(D.failure.t)-xp<170),ya=Math.max(mt+12,yp-8),yb=Math.min(mt+ph-8,yp+20);"
+    "var pa=[[xp+9,ya,'start'],[xp-9,ya,'end'],[xp+9,yb,'start'],[xp-9,yb,'end'],[xp+9,Math.min(mt+ph-8,yb+18),'start'],[xp-9,Math.min(mt+ph-8,yb+18),'end']];"
+    "if(left)for(var q=0;q<pa.length;q+=2){var sw=pa[q];pa[q]=pa[q+1];pa[q+1]=sw;}"
+    "put(txt(svg,0,0,'peak '+fmtB(D.peak.bytes),{class:'halo','font-weight':600,fill:'#1d2330','data-role':'peak'}),pa);}\n"
     /* hover */
     " var guide=mk('line',{x1:0,x2:0,y1:mt,y2:mt+ph,stroke:'#1d2330','stroke-width':1,visibility:'hidden'},svg);\n"
-    " var ov=mk('rect',{x:ml,y:mt,width:pw,height:ph,fill:'transparent'},svg);\n"
+    " var ov=mk('rect',{x:ml,y:mt,width:pw,height:ph,fill:'transparent','data-role':'plot'},svg);\n"
     " ov.addEventListener('mouseleave',function(){tip.style.display='none';guide.setAttribute('visibility','hidden');});\n"
     " ov.addEventListener('mousemove',function(ev){var r=svg.getBoundingClientRect(),px=(ev.clientX-r.left)*W/r.width,t=t0+(px-ml)/pw*(t1-t0),i=bsearch(t);\n"
     "  guide.setAttribute('x1',px);guide.setAttribute('x2',px);guide.setAttribute('visibility','visible');\n"

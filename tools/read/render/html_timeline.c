@@ -157,6 +157,11 @@ static int timeline_json(struct hx *h)
     }
     ot_json_arr_end(&j);
     ot_json_u64(&j, "dropped", s->meta.events_dropped);
+    /* The ring's last event: a failure's chart ends there (or at the failure), not at the snapshot. */
+    if (h->a->ev.decoded)
+        ot_json_i64(&j, "lastEvent", rel_us(s, h->a->ev.last_time_ns));
+    else
+        ot_json_null(&j, "lastEvent");
     ot_json_obj_end(&j);
     if (fclose(m) != 0 || !buf) {
         free(buf);
