@@ -96,19 +96,24 @@ static int cmp_proc_key(const void *p, const void *q)
     return *(const size_t *)p < *(const size_t *)q ? -1 : 1;
 }
 
+/* By rank (unknown ranks last), then host and pid: the rows' order, of readable processes and unreadable ones. */
+static int cmp_rank_host_pid(int64_t ra, const char *ha, uint64_t pa, int64_t rb, const char *hb, uint64_t pb)
+{
+    if ((ra < 0) != (rb < 0))
+        return ra < 0 ? 1 : -1;
+    if (ra != rb)
+        return ra < rb ? -1 : 1;
+    int c = strcmp(ha, hb);
+    if (c)
+        return c;
+    return pa < pb ? -1 : pa > pb;
+}
+
 static int cmp_rank(const void *p, const void *q)
 {
     const struct proc *pa = p, *pb = q;
     const struct snapinfo *a = &g_infos[pa->kept], *b = &g_infos[pb->kept];
-    bool ua = a->rank < 0, ub = b->rank < 0;
-    if (ua != ub)
-        return ua ? 1 : -1;
-    if (a->rank != b->rank)
-        return a->rank < b->rank ? -1 : 1;
-    int c = strcmp(a->host, b->host);
-    if (c)
-        return c;
-    return a->pid < b->pid ? -1 : a->pid > b->pid;
+    return cmp_rank_host_pid(a->rank, a->host, a->pid, b->rank, b->host, b->pid);
 }
 
 /* Is x a better snapshot to keep than y? The framework's refusal (the out-of-memory the program saw: the
@@ -211,15 +216,7 @@ bool merge_lost_oom(const struct lostproc *l)
 static int cmp_lost(const void *p, const void *q)
 {
     const struct lostproc *a = p, *b = q;
-    bool ua = a->rank < 0, ub = b->rank < 0;
-    if (ua != ub)
-        return ua ? 1 : -1;
-    if (a->rank != b->rank)
-        return a->rank < b->rank ? -1 : 1;
-    int c = strcmp(a->host, b->host);
-    if (c)
-        return c;
-    return a->pid < b->pid ? -1 : a->pid > b->pid;
+    return cmp_rank_host_pid(a->rank, a->host, a->pid, b->rank, b->host, b->pid);
 }
 
 /* The unreadable files of processes that have no readable one, a row each. */
