@@ -38,25 +38,36 @@ struct ot_str ot_short_function(struct ot_str name)
     return name;
 }
 
+/* Modules: the CUDA runtime and driver, PyTorch's c10 allocator libraries, the tracer, the machinery between
+ * Python and C (libffi, ctypes, the interpreter) and the C runtime (its start frames, __libc_start_call_main,
+ * are on every stack); CuPy's memory pool and runtime bindings. */
+static bool module_is_plumbing(struct ot_str module)
+{
+    static const char *const modules[] = {
+        "libcuda.so", "libcuda-", "libcudart", "libnvidia-", "libc10_cuda", "libc10.so", "liboomtrace",
+        "libffi", "libpython", "python", "_ctypes", "libc.so", "libc-", "ld-linux", "libpthread",
+        "libstdc++", "libgcc_s",
+    };
+    struct ot_str mb = ot_base_name(module);
+    for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
+        if (ot_str_starts(mb, modules[i]))
+            return true;
+    return ot_str_contains(module, "cupy_backends/") || ot_str_contains(module, "cupy/cuda/memory");
+}
+
+bool ot_frame_is_unnamed_own(const struct ot_frame *f)
+{
+    return f->kind == OT_FRAME_NATIVE && (!f->function.p || f->function.n == 0) && f->module.p && f->module.n &&
+           f->has_module_offset && !module_is_plumbing(f->module);
+}
+
 bool ot_frame_is_plumbing(const struct ot_frame *f)
 {
     if (f->kind == OT_FRAME_PY)
         return false;
     if (!f->function.p || f->function.n == 0)
         return true;
-    /* Modules: the CUDA runtime and driver, PyTorch's c10 allocator libraries, the tracer, the
-     * machinery between Python and C (libffi, ctypes, the interpreter) and the C runtime. */
-    static const char *const modules[] = {
-        "libcuda.so", "libcuda-", "libcudart", "libnvidia-", "libc10_cuda", "libc10.so", "liboomtrace",
-        "libffi", "libpython", "python", "_ctypes", "libc.so", "libc-", "ld-linux", "libpthread",
-        "libstdc++", "libgcc_s",
-    };
-    struct ot_str mb = ot_base_name(f->module);
-    for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
-        if (ot_str_starts(mb, modules[i]))
-            return true;
-    /* CuPy's memory pool and runtime bindings. */
-    if (ot_str_contains(f->module, "cupy_backends/") || ot_str_contains(f->module, "cupy/cuda/memory"))
+    if (module_is_plumbing(f->module))
         return true;
     /* Functions: allocators and allocation helpers, and the interpreter's C API. */
     struct ot_str fn = ot_short_function(f->function);
@@ -149,7 +160,7 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
         return;
     out->found = true;
     out->flags = st->flags;
-    const struct ot_frame *first_native = NULL, *first_named = NULL, *first_meaningful = NULL;
+    const struct ot_frame *first_native = NULL, *first_named = NULL, *first_meaningful = NULL, *first_own = NULL;
     const struct ot_frame *via_candidate = NULL;
     bool seen_py = false, caller_settled = false;
     struct ot_frame_walk w;
@@ -180,6 +191,8 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
             first_native = x;
         if (!first_named && x->function.p && x->function.n)
             first_named = x;
+        if (!first_own && !first_meaningful && ot_frame_is_unnamed_own(x))
+            first_own = x;
         if (!ot_walk_is_plumbing(&w)) {
             if (!first_meaningful)
                 first_meaningful = x;
@@ -187,8 +200,10 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
                 via_candidate = x;
         }
     }
+    /* A program read away from its binary has no names for its own frames: its innermost such frame
+     * ("prog+0x127c") names the site, never the C runtime's start frame that every stack ends in. */
     if (!seen_py)
-        out->head = first_meaningful ? first_meaningful : first_named ? first_named : first_native;
+        out->head = first_own ? first_own : first_meaningful ? first_meaningful : first_named ? first_named : first_native;
 }
 
 static void put_s(FILE *f, struct ot_str s)
@@ -226,12 +241,17 @@ void ot_put_short_frame(FILE *f, const struct ot_frame *fr)
         }
         return;
     }
+    /* Without a name, the place in its file ("prog+0x127c", what addr2line takes), which is the same in
+     * every run; the address alone when the module is unknown. */
+    if (mb.p && fr->has_module_offset) {
+        put_s(f, mb);
+        fprintf(f, "+0x%" PRIx64, fr->module_offset);
+        return;
+    }
     fprintf(f, "0x%" PRIx64, fr->address);
     if (mb.p) {
         fputs(" (", f);
         put_s(f, mb);
-        if (fr->has_module_offset)
-            fprintf(f, "+0x%" PRIx64, fr->module_offset);
         fputc(')', f);
     }
 }

@@ -17,6 +17,10 @@
  * driver, an allocator (caching allocators, cudaMalloc wrappers, empty_generic), libffi/ctypes, the
  * Python interpreter, libc or the tracer. Python frames are never plumbing. */
 bool ot_frame_is_plumbing(const struct ot_frame *f);
+/* True for a native frame with no function name (its binary is not on this machine, or stripped) in a module
+ * that is not plumbing: the program's own code, shown as module+offset; a headline names it before any
+ * plumbing frame. */
+bool ot_frame_is_unnamed_own(const struct ot_frame *f);
 
 /* A walk over one stack's frames: the only loop that turns STACKS words into frames (ot_resolve: a word
  * is one frame, or several where debug info shows calls inlined there). Innermost first, or outermost

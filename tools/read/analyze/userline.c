@@ -102,6 +102,10 @@ bool ot_frame_same_line(const struct ot_frame *a, const struct ot_frame *b)
         return true;
     if (!a || !b || a->kind != b->kind)
         return false;
+    /* Frames without a name are told apart by their place in their module. */
+    if (a->kind == OT_FRAME_NATIVE && !a->function.p && !b->function.p)
+        return a->has_module_offset && b->has_module_offset && a->module_offset == b->module_offset &&
+               str_eq(a->module, b->module);
     return a->line == b->line && a->has_line == b->has_line && str_eq(a->file, b->file) &&
            str_eq(a->function, b->function);
 }

@@ -390,6 +390,7 @@ static void symbolization(struct jx *x)
     ot_json_bool(j, "demangler", y->demangler);
     ot_json_u64(j, "modules", y->modules);
     ot_json_u64(j, "verified", y->verified);
+    ot_json_u64(j, "found_in_debug_dirs", y->elsewhere);
     ot_json_u64(j, "missing", y->missing);
     ot_json_arr(j, "missing_modules");
     for (size_t i = 0; i < y->missing && i < OT_SYM_MISSING_NAMED; i++)

@@ -493,6 +493,9 @@ static void trailer(struct tx *t)
                 y->modules == 1 ? "" : "s");
     else
         fputs("\nSymbols: from the snapshot (dump-time dladdr names)", o);
+    if (y->available && y->elsewhere)
+        fprintf(o, ", %zu of them found in a debug directory, not at the path %s ran from", y->elsewhere,
+                y->elsewhere == 1 ? "it" : "they");
     if (y->available && y->verified < y->modules) {
         fputs(" (", o);
         const char *sep = "";

@@ -64,6 +64,9 @@ struct ot_symbolizer {
     Dwfl *dwfl;
     Dwfl_Callbacks cb; /* libdwfl keeps a pointer to it: it must live as long as dwfl */
     char *debuginfo_path;
+    char **dirs; /* where a module missing from its recorded path is looked for: the --debug-dir
+                  * directories (absolute), then /usr/lib/debug */
+    size_t ndirs;
     Dwfl_Module **mods; /* per snapshot module (same index); NULL when not verified */
     struct ot_symbolizer_info info;
     size_t cxx_names; /* lookups that met a mangled name */
@@ -116,6 +119,64 @@ static char *make_debuginfo_path(const char *const *dirs, size_t ndirs)
     return path;
 }
 
+/* Does the ELF file at path carry this build-id? Read through a Dwfl of its own, so that a file that does not
+ * match is never reported into the one the lookups use. */
+static bool build_id_is(const char *path, struct ot_str want)
+{
+    static char *no_path = NULL;
+    Dwfl_Callbacks cb = {.find_elf = dwfl_build_id_find_elf,
+                         .find_debuginfo = dwfl_standard_find_debuginfo,
+                         .section_address = dwfl_offline_section_address,
+                         .debuginfo_path = &no_path};
+    Dwfl *d = dwfl_begin(&cb);
+    if (!d)
+        return false;
+    dwfl_report_begin(d);
+    Dwfl_Module *mod = dwfl_report_elf(d, path, path, -1, 0, false);
+    const unsigned char *bits = NULL;
+    GElf_Addr vaddr;
+    int n = mod ? dwfl_module_build_id(mod, &bits, &vaddr) : 0;
+    bool same = n > 0 && (size_t)n == want.n && memcmp(bits, want.p, want.n) == 0;
+    dwfl_report_end(d, NULL, NULL);
+    dwfl_end(d);
+    return same;
+}
+
+/* A module whose file is not at its recorded path (the snapshot was copied to another machine, the program
+ * rebuilt or moved): looked for in each directory by its build-id (DIR/.build-id/xx/rest.debug, then the
+ * binary itself, DIR/.build-id/xx/rest) and by its name (DIR/NAME, DIR/NAME.debug). Only a regular file whose
+ * build-id is the recorded one is used; NULL when none is found. */
+static char *find_elsewhere(const struct ot_symbolizer *y, const struct ot_module *m)
+{
+    if (m->build_id.n < 2 || m->build_id.n > 64 || !m->path.p || !m->path.n)
+        return NULL;
+    char hex[129];
+    for (size_t i = 0; i < m->build_id.n; i++)
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned char)m->build_id.p[i]);
+    struct ot_str base = ot_base_name(m->path);
+    if (!base.p || !base.n || base.n > 255 || memchr(base.p, 0, base.n) || memchr(base.p, '/', base.n))
+        base.n = 0;
+    for (size_t d = 0; d < y->ndirs; d++) {
+        size_t len = strlen(y->dirs[d]) + 2 * base.n + 160;
+        char *cand = malloc(len);
+        if (!cand)
+            return NULL;
+        for (int k = 0; k < 4; k++) {
+            if (k < 2)
+                snprintf(cand, len, "%s/.build-id/%.2s/%s%s", y->dirs[d], hex, hex + 2, k == 0 ? ".debug" : "");
+            else if (base.n)
+                snprintf(cand, len, "%s/%.*s%s", y->dirs[d], (int)base.n, base.p, k == 3 ? ".debug" : "");
+            else
+                continue;
+            struct stat st;
+            if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && build_id_is(cand, m->build_id))
+                return cand;
+        }
+        free(cand);
+    }
+    return NULL;
+}
+
 struct ot_symbolizer *ot_symbolizer_new(const struct ot_snapshot *s, const char *const *debug_dirs, size_t ndirs)
 {
     struct ot_symbolizer *y = calloc(1, sizeof(*y));
@@ -127,8 +188,15 @@ struct ot_symbolizer *ot_symbolizer_new(const struct ot_snapshot *s, const char 
     y->info.modules = s->nmodules;
     y->mods = calloc(s->nmodules ? s->nmodules : 1, sizeof(*y->mods));
     y->debuginfo_path = make_debuginfo_path(debug_dirs, ndirs);
-    if (!y->mods || !y->debuginfo_path)
+    y->dirs = calloc(ndirs + 1, sizeof(char *));
+    if (!y->mods || !y->debuginfo_path || !y->dirs)
         goto fail;
+    for (size_t i = 0; i < ndirs; i++)
+        if ((y->dirs[y->ndirs] = realpath(debug_dirs[i], NULL)) != NULL)
+            y->ndirs++;
+    if (!(y->dirs[y->ndirs] = strdup("/usr/lib/debug")))
+        goto fail;
+    y->ndirs++;
     y->cb.find_elf = dwfl_build_id_find_elf;
     y->cb.find_debuginfo = dwfl_standard_find_debuginfo;
     y->cb.section_address = dwfl_offline_section_address;
@@ -141,12 +209,14 @@ struct ot_symbolizer *ot_symbolizer_new(const struct ot_snapshot *s, const char 
     for (size_t i = 0; i < s->nmodules; i++) {
         const struct ot_module *m = &s->modules[i];
         char *path = usable_path(m->path);
+        if (!path && ot_module_is_vdso(m->path)) {
+            y->info.vdso++;
+            y->info.modules--;
+            continue;
+        }
+        if (!path && (path = find_elsewhere(y, m)) != NULL)
+            y->info.elsewhere++;
         if (!path) {
-            if (ot_module_is_vdso(m->path)) {
-                y->info.vdso++;
-                y->info.modules--;
-                continue;
-            }
             if (y->info.missing < OT_SYM_MISSING_NAMED)
                 y->info.missing_idx[y->info.missing] = i;
             y->info.missing++;
@@ -207,6 +277,9 @@ void ot_symbolizer_free(struct ot_symbolizer *y)
         dwfl_end(y->dwfl);
     free(y->mods);
     free(y->debuginfo_path);
+    for (size_t i = 0; y->dirs && i < y->ndirs; i++)
+        free(y->dirs[i]);
+    free(y->dirs);
     free(y);
 }
 

@@ -17,6 +17,7 @@ struct ot_symbolizer_info {
     bool demangler;        /* __cxa_demangle found */
     size_t modules;        /* modules in the snapshot */
     size_t verified;       /* used: file found and build-id matches */
+    size_t elsewhere;      /* of those, found not at the recorded path but in a debug directory */
     size_t missing;        /* no such regular file here */
     size_t mismatched;     /* file found, build-id differs */
     size_t unverifiable;   /* the snapshot has no build-id for it */
@@ -26,7 +27,9 @@ struct ot_symbolizer_info {
     size_t cxx_names;      /* native frames named by a C++ (mangled) name; set after resolving */
 };
 
-/* debug_dirs: extra directories searched for debug files (by build-id and by name). Returns NULL when
+/* debug_dirs: extra directories searched for debug files (by build-id and by name), and for a module missing
+ * from its recorded path (DIR/.build-id/xx/rest.debug, DIR/.build-id/xx/rest, DIR/NAME, DIR/NAME.debug;
+ * /usr/lib/debug after them). Returns NULL when
  * symbolization is unavailable (no libdw) or out of memory; the report then uses dump-time names. */
 struct ot_symbolizer *ot_symbolizer_new(const struct ot_snapshot *s, const char *const *debug_dirs, size_t ndirs);
 void ot_symbolizer_info(const struct ot_symbolizer *y, struct ot_symbolizer_info *info);

@@ -57,7 +57,7 @@ static void chain_of(const struct ot_analysis *a, uint64_t stack_id, struct site
         started = started || w.f == from;
         if (!started || w.py != (from->kind == OT_FRAME_PY))
             continue;
-        if (w.py ? comprehension(w.f) : ot_walk_is_plumbing(&w))
+        if (w.py ? comprehension(w.f) : ot_walk_is_plumbing(&w) && !ot_frame_is_unnamed_own(w.f))
             continue;
         c->f[c->n++] = w.f;
     }
