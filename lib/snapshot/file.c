@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/options.h"
+#include "common/self.h"
 #include "snapshot/snapshot.h"
 #include "snapshot/writer.h"
 
@@ -133,12 +134,14 @@ static const char *run_id(void)
     return run.id;
 }
 
-/* DIR/.NAME.tmp-RUN beside DIR/NAME: hidden, not a *.oomt, on the same file system so that rename works. */
+/* DIR/.NAME.tmp-RUN-TID beside DIR/NAME: hidden, not a *.oomt, on the same file system so that rename works.
+ * NAME carries the snapshot's number and TID the writing thread: threads whose allocations fail together
+ * write at the same time, and a name shared by two writes let one remove or publish the other's file. */
 static void tmp_name(char *tmp, size_t len, const char *final)
 {
     const char *base = strrchr(final, '/');
     int dir = (int)(base - final);
-    snprintf(tmp, len, "%.*s/.%s.tmp-%s", dir, final, base + 1, run_id());
+    snprintf(tmp, len, "%.*s/.%s.tmp-%s-%u", dir, final, base + 1, run_id(), (unsigned)ot_tid());
 }
 
 /* Hidden temporary files that processes of this host left when they were killed while writing (SIGKILL, a
@@ -246,17 +249,20 @@ int ot_file_write(const struct trace_sections *secs, enum ot_trigger trigger, un
     for (int i = 0; i < secs->n; i++)
         oom |= secs->s[i].b.oom;
     char tmp[OT_PATH_MAX + 64];
-    if (flush)
+    if (flush) {
         flush_name(path, OT_PATH_MAX, rk);
-    else
-        snapshot_name(path, OT_PATH_MAX, file_word(trigger), rk);
+    } else { /* the name it is meant to have (a line about it names that one), and its number in tmp */
+        char tag[48];
+        snprintf(tag, sizeof tag, "%u-%s", seq, file_word(trigger));
+        snapshot_name(path, OT_PATH_MAX, tag, rk);
+    }
     tmp_name(tmp, sizeof tmp, path);
     int fd = -1;
     if (oom) {
         ot_log("not enough memory to build a snapshot (trigger %s); none written", file_word(trigger));
         return -1;
     }
-    unlink(tmp); /* this run's own leftover from a write that failed */
+    unlink(tmp); /* a leftover of this very snapshot, under its own name only */
     sweep_leftovers();
     if ((fd = create_private(tmp)) < 0) {
         /* Said at the failure, once per kind of snapshot: the line at the first allocation may be hours

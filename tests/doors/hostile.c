@@ -16,6 +16,7 @@
  *   hostile segv                allocates, then dereferences NULL
  *   hostile exec                allocates, then execs a program that is not traced
  *   hostile oomloop N           holds 64 allocations, then N allocations that fail (one snapshot each)
+ *   hostile oomthreads N        N threads whose allocations fail at the same moment (one snapshot each)
  *   hostile ctorexec            with HOSTILE_CTOR_EXEC set, libctor_exec.so's constructor re-executes the
  *                               program before the tracer initialised itself; prints "ctorexec done" */
 #include <cuda.h>
@@ -378,6 +379,40 @@ static int mode_oomloop(long n)
     return failed == n ? 0 : 1;
 }
 
+/* ---- oomthreads ---- */
+
+static pthread_barrier_t oom_together;
+static CUcontext oom_ctx;
+
+static void *fail_together(void *arg)
+{
+    CUdeviceptr p;
+    cuCtxSetCurrent(oom_ctx);
+    pthread_barrier_wait(&oom_together);
+    *(int *)arg = cuMemAlloc_v2(&p, 4096 * MiB) == CUDA_ERROR_OUT_OF_MEMORY;
+    return NULL;
+}
+
+static int mode_oomthreads(long n)
+{
+    device_init();
+    cuCtxGetCurrent(&oom_ctx);
+    pthread_t t[64];
+    int failed[64] = {0};
+    if (n > 64 || pthread_barrier_init(&oom_together, NULL, (unsigned)n) != 0)
+        return 3;
+    for (long i = 0; i < n; i++)
+        if (pthread_create(&t[i], NULL, fail_together, &failed[i]) != 0)
+            return 3;
+    long got = 0;
+    for (long i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        got += failed[i];
+    }
+    printf("failed %ld\n", got);
+    return got == n ? 0 : 1;
+}
+
 static int mode_segv(void)
 {
     device_init();
@@ -449,6 +484,8 @@ int main(int argc, char **argv)
         return mode_segv();
     if (strcmp(mode, "oomloop") == 0)
         return mode_oomloop(n ? n : 100);
+    if (strcmp(mode, "oomthreads") == 0)
+        return mode_oomthreads(n ? n : 16);
     if (strcmp(mode, "exec") == 0)
         return mode_exec();
     if (strcmp(mode, "ctorexec") == 0) {

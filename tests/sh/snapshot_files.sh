@@ -128,4 +128,18 @@ mkdir "$work/d29b"
 OOMTRACE_MAX_BYTES=1K OOMTRACE_DUMP=oom,exit traced "$work/d29b" python3 "$work/dumps.py" || fail "dumps.py: $(cat "$work/err")"
 got=$(ls "$work/d29b" | sed 's/.*-\([0-9]*-[a-z]*\)\.oomt$/\1/' | sort -n | tr '\n' ' ')
 [ "$got" = "4-oom 6-exit " ] || fail "a byte budget spent: $got"
+# Walk 7, #2: threads whose allocations fail at the same moment each publish their own snapshot. They shared
+# one temporary name per process: one thread's leftover removal took another's file being written, a rename
+# published a file under another snapshot's number, and the first out-of-memory snapshot could be lost.
+mkdir "$work/d2"
+OOMTRACE_MAX_SNAPSHOTS=0 traced "$work/d2" build/tests/hostile oomthreads 16 ||
+    fail "hostile oomthreads 16: $(cat "$work/err")"
+grep -q 'cannot write' "$work/err" && fail "a snapshot of threads failing together was lost: $(grep 'cannot write' "$work/err")"
+for i in $(seq 1 16); do
+    set -- "$work"/d2/oomtrace-*-"$i"-oom.oomt
+    [ -f "$1" ] || fail "snapshot $i of 16 threads failing together was not published: $(ls -A "$work/d2")"
+    seq=$(build/oomtrace-read --format json "$1" | sed -n 's/.*"snapshot_seq": *\([0-9]*\).*/\1/p')
+    [ "$seq" = "$i" ] || fail "$(basename "$1") holds snapshot $seq"
+done
+[ -z "$(ls -A "$work/d2" | grep -v '\.oomt$')" ] || fail "left beside the snapshots: $(ls -A "$work/d2" | grep -v '\.oomt$')"
 echo "snapshot_files: ok"
