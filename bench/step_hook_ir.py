@@ -38,7 +38,7 @@ GPU = os.path.join(ROOT, "tests", "gpu")
 
 # The pieces, each against "unregistered" (the step hook's handles removed, so torch's hook paths are its fast
 # ones); "none (A/A)" switches nothing: what the count moves by itself between blocks.
-PIECES = ("none (A/A)", "all", "registered, returning at once", "forward hook alone, working",
+PIECES = ("none (A/A)", "all", "all, Python's path after a step", "registered, returning at once", "forward hook alone, working",
           "forward hook alone, returning at once", "post hook alone, working", "one more marker a step")
 # glibc's allocator entry points: CPU torch allocates every tensor there, and their cost depends on the heap's
 # state, which drifts; on the GPU the tensors come from the CUDA caching allocator.
@@ -62,14 +62,6 @@ def inner(a):
     step = s.step
     solo = []
 
-    def clear():
-        hook.unregister()
-        for h in solo:
-            h.remove()
-        del solo[:]
-        hook.off = False
-        return None
-
     def only(kind, off):
         def f():
             clear()
@@ -80,11 +72,24 @@ def inner(a):
                 solo.append(optmod.register_optimizer_step_post_hook(hook.post_step))
         return f
 
-    def registered(off):
+    fast = hook.fast
+
+    def clear():
+        hook.unregister()
+        for h in solo:
+            h.remove()
+        del solo[:]
+        hook.off = False
+        hook.fast = fast
+        return None
+
+    def registered(off, python=False):
         def f():
             clear()
             hook.register(optmod)
             hook.off = off
+            if python:
+                hook.fast = None  # on_step in Python at every step, as before lib/runtime/companion_step.c
         return f
 
     def marker():
@@ -92,6 +97,7 @@ def inner(a):
         return lambda: mark(label)
 
     switch = {"none (A/A)": clear, "registered, returning at once": registered(True), "all": registered(False),
+              "all, Python's path after a step": registered(False, python=True),
               "forward hook alone, working": only("forward", False),
               "forward hook alone, returning at once": only("forward", True),
               "post hook alone, working": only("post", False), "one more marker a step": marker}

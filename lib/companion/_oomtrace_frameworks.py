@@ -55,6 +55,9 @@ def _initializing(mod):
 # that uses the figures names the step they come from. At 1000 (before), the reads of a 4 ms step took
 # ~0.15% of it: half of what "no measurable cost" allows (tests/gpu/bench_step_hooks.py, runs 22-24).
 READ_SPACING = 10000
+# Before torch sets CUDA up there is nothing to read: on_step asks again after this long (and the step's
+# common path, in C, runs meanwhile).
+UNREADY_RECHECK_NS = 1000000000
 
 
 class Sampled:
@@ -115,7 +118,7 @@ class Torch:
         roles = sys.modules.get("_oomtrace_roles")
         if roles is not None and not self.step_hook:
             self.step_hook = True
-            roles.install_step_hook(self.torch, self.on_step)
+            roles.install_step_hook(self.torch, self.on_step, self.step_fast())
         # The observer list exists once torch set up CUDA; attaching earlier would be lost.
         if self.observer or not self.ready():
             return
@@ -145,6 +148,18 @@ class Torch:
     def version(self):
         return str(getattr(self.torch, "__version__", ""))
 
+    def step_fast(self):
+        """on_step's common path as one C call, fast(step, shapes) -> bool (lib/runtime/companion_step.c): the
+        same STEPS entry and marker, False (having done nothing) when the counters are due. None without
+        the library's builtin (the companion run from its source)."""
+        make = getattr(self.comp, "step_fast", None)
+        if make is None:
+            return None
+        try:
+            return make(self.steps.append, self.counters)
+        except Exception:
+            return None
+
     def oom_classes(self):
         return [c for c in (getattr(self.torch, "OutOfMemoryError", None),
                             getattr(self.cuda, "OutOfMemoryError", None)) if c is not None]
@@ -169,18 +184,20 @@ class Torch:
         return _device_from_text(str(exc))
 
     def on_step(self, step, input_shapes):
-        """After each optimizer step (the step hook's post_step: step an int, input_shapes a str). It runs
-        with the caches cold from the step's work, where a Python call costs ten times what it costs in a
-        loop (tests/gpu/bench_step_hooks.py): one call, the marker through the library's builtin. It never
-        raises: the first failure says one line, later steps still try."""
+        """After each optimizer step (the step hook's post_step: step an int, input_shapes a str), where the
+        C path (step_fast) did not do it: the counters are due, or there is no C path. It never raises: the
+        first failure says one line, later steps still try."""
         try:
             counters = self.counters
             now = counters.clock()
             allocated = reserved = 0
-            if now >= counters.due and self.ready():
-                raw = counters.read(self.memory_stats)
-                allocated = raw["allocated_bytes"]["all"]["current"]
-                reserved = raw["reserved_bytes"]["all"]["current"]
+            if now >= counters.due:
+                if self.ready():
+                    raw = counters.read(self.memory_stats)
+                    allocated = raw["allocated_bytes"]["all"]["current"]
+                    reserved = raw["reserved_bytes"]["all"]["current"]
+                else:
+                    counters.due = now + UNREADY_RECHECK_NS
             self.steps.append((step, now, allocated, reserved, input_shapes))
             label = self.labels.get(input_shapes)
             if label is None:

@@ -187,9 +187,10 @@ class _StepHook:
     companion's per-step work on and off inside one process; register()/unregister() add and remove the
     hooks themselves through torch's handles."""
 
-    def __init__(self, torch, on_step):
+    def __init__(self, torch, on_step, fast=None):
         self.torch = torch
         self.on_step = on_step
+        self.fast = fast  # on_step's common path in C: fast(step, shapes) -> True when it did the step's part
         self.primary = None
         self.step = 0
         self.shapes = ""
@@ -274,7 +275,9 @@ class _StepHook:
                 self.drop_pre_step()
             self.step += 1
             self.started = False
-            self.on_step(self.step, self.shapes)
+            fast = self.fast
+            if fast is None or not fast(self.step, self.shapes):
+                self.on_step(self.step, self.shapes)
         except Exception as e:
             self.broken = True
             _warn("the optimizer step hook", e)
@@ -330,14 +333,15 @@ class _StepHook:
 _hook = None
 
 
-def install_step_hook(torch, on_step):
+def install_step_hook(torch, on_step, fast=None):
     """Registers the global optimizer-step post hook; on_step(step, input_shapes) runs after each step of
-    the program's (first) optimizer. Returns True when installed. Torch before 2.0 has no global hook:
-    then there are no automatic step markers and the reader uses time windows."""
+    the program's (first) optimizer, unless fast(step, input_shapes), its common path in C, did its work and
+    returned True. Returns True when installed. Torch before 2.0 has no global hook: then there are no
+    automatic step markers and the reader uses time windows."""
     global _hook
     try:
         import torch.optim.optimizer as optmod  # the attribute exists only once imported by name
-        hook = _StepHook(torch, on_step)
+        hook = _StepHook(torch, on_step, fast)
         if not hook.register(optmod):
             return False
         _hook = hook

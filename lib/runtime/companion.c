@@ -192,8 +192,10 @@ static void start(void)
     if (fail && strcmp(fail, "load") == 0)
         src = "raise ImportError('oomtrace test: the companion cannot load')\n";
     companion = load_module(ENTRY_MODULE, "<oomtrace>/" ENTRY_MODULE ".py", src);
-    if (companion)
+    if (companion) {
         add_mark_builtin(companion);
+        ot_companion_step_builtins(companion, sym);
+    }
     if (!companion || call("_start", 0) != 0) {
         ot_log("the Python framework companion did not start; frameworks' allocators are not recorded");
         __atomic_store_n(&cstate, C_FAILED, __ATOMIC_RELEASE);

@@ -40,6 +40,8 @@ Pieces (each against the same step without it; "base" is what both halves share)
                    every READ_SPACING x a read's cost; no RAISE events (its OOM classes are watched by their
                    creation). The answer: issue 12 asks it to be inside none's interval, or under 0.3%
   work             the hooks' work (the `off` flag), hooks registered either way
+  C path           the STEPS entry and marker after a step in one C call (lib/runtime/companion_step.c),
+                   against Python's on_step
   forward hook     only the forward pre hook on the model's outermost module, returning at once: nn.Module's
                    hook path for that call
   optimizer hooks  only the global optimizer step pre and post hooks, returning at once
@@ -412,6 +414,13 @@ def training(a):
         set_hooks(False)
         raise_off()
 
+    fast = hook.fast
+
+    def c_path(on):  # the step's STEPS entry and marker in C (lib/runtime/companion_step.c), or in Python
+        def f():
+            hook.fast = fast if on else None
+        return f
+
     def work(on):
         def f():
             set_hooks(True)
@@ -442,6 +451,7 @@ def training(a):
     pieces = [("none", nop, nop, None, big, all_on),
               ("all", all_on, all_off, None, big, all_off),
               ("work", work(True), work(False), None, small, all_on),
+              ("C path", c_path(True), c_path(False), None, small, all_on),
               ("forward hook", solo_hooks("forward", True), solo_hooks("forward", False), None, small, all_off),
               ("optimizer hooks", solo_hooks("optimizer", True), solo_hooks("optimizer", False), None, small, all_off)]
     if tool is not None:
