@@ -5,6 +5,12 @@ CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 CPPFLAGS += -Iinclude -I$(CUDA_HOME)/include -D_GNU_SOURCE
 B := build
+# Header dependencies: each compile writes the headers it read into a .d file beside its output, included at
+# the end, so that a header change rebuilds every object and program that includes it. The objects take
+# -MMD -MP; a command that compiles several sources straight into a program (tests, bench, the stand-in driver)
+# runs under DEPS, the preprocessor appending each source's headers to $@.d (DEPENDENCIES_OUTPUT: -MMD would
+# keep only its last source's). A header that no longer exists is made by the empty %.h rule, as -MP arranges.
+DEPS = rm -f $@.d; DEPENDENCIES_OUTPUT='$@.d $@'
 PREFIX ?= /usr/local
 
 LIB_SRC := $(wildcard lib/*/*.c)
@@ -40,13 +46,13 @@ check-deps:
 deps:
 	@tools/deps.sh --install
 
-$(B)/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h
+$(B)/lib/%.o: lib/%.c $(B)/lib/%.d $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
+	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread -c $< -o $@
 
 $(B)/lib/%.o: lib/%.S
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ilib -fPIC -c $< -o $@
+	$(DEPS) $(CC) $(CPPFLAGS) -Ilib -fPIC -c $< -o $@
 
 $(B)/lib/runtime/companion_src.S: $(COMPANION_PY) Makefile
 	@mkdir -p $(dir $@)
@@ -60,17 +66,17 @@ $(B)/lib/runtime/companion_src.S: $(COMPANION_PY) Makefile
 	  printf '\t.quad 0, 0\n\t.section .note.GNU-stack,"",@progbits\n'; } >$@
 
 $(B)/lib/runtime/companion_src.o: $(B)/lib/runtime/companion_src.S
-	$(CC) -c $< -o $@
+	$(DEPS) $(CC) -c $< -o $@
 
 $(B)/liboomtrace.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+	$(DEPS) $(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
 
-$(B)/tools/%.o: tools/%.c $(READ_HDR) include/oomtrace_format.h
+$(B)/tools/%.o: tools/%.c $(B)/tools/%.d $(READ_HDR) include/oomtrace_format.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/read $(READ_CPPFLAGS) $(CFLAGS) $(WARN) -c $< -o $@
+	$(CC) $(CPPFLAGS) -Itools/read $(READ_CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c $< -o $@
 
 $(B)/oomtrace-read: $(READ_OBJ)
-	$(CC) -o $@ $^ -lzstd $(READ_LIBS) -lm
+	$(DEPS) $(CC) -o $@ $^ -lzstd $(READ_LIBS) -lm
 
 # The launcher finds the library beside itself, and the process it becomes while the command runs.
 $(B)/oomtrace: tools/oomtrace
@@ -79,13 +85,13 @@ $(B)/oomtrace: tools/oomtrace
 
 $(B)/oomtrace-supervise: tools/oomtrace-supervise.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
+	$(DEPS) $(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
 
 # The stand-in driver: a libcuda.so.1 that simulates devices of a set capacity (tests/fakecuda/README).
 # Hidden by default: it exports only the driver's entry points and its test hooks (API in fakecuda.h).
 $(B)/fake/libcuda.so.1: $(FAKE_SRC) $(wildcard tests/fakecuda/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -pthread -Wl,-soname,libcuda.so.1 \
+	$(DEPS) $(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -pthread -Wl,-soname,libcuda.so.1 \
 		-Wl,-Bsymbolic -o $@ $(FAKE_SRC)
 	ln -sf libcuda.so.1 $(B)/fake/libcuda.so
 
@@ -136,3 +142,9 @@ demo: all
 
 -include bench/bench.mk
 -include tests/fuzz/fuzz.mk
+
+%.h: ;
+# An object without its .d (a build/ from before they were written) is made again, and gets one. Named, not a
+# pattern: a missing prerequisite made by a pattern rule is an intermediate file, which forces nothing.
+$(LIB_SRC:%.c=$(B)/%.d) $(READ_SRC:%.c=$(B)/%.d):
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -7,19 +7,19 @@ BENCH_PROGS := $(BENCH_BIN)/alloc_cost $(BENCH_BIN)/steady $(BENCH_BIN)/bigsnap 
 
 $(BENCH_BIN)/alloc_cost: bench/alloc_cost.c include/oomtrace.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -pthread -o $@ $< -ldl -lunwind
+	$(DEPS) $(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -pthread -o $@ $< -ldl -lunwind
 
 $(BENCH_BIN)/steady: bench/steady.c include/oomtrace.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -ldl
+	$(DEPS) $(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -ldl
 
 $(BENCH_BIN)/bigsnap: bench/bigsnap.c bench/snapfile.h include/oomtrace.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -ldl -lzstd
+	$(DEPS) $(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -ldl -lzstd
 
 $(BENCH_BIN)/snapinfo: bench/snapinfo.c bench/snapfile.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -lzstd
+	$(DEPS) $(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -lzstd
 
 # The reader's inputs come from tests/snapgen when it is there (synthetic snapshots; SNAPGEN_SRC, from
 # tests/tests.mk), and from the tracer itself (bench/bigsnap) in every case.
@@ -27,7 +27,7 @@ ifneq ($(wildcard tests/snapgen/snapgen.c),)
 BENCH_PROGS += $(BENCH_BIN)/snapgen
 $(BENCH_BIN)/snapgen: $(SNAPGEN_DEP)
 	@mkdir -p $(dir $@)
-	$(CC) -Iinclude -O2 -o $@ $(SNAPGEN_SRC) -lzstd
+	$(DEPS) $(CC) -Iinclude -O2 -o $@ $(SNAPGEN_SRC) -lzstd
 endif
 
 # alloc_objects: allocation pairs with N extra shared objects loaded and the stack passing through some
@@ -40,26 +40,26 @@ BENCH_PROGS += $(BENCH_BIN)/alloc_objects $(BENCH_BIN)/hops/.stamp
 # Python stack.
 $(BENCH_BIN)/libnative_thread.so: tests/doors/native_thread.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O2 -g $(WARN) -fPIC -shared -pthread -o $@ $< -L$(B)/fake -lcuda
+	$(DEPS) $(CC) $(CPPFLAGS) -O2 -g $(WARN) -fPIC -shared -pthread -o $@ $< -L$(B)/fake -lcuda
 BENCH_PROGS += $(BENCH_BIN)/libnative_thread.so
 
 $(BENCH_BIN)/alloc_objects: bench/alloc_objects.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -ldl -lunwind
+	$(DEPS) $(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -ldl -lunwind
 
 $(BENCH_BIN)/hops/std.so: bench/hops/hop.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) -fPIC -shared -o $@ $<
+	$(DEPS) $(CC) $(BENCH_CFLAGS) -fPIC -shared -o $@ $<
 
 $(BENCH_BIN)/hops/nofde.so: bench/hops/hop.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) -fPIC -shared -fno-asynchronous-unwind-tables -fno-unwind-tables \
+	$(DEPS) $(CC) $(BENCH_CFLAGS) -fPIC -shared -fno-asynchronous-unwind-tables -fno-unwind-tables \
 		-fno-omit-frame-pointer -o $@ $<
 
 # expr and drap: the frame shapes of tests/unit/walk_hops.S (a CFA expression; a realigned frame)
 $(BENCH_BIN)/hops/expr.so $(BENCH_BIN)/hops/drap.so: tests/unit/walk_hops.S
 	@mkdir -p $(dir $@)
-	$(CC) -fPIC -shared -o $@ $<
+	$(DEPS) $(CC) -fPIC -shared -o $@ $<
 
 $(BENCH_BIN)/hops/.stamp: $(foreach k,$(HOP_KINDS),$(BENCH_BIN)/hops/$(k).so)
 	for k in $(HOP_KINDS); do mkdir -p $(BENCH_BIN)/hops/$$k; \
@@ -85,10 +85,10 @@ bench-reader-ab: $(B)/oomtrace-read
 STAGE_OBJ := $(LIB_SRC:%.c=$(BENCH_BIN)/stages/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
 $(BENCH_BIN)/stages/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
+	$(DEPS) $(CC) $(CPPFLAGS) -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
 
 $(BENCH_BIN)/liboomtrace-stages.so: $(STAGE_OBJ)
-	$(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+	$(DEPS) $(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
 
 .PHONY: bench-stages
 bench-stages: $(BENCH_BIN)/liboomtrace-stages.so $(B)/fake/libcuda.so.1
@@ -96,5 +96,5 @@ bench-stages: $(BENCH_BIN)/liboomtrace-stages.so $(B)/fake/libcuda.so.1
 # bench/step_mix.py's native side: a step's allocations through PyTorch-like C chains, a backward thread.
 $(BENCH_BIN)/libstepmix.so: bench/stepmix/stepmix.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -fPIC -shared -pthread -o $@ $< -L$(B)/fake -lcuda -ldl
+	$(DEPS) $(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -fPIC -shared -pthread -o $@ $< -L$(B)/fake -lcuda -ldl
 bench-build: $(BENCH_BIN)/libstepmix.so

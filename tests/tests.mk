@@ -6,35 +6,35 @@ DOORS := linked dlsym procaddr
 RECORDER_TESTS := $(TEST_BIN)/test_recorder $(TEST_BIN)/test_recorder_ring
 $(RECORDER_TESTS): $(TEST_BIN)/%: tests/unit/%.c tests/unit/recorder_setup.c tests/unit/recorder_setup.h $(LIB_CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -pthread -o $@ $(filter-out %.h,$^) -lcmocka -lunwind -lzstd -ldl
+	$(DEPS) $(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -pthread -o $@ $(filter-out %.h,$^) -lcmocka -lunwind -lzstd -ldl
 
 $(TEST_BIN)/door_linked: tests/doors/door_linked.c tests/doors/scenario.h $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -rdynamic -o $@ $< -L$(B)/fake -lcuda
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g -rdynamic -o $@ $< -L$(B)/fake -lcuda
 
 $(TEST_BIN)/door_%: tests/doors/door_%.c tests/doors/scenario.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -rdynamic -o $@ $< -ldl
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g -rdynamic -o $@ $< -ldl
 
 TEST_PROGS := $(RECORDER_TESTS) $(DOORS:%=$(TEST_BIN)/door_%)
 
 
 $(TEST_BIN)/fakecuda_smoke: $(wildcard tests/fakecuda_smoke/*.c) tests/fakecuda_smoke/smoke.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $(filter %.c,$^) -ldl -lpthread
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $(filter %.c,$^) -ldl -lpthread
 TEST_PROGS += $(TEST_BIN)/fakecuda_smoke
 
 READ_LIB_OBJ := $(filter-out $(B)/tools/oomtrace-read.o,$(READ_OBJ))
 $(TEST_BIN)/test_doors: tests/e2e/test_doors.c tests/e2e/harness.c tests/e2e/harness.h $(READ_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(READ_CPPFLAGS) -Itools/read $(CFLAGS) $(WARN) -o $@ tests/e2e/test_doors.c tests/e2e/harness.c \
+	$(DEPS) $(CC) $(CPPFLAGS) $(READ_CPPFLAGS) -Itools/read $(CFLAGS) $(WARN) -o $@ tests/e2e/test_doors.c tests/e2e/harness.c \
 		$(READ_LIB_OBJ) -lcmocka -lzstd $(READ_LIBS) -lm
 TEST_PROGS += $(TEST_BIN)/test_doors
 
 # A library whose own thread allocates (tests/py/borrow_native.py loads it with ctypes).
 $(TEST_BIN)/libnative_thread.so: tests/doors/native_thread.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -pthread -o $@ $< -L$(B)/fake -lcuda
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -pthread -o $@ $< -L$(B)/fake -lcuda
 $(TEST_BIN)/test_doors: $(TEST_BIN)/libnative_thread.so
 TEST_PROGS += $(TEST_BIN)/libnative_thread.so
 
@@ -43,20 +43,20 @@ TEST_PROGS += $(TEST_BIN)/libnative_thread.so
 # pitfall program dlopens RTLD_LOCAL, to look symbols up from a caller that is not in the global scope.
 $(TEST_BIN)/families: tests/doors/families.c tests/doors/drv.c tests/doors/drv.h include/oomtrace.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $(filter %.c,$^) -ldl
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $(filter %.c,$^) -ldl
 
 $(TEST_BIN)/libpitfall.so: tests/doors/pitfall_lib.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -o $@ $< -ldl
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -o $@ $< -ldl
 
 $(TEST_BIN)/pitfalls: $(wildcard tests/doors/pitfalls*.c) tests/doors/drv.c tests/doors/pitfalls.h tests/doors/drv.h \
 		include/oomtrace.h $(TEST_BIN)/libpitfall.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -pthread -o $@ $(filter %.c,$^) -ldl
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -pthread -o $@ $(filter %.c,$^) -ldl
 
 $(TEST_BIN)/test_%: tests/e2e/test_%.c tests/e2e/harness.c tests/e2e/harness.h $(READ_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(READ_CPPFLAGS) -Itools/read $(CFLAGS) $(WARN) -o $@ $< tests/e2e/harness.c \
+	$(DEPS) $(CC) $(CPPFLAGS) $(READ_CPPFLAGS) -Itools/read $(CFLAGS) $(WARN) -o $@ $< tests/e2e/harness.c \
 		$(READ_LIB_OBJ) -lcmocka -lzstd $(READ_LIBS) -lm
 $(TEST_BIN)/test_families: $(TEST_BIN)/families
 $(TEST_BIN)/test_pitfalls: $(TEST_BIN)/pitfalls
@@ -65,7 +65,7 @@ TEST_PROGS += $(TEST_BIN)/test_families $(TEST_BIN)/test_pitfalls
 
 $(TEST_BIN)/crash_workload: tests/doors/crash_workload.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -o $@ $< -L$(B)/fake -lcuda
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g -o $@ $< -L$(B)/fake -lcuda
 TEST_PROGS += $(TEST_BIN)/crash_workload
 
 $(TEST_BIN)/test_crash: $(TEST_BIN)/crash_workload
@@ -73,34 +73,34 @@ TEST_PROGS += $(TEST_BIN)/test_crash
 
 $(TEST_BIN)/libfault.so: tests/faults/libfault.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -o $@ $< -ldl
+	$(DEPS) $(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -o $@ $< -ldl
 
 $(TEST_BIN)/plant: tests/doors/plant.c tests/doors/scenario.h $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -rdynamic -o $@ $< -L$(B)/fake -lcuda
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g -rdynamic -o $@ $< -L$(B)/fake -lcuda
 $(TEST_BIN)/test_faults: $(TEST_BIN)/libfault.so $(TEST_BIN)/plant $(TEST_BIN)/door_linked
 TEST_PROGS += $(TEST_BIN)/libfault.so $(TEST_BIN)/plant $(TEST_BIN)/test_faults
 
 $(TEST_BIN)/stress: tests/doors/stress.c include/oomtrace.h $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -pthread -o $@ $< -L$(B)/fake -lcuda
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g -pthread -o $@ $< -L$(B)/fake -lcuda
 $(TEST_BIN)/test_stress: $(TEST_BIN)/stress
 TEST_PROGS += $(TEST_BIN)/stress $(TEST_BIN)/test_stress
 
 $(TEST_BIN)/fork_workload: tests/doors/fork_workload.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -pthread -o $@ $< -L$(B)/fake -lcuda
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g -pthread -o $@ $< -L$(B)/fake -lcuda
 $(TEST_BIN)/test_procs: $(TEST_BIN)/fork_workload $(TEST_BIN)/door_linked
 TEST_PROGS += $(TEST_BIN)/fork_workload $(TEST_BIN)/test_procs
 
 # Hostile hosts (issue 15): cancellation, fork storms, inherited signal dispositions, small stacks, fd 2.
 $(TEST_BIN)/libctor_exec.so: tests/doors/ctor_exec.c
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(WARN) -fPIC -shared -o $@ $<
+	$(DEPS) $(CC) -O1 -g $(WARN) -fPIC -shared -o $@ $<
 # --no-as-needed: hostile uses no symbol of libctor_exec.so; it is there for its constructor.
 $(TEST_BIN)/hostile: tests/doors/hostile.c $(B)/fake/libcuda.so.1 $(TEST_BIN)/libctor_exec.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -pthread -rdynamic -o $@ $< -L$(B)/fake -lcuda -ldl \
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -pthread -rdynamic -o $@ $< -L$(B)/fake -lcuda -ldl \
 		-Wl,--no-as-needed -L$(TEST_BIN) -lctor_exec -Wl,--as-needed -Wl,-rpath,'$$ORIGIN'
 $(TEST_BIN)/test_hostile: $(TEST_BIN)/hostile
 TEST_PROGS += $(TEST_BIN)/libctor_exec.so $(TEST_BIN)/hostile $(TEST_BIN)/test_hostile
@@ -110,34 +110,34 @@ TEST_PROGS += $(TEST_BIN)/libctor_exec.so $(TEST_BIN)/hostile $(TEST_BIN)/test_h
 SNAPGEN_SRC := $(filter-out tests/snapgen/bombs.c,$(wildcard tests/snapgen/*.c))
 SNAPGEN_DEP := $(SNAPGEN_SRC) tests/snapgen/snapgen.h include/oomtrace_format.h
 $(B)/snapgen: $(SNAPGEN_DEP)
-	$(CC) -O2 -g -Iinclude $(WARN) -o $@ $(SNAPGEN_SRC) -lzstd
+	$(DEPS) $(CC) -O2 -g -Iinclude $(WARN) -o $@ $(SNAPGEN_SRC) -lzstd
 TEST_PROGS += $(B)/snapgen
 # Small files that claim huge or quadratic work (issue 15): tests/sh/hostile_files.sh.
 $(B)/bombs: tests/snapgen/bombs.c include/oomtrace_format.h
-	$(CC) -O2 -g -Iinclude $(WARN) -o $@ $< -lzstd
+	$(DEPS) $(CC) -O2 -g -Iinclude $(WARN) -o $@ $< -lzstd
 TEST_PROGS += $(B)/bombs
 
 $(B)/fake/libnvidia-ml.so.1: tests/fakenvml/fakenvml.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 -o $@ $< -ldl
+	$(DEPS) $(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 -o $@ $< -ldl
 TEST_PROGS += $(B)/fake/libnvidia-ml.so.1
 
 # Golden-file tests of the reader (tests/sh/golden.sh runs tests/golden/run.sh): a workload with exact sizes,
 # built -g so that reports show file:line. `make golden-update` rewrites the expected files.
 $(TEST_BIN)/golden_workload: tests/golden/workload.c include/oomtrace.h $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $< -L$(B)/fake -lcuda -ldl
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $< -L$(B)/fake -lcuda -ldl
 TEST_PROGS += $(TEST_BIN)/golden_workload
 # Call sites that reach the allocation through one helper (tests/golden/helper.c), for the same tests.
 $(TEST_BIN)/golden_helper: tests/golden/helper.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $< -L$(B)/fake -lcuda
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $< -L$(B)/fake -lcuda
 TEST_PROGS += $(TEST_BIN)/golden_helper
 # A cache that only grows, a leak beside freed scratch or between markers, a request larger than the device, a
 # pool's idle memory, a plain request short of the free memory (tests/golden/cache.c).
 $(TEST_BIN)/golden_cache: tests/golden/cache.c include/oomtrace.h $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $< -L$(B)/fake -lcuda -ldl
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -o $@ $< -L$(B)/fake -lcuda -ldl
 TEST_PROGS += $(TEST_BIN)/golden_cache
 # Unit tests of the reader's gates, size parsing, stack views and site filters (the pattern rule above builds it).
 TEST_PROGS += $(TEST_BIN)/test_readmodes
@@ -150,7 +150,7 @@ CUDART_STATIC := $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a)
 ifneq ($(CUDART_STATIC),)
 $(TEST_BIN)/cudart_program: tests/doors/cudart_program.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -o $@ $< $(CUDART_STATIC) -ldl -lpthread -lrt
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g -o $@ $< $(CUDART_STATIC) -ldl -lpthread -lrt
 TEST_PROGS += $(TEST_BIN)/cudart_program
 endif
 
@@ -158,14 +158,14 @@ endif
 # other at the same place by test_walk's unload case; test_walk finds them beside itself.
 $(TEST_BIN)/walk_lib_a.so: tests/unit/walk_lib.S
 	@mkdir -p $(dir $@)
-	$(CC) -shared -nostdlib -DFRAME=0x88 -o $@ $<
+	$(DEPS) $(CC) -shared -nostdlib -DFRAME=0x88 -o $@ $<
 $(TEST_BIN)/walk_lib_b.so: tests/unit/walk_lib.S
 	@mkdir -p $(dir $@)
-	$(CC) -shared -nostdlib -DFRAME=0x108 -o $@ $<
+	$(DEPS) $(CC) -shared -nostdlib -DFRAME=0x108 -o $@ $<
 
 $(TEST_BIN)/test_walk: tests/unit/test_walk.c tests/unit/walk_hops.S $(LIB_CORE_OBJ) | $(TEST_BIN)/walk_lib_a.so $(TEST_BIN)/walk_lib_b.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -fno-optimize-sibling-calls -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
+	$(DEPS) $(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -fno-optimize-sibling-calls -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
 TEST_PROGS += $(TEST_BIN)/test_walk
 
 .PHONY: golden-update

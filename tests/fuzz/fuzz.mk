@@ -30,14 +30,14 @@ FUZZ_SRC := tests/fuzz/fuzz_snapshot.c tests/fuzz/fuzz_checks.c
 $(FUZZ_BIN): $(FUZZ_SRC) tests/fuzz/fuzz_checks.h $(READ_CORE_SRC) $(READ_HDR) include/oomtrace_format.h \
 		tests/fuzz/ubsan.ignore
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) $(READ_CPPFLAGS) -Itools/read -g -O1 -fno-omit-frame-pointer \
+	$(DEPS) $(FUZZ_CC) $(CPPFLAGS) $(READ_CPPFLAGS) -Itools/read -g -O1 -fno-omit-frame-pointer \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-fsanitize-ignorelist=tests/fuzz/ubsan.ignore $(WARN) -o $@ $(FUZZ_SRC) $(READ_CORE_SRC) \
 		-lzstd $(READ_LIBS) -lm -pthread
 
 $(FUZZ_B)/snapgen: $(SNAPGEN_DEP)
 	@mkdir -p $(dir $@)
-	$(CC) -Iinclude -O2 -o $@ $(SNAPGEN_SRC) -lzstd
+	$(DEPS) $(CC) -Iinclude -O2 -o $@ $(SNAPGEN_SRC) -lzstd
 
 .PHONY: fuzz fuzz-corpus sanitize tsan
 fuzz: $(FUZZ_BIN)
@@ -82,11 +82,11 @@ SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer
 
 $(ASAN_B)/cmocka_skip.so $(TSAN_B)/cmocka_skip.so: tests/fuzz/cmocka_skip.c
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(WARN) -fPIC -shared -o $@ $< -ldl
+	$(DEPS) $(CC) -O1 -g $(WARN) -fPIC -shared -o $@ $< -ldl
 
 $(TSAN_B)/tsan_unwind.so: tests/fuzz/tsan_unwind.c
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(WARN) -fPIC -shared -o $@ $< -ldl
+	$(DEPS) $(CC) -O1 -g $(WARN) -fPIC -shared -o $@ $< -ldl
 
 sanitize: test-build $(FUZZ_B)/snapgen $(ASAN_B)/cmocka_skip.so
 	$(MAKE) --no-print-directory B=$(ASAN_B) CC="$(SAN_CC) $(ASAN_FLAGS) $(ASAN_LINK)" CFLAGS="$(SAN_CFLAGS)" test-build
