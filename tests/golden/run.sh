@@ -175,6 +175,11 @@ check diff.json json "$READER" --format json --diff "$A" "$B"
 check run.txt text "$READER" --top 3 "$TMP/run"
 check run.json json "$READER" --format json --top 2 "$TMP/run"
 check crashrun.txt text "$READER" --top 2 "$TMP/crashrun"
+# An exit snapshot whose allocations were all freed before the exit: what held the memory at its peak is
+# split by call site too (the peak column's sub-rows), not only what was live at the exit.
+EXIT_SNAP=$(ls "$TMP"/crashrun/*-exit.oomt)
+check exit.txt text "$READER" --top 2 "$EXIT_SNAP"
+check exit.md text "$READER" --format markdown --top 2 "$EXIT_SNAP"
 # A rank whose only file cannot be read keeps its row, from the file's name (a host name with a '-' in it), with
 # why; its out-of-memory file may be the job's first failure, which the summary says.
 mkdir -p "$TMP/lostrun"

@@ -82,6 +82,20 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out);
 int ot_breakdown_copy(struct ot_breakdown *dst, const struct ot_breakdown *src);
 void ot_breakdown_copy_free(struct ot_breakdown *b);
 
+/* A row's split at both moments: the parts of either moment matched by label, each with its bytes at each
+ * (in_now / in_peak false: that moment has no such part). An exit snapshot's peak held other call sites than
+ * its end (a spike freed before exit): they are listed too, with their bytes at the peak. */
+struct ot_bd_split {
+    struct ot_str label;
+    uint64_t now, peak;
+    bool in_now, in_peak;
+};
+#define OT_BD_MAX_SPLITS (2 * OT_BD_MAX_PARTS)
+
+/* Row r's splits, the largest (at either moment) first; the count, at most OT_BD_MAX_SPLITS. Parts of an
+ * unknown moment are left out. */
+size_t ot_bd_splits(const struct ot_breakdown *b, enum ot_bd_row r, struct ot_bd_split out[OT_BD_MAX_SPLITS]);
+
 /* The row with the most bytes of a moment among the program's own rows (parameters .. workspaces, plus
  * cache, context and others when measured); OT_BD_NROWS when the moment is unknown or empty. */
 enum ot_bd_row ot_bd_largest(const struct ot_bd_moment *m);

@@ -27,7 +27,6 @@ void ot_bd_table(struct ot_doc *d, const struct ot_breakdown *b)
     const char *heads[] = {"Category", b->at_failure ? "At the failure" : "At the snapshot", "Share", "At the peak",
                            "Share"};
     ot_doc_table(d, heads, "lrrrr");
-    const struct ot_bd_moment *pm = b->now.known ? &b->now : &b->peak; /* the moment of the splits */
     for (int r = 0; r < OT_BD_NROWS; r++) {
         if (!b->now.bytes[r] && !b->peak.bytes[r])
             continue;
@@ -42,17 +41,17 @@ void ot_bd_table(struct ot_doc *d, const struct ot_breakdown *b)
         cells(d, &b->now, (enum ot_bd_row)r, b->now.bytes[r]);
         cells(d, &b->peak, (enum ot_bd_row)r, b->peak.bytes[r]);
         ot_doc_row_end(d);
-        for (size_t i = 0; i < pm->nparts; i++) {
-            if (pm->parts[i].row != (enum ot_bd_row)r)
-                continue;
+        struct ot_bd_split sp[OT_BD_MAX_SPLITS];
+        size_t nsp = ot_bd_splits(b, (enum ot_bd_row)r, sp);
+        for (size_t i = 0; i < nsp; i++) {
             ot_doc_row(d);
             ot_doc_cell(d);
             /* An arrow says the part belongs to the row above: renderers may trim a cell's leading spaces. */
             ot_doc_printf(d, "\xe2\x80\x83\xe2\x86\xb3 ");
-            ot_doc_text(d, pm->parts[i].label, 80);
+            ot_doc_text(d, sp[i].label, 80);
             ot_doc_cell_end(d);
-            cells(d, pm == &b->now ? pm : NULL, (enum ot_bd_row)r, pm->parts[i].bytes);
-            cells(d, pm == &b->peak ? pm : NULL, (enum ot_bd_row)r, pm->parts[i].bytes);
+            cells(d, sp[i].in_now ? &b->now : NULL, (enum ot_bd_row)r, sp[i].now);
+            cells(d, sp[i].in_peak ? &b->peak : NULL, (enum ot_bd_row)r, sp[i].peak);
             ot_doc_row_end(d);
         }
     }

@@ -189,7 +189,7 @@ static void failure(struct tx *t)
 static void bd_cell(FILE *o, const struct ot_bd_moment *m, enum ot_bd_row r, uint64_t bytes)
 {
     char b1[32];
-    if (!m->known) {
+    if (!m || !m->known) { /* a moment not known, or without this part */
         fprintf(o, "  %20s", "");
         return;
     }
@@ -227,16 +227,16 @@ static void breakdown(struct tx *t)
         bd_cell(o, &b->now, (enum ot_bd_row)r, b->now.bytes[r]);
         bd_cell(o, &b->peak, (enum ot_bd_row)r, b->peak.bytes[r]);
         fputc('\n', o);
-        const struct ot_bd_moment *pm = b->now.known ? &b->now : &b->peak;
-        for (size_t i = 0; i < pm->nparts; i++) {
-            const struct ot_bd_part *pt = &pm->parts[i];
-            if (pt->row != (enum ot_bd_row)r)
-                continue;
+        struct ot_bd_split sp[OT_BD_MAX_SPLITS];
+        size_t nsp = ot_bd_splits(b, (enum ot_bd_row)r, sp);
+        for (size_t i = 0; i < nsp; i++) {
             fputs("      ", o);
-            ot_fput_safe_max(o, pt->label, 40);
-            size_t w = pt->label.n < 40 ? pt->label.n : 43;
+            ot_fput_safe_max(o, sp[i].label, 40);
+            size_t w = sp[i].label.n < 40 ? sp[i].label.n : 43;
             fprintf(o, "%*s", w < 42 ? (int)(42 - w) : 0, "");
-            bd_cell(o, pm, (enum ot_bd_row)r, pt->bytes);
+            bd_cell(o, sp[i].in_now ? &b->now : NULL, (enum ot_bd_row)r, sp[i].now);
+            if (sp[i].in_peak)
+                bd_cell(o, &b->peak, (enum ot_bd_row)r, sp[i].peak);
             fputc('\n', o);
         }
     }

@@ -165,6 +165,54 @@ static int cmp_part(const void *x, const void *y)
     return 0;
 }
 
+static uint64_t split_size(const struct ot_bd_split *x)
+{
+    return x->now > x->peak ? x->now : x->peak;
+}
+
+static int cmp_split(const void *x, const void *y)
+{
+    uint64_t a = split_size(x), b = split_size(y);
+    if (a != b)
+        return a > b ? -1 : 1;
+    const struct ot_str *la = &((const struct ot_bd_split *)x)->label, *lb = &((const struct ot_bd_split *)y)->label;
+    size_t n = la->n < lb->n ? la->n : lb->n;
+    int c = n ? memcmp(la->p, lb->p, n) : 0;
+    return c ? c : la->n < lb->n ? -1 : la->n > lb->n;
+}
+
+size_t ot_bd_splits(const struct ot_breakdown *b, enum ot_bd_row r, struct ot_bd_split out[OT_BD_MAX_SPLITS])
+{
+    size_t n = 0;
+    const struct ot_bd_moment *ms[2] = {&b->now, &b->peak};
+    for (int k = 0; k < 2; k++) {
+        if (!ms[k]->known)
+            continue;
+        for (size_t i = 0; i < ms[k]->nparts; i++) {
+            const struct ot_bd_part *p = &ms[k]->parts[i];
+            if (p->row != r)
+                continue;
+            size_t j = 0;
+            while (j < n && !(out[j].label.n == p->label.n && (!p->label.n || memcmp(out[j].label.p, p->label.p, p->label.n) == 0)))
+                j++;
+            if (j == n) {
+                if (n == OT_BD_MAX_SPLITS)
+                    continue;
+                out[n++] = (struct ot_bd_split){.label = p->label};
+            }
+            if (k == 0) {
+                out[j].now = p->bytes;
+                out[j].in_now = true;
+            } else {
+                out[j].peak = p->bytes;
+                out[j].in_peak = true;
+            }
+        }
+    }
+    qsort(out, n, sizeof(*out), cmp_split);
+    return n;
+}
+
 static void add_row(struct ot_bd_moment *m, enum ot_bd_row row, uint64_t bytes, bool inferred)
 {
     m->bytes[row] = ot_sat_add(m->bytes[row], bytes);
