@@ -22,6 +22,7 @@
 #include "driver/real.h"
 #include "record/record.h"
 #include "runtime/init.h"
+#include "runtime/sigchain.h"
 #include "snapshot/snapshot.h"
 
 
@@ -44,13 +45,12 @@ static struct sigaction crash_old[NSIG];
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM};
 int ot_exit_registered;
 
-/* The signal handler only posts a semaphore (async-signal-safe); the dumper thread does the work. */
+/* The signal handler only posts a semaphore (async-signal-safe); the dumper thread does the work, and the
+ * handler then goes on to the program's own disposition of the signal (sigchain.c). */
 static void on_signal(int sig)
 {
-    int saved = errno;
     dump_pending = sig;
     sem_post(&dump_sem);
-    errno = saved;
 }
 
 static void *dumper(void *arg)
@@ -62,7 +62,9 @@ static void *dumper(void *arg)
             ;
         int sig = dump_pending;
         dump_pending = 0;
+        unsigned ticket = ot_sigchain_requested();
         ot_snapshot_trigger(OT_TRIGGER_SIGNAL, sig ? strsignal(sig) : "signal");
+        ot_sigchain_done(ticket);
     }
     return NULL;
 }
@@ -108,7 +110,7 @@ static void on_crash(int sig, siginfo_t *info, void *uctx)
             nanosleep(&ten_ms, NULL);
     }
     struct sigaction *old = &crash_old[sig];
-    sigaction(sig, old, NULL);
+    ot_sig_real(sig, old, NULL);
     errno = saved;
     if (old->sa_flags & SA_SIGINFO) {
         if (old->sa_sigaction)
@@ -152,12 +154,7 @@ static void finish_flush(void);
 static void install_handlers(void)
 {
     if (ot_opt.signal) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sa.sa_flags = SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(ot_opt.signal, &sa, NULL) != 0) {
+        if (ot_sigchain_install(ot_opt.signal, on_signal) != 0) {
             ot_log("cannot install a handler for OOMTRACE_SIGNAL=%d: %s", ot_opt.signal, strerror(errno));
             ot_opt.signal = 0;
         }
@@ -172,9 +169,9 @@ static void install_handlers(void)
             int sig = crash_signals[i];
             /* A signal the process inherited as ignored stays ignored: a handler would interrupt its
              * system calls (EINTR) where the kernel discarded the signal. */
-            if (sigaction(sig, NULL, &crash_old[sig]) != 0 || crash_old[sig].sa_handler == SIG_IGN)
+            if (ot_sig_real(sig, NULL, &crash_old[sig]) != 0 || crash_old[sig].sa_handler == SIG_IGN)
                 continue;
-            sigaction(sig, &sa, &crash_old[sig]);
+            ot_sig_real(sig, &sa, &crash_old[sig]);
         }
         atexit(finish_flush);
     }

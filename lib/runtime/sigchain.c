@@ -1,0 +1,213 @@
+/* OOMTRACE_SIGNAL without changing what the signal does to the program (walk 7, #21). The handler used to
+ * replace the program's: a SIGUSR1 handler set before the first allocation (Slurm's --signal=USR1@90,
+ * Lightning's requeue) never ran again, and TERM or INT no longer stopped the process; a handler set after
+ * it silently replaced the tracer's. Now the tracer keeps the program's disposition, shows it to the program
+ * as the current one (the exported sigaction and signal), and goes on to it after the snapshot: the program's
+ * handler is called as the kernel would have called it (its mask, its SA_SIGINFO arguments), a default action
+ * that ends or stops the process is taken once the snapshot is written, an ignored signal stays ignored. */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <dlfcn.h>
+
+#include "common/self.h"
+#include "driver/real.h"
+#include "runtime/sigchain.h"
+
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static int chained_sig;          /* the signal taken, 0 when none */
+static struct sigaction prog[2]; /* the program's disposition: prog[cur], the other one being written */
+static int cur;
+static int writer_lock;
+static void (*wake_fn)(int);
+static unsigned requested, done; /* tickets: snapshots asked for, and written */
+static volatile sig_atomic_t end_with; /* a default action to take once the snapshot is written */
+
+int ot_sig_real(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    if (!__atomic_load_n(&real_sigaction, __ATOMIC_ACQUIRE)) {
+        void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
+        void *fn = lookup ? lookup(RTLD_NEXT, "sigaction") : NULL;
+        if (!fn) {
+            errno = ENOSYS;
+            return -1;
+        }
+        __atomic_store_n(&real_sigaction, (int (*)(int, const struct sigaction *, struct sigaction *))fn,
+                         __ATOMIC_RELEASE);
+    }
+    return real_sigaction(sig, act, old);
+}
+
+/* What SIG_DFL does with a signal under the tracer: 1 ends the process, 2 stops it, 0 nothing. USR1 and USR2
+ * have no meaning but the one a program gives them: one the program left at SIG_DFL is the tracer's to take
+ * (`kill -USR1 PID` for a snapshot of a running job is what OOMTRACE_SIGNAL is for). Every other signal
+ * keeps its default action: TERM, INT, HUP and QUIT are how schedulers and users stop a job. */
+static int default_action(int sig)
+{
+    switch (sig) {
+    case SIGCHLD: case SIGCONT: case SIGURG: case SIGWINCH: case SIGUSR1: case SIGUSR2:
+        return 0;
+    case SIGTSTP: case SIGTTIN: case SIGTTOU:
+        return 2;
+    default:
+        return 1;
+    }
+}
+
+/* The snapshot asked for by TICKET, waited for at most WAIT_MS: the process goes on to the program's
+ * disposition as it would have at once, only after the file is written. Not when this thread was inside
+ * the tracer: what the snapshot thread needs may be held by it until the handler returns. */
+#define WAIT_MS 5000
+static void wait_for(unsigned ticket)
+{
+    if (ot_self.busy)
+        return;
+    struct timespec ms = {0, 1000 * 1000};
+    for (int i = 0; i < WAIT_MS && (int)(__atomic_load_n(&done, __ATOMIC_ACQUIRE) - ticket) < 0; i++)
+        nanosleep(&ms, NULL);
+}
+
+static void on_signal(int sig, siginfo_t *info, void *uctx)
+{
+    int saved = errno;
+    unsigned ticket = __atomic_add_fetch(&requested, 1, __ATOMIC_ACQ_REL);
+    struct sigaction p = prog[__atomic_load_n(&cur, __ATOMIC_ACQUIRE)];
+    int action = p.sa_handler == SIG_DFL && !(p.sa_flags & SA_SIGINFO) ? default_action(sig) : 0;
+    if (action)
+        end_with = sig; /* the snapshot thread takes the default action once it has written */
+    wake_fn(sig);
+    wait_for(ticket);
+    if (action) {
+        errno = saved;
+        return;
+    }
+    if (p.sa_flags & SA_RESETHAND) { /* the kernel would have reset it on the way in */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        prog[__atomic_load_n(&cur, __ATOMIC_ACQUIRE)] = dfl;
+    }
+    int handler = p.sa_flags & SA_SIGINFO ? p.sa_sigaction != NULL
+                                          : p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN;
+    if (handler) {
+        sigset_t old;
+        pthread_sigmask(SIG_BLOCK, &p.sa_mask, &old);
+        errno = saved;
+        if (p.sa_flags & SA_SIGINFO)
+            p.sa_sigaction(sig, info, uctx);
+        else
+            p.sa_handler(sig);
+        saved = errno;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    errno = saved;
+}
+
+unsigned ot_sigchain_requested(void)
+{
+    return __atomic_load_n(&requested, __ATOMIC_ACQUIRE);
+}
+
+void ot_sigchain_done(unsigned ticket)
+{
+    __atomic_store_n(&done, ticket, __ATOMIC_RELEASE);
+    int sig = end_with;
+    if (!sig)
+        return;
+    if (default_action(sig) == 2) { /* stopped, as untraced; the tracer's handler stays for the next one */
+        end_with = 0;
+        kill(getpid(), SIGSTOP);
+        return;
+    }
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    __atomic_store_n(&chained_sig, 0, __ATOMIC_RELEASE);
+    ot_sig_real(sig, &dfl, NULL);
+    kill(getpid(), sig);
+}
+
+/* Ours, as the program's disposition asks: its SA_RESTART (Python relies on EINTR to run its handlers
+ * promptly), its alternate stack and its mask. */
+static int install_ours(int sig, const struct sigaction *p)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    int handler = p->sa_flags & SA_SIGINFO ? 1 : p->sa_handler != SIG_DFL && p->sa_handler != SIG_IGN;
+    sa.sa_flags = SA_SIGINFO | (handler ? p->sa_flags & (SA_RESTART | SA_ONSTACK) : SA_RESTART);
+    if (handler)
+        sa.sa_mask = p->sa_mask;
+    else
+        sigemptyset(&sa.sa_mask);
+    return ot_sig_real(sig, &sa, NULL);
+}
+
+int ot_sigchain_install(int sig, void (*wake)(int))
+{
+    struct sigaction p;
+    if (ot_sig_real(sig, NULL, &p) != 0)
+        return -1;
+    wake_fn = wake;
+    prog[0] = p;
+    cur = 0;
+    if (install_ours(sig, &p) != 0)
+        return -1;
+    __atomic_store_n(&chained_sig, sig, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int ot_sigchain_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    if (sig <= 0 || sig != __atomic_load_n(&chained_sig, __ATOMIC_ACQUIRE))
+        return ot_sig_real(sig, act, old);
+    /* Signals blocked and one writer at a time: sigaction may be called from a handler. */
+    sigset_t all, mask;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &mask);
+    while (__atomic_exchange_n(&writer_lock, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+    int c = __atomic_load_n(&cur, __ATOMIC_ACQUIRE), rc = 0;
+    struct sigaction was = prog[c];
+    if (act) {
+        prog[!c] = *act;
+        __atomic_store_n(&cur, !c, __ATOMIC_RELEASE);
+        rc = install_ours(sig, act);
+    }
+    __atomic_store_n(&writer_lock, 0, __ATOMIC_RELEASE);
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+    if (rc == 0 && old)
+        *old = was;
+    return rc;
+}
+
+/* glibc's signal(): BSD semantics, the signal blocked in its handler, calls restarted. */
+__sighandler_t ot_sigchain_signal(int sig, __sighandler_t handler)
+{
+    if (sig <= 0 || sig != __atomic_load_n(&chained_sig, __ATOMIC_ACQUIRE)) {
+        static __sighandler_t (*real)(int, __sighandler_t);
+        if (!__atomic_load_n(&real, __ATOMIC_ACQUIRE)) {
+            void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
+            void *fn = lookup ? lookup(RTLD_NEXT, "signal") : NULL;
+            if (!fn) {
+                errno = ENOSYS;
+                return SIG_ERR;
+            }
+            __atomic_store_n(&real, (__sighandler_t(*)(int, __sighandler_t))fn, __ATOMIC_RELEASE);
+        }
+        return real(sig, handler);
+    }
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sig > 0 && sig < NSIG)
+        sigaddset(&sa.sa_mask, sig);
+    if (ot_sigchain_sigaction(sig, &sa, &old) != 0)
+        return SIG_ERR;
+    return old.sa_handler;
+}

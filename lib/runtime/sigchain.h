@@ -1,0 +1,21 @@
+/* OOMTRACE_SIGNAL beside the program's own use of that signal (sigchain.c): the tracer's handler wakes its
+ * snapshot thread, then does what the program asked for that signal (its handler, or the default action once
+ * the snapshot is written), whether the program set it before the tracer took the signal or after. */
+#ifndef OOMTRACE_RUNTIME_SIGCHAIN_H
+#define OOMTRACE_RUNTIME_SIGCHAIN_H
+#include <signal.h>
+
+/* The C library's sigaction, never the exported one below. */
+int ot_sig_real(int sig, const struct sigaction *act, struct sigaction *old);
+/* Takes SIG for OOMTRACE_SIGNAL, keeping the program's disposition; wake(sig) is called first in the handler,
+ * and the handler waits for done() to pass its ticket (bounded) before running the program's disposition.
+ * -1 (errno set) when it could not. */
+int ot_sigchain_install(int sig, void (*wake)(int));
+/* The snapshot thread, once the snapshot asked for by tickets up to TICKET is written. */
+void ot_sigchain_done(unsigned ticket);
+unsigned ot_sigchain_requested(void);
+/* The exported sigaction and signal: for the chained signal, the program reads and sets its own disposition
+ * (the one the tracer's handler goes on to); any other signal is the C library's call. */
+int ot_sigchain_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+__sighandler_t ot_sigchain_signal(int sig, __sighandler_t handler);
+#endif
