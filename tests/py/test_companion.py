@@ -509,6 +509,33 @@ finally:
     sys.modules.pop("_oomtrace_roles", None)
     R._hook = None
 
+# 8c. Before torch sets CUDA up there is nothing to read: on_step asks torch again only once a second
+# (UNREADY_RECHECK_NS), so that the steps in between take the C path (lib/runtime/companion_step.c, which
+# leaves the step to on_step whenever counters.due is reached); once CUDA is set up, the next due step reads.
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch()
+asked = {"n": 0, "init": False}
+t.cuda.is_initialized = lambda: (asked.__setitem__("n", asked["n"] + 1), asked["init"])[1]
+try:
+    run_with({"torch": t, "torch.optim": t.optim, "torch.optim.optimizer": t.optim.optimizer}, c.scan)
+    tt = c.attached["torch"]
+    clock = [10 ** 9]
+    tt.counters.clock = lambda: clock[0]
+    n0 = asked["n"]
+    for i in range(100):  # 3 ms steps: 0.3 s
+        tt.on_step(i + 1, "")
+        clock[0] += 3 * 10 ** 6
+    expect(asked["n"] - n0 == 1 and tt.counters.due == 10 ** 9 + F.UNREADY_RECHECK_NS,
+           "before CUDA is set up, torch is asked once a second, not at every step (%d)" % (asked["n"] - n0))
+    expect(len(lib.marks) == 100 and tt.counters.reads == 0, "the steps are marked, nothing is read")
+    asked["init"] = True
+    clock[0] = tt.counters.due
+    tt.on_step(101, "")
+    expect(tt.counters.reads == 1 and tt.steps[-1][2] > 0, "once CUDA is set up, the next due step reads")
+finally:
+    clear_modules()
+
 # 8b. The step pre hook gives way to the model's forward hook: once a step's forward was seen, torch calls
 # one companion callback less at every step (each costs microseconds with the step's caches cold); until
 # then (the first step: the model is found at its end) it stays. The statements are unchanged.
