@@ -22,7 +22,8 @@ LL= say otherwise): the companion's own misses a step, with the caches as warm a
 The sampled read of the allocator's counters (torch._C._cuda_memoryStats) does not exist on CPU torch: it is
 left out (its due time pushed past the run); it costs ~1/READ_SPACING of the time (docs/PERFORMANCE.md).
 Prints a table (and with --top, where "all" adds its instructions, by C function); --json writes the figures.
-About 2.5 minutes here.
+About 4 minutes here. --calls N instead counts each callback (and torch's hook path for one nn.Linear) in a loop
+of N calls: a count does not depend on the caches, so a loop's count a call is the call's in a step.
 """
 import argparse
 import gc
@@ -168,10 +169,64 @@ def hwy_without_rdtscp(out):
     return True
 
 
-def outer(a):
+def inner_calls(a):
+    """Runs under callgrind: each of the companion's callbacks (and torch's hook path) in a loop of a.calls
+    calls, between getppid() calls. An instruction count does not depend on the caches, so a loop's count
+    per call is what the call costs in a step."""
+    sys.path.insert(0, GPU)
+    from bench_step_hooks import setup
+    s = setup(argparse.Namespace(cpu=True))
+    hook, adapter, opt, model, x = s.hook, s.adapter, s.opt, s.model, s.x
+    adapter.cuda_ready = True
+    adapter.counters.due = float("inf")
+    subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=True)
+    fast, first = hook.fast, model[0]
+    args, kw = (), {}
+    parts = [None]
+    os.getppid()
+
+    def empty(o, a, k):
+        return None
+
+    def loop(name, fn):
+        for _ in range(10):
+            fn()
+        os.getppid()
+        parts.append(None)
+        for _ in range(a.calls):
+            fn()
+        os.getppid()
+        parts.append(name)
+    loop("an empty loop", lambda: None)
+    loop("an empty Python function, called as torch calls a hook", lambda: empty(opt, args, kw))
+    loop("post_step with the C path", lambda: hook.post_step(opt, args, kw))
+    hook.fast = None
+    loop("post_step with on_step in Python", lambda: hook.post_step(opt, args, kw))
+    hook.fast = fast
+    if fast is not None:
+        loop("the C path alone (_step_fast)", lambda: fast(1000, hook.shapes))
+    loop("on_step alone", lambda: adapter.on_step(1000, hook.shapes))
+    loop("the forward pre hook (pre_forward)", lambda: hook.pre_forward(model, (x,), {}))
+    hook.unregister()
+    loop("nn.Linear, no hook", lambda: first(x))
+    h = hook.watch_forward(first)
+    hook.off = True
+    loop("nn.Linear, the forward pre hook returning at once", lambda: first(x))
+    hook.off = False
+    loop("nn.Linear, the forward pre hook working", lambda: first(x))
+    h.remove()
+    hook.register(s.optmod)
+    with open(a.inner, "w") as f:
+        json.dump({"parts": parts, "python": sys.version.split()[0], "torch": s.torch.__version__}, f)
+
+
+def counted(a, args):
+    """Runs this file with args under callgrind; (the profiles' folder, the inner run's meta.json)."""
     out = tempfile.mkdtemp(prefix="step_hook_ir.")
     meta = os.path.join(out, "meta.json")
-    tool = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-before=getppid", "--callgrind-out-file=%s/cg.out" % out]
+    tool = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-before=getppid",
+            "--callgrind-out-file=%s/cg.out" % out]
     if a.cache:
         tool += ["--cache-sim=yes", "--D1=" + os.environ.get("D1", "49152,12,64"),
                  "--LL=" + os.environ.get("LL", "2097152,16,64")]
@@ -181,13 +236,32 @@ def outer(a):
     env = dict(os.environ, LD_PRELOAD=os.path.join(ROOT, "build", "liboomtrace.so"),
                LD_LIBRARY_PATH=":".join(libs), OOMTRACE_QUIET="1", OOMTRACE_DUMP="none",
                FAKECUDA_CAPACITY="1T", PYTHONHASHSEED="0")
-    cmd = tool + [sys.executable, os.path.abspath(__file__), "--inner", meta, "--steps", str(a.steps),
-                  "--pieces", a.pieces]
+    cmd = tool + [sys.executable, os.path.abspath(__file__), "--inner", meta] + args
     r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0 or not os.path.exists(meta):
         sys.stderr.write(r.stderr[-4000:])
         sys.exit("step_hook_ir: the counted run failed (exit %d)" % r.returncode)
-    info = json.load(open(meta))
+    return out, json.load(open(meta))
+
+
+def outer_calls(a):
+    out, info = counted(a, ["--calls", str(a.calls)])
+    w = sys.stdout.write
+    w("instructions a call (callgrind, loops of %d calls; Python %s, torch %s)\n| call | Ir | less the empty "
+      "loop's |\n|---|---:|---:|\n" % (a.calls, info["python"], info["torch"]))
+    base = None
+    for k, what in enumerate(info["parts"], start=1):
+        if what is None:
+            continue
+        ir = annotate(os.path.join(out, "cg.out.%d" % k), False)[1]["Ir"] / a.calls
+        base = ir if base is None else base
+        w("| %s | %.0f | %+.0f |\n" % (what, ir, ir - base))
+    if not a.keep:
+        subprocess.run(["rm", "-rf", out])
+
+
+def outer(a):
+    out, info = counted(a, ["--steps", str(a.steps), "--pieces", a.pieces])
     blocks = {}  # piece -> [(role, totals, inclusive by function, self by function, gc objects left)]
     for k, what in enumerate(info["parts"], start=1):
         if what is None:
@@ -248,12 +322,14 @@ def main():
     ap.add_argument("--top", type=int, default=25, help="functions shown for 'all' (0: none)")
     ap.add_argument("--json", default="", help="write the figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the profiles")
+    ap.add_argument("--calls", type=int, default=0,
+                    help="instead: each callback in a loop of this many calls, counted a call")
     ap.add_argument("--inner", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.inner:
-        inner(a)
+        (inner_calls if a.calls else inner)(a)
     else:
-        outer(a)
+        (outer_calls if a.calls else outer)(a)
 
 
 if __name__ == "__main__":
