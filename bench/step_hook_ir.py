@@ -39,8 +39,9 @@ GPU = os.path.join(ROOT, "tests", "gpu")
 
 # The pieces, each against "unregistered" (the step hook's handles removed, so torch's hook paths are its fast
 # ones); "none (A/A)" switches nothing: what the count moves by itself between blocks.
-PIECES = ("none (A/A)", "all", "all, Python's path after a step", "registered, returning at once", "forward hook alone, working",
-          "forward hook alone, returning at once", "post hook alone, working", "one more marker a step")
+PIECES = ("none (A/A)", "all", "all, Python's path after a step", "registered, returning at once",
+          "forward hook alone, working", "forward hook alone, returning at once", "post hook alone, working",
+          "one more marker a step")
 # glibc's allocator entry points: CPU torch allocates every tensor there, and their cost depends on the heap's
 # state, which drifts; on the GPU the tensors come from the CUDA caching allocator.
 C_ALLOC = ("malloc", "free", "posix_memalign", "realloc", "calloc", "memalign", "aligned_alloc", "cfree")
