@@ -457,6 +457,12 @@ size_t ot_stack_room(void)
     return (size_t)(sp - w->stack_lo);
 }
 
+uint64_t ot_stack_top(void)
+{
+    const struct walker *w = walker_tls; /* never made here: this is asked from exit, maybe in a handler */
+    return w ? w->stack_hi : 0;
+}
+
 /* Fills frames (room for OT_MAX_FRAMES) with return addresses, innermost first, each shifted left by one
  * (the low bit tags Python frames, see OT_FRAME_PYTHON). Returns how many, at most max; sets
  * OT_STACK_TRUNCATED in *flags when the stack went deeper. Unwinds straight into the caller's buffer and

@@ -12,6 +12,8 @@ int ot_native_walk(uint64_t *frames, int want); /* raw return addresses from the
  * overflow in it: libunwind's backtrace needs OT_UNWIND_STACK, a snapshot's writer OT_WRITER_STACK (both
  * with a wide margin over what docs/RELIABILITY.md measured). */
 size_t ot_stack_room(void);
+/* The top (highest address) of this thread's stack, when this thread has captured a stack before; 0 if not. */
+uint64_t ot_stack_top(void);
 #define OT_UNWIND_STACK (24 * 1024)
 #define OT_WRITER_STACK (128 * 1024)
 #endif

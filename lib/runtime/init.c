@@ -252,8 +252,14 @@ static void make_dir(const char *dir)
 
 static void exit_dump(void)
 {
-    if (state == ST_READY)
-        ot_snapshot_trigger(OT_TRIGGER_EXIT, "exit");
+    const char *why;
+    if (state != ST_READY)
+        return;
+    if (!ot_exit_here_safe(&why)) {
+        ot_log("%s: no exit snapshot (it could hang the process)", why);
+        return;
+    }
+    ot_snapshot_trigger(OT_TRIGGER_EXIT, "exit");
 }
 
 /* Registered at the first allocation rather than at start-up, so that it runs before the exit handlers

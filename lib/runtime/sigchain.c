@@ -8,11 +8,15 @@
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <dlfcn.h>
+#include <stdint.h>
+#include <ucontext.h>
 
+#include "capture/backtrace.h"
 #include "common/self.h"
 #include "driver/real.h"
 #include "runtime/sigchain.h"
@@ -210,4 +214,74 @@ __sighandler_t ot_sigchain_signal(int sig, __sighandler_t handler)
     if (ot_sigchain_sigaction(sig, &sa, &old) != 0)
         return SIG_ERR;
     return old.sa_handler;
+}
+
+/* exit() from a signal handler (walk 7, #35: a SIGALRM handler calling exit(3) while the program allocated hung
+ * or aborted in malloc about half the time under the exit snapshot). The handler's frame is found on this
+ * thread's stack by the return address the kernel put there, the C library's sigreturn trampoline (x86-64:
+ * the sa_restorer of any installed handler); the frame's saved context gives the interrupted address. */
+#if defined(__x86_64__)
+static uintptr_t sigreturn_trampoline(void)
+{
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction sa;
+        if (sig == SIGKILL || sig == SIGSTOP || ot_sig_real(sig, NULL, &sa) != 0)
+            continue;
+        if (sa.sa_restorer &&
+            ((sa.sa_flags & SA_SIGINFO) || (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN)))
+            return (uintptr_t)sa.sa_restorer;
+    }
+    return 0;
+}
+
+/* The address the innermost signal handler on this stack interrupted; 0 when none is found. */
+static uintptr_t interrupted_at(void)
+{
+    uintptr_t tramp = sigreturn_trampoline();
+    uint64_t top = ot_stack_top();
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    if (!tramp || !top || here >= top)
+        return 0;
+    for (const uintptr_t *w = (const uintptr_t *)here; (uintptr_t)(w + 1) + sizeof(ucontext_t) <= top; w++) {
+        if (*w != tramp)
+            continue;
+        const ucontext_t *uc = (const ucontext_t *)(w + 1);
+        uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP], pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+        if (sp > (uintptr_t)w && sp < top && pc) /* the interrupted code's stack lies above its frame */
+            return pc;
+    }
+    return 0;
+}
+
+static int same_module(uintptr_t pc, const void *known)
+{
+    Dl_info a, b;
+    return dladdr((void *)pc, &a) && dladdr(known, &b) && a.dli_fbase == b.dli_fbase;
+}
+#endif
+
+int ot_exit_here_safe(const char **why)
+{
+    if (ot_self.busy) {
+        *why = "exit() was called while this thread was inside the tracer (from a signal handler)";
+        return 0;
+    }
+#if defined(__x86_64__)
+    uintptr_t pc = interrupted_at();
+    if (!pc)
+        return 1;
+    /* Stopped at a system call (a wait, a sleep, a read), the interrupted code holds no lock of ours or of
+     * malloc's; the program's own code holds none either. */
+    const unsigned char *insn = (const unsigned char *)pc;
+    if (insn[-2] == 0x0f && insn[-1] == 0x05)
+        return 1;
+    void *driver = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+    if (same_module(pc, (const void *)ot_exit_here_safe) || same_module(pc, (const void *)malloc) ||
+        same_module(pc, (const void *)dladdr) || (driver && same_module(pc, driver))) {
+        *why = "exit() was called from a signal handler that interrupted the C library, the loader, the driver "
+               "or the tracer, whose locks the interrupted code may hold";
+        return 0;
+    }
+#endif
+    return 1;
 }

@@ -18,4 +18,8 @@ unsigned ot_sigchain_requested(void);
  * (the one the tracer's handler goes on to); any other signal is the C library's call. */
 int ot_sigchain_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 __sighandler_t ot_sigchain_signal(int sig, __sighandler_t handler);
+/* Whether the exit snapshot may be written on this thread now: 0 when exit() was called from a signal handler
+ * that interrupted the tracer, the C library, the loader or the driver, whose locks (the recorder's, malloc's)
+ * the interrupted code may hold: the snapshot would hang or corrupt the heap. *why: the words for the line. */
+int ot_exit_here_safe(const char **why);
 #endif

@@ -17,6 +17,9 @@
  *   hostile exec                allocates, then execs a program that is not traced
  *   hostile oomloop N           holds 64 allocations, then N allocations that fail (one snapshot each)
  *   hostile oomthreads N        N threads whose allocations fail at the same moment (one snapshot each)
+ *   hostile sigexit             a SIGALRM every 50 us while allocating and freeing; the 50th's handler calls
+ *                               exit(3) (walk 7, #35)
+ *   hostile sigexitwait         allocates, then a SIGALRM handler calls exit(3) while the program sleeps
  *   hostile ctorexec            with HOSTILE_CTOR_EXEC set, libctor_exec.so's constructor re-executes the
  *                               program before the tracer initialised itself; prints "ctorexec done" */
 #include <cuda.h>
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -413,6 +417,35 @@ static int mode_oomthreads(long n)
     return got == n ? 0 : 1;
 }
 
+/* ---- exit() from a signal handler ---- */
+
+static volatile sig_atomic_t alarms;
+
+static void exit_at_50th(int sig)
+{
+    (void)sig;
+    if (++alarms == 50)
+        exit(3);
+}
+
+static int mode_sigexit(int wait)
+{
+    device_init();
+    CUdeviceptr keep[64], p;
+    for (int i = 0; i < 64; i++)
+        if (cuMemAlloc_v2(&keep[i], MiB) != CUDA_SUCCESS)
+            return 4;
+    signal(SIGALRM, exit_at_50th);
+    struct itimerval it = {{0, wait ? 1000 : 50}, {0, wait ? 1000 : 50}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    for (;;) {
+        if (wait)
+            pause();
+        else if (cuMemAlloc_v2(&p, MiB) == CUDA_SUCCESS)
+            cuMemFree_v2(p);
+    }
+}
+
 static int mode_segv(void)
 {
     device_init();
@@ -486,6 +519,8 @@ int main(int argc, char **argv)
         return mode_oomloop(n ? n : 100);
     if (strcmp(mode, "oomthreads") == 0)
         return mode_oomthreads(n ? n : 16);
+    if (strcmp(mode, "sigexit") == 0 || strcmp(mode, "sigexitwait") == 0)
+        return mode_sigexit(strcmp(mode, "sigexitwait") == 0);
     if (strcmp(mode, "exec") == 0)
         return mode_exec();
     if (strcmp(mode, "ctorexec") == 0) {
