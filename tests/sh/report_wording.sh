@@ -237,8 +237,8 @@ id=$("$READER" --format json "$T/fid.oomt" | python3 -c 'import json,sys; print(
 "$READER" --format markdown "$T/fid.oomt" >"$T/fid.md" 2>&1
 "$READER" --format html "$T/fid.oomt" >"$T/fid.html" 2>&1
 has "$T/fid.txt" "  stack $id (innermost first):" "the failed request's stack id (text)"
-grep -q "^Allocated at \`.*\` (stack $id)$" "$T/fid.md" || fail "the failed request's stack id (markdown): $(grep '^Allocated at' "$T/fid.md")"
-grep -q "Allocated at <code>.*</code> (stack $id)</summary>" "$T/fid.html" || fail "the failed request's stack id (html)"
+grep -qE "^Allocated at \`.*(\` \(stack $id\)|\(stack $id\)\`)$" "$T/fid.md" || fail "the failed request's stack id (markdown): $(grep '^Allocated at' "$T/fid.md")"
+grep -qE "Allocated at <code>.*(</code> \(stack $id\)|\(stack $id\)</code>)</summary>" "$T/fid.html" || fail "the failed request's stack id (html)"
 n=$((n + 1))
 
 # Walk 6, #22 and #23: one program from two checkouts (its file in two directories) pairs site by site in
@@ -314,6 +314,15 @@ has "$T/md.txt" "total and free unknown: cuMemGetInfo reads only the device curr
 traced "$T/md2" FAKECUDA_DEVICES=2 FAKENVML_FAIL=9 python3 "$T/md.py"
 "$READER" "$(ls "$T"/md2/*-oom.oomt)" >"$T/md2.txt" || fail "read md.py's snapshot without NVML"
 has "$T/md2.txt" "total and free unknown: cuMemGetInfo reads only the device current at the snapshot (device 1), and NVML could not be used: nvmlInit failed (NVML error 9)" "device 0, NVML failed"
+n=$((n + 1))
+
+# The failed request's label that already ends with its stack id (labels that read alike add it) does not get
+# it twice in markdown and HTML ("... forward (stack 62)` (stack 62)"): the H200 GPT-2 snapshot.
+"$READER" --format markdown "$ROOT/tests/h200/ut_gpt2_batch.oomt" >"$T/g2.md" || fail "markdown of ut_gpt2_batch"
+"$READER" --format html "$ROOT/tests/h200/ut_gpt2_batch.oomt" >"$T/g2.html" || fail "html of ut_gpt2_batch"
+has "$T/g2.md" 'NewGELUActivation.forward (stack 62)`' "the failed request's label in markdown"
+hasnt "$T/g2.md" '(stack 62)` (stack 62)' "the stack id twice in markdown"
+hasnt "$T/g2.html" '(stack 62)</code> (stack 62)' "the stack id twice in HTML"
 n=$((n + 1))
 
 echo "report_wording: ok ($n checks)"

@@ -155,8 +155,11 @@ static void failure(struct hx *h, const struct ot_failure_words *w)
     fputs("<details><summary>Allocated at <code>", f);
     char *fl = ot_lbl_failure(h->a, x->stack_id, h->o->top, H_NAME_MAX);
     h_cstr(f, fl ? fl : "?");
+    fputs("</code>", f);
+    if (!ot_lbl_ends_with_stack(fl, x->stack_id))
+        fprintf(f, " (stack %" PRIu64 ")", x->stack_id);
     free(fl);
-    fprintf(f, "</code> (stack %" PRIu64 ")</summary>", x->stack_id);
+    fputs("</summary>", f);
     stack_list(h, x->stack_id);
     fputs("</details></section>\n", f);
 }

@@ -54,8 +54,10 @@ static void failure(struct md *m, const struct ot_failure_words *w)
     fputs(".  \nAllocated at ", f);
     char *fl = ot_lbl_failure(m->a, w->x->stack_id, m->o->top, MD_NAME_MAX);
     ot_md_code(f, ot_cstr(fl ? fl : "?"), 0, false);
+    if (!ot_lbl_ends_with_stack(fl, w->x->stack_id))
+        fprintf(f, " (stack %" PRIu64 ")", w->x->stack_id);
     free(fl);
-    fprintf(f, " (stack %" PRIu64 ")\n\n", w->x->stack_id);
+    fputs("\n\n", f);
     struct ot_doc doc = {.f = f, .kind = OT_DOC_MARKDOWN};
     ot_fwview_failure_doc(&doc, m->a);
 }

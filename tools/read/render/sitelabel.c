@@ -323,6 +323,14 @@ oom:
 }
 
 
+bool ot_lbl_ends_with_stack(const char *label, uint64_t stack_id)
+{
+    char tail[40];
+    int n = snprintf(tail, sizeof(tail), " (stack %" PRIu64 ")", stack_id);
+    size_t len = label ? strlen(label) : 0;
+    return n > 0 && len >= (size_t)n && strcmp(label + len - (size_t)n, tail) == 0;
+}
+
 char *ot_lbl_failure(const struct ot_analysis *a, uint64_t stack_id, size_t top, size_t max_bytes)
 {
     const struct ot_sites *tables[2] = {a->peak && a->peak->has_sites ? &a->peak->sites : NULL,

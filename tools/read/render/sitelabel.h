@@ -42,6 +42,9 @@ char **ot_lbl_sites(const struct ot_analysis *a, const struct ot_site *v, size_t
 /* The failed request's label, told apart from the site rows it would read as (the failing call and the
  * peak's largest site both "grab (my_prog.c:7)", from two lines of main): labelled with the top `top` sites
  * of the peak and of the failure, so it names the caller where they part. malloc'd; NULL when out of memory. */
+/* Does the label already end with " (stack N)" (labels that read alike add it)? Then a caller that names the
+ * stack after it would say it twice. */
+bool ot_lbl_ends_with_stack(const char *label, uint64_t stack_id);
 char *ot_lbl_failure(const struct ot_analysis *a, uint64_t stack_id, size_t top, size_t max_bytes);
 
 #endif
