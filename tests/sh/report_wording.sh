@@ -323,6 +323,15 @@ n=$((n + 1))
 has "$T/g2.md" 'NewGELUActivation.forward (stack 62)`' "the failed request's label in markdown"
 hasnt "$T/g2.md" '(stack 62)` (stack 62)' "the stack id twice in markdown"
 hasnt "$T/g2.html" '(stack 62)</code> (stack 62)' "the stack id twice in HTML"
+# A markdown table starts after a blank line, else it renders as text of the paragraph before it (the
+# allocator's view's last sentence ran into the devices' table).
+python3 - "$T/g2.md" <<'PY' || fail "a markdown table glued to the line before it"
+import sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+for k in range(1, len(lines)):
+    if lines[k].startswith("|") and lines[k - 1].strip() and not lines[k - 1].startswith("|"):
+        sys.exit(f"line {k + 1}: {lines[k][:60]!r} follows {lines[k - 1][:80]!r}")
+PY
 n=$((n + 1))
 
 echo "report_wording: ok ($n checks)"

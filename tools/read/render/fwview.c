@@ -496,4 +496,5 @@ void ot_fwview_markdown(FILE *f, const struct ot_analysis *a, size_t top)
         ot_fwview_request_sentence(line, sizeof(line), a, d);
         fprintf(f, "\n%s\n", line);
     }
+    fputc('\n', f); /* a table after the section starts a block of its own, not the last paragraph's line */
 }
