@@ -4,8 +4,8 @@
  *
  * Runs CMD as its child with the NAME=VALUE variables added (the child only: this process is never traced),
  * passes on to it the signals sent to this process, waits for it, then execs the N WORDs (the launcher's
- * report) with two more: CMD's status as a shell gives it (the exit code, or 128 + the signal) and the
- * number of the signal that ended it (0 when it exited).
+ * report) with three more: CMD's status as a shell gives it (the exit code, or 128 + the signal), the
+ * number of the signal that ended it (0 when it exited), and CMD's process id (whose snapshots are CMD's own).
  *
  * Why a program and not the shell: the launcher's process id is the one a supervisor, a job script's
  * `kill PID` or a CI runner's cancel signals. A shell waiting for a foreground command runs its traps only
@@ -156,14 +156,16 @@ int main(int argc, char **argv)
         if (installed[k])
             sigaction(passed_on[k], &original[k], NULL);
     sigprocmask(SIG_SETMASK, &mask, NULL);
-    char codes[2][16];
+    char codes[3][16];
     snprintf(codes[0], sizeof codes[0], "%d", code);
     snprintf(codes[1], sizeof codes[1], "%d", sig);
-    char **next = calloc((size_t)nthen + 3, sizeof *next);
+    snprintf(codes[2], sizeof codes[2], "%d", (int)pid);
+    char **next = calloc((size_t)nthen + 4, sizeof *next);
     if (next) {
         memcpy(next, then, (size_t)nthen * sizeof *next);
         next[nthen] = codes[0];
         next[nthen + 1] = codes[1];
+        next[nthen + 2] = codes[2];
         execvp(next[0], next);
     }
     fprintf(stderr, "oomtrace: cannot run the report after %s ended: %s\n", cmd[0], strerror(errno));

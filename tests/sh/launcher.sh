@@ -192,6 +192,25 @@ grep -q "^\`oomtrace run\`: no snapshot was written: .*; the gate could not be c
 # ... and a process that did not go on (status 1 after its failure) is not said to have.
 run --dir "$work/bs" -- sh -c '"$0" || exit 1; exit 1' "$door" >"$work/bs1.out" 2>&1
 grep -q "went on after" "$work/bs1.out" && fail "a command that failed is said to have gone on"
+# Walk 7, #37: ... nor a program that a script ran and that exited 1, when the script exits 0: the status is the
+# script's, not the program's.
+cat >"$work/oom1.py" <<'PY'
+import sys
+from drv import try_alloc
+assert try_alloc(64 << 20)[0] == 0
+assert try_alloc(4096 << 20)[0] != 0
+sys.exit(1)
+PY
+run --dir "$work/bs" -- sh -c 'python3 "$0"; exit 0' "$work/oom1.py" >"$work/bs2.out" 2>&1
+grep -q "went on after" "$work/bs2.out" && fail "a program that a script ran is said to have exited 0: $(grep '^==' "$work/bs2.out")"
+
+# Walk 7, #9: a failed gate whose peak is in another snapshot than the one reported shows that snapshot's call
+# sites at the peak; the summary carries the line said before the report.
+grep -q "^== oomtrace: the gate's peak is in oomtrace-[^ ]*-exit\.oomt, not in the snapshot reported above; its call sites at the peak:\$" "$work/bs.out" ||
+    fail "a failed gate does not show what made its peak: $(grep '^==' "$work/bs.out")"
+grep -q "^Top call sites at the peak of device 0: 712 MiB" "$work/bs.out" || fail "no call sites at the gate's peak"
+grep -q "^\`oomtrace run\`: the process went on after its out-of-memory and exited 0" "$work/bs.md" ||
+    fail "the summary does not say the process went on: $(head -8 "$work/bs.md")"
 
 # Walk 6, #34: an oomtrace run inside the command: the outer one says where the inner one's snapshots are, and
 # its gate reads them there.
@@ -199,7 +218,7 @@ run --dir "$work/no" --max-peak 100M --summary "$work/nest.md" -- "$prefix/bin/o
     >"$work/nest.out" 2>&1
 rc=$?
 inner=$(ls -d "$work"/ni/run-*)
-[ "$rc" -eq 1 ] && grep -q "^== oomtrace: the snapshots were written by an inner oomtrace run, into $inner (its report is above); the gate reads them there\$" "$work/nest.out" &&
+[ "$rc" -eq 1 ] && grep -q "^== oomtrace: the snapshots were written by an inner oomtrace run, into $inner (the reports above); the gate reads them there\$" "$work/nest.out" &&
     grep -q "^oomtrace: gate --max-peak failed: peak 512 MiB .* in $inner/" "$work/nest.out" ||
     fail "oomtrace run inside oomtrace run: status $rc: $(grep '^oomtrace\|^==' "$work/nest.out")"
 grep -q "^\*\*gate --max-peak failed:\*\*" "$work/nest.md" || fail "the nested run's summary: $(cat "$work/nest.md")"
@@ -207,6 +226,77 @@ grep -q "no snapshot was written" "$work/nest.out" && fail "the outer run says n
 run --dir "$work/no" -- "$prefix/bin/oomtrace" run --dir "$work/ni2" -- "$door" >"$work/nest.out" 2>&1 || fail "nested run: status"
 grep -q "^oomtrace: no snapshot was written: an inner oomtrace run wrote them, into $work/ni2/run-" "$work/nest.out" ||
     fail "oomtrace run inside oomtrace run, no gate: $(grep '^oomtrace\|^==' "$work/nest.out")"
+
+# Walk 7, #37 and #5: the outer gate reads its own directory and every inner run's: a script that runs one program
+# directly (64 MiB) and one through an inner oomtrace run (512 MiB) fails a 300M gate; one that runs two inner
+# runs is measured over both, not "could not be checked".
+cat >"$work/small.py" <<'PY'
+from drv import try_alloc
+assert try_alloc(64 << 20)[0] == 0
+PY
+run --dir "$work/om" --max-peak 300M -- sh -c 'python3 "$0"; "$1" run --dir "$2" -- "$3"' "$work/small.py" \
+    "$prefix/bin/oomtrace" "$work/om-inner" "$door" >"$work/om.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "^oomtrace: gate --max-peak passed: peak 64.0 MiB .* in $work/om/run-" "$work/om.out" &&
+    grep -q "^oomtrace: gate --max-peak failed: peak 512 MiB .* in $work/om-inner/run-" "$work/om.out" ||
+    fail "a gate over a direct program and an inner run: status $rc: $(grep '^oomtrace\|^==' "$work/om.out")"
+run --dir "$work/o2" --max-peak 1G -- sh -c '"$0" run --dir "$1" -- "$2" && "$0" run --dir "$1" -- python3 "$3"' \
+    "$prefix/bin/oomtrace" "$work/o2-inner" "$door" "$work/small.py" >"$work/o2.out" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(grep -c "^oomtrace: gate --max-peak passed: .* in $work/o2-inner/run-" "$work/o2.out")" -eq 2 ] &&
+    grep -q "^== oomtrace: the snapshots were written by 2 inner oomtrace runs, into $work/o2-inner/run-[^ ]* and $work/o2-inner/run-[^ ]* (the reports above)" "$work/o2.out" ||
+    fail "a gate over two inner runs: status $rc: $(grep '^oomtrace\|^==' "$work/o2.out")"
+
+# Walk 7, #8: a run directory whose name is not text in the locale: the out-of-memory is reported, not the exit
+# snapshot, and grep says nothing of binary files.
+bad=$(printf "$work/bad\377\376dir")
+LC_ALL=C.UTF-8 run --dir "$bad" -- "$door" >"$work/bad.out" 2>&1
+grep -q "binary file" "$work/bad.out" && fail "non-UTF-8 run directory: $(grep 'binary file' "$work/bad.out")"
+grep -q "Failed request: 700 MiB" "$work/bad.out" || fail "non-UTF-8 run directory: the out-of-memory is not reported"
+
+# Walk 7, #19: a launcher and library under a path with a space (a venv in "My Projects"): LD_PRELOAD splits at
+# spaces, so the library is preloaded through a link, and the command is traced.
+cp -R "$prefix" "$work/my tools"
+"$work/my tools/bin/oomtrace" run --dir "$work/sp" -- "$door" >"$work/sp.out" 2>&1
+grep -q "cannot be preloaded" "$work/sp.out" && fail "a library path with a space: $(grep -m1 'preloaded' "$work/sp.out")"
+grep -q "Failed request: 700 MiB" "$work/sp.out" || fail "a library path with a space: not traced: $(tail -2 "$work/sp.out")"
+ls -d "${TMPDIR:-/tmp}"/oomtrace-lib.* 2>/dev/null | grep -q . && fail "the library's link is left behind: $(ls -d "${TMPDIR:-/tmp}"/oomtrace-lib.*)"
+
+# Walk 7, #11: a process that the command leaves running in the background keeps its run directory, and its
+# snapshot arrives there; the launcher says so instead of "allocated no GPU memory".
+cat >"$work/sleeper.py" <<'PY'
+import time
+from drv import try_alloc
+assert try_alloc(300 << 20)[0] == 0
+time.sleep(1.5)
+PY
+run --dir "$work/bg" -- sh -c 'python3 "$0" >/dev/null 2>&1 &' "$work/sleeper.py" >"$work/bg.out" 2>&1
+grep -q "allocated no GPU memory" "$work/bg.out" && fail "a background process: $(cat "$work/bg.out")"
+grep -q "^oomtrace: no snapshot was written yet: the run's processes still running (pid [0-9 ]*) may write theirs into $work/bg/run-" "$work/bg.out" ||
+    fail "a background process still running is not said: $(cat "$work/bg.out")"
+n=0
+until ls "$work"/bg/run-*/oomtrace-*-exit.oomt >/dev/null 2>&1; do
+    n=$((n + 1))
+    [ "$n" -lt 200 ] || break
+    sleep 0.05
+done
+ls "$work"/bg/run-*/oomtrace-*-exit.oomt >/dev/null 2>&1 || fail "the background process's exit snapshot is lost: $(ls -R "$work/bg")"
+
+# Walk 7, #25: OOMTRACE_DISABLE as the library reads it (yes, true, on): the closing line names it.
+OOMTRACE_DISABLE=yes run --dir "$work/dis" -- "$door" >"$work/dis.out" 2>&1
+grep -q "^oomtrace: no snapshot was written: OOMTRACE_DISABLE=yes is set, so nothing was traced\$" "$work/dis.out" ||
+    fail "OOMTRACE_DISABLE=yes: $(tail -1 "$work/dis.out")"
+
+# Walk 7, #7: a full file system: the closing line says so, not that the command allocated nothing (where a
+# small tmpfs can be mounted: root).
+mkdir "$work/tiny"
+if mount -t tmpfs -o size=16k tmpfs "$work/tiny" 2>/dev/null; then
+    dd if=/dev/zero of="$work/tiny/fill" bs=1k count=64 2>/dev/null
+    run --dir "$work/tiny" -- "$door" >"$work/tiny.out" 2>&1
+    umount "$work/tiny"
+    grep -q "^oomtrace: no snapshot was written: the file system of $work/tiny is full ([0-9]* KiB free), so the library could not write them" "$work/tiny.out" ||
+        fail "a full file system: $(tail -1 "$work/tiny.out")"
+fi
 
 # Walk 6, #30: "first" and "last" are by the snapshot's number, not by its name (-10- sorts before -9-). A dump
 # (#1), an out-of-memory of 3 GiB (#2), seven dumps, an out-of-memory of 5 GiB (#10), the exit (#11): the report
@@ -333,7 +423,7 @@ os._exit(0)
 PY
 run --dir "$work/ux" --max-peak 100M -- python3 "$work/uexit.py" >"$work/ux.out" 2>&1
 rc=$?
-[ "$rc" -eq 1 ] && grep -q "^oomtrace: no snapshot was written: .*ended without running exit handlers (_exit, os._exit).*; the gate could not be checked, so it fails\$" "$work/ux.out" ||
+[ "$rc" -eq 1 ] && grep -q "^oomtrace: no snapshot was written: .*ended without an exit snapshot: by _exit or os._exit (no exit handlers run), or killed by a signal (SIGTERM from multiprocessing's Pool or a supervisor).*; the gate could not be checked, so it fails\$" "$work/ux.out" ||
     fail "a process that ended by os._exit: status $rc: $(cat "$work/ux.out")"
 OOMTRACE_DUMP=crash OOMTRACE_FLUSH_MS=50 run --dir "$work/ux" --max-peak 100M -- python3 "$work/uexit.py" >"$work/ux.out" 2>&1
 [ $? -eq 1 ] && grep -q "^oomtrace: gate --max-peak failed: peak 300 MiB" "$work/ux.out" ||
