@@ -20,6 +20,7 @@
  *   hostile sigexit             a SIGALRM every 50 us while allocating and freeing; the 50th's handler calls
  *                               exit(3) (walk 7, #35)
  *   hostile sigexitwait         allocates, then a SIGALRM handler calls exit(3) while the program sleeps
+ *   hostile smallfill N         N-byte allocations, never freed, until the device is full (1 GiB / N of them)
  *   hostile ctorexec            with HOSTILE_CTOR_EXEC set, libctor_exec.so's constructor re-executes the
  *                               program before the tracer initialised itself; prints "ctorexec done" */
 #include <cuda.h>
@@ -446,6 +447,20 @@ static int mode_sigexit(int wait)
     }
 }
 
+/* ---- smallfill ---- */
+
+static int mode_smallfill(long n)
+{
+    alarm(120);
+    device_init();
+    CUdeviceptr p;
+    long kept = 0;
+    while (cuMemAlloc_v2(&p, (size_t)n) == CUDA_SUCCESS)
+        kept++;
+    printf("kept %ld\n", kept);
+    return 0;
+}
+
 static int mode_segv(void)
 {
     device_init();
@@ -521,6 +536,8 @@ int main(int argc, char **argv)
         return mode_oomthreads(n ? n : 16);
     if (strcmp(mode, "sigexit") == 0 || strcmp(mode, "sigexitwait") == 0)
         return mode_sigexit(strcmp(mode, "sigexitwait") == 0);
+    if (strcmp(mode, "smallfill") == 0)
+        return mode_smallfill(n ? n : 2048);
     if (strcmp(mode, "exec") == 0)
         return mode_exec();
     if (strcmp(mode, "ctorexec") == 0) {

@@ -19,7 +19,7 @@ FUZZ_DIRS := tests/fuzz/corpus tests/fuzz/regressions
 # -close_fd_mask=2: the folded and memviz renderers write notes to stderr, one or two per input; crash
 # reports still come through. Run the target on a saved input without it to see everything.
 # -timeout: an input normally takes milliseconds; one that takes seconds is a bug worth an artifact.
-# -rss_limit_mb: the reader's memory budget (32 x the input + 32 MiB, model/snapshot.h) keeps an input of
+# -rss_limit_mb: the reader's memory budget (128 x the input + 32 MiB, model/snapshot.h) keeps an input of
 # libFuzzer's sizes far below this, sanitizer shadow included; an input that amplifies past it is a bug.
 FUZZ_ARGS := -artifact_prefix=$(FUZZ_B)/artifacts/ -dict=tests/fuzz/snapshot.dict -close_fd_mask=2 -timeout=30 \
 	-rss_limit_mb=1024 -malloc_limit_mb=512

@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* The memory limits travel with the target, not only with fuzz.mk's command line: run by hand, on a saved
- * input or a corpus, an input that amplifies past them is still a finding. The reader's budget (32 x the
+ * input or a corpus, an input that amplifies past them is still a finding. The reader's budget (128 x the
  * input + 32 MiB, model/snapshot.h) keeps every input of libFuzzer's sizes far below them, sanitizer
  * shadow included. A limit given on the command line wins (libFuzzer takes a flag's last value, and these
  * come first). */

@@ -142,4 +142,12 @@ for i in $(seq 1 16); do
     [ "$seq" = "$i" ] || fail "$(basename "$1") holds snapshot $seq"
 done
 [ -z "$(ls -A "$work/d2" | grep -v '\.oomt$')" ] || fail "left beside the snapshots: $(ls -A "$work/d2" | grep -v '\.oomt$')"
+# Walk 7, #22: the reader reads what the tracer writes. Half a million live 2 KiB allocations make a 1.6 MB file
+# (sequential addresses compress well) whose model takes ~90 MB: the budget of 32 x the file's size + 32 MiB
+# refused it ("past the reader's memory budget"); it is 128 x now (model/snapshot.h).
+mkdir "$work/d22"
+traced "$work/d22" build/tests/hostile smallfill 2048 || fail "hostile smallfill 2048: $(cat "$work/err")"
+set -- "$work"/d22/oomtrace-*-oom.oomt
+build/oomtrace-read "$1" >"$work/report" 2>&1 || fail "the reader refused the tracer's own snapshot: $(tail -1 "$work/report")"
+grep -q 'CUDA OUT OF MEMORY' "$work/report" || fail "no report of 512K live allocations: $(head -3 "$work/report")"
 echo "snapshot_files: ok"
