@@ -50,6 +50,11 @@ static const char usage_text[] =
     "                   /usr/lib/debug, as .build-id/xx/yyyy.debug, .build-id/xx/yyyy, NAME and\n"
     "                   NAME.debug; a file is used only when its build-id is the recorded one.\n"
     "  --no-symbolize   use only the names recorded in the snapshot at dump time (no debug info).\n"
+    "  --max-memory SIZE  the memory the reader may take for one snapshot's model (SIZE as for --max-peak).\n"
+    "                   By default 32 x the file's size + 32 MiB, at most 16 GiB: a few kilobytes of\n"
+    "                   compressed data can claim gigabytes. A snapshot of very many small live\n"
+    "                   allocations (a million 1 KiB ones compress to 3 MB) can need more: the error\n"
+    "                   line says so, and this raises the limit.\n"
     "  --native         text: every frame of stacks that have Python frames. By default such a stack\n"
     "                   shows a \"via\" line (its innermost native frame outside the CUDA runtime and\n"
     "                   driver, allocators, libffi/ctypes and the interpreter), then its Python frames\n"
@@ -223,7 +228,7 @@ static size_t parse_count(const char *opt, const char *arg)
     return (size_t)v;
 }
 
-enum { OPT_TOP = 256, OPT_AT, OPT_FRAMES, OPT_FORMAT, OPT_DEBUG_DIR, OPT_NO_SYMBOLIZE };
+enum { OPT_TOP = 256, OPT_AT, OPT_FRAMES, OPT_FORMAT, OPT_DEBUG_DIR, OPT_NO_SYMBOLIZE, OPT_MAX_MEMORY };
 enum { OPT_NATIVE = 512, OPT_SPLIT, OPT_DIFF, OPT_MAX_PEAK, OPT_BASELINE, OPT_MAX_GROWTH, OPT_CHECK_GATE,
        OPT_GATE_NAME };
 
@@ -278,6 +283,7 @@ int main(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"debug-dir", required_argument, NULL, OPT_DEBUG_DIR},
         {"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
+        {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
         {"native", no_argument, NULL, OPT_NATIVE},
         {"split", no_argument, NULL, OPT_SPLIT},
         {"diff", required_argument, NULL, OPT_DIFF},
@@ -364,6 +370,13 @@ int main(int argc, char **argv)
             gate.max_peak_set = parsed(ot_parse_size(optarg, &gate.max_peak),
                                        "--max-peak takes a size in bytes, with K, M, G or T for powers of 1024 (8G, 1.5GiB)");
             break;
+        case OPT_MAX_MEMORY: {
+            uint64_t mem = 0;
+            if (!parsed(ot_parse_size(optarg, &mem), "--max-memory takes a size in bytes, with K, M, G or T (2G)") || !mem)
+                die("--max-memory takes a size in bytes, with K, M, G or T (2G)");
+            ot_read_budget_set(mem > SIZE_MAX ? SIZE_MAX : (size_t)mem);
+            break;
+        }
         case OPT_MAX_GROWTH:
             gate.growth_set = parsed(ot_parse_percent(optarg, &gate.max_growth),
                                      "--max-growth takes a percentage from 0 to 1000000000 (10, 2.5)");

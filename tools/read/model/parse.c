@@ -103,8 +103,7 @@ static int parse_section(struct ot_snapshot *s, const uint8_t *hdr, const uint8_
         struct ot_arena *a = &s->arena;
         /* Refused before a byte is decompressed: the claim alone is over the budget. */
         if (raw_len > a->limit - a->total)
-            return sec_err(&x, "decompresses to %" PRIu64 " bytes, past the reader's memory budget of %zu bytes (%u x "
-                               "the file's size + %u MiB)", raw_len, a->limit, OT_READ_RATIO, OT_READ_BASE_MIB);
+            return sec_over_budget(&x, "a part that decompresses to %" PRIu64 " bytes", raw_len);
         char why[160];
         if (ot_zstd_decode(z, payload, (size_t)stored_len, raw_len, why, sizeof(why)) < 0)
             return sec_err(&x, "%s", why);
@@ -131,8 +130,27 @@ static int parse_section(struct ot_snapshot *s, const uint8_t *hdr, const uint8_
     return section_parsers[x.type](&x);
 }
 
+static size_t budget_set;
+
+void ot_read_budget_set(size_t bytes)
+{
+    budget_set = bytes;
+}
+
+const char *ot_read_budget_why(void)
+{
+    static char why[96];
+    if (budget_set)
+        return "(--max-memory)";
+    snprintf(why, sizeof(why), "(%u x the file's size + %u MiB; --max-memory SIZE raises it)", OT_READ_RATIO,
+             OT_READ_BASE_MIB);
+    return why;
+}
+
 size_t ot_read_budget(size_t file_len)
 {
+    if (budget_set)
+        return budget_set;
     const uint64_t cap = (uint64_t)OT_READ_CAP_GIB << 30, base = (uint64_t)OT_READ_BASE_MIB << 20;
     uint64_t b = (uint64_t)file_len > (cap - base) / OT_READ_RATIO ? cap : OT_READ_RATIO * (uint64_t)file_len + base;
     return b > SIZE_MAX ? SIZE_MAX : (size_t)b;

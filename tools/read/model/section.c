@@ -19,6 +19,22 @@ int sec_err(struct sec_ctx *x, const char *fmt, ...)
     return -1;
 }
 
+/* Over the memory budget: the user's words first (what needs more, the limit and how to raise it), the
+ * section after, as for a truncated file. */
+int sec_over_budget(struct sec_ctx *x, const char *what, ...)
+{
+    char w[160];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(w, sizeof(w), what, ap);
+    va_end(ap);
+    snprintf(x->err, OT_ERRBUF,
+             "the snapshot needs more memory than the reader allows for it: %s would pass %zu bytes %s; section %u "
+             "(%s) at offset %" PRIu64, w, x->snap->arena.limit, ot_read_budget_why(), x->type,
+             ot_section_name(x->type), x->hdr_off);
+    return -1;
+}
+
 size_t sec_pos(const struct sec_ctx *x)
 {
     return (size_t)(x->c.p - x->payload);
@@ -62,8 +78,7 @@ void *sec_alloc(struct sec_ctx *x, size_t count, size_t size)
     if (p)
         return p;
     if (x->snap->arena.over_limit)
-        sec_err(x, "%zu items would take the model past the reader's memory budget of %zu bytes (%u x the file's "
-                   "size + %u MiB)", count, x->snap->arena.limit, OT_READ_RATIO, OT_READ_BASE_MIB);
+        sec_over_budget(x, "its %zu records", count);
     else
         sec_err(x, "out of memory for %zu items", count);
     return NULL;

@@ -20,6 +20,7 @@ struct sec_ctx {
 
 /* All return -1, so a parser can `return sec_err(...)`. */
 int sec_err(struct sec_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int sec_over_budget(struct sec_ctx *x, const char *what, ...) __attribute__((format(printf, 2, 3)));
 /* The cursor failed inside item `index` of kind `what` (index SIZE_MAX: a field outside any list). */
 int sec_item_err(struct sec_ctx *x, const char *what, size_t index);
 /* Refuses a count that cannot possibly fit in what is left, before anything is allocated for it. */

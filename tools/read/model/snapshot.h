@@ -218,6 +218,10 @@ struct ot_snapshot {
 #define OT_READ_CAP_GIB 16u
 #define OT_READ_MAX_PEAKS 4096u
 size_t ot_read_budget(size_t file_len);
+/* oomtrace-read --max-memory: one budget for every snapshot instead (0: the default above). */
+void ot_read_budget_set(size_t bytes);
+/* Where a budget comes from, for error lines: "(32 x the file's size + 32 MiB; --max-memory SIZE raises it)". */
+const char *ot_read_budget_why(void);
 
 /* Parses buf[0..len) into *snap. Returns 0, or -1 with one line (no trailing newline) in errbuf, in
  * which case *snap holds nothing that needs freeing (ot_snapshot_free is still safe to call). */
