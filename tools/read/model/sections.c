@@ -207,7 +207,7 @@ static int chunk_check(struct sec_ctx *x, void *item, size_t i)
      * few kilobytes of frames cannot claim a billion events. */
     x->sum += ch->raw_len;
     if (x->sum > s->arena.limit)
-        return sec_over_budget(x, "the event history, which decompresses to more than %zu bytes,", s->arena.limit);
+        return sec_over_budget(x, "its event history");
     s->chunk_events += ch->nevents;
     if (ch->raw_len > s->max_chunk_raw)
         s->max_chunk_raw = ch->raw_len;
