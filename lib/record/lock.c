@@ -8,7 +8,7 @@
 #include "common/clock.h"
 #include "record/lock.h"
 
-struct ot_lock ot_lock;
+/* ot_lock itself is the first bytes of ot_state (record/state.h, record.c): the line every event writes. */
 
 #define SPINS 64
 #define SLEEP_NS 1000000 /* one sleep at most: a wake-up missed in the store's window costs no more */

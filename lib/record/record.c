@@ -16,9 +16,13 @@
 #include "common/self.h"
 #include "record/rec.h"
 #include "record/ring.h"
+#include "record/ring_next.h"
 #include "record/state.h"
 
 struct ot_state ot_state;
+/* The lock is ot_state's first member, under its own name for record/lock.h (whose users need not see the
+ * state); the two names are never used for the same bytes. */
+extern struct ot_lock ot_lock __attribute__((alias("ot_state")));
 #define S ot_state
 
 static int capture(uint64_t *frames, unsigned *flags)
@@ -36,7 +40,6 @@ static inline __attribute__((always_inline)) void emit_ev(uint8_t kind, uint64_t
     OT_STAGE_EVENT(kind != OT_EV_FREE, tid);
     OT_STAGE_BEGIN(ring_t0);
     struct ot_ring_event *e = OT_UNLIKELY(kind == OT_EV_MARKER) ? ot_ring_marker(seq, t, label) : ot_ring_next(seq, t);
-    S.recorded++;
     if (OT_LIKELY(e != NULL)) {
         e->time_ns = t;
         e->addr = key;
@@ -125,10 +128,11 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     if (OT_LIKELY(at != NULL)) {
         S.live.count++;
         struct trace_device *d = ot_devslot(a->device);
-        d->seen = 1;
+        if (OT_UNLIKELY(!d->seen)) /* written once: every allocation reads the line, none dirties it */
+            d->seen = 1;
         if (OT_UNLIKELY(ot_peak_on_alloc(d, r)))
             pin_peak_markers(a->device, seq);
-        if (a->cat == OT_CAT_ASYNC && a->device >= 0 && a->device < 64)
+        if (a->cat == OT_CAT_ASYNC && a->device >= 0 && a->device < 64 && !(S.async_devices >> a->device & 1))
             S.async_devices |= 1ull << a->device;
     } else {
         S.untracked++;
@@ -505,7 +509,7 @@ void ot_record_reset(int forked)
     ot_peak_reset(&S.host);
     __atomic_store_n(&ot_baseline_claimed, 0, __ATOMIC_RELAXED); /* the baselines are taken again */
     ot_ring_reset(forked);
-    S.seq = S.recorded = S.unknown_frees = S.untracked = S.nmarkers = S.failures = 0;
+    S.seq = S.unknown_frees = S.untracked = S.nmarkers = S.failures = 0;
     memset(S.peak_markers, 0, sizeof S.peak_markers);
     memset(S.peak_markers_at, 0, sizeof S.peak_markers_at);
     S.failure.valid = 0;

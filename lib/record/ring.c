@@ -24,6 +24,7 @@
 #include "common/self.h"
 #include "common/stage.h"
 #include "record/ring.h"
+#include "record/ring_next.h"
 #include "record/state.h"
 
 struct chunk {
@@ -54,7 +55,26 @@ static struct {
     sem_t work;
 } R;
 
-struct ot_ring_block *ot_ring_cur;
+#define S ot_state
+static struct ot_ring_block *cur; /* being filled: its count is S.ring_next's place once published */
+
+/* The current block's count, from the fast path's slot pointer (ring.h). */
+static void sync_cur(void)
+{
+    if (cur && S.ring_end)
+        cur->nevents = (uint64_t)(S.ring_next - cur->ev);
+}
+
+/* Hands the current block to the fast path: a block with its first event and room left; else none. */
+static void publish(void)
+{
+    if (cur && cur->nevents && cur->nevents < cur->cap) {
+        S.ring_next = &cur->ev[cur->nevents];
+        S.ring_end = &cur->ev[cur->cap];
+    } else {
+        S.ring_next = S.ring_end = NULL;
+    }
+}
 
 /* Events a block holds: min(OOMTRACE_RING, 256 KiB) / 16, about as many as a raw chunk held when events
  * were encoded as they came (~17 bytes each), so that chunks compress as well as before (at / 32, 5% more
@@ -281,7 +301,9 @@ static struct ot_ring_block *fresh_block(void)
  * here, and start an empty one. */
 static void seal(void)
 {
-    struct ot_ring_block *full = ot_ring_cur;
+    sync_cur();
+    S.ring_next = S.ring_end = NULL; /* the block now being filled is empty */
+    struct ot_ring_block *full = cur;
 #ifdef OT_STAGE_CYCLES
     if (ot_stage_ring_drop) { /* the stage build's OOMTRACE_STAGE_RING=drop: the ring without its compressor */
         R.dropped += full->nevents;
@@ -302,7 +324,7 @@ static void seal(void)
         full->next = NULL;
         R.nqueued++;
         R.kept_queued += full->nevents;
-        ot_ring_cur = next;
+        cur = next;
         sem_post(&R.work);
         return;
     }
@@ -315,35 +337,38 @@ static void seal(void)
 /* The slow path of ot_ring_next: the block's first event, a full block, or none yet. */
 struct ot_ring_event *ot_ring_next_slow(uint64_t seq, uint64_t time_ns)
 {
-    struct ot_ring_block *b = ot_ring_cur;
+    sync_cur();
+    struct ot_ring_block *b = cur;
     if (b && !b->nevents && b->cap != block_events()) { /* OOMTRACE_RING changed (tests) */
         free(b);
-        b = ot_ring_cur = NULL;
+        b = cur = NULL;
     }
-    if (OT_UNLIKELY(!b) && (b = ot_ring_cur = fresh_block()) == NULL) {
+    if (OT_UNLIKELY(!b) && (b = cur = fresh_block()) == NULL) {
         R.dropped++;
         return NULL;
     }
     if (b->nevents == b->cap) {
         seal();
-        b = ot_ring_cur;
+        b = cur;
     }
     if (!b->nevents) {
         b->first_seq = seq;
         b->t0 = time_ns;
     }
-    return &b->ev[b->nevents++];
+    struct ot_ring_event *e = &b->ev[b->nevents++];
+    publish();
+    return e;
 }
 
 struct ot_ring_event *ot_ring_marker(uint64_t seq, uint64_t time_ns, const char *label)
 {
-    struct ot_ring_block *b = ot_ring_cur;
+    struct ot_ring_block *b = cur;
     if (b && b->labels_len + OT_LABEL_MAX > LABELS_CAP)
-        seal();
+        seal(); /* syncs the count first */
     struct ot_ring_event *e = ot_ring_next(seq, time_ns);
     if (!e)
         return NULL;
-    b = ot_ring_cur;
+    b = cur;
     size_t n = label ? strnlen(label, OT_LABEL_MAX - 1) : 0;
     memcpy(b->labels + b->labels_len, label, n);
     e->label_off = (uint32_t)b->labels_len;
@@ -380,12 +405,13 @@ static void put_block(struct ot_buf *b, const struct ot_ring_block *blk)
 
 void ot_ring_serialize(struct ot_buf *b)
 {
+    sync_cur();
     uint64_t n = 0;
     for (struct chunk *c = R.head; c; c = c->next)
         n++;
     for (struct ot_ring_block *p = R.qhead; p; p = p->next)
         n++;
-    n += (R.inflight != NULL) + (ot_ring_cur && ot_ring_cur->nevents);
+    n += (R.inflight != NULL) + (cur && cur->nevents);
     ot_buf_uv(b, n);
     /* By seq: the compressed chunks, merged with the block being compressed (the compressor only reads it,
      * and cannot give it back while we hold the lock) and the waiting ones, which are older than any chunk
@@ -401,13 +427,14 @@ void ot_ring_serialize(struct ot_buf *b)
             p = p == R.inflight ? R.qhead : p->next;
         }
     }
-    if (ot_ring_cur && ot_ring_cur->nevents)
-        put_block(b, ot_ring_cur);
+    if (cur && cur->nevents)
+        put_block(b, cur);
 }
 
 void ot_ring_stats(struct ot_ring_stats *st)
 {
-    st->kept = R.kept_sealed + R.kept_queued + (ot_ring_cur ? ot_ring_cur->nevents : 0);
+    sync_cur();
+    st->kept = R.kept_sealed + R.kept_queued + (cur ? cur->nevents : 0);
     st->dropped = R.dropped;
     st->chunks_dropped = R.chunks_dropped;
     st->used_bytes = R.used;
@@ -442,8 +469,9 @@ void ot_ring_reset(int forked)
     R.qtail = NULL;
     R.nqueued = 0;
     R.used = R.kept_sealed = R.kept_queued = R.dropped = R.chunks_dropped = 0;
-    if (ot_ring_cur)
-        ot_ring_cur->nevents = ot_ring_cur->labels_len = 0;
+    if (cur)
+        cur->nevents = cur->labels_len = 0;
+    S.ring_next = S.ring_end = NULL;
     if (forked)
         R.thread = 0;
 }

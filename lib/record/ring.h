@@ -23,21 +23,8 @@ struct ot_ring_block {
     char *labels;
     struct ot_ring_event ev[];
 };
-extern struct ot_ring_block *ot_ring_cur; /* being filled; ring.c's, read here for the fast path */
-
-struct ot_ring_event *ot_ring_next_slow(uint64_t seq, uint64_t time_ns);
-
-/* The slot for the event with this seq (one more than the last one's), to be filled by the caller (every
- * field but the label's); NULL when the tracer has no memory for it (counted as dropped). A marker takes
- * its slot from ot_ring_marker. The caller holds ot_lock. */
-static inline struct ot_ring_event *ot_ring_next(uint64_t seq, uint64_t time_ns)
-{
-    struct ot_ring_block *b = ot_ring_cur;
-    if (OT_LIKELY(b && b->nevents - 1 < b->cap - 1)) /* neither empty nor full */
-        return &b->ev[b->nevents++];
-    return ot_ring_next_slow(seq, time_ns);
-}
-/* A marker's slot, with its label (up to OT_LABEL_MAX - 1 bytes) copied in. */
+/* The next event's slot: ot_ring_next (record/ring_next.h, for the recorder's event path). A marker's slot,
+ * with its label (up to OT_LABEL_MAX - 1 bytes) copied in. */
 struct ot_ring_event *ot_ring_marker(uint64_t seq, uint64_t time_ns, const char *label);
 
 struct ot_ring_stats {

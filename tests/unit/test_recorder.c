@@ -385,6 +385,29 @@ static void test_lock_excludes_and_gives_up(void **state)
     assert_int_equal(tr.got, 0);
 }
 
+/* What every event writes under the lock is the lock's own cache line (record/state.h): the lock, the seq,
+ * the ring's slot pointers, the live set's header; the device's current and peak bytes and its device
+ * categories are one line of their own. Spread over more lines, each was one more miss an event in a
+ * training step, whose work evicts the tracer's lines between its events. */
+static void test_event_state_is_one_line(void **state)
+{
+    (void)state;
+    uintptr_t line = (uintptr_t)&ot_lock / 64;
+    assert_int_equal((uintptr_t)&ot_lock % 64, 0);
+    const void *hot[] = {&ot_lock.sleepers, &ot_state.seq, &ot_state.ring_next, &ot_state.ring_end,
+                         &ot_state.live.slots, &ot_state.live.mask, &ot_state.live.count, &ot_state.async_devices};
+    for (size_t i = 0; i < sizeof hot / sizeof hot[0]; i++)
+        assert_int_equal((uintptr_t)hot[i] / 64, line);
+    const struct trace_device *d = ot_devslot(0);
+    uintptr_t dl = (uintptr_t)d / 64;
+    assert_int_equal((uintptr_t)d % 64, 0);
+    const void *dev[] = {&d->cur, &d->peak, &d->peak_seq, &d->by_cat[OT_CAT_DEVICE], &d->by_cat[OT_CAT_ASYNC],
+                         &d->by_cat[OT_CAT_VMM], &d->by_cat[OT_CAT_MANAGED]};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        assert_int_equal((uintptr_t)dev[i] / 64, dl);
+    assert_true(dl > line);
+}
+
 int main(void)
 {
     ot_backtrace_init();
@@ -397,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_options_fall_back_on_bad_values),
         cmocka_unit_test(test_clock_from_tsc_follows_monotonic),
         cmocka_unit_test(test_lock_excludes_and_gives_up),
+        cmocka_unit_test(test_event_state_is_one_line),
     };
     return cmocka_run_group_tests_name("recorder", tests, NULL, NULL);
 }
