@@ -17,6 +17,7 @@
 #include "capture/cfi.h"
 #include "capture/loader.h"
 #include "capture/modules.h"
+#include "capture/stacks.h"
 #include "common/defs.h"
 #include "common/stage.h"
 
@@ -94,6 +95,10 @@ struct walker {
      * step, where to follow on, and a rule's rbp_off too far for a step (META_BIG) */
     uint32_t first_lk, last_lk, fresh, next;
     int32_t big_off;
+    /* The stack the memo's frames were interned as (capture/stacks.h: a hint), zeroed whenever the memo
+     * changes; replayed: the last ot_native_walk returned the memo's frames. */
+    struct ot_stack_memo stack;
+    int replayed;
     struct step fresh_step; /* a rule with no kept step, as a step */
     struct ot_frame_rule rules[NRULES];
     struct step arena[ARENA];
@@ -318,11 +323,13 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     if (!on_stack(w, lo, sp))
         return -1; /* running on another stack (sigaltstack, a coroutine's) */
     uint64_t gen = ot_modules_generation();
+    w->replayed = 0;
     if (OT_UNLIKELY(gen != w->modgen)) { /* a library was unloaded: its rules may now be another's */
         memset(w->rules, 0, sizeof w->rules);
         w->used = 0;
         memset(w->arena, 0, sizeof w->arena); /* and the steps kept from them */
         w->n = -1;
+        w->stack.id = 0;
         w->modgen = gen;
     }
     /* The walk is kept (struct memo) only when it starts where the previous one did and that one went
@@ -333,9 +340,11 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     int rec = w->sp0 == sp && w->bp0 == bp && w->again;
     int again = rec ? replay_memo(w, sp, want, frames) : -1;
     OT_STAGE_CACHE(OT_C_WALK_REPLAY, again >= 0);
+    w->replayed = again >= 0;
     if (again >= 0)
         return again;
     w->n = -1;
+    w->stack.id = 0; /* the memo's frames will be another walk's, or none */
     w->sp0 = sp;
     w->bp0 = bp;
     w->want = want;
@@ -472,10 +481,13 @@ int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
     _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames hold pointers");
     int want = max + 8 > OT_MAX_FRAMES ? OT_MAX_FRAMES : max + 8; /* our own frames come first */
     int n = -1;
+    int replayed = 0;
     if (OT_LIKELY(walk_rest == 0)) {
         n = ot_native_walk(frames, want);
-        if (n >= 0)
+        if (n >= 0) {
             walk_fails = 0;
+            replayed = walker_tls->replayed;
+        }
         else if (++walk_fails >= WALK_FAILS)
             walk_rest = WALK_REST;
     } else {
@@ -494,6 +506,11 @@ int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
     while (skip < n && frames[skip] - self_lo < self_hi - self_lo)
         skip++;
     int out = n - skip < max ? n - skip : max;
+    /* The previous walk's frames again (every slot it read unchanged): the stack interned from them last
+     * time, named to the intern that follows (its hash and compare spared; a Python merge in between drops
+     * the hint, pyframes.c). The same walk, max and own frames give the same frames out. */
+    if (replayed)
+        ot_stack_hint = &walker_tls->stack;
     /* A full buffer means the walk stopped at its end, not at the stack's. */
     if (n - skip > max || n == want)
         *flags |= OT_STACK_TRUNCATED;

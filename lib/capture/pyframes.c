@@ -322,6 +322,9 @@ int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
         pthread_once(&probe_once, ot_py_probe);
         state = __atomic_load_n(&ot_py_state, __ATOMIC_ACQUIRE);
     }
-    return state == PY_ON ? merge(frames, n, max, flags) : n;
+    if (state != PY_ON)
+        return n;
+    ot_stack_hint = NULL; /* the native walk's (backtrace.c) names the frames before the Python ones */
+    return merge(frames, n, max, flags);
 }
 

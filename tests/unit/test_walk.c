@@ -20,6 +20,7 @@
 
 #include "capture/backtrace.h"
 #include "capture/modules.h"
+#include "capture/stacks.h"
 #include "common/defs.h"
 
 /* libunwind's slow path masks signals around its cache lock and its module lookups: counted here (the
@@ -44,6 +45,9 @@ struct probe {
     int ours, theirs;
     int walk_only;           /* the leaf walks with ot_native_walk alone (see test_walk_replays_whole_walks) */
     int want;                /* frames the leaf's walk asks for; 0: 80 */
+    int intern;              /* the leaf interns ot_backtrace's frames: id with the walk's hint, fresh without */
+    uint32_t id, fresh;
+    int hinted;
     uint64_t our[OT_MAX_FRAMES], their[OT_MAX_FRAMES];
     long masks_in_walk, masks_in_backtrace;
 };
@@ -52,6 +56,16 @@ static volatile int sink;
 
 __attribute__((noinline)) static void leaf(struct probe *p)
 {
+    if (p->intern) { /* the tracer's entry point alone: the walks replay one another from the same start */
+        uint64_t frames[OT_MAX_FRAMES];
+        unsigned flags = 0;
+        int n = ot_backtrace(frames, 64, &flags);
+        p->hinted = ot_stack_hint != NULL; /* the walk replayed its memo */
+        p->id = ot_stack_intern(frames, n, flags);
+        ot_stack_hint = NULL;
+        p->fresh = ot_stack_intern(frames, n, flags);
+        return;
+    }
     p->theirs = unw_backtrace((void **)p->their, 80);
     long before = masks;
     p->ours = ot_native_walk(p->our, p->want ? p->want : 80);
@@ -250,6 +264,43 @@ static void test_walk_replay_checks_its_slots(void **state)
     }
 }
 
+/* A walk that replays the previous one (its memo) names the stack interned from it last time to the
+ * intern that follows (backtrace.c: struct walker's stack); runs of walks from one place, then another
+ * whose frames differ in one return address or further out, each interned with the hint and without it:
+ * the same id. The leaf is reached through walk_lib_a.so, so that ot_backtrace keeps the frames outside it
+ * (it drops the leading ones of its own module, which here is the test's). Fails when the memo's stack id
+ * outlives a change of the memo. */
+static void lib_path(char *out, size_t cap, const char *name);
+
+static void test_replayed_walk_names_its_stack(void **state)
+{
+    (void)state;
+    char a[PATH_MAX];
+    lib_path(a, sizeof a, "walk_lib_a.so");
+    void *h = dlopen(a, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    void (*hop)(next_fn, void *) = (void (*)(next_fn, void *))dlsym(h, "walk_lib_hop");
+    assert_non_null(hop);
+    int hinted = 0, other = 0;
+    uint32_t first = 0;
+    for (int r = 0; r < 24; r++) {
+        const int pad = r & 1, which = r >> 1 & 1, via = r >> 2 & 1;
+        for (int k = 0; k < 5; k++) {
+            struct probe p = {.levels = 6, .hop = hop, .hop_at = 0, .intern = 1};
+            padded(&p, pad, via ? via_b : via_a, which);
+            assert_int_not_equal(p.fresh, 0);
+            assert_int_equal(p.id, p.fresh);
+            hinted += p.hinted;
+            if (!first)
+                first = p.id;
+            other += p.id != first; /* (pad moves an rbp, not a return address: the same stack) */
+        }
+    }
+    assert_true(hinted >= 24); /* each run's later walks replayed */
+    assert_true(other >= 24);  /* and the places' stacks differ */
+    dlclose(h);
+}
+
 /* Walks from many places in turn, as a training step allocates from a hundred (the forward's layers, the
  * backward, the optimizer): the previous walk is rarely this one's, and the walk looks the state where it
  * leaves it up among the thread's kept walks (backtrace.c, state_find), then replays that one. The state
@@ -405,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_walk_replay_follows_changes),
         cmocka_unit_test(test_walk_replays_whole_walks),
         cmocka_unit_test(test_walk_replay_checks_its_slots),
+        cmocka_unit_test(test_replayed_walk_names_its_stack),
         cmocka_unit_test(test_walk_many_places),
         cmocka_unit_test(test_walk_after_unload),
         cmocka_unit_test(test_backtrace_after_thread_exit_cleanup),
