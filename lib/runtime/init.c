@@ -57,6 +57,7 @@ static void *dumper(void *arg)
 {
     (void)arg;
     ot_self.busy = 1; /* this thread's own driver calls are never recorded */
+    pthread_setname_np(pthread_self(), "oomtrace-signal"); /* so in a snapshot's thread names */
     for (;;) {
         while (sem_wait(&dump_sem) != 0 && errno == EINTR)
             ;
@@ -73,6 +74,7 @@ static void *flusher(void *arg)
 {
     (void)arg;
     ot_self.busy = 1;
+    pthread_setname_np(pthread_self(), "oomtrace-flush");
     uint64_t last_seq = ~0ull;
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);

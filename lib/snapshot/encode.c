@@ -1,5 +1,8 @@
 /* Encoding: the recorder's state and the gathered facts into the sections of docs/FORMAT.md, in memory,
  * while the recorder is held still; the file is written after it is released. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -265,6 +268,45 @@ static void put_processes(struct ot_buf *b, const struct ot_nvml *nv)
     }
 }
 
+/* The names of the process's threads as the kernel has them (pthread_setname_np, prctl: PyTorch's pt_autograd_N,
+ * NCCL's, a DataLoader's pin-memory thread), for a report that would otherwise say "thread 25507". Threads that
+ * already ended are not there. At most OT_MAX_THREAD_NAMES, read after the recorder is released. */
+#define OT_MAX_THREAD_NAMES 4096
+static void put_threads(struct ot_buf *b)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct ot_buf list = {0};
+    uint64_t n = 0;
+    for (struct dirent *e; d && n < OT_MAX_THREAD_NAMES && (e = readdir(d)) != NULL;) {
+        char *end;
+        unsigned long tid = strtoul(e->d_name, &end, 10);
+        if (!tid || *end)
+            continue;
+        char path[64], name[32];
+        snprintf(path, sizeof path, "/proc/self/task/%lu/comm", tid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t k = read(fd, name, sizeof name - 1);
+        close(fd);
+        if (k <= 0)
+            continue;
+        name[k] = '\0';
+        name[strcspn(name, "\n")] = '\0';
+        ot_buf_uv(&list, tid);
+        ot_buf_cstr(&list, name);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    ot_buf_uv(b, n);
+    if (list.len)
+        ot_buf_put(b, list.p, list.len);
+    if (list.oom)
+        b->oom = 1;
+    ot_buf_free(&list);
+}
+
 static struct ot_buf *section(struct trace_sections *secs, uint32_t type)
 {
     secs->s[secs->n].type = type;
@@ -320,6 +362,7 @@ int ot_encode(struct trace_sections *secs, const struct trace_facts *f, enum ot_
     ot_record_release();
 
     put_pools(section(secs, OT_SEC_POOLS), f);
+    put_threads(section(secs, OT_SEC_THREADS));
     if (f->nv)
         put_processes(section(secs, OT_SEC_PROCESSES), f->nv);
     secs->s[secs->n].type = OT_SEC_FRAMEWORK;

@@ -388,10 +388,14 @@ static int mode_oomloop(long n)
 
 static pthread_barrier_t oom_together;
 static CUcontext oom_ctx;
+static int oom_failed[64];
 
 static void *fail_together(void *arg)
 {
     CUdeviceptr p;
+    char name[16];
+    snprintf(name, sizeof name, "worker-%d", (int)((int *)arg - oom_failed));
+    pthread_setname_np(pthread_self(), name);
     cuCtxSetCurrent(oom_ctx);
     pthread_barrier_wait(&oom_together);
     *(int *)arg = cuMemAlloc_v2(&p, 4096 * MiB) == CUDA_ERROR_OUT_OF_MEMORY;
@@ -403,7 +407,7 @@ static int mode_oomthreads(long n)
     device_init();
     cuCtxGetCurrent(&oom_ctx);
     pthread_t t[64];
-    int failed[64] = {0};
+    int *failed = oom_failed;
     if (n > 64 || pthread_barrier_init(&oom_together, NULL, (unsigned)n) != 0)
         return 3;
     for (long i = 0; i < n; i++)

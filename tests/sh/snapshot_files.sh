@@ -141,6 +141,10 @@ for i in $(seq 1 16); do
     seq=$(build/oomtrace-read --format json "$1" | sed -n 's/.*"snapshot_seq": *\([0-9]*\).*/\1/p')
     [ "$seq" = "$i" ] || fail "$(basename "$1") holds snapshot $seq"
 done
+# Walk 7, #34: the threads' names are in the snapshot (JSON threads was always empty).
+set -- "$work"/d2/oomtrace-*-1-oom.oomt
+build/oomtrace-read --format json "$1" | tr -d ' \n' | grep -q '"threads":\[{[^]]*"name":"worker-15"' ||
+    fail "the threads' names: $(build/oomtrace-read --format json "$1" | tr -d ' \n' | grep -o '"threads":\[[^]]*]')"
 [ -z "$(ls -A "$work/d2" | grep -v '\.oomt$')" ] || fail "left beside the snapshots: $(ls -A "$work/d2" | grep -v '\.oomt$')"
 # Walk 7, #22: the reader reads what the tracer writes. Half a million live 2 KiB allocations make a 1.6 MB file
 # (sequential addresses compress well) whose model takes ~90 MB: the budget of 32 x the file's size + 32 MiB
