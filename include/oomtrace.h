@@ -18,7 +18,8 @@ extern "C" {
 #endif
 
 /* Adds a marker to the event stream, e.g. "step 1282 seq_len=2048". The label is copied (at most
- * 255 bytes are kept). The report shows the last markers before the peak and before the failure.
+ * 255 bytes are kept, cut at a UTF-8 character's boundary). The report shows the last markers before the peak
+ * and before the failure.
  * Cost: one event, no backtrace. */
 int oomtrace_mark(const char *label);
 

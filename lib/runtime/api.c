@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "oomtrace_format.h"
 #include "common/defs.h"
@@ -15,11 +16,28 @@
 #include "snapshot/framework.h"
 #include "snapshot/snapshot.h"
 
+/* A label longer than a marker keeps is cut at a UTF-8 character's boundary: a cut inside one made the
+ * report's label end in U+FFFD (walk 7, #4). */
+static const char *fit_label(const char *label, char out[OT_LABEL_MAX])
+{
+    size_t n = strnlen(label, OT_LABEL_MAX);
+    if (n < OT_LABEL_MAX)
+        return label;
+    n = OT_LABEL_MAX - 1;
+    while (n > 0 && ((unsigned char)label[n] & 0xC0) == 0x80) /* label[n], the first byte dropped, continues a character */
+        n--;
+    memcpy(out, label, n);
+    out[n] = 0;
+    return out;
+}
+
 OT_EXPORT int oomtrace_mark(const char *label)
 {
     if (!label || ot_self.busy || !ot_ready_fast())
         return -1;
     int err = errno;
+    char cut[OT_LABEL_MAX];
+    label = fit_label(label, cut);
     ot_self.busy = 1;
     ot_record_marker(label);
     ot_self.busy = 0;

@@ -52,9 +52,10 @@ def _bytes(s):
 
 
 def mark(label):
-    """Adds a marker (at most 255 bytes are kept), e.g. "step 12 seq_len=2048"; a label that is not str or
-    bytes is written as str(label) (mark(step) marks "12")."""
-    return _mark is not None and _mark(_bytes(label)) == 0
+    """Adds a marker (at most 255 bytes are kept, cut at a character's boundary), e.g. "step 12 seq_len=2048";
+    a label that is not str or bytes is written as str(label) (mark(step) marks "12", mark(None) "None"). A
+    label ends at its first NUL character."""
+    return _mark is not None and _mark(_bytes("None" if label is None else label)) == 0
 
 
 def dump(reason=None):
