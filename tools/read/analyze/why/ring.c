@@ -385,6 +385,7 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     free(r.mstep);
     free(r.mfrees);
     free(r.mhigh);
+    free(r.mbusy);
     free(r.sites);
     free(r.dirty);
     ot_u64map_free(&r.site_idx);

@@ -20,7 +20,7 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-static void sample(struct site_state *x, size_t k)
+static void sample(const struct replay *r, struct site_state *x, size_t k)
 {
     if (k == 0 || x->mark_idx == NO_MARK) {
         /* The first marker, or a site born in the interval that ends here (it was 0 at marker k-1). */
@@ -33,8 +33,10 @@ static void sample(struct site_state *x, size_t k)
             x->run = 0;
         }
     } else {
-        if (x->mark_idx != k - 1)
-            x->run = 0; /* an interval without change broke the run */
+        /* An interval without change at this site broke the run, unless nothing at all happened on the device
+         * in it: a marker right after another (another thread's, a logger's) is no interval of the program's. */
+        if (x->mark_idx != k - 1 && r->mbusy[k - 1] != r->mbusy[x->mark_idx])
+            x->run = 0;
         bool up = x->cur_bytes > x->mark_bytes || (x->cur_count > x->mark_count && x->cur_bytes >= x->mark_bytes);
         if (up) {
             if (x->run == 0) {
@@ -91,7 +93,8 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, bool ste
         !grow((void **)&r->mlive, &r->lcap, r->nm + 1, sizeof(int64_t)) ||
         !grow((void **)&r->mstep, &r->scap_, r->nm + 1, sizeof(bool)) ||
         !grow((void **)&r->mfrees, &r->fcap, r->nm + 1, sizeof(uint64_t)) ||
-        !grow((void **)&r->mhigh, &r->hcap, r->nm + 1, sizeof(int64_t))) {
+        !grow((void **)&r->mhigh, &r->hcap, r->nm + 1, sizeof(int64_t)) ||
+        !grow((void **)&r->mbusy, &r->bcap, r->nm + 1, sizeof(size_t))) {
         r->sites_off = true;
         return;
     }
@@ -101,6 +104,7 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, bool ste
     r->mstep[k] = step;
     r->mfrees[k] = r->w_frees;
     r->mhigh[k] = r->high;
+    r->mbusy[k] = (k ? r->mbusy[k - 1] : 0) + (r->w_allocs + r->w_frees > 0);
     r->high = r->live;
     r->mseq[r->nm++] = seq;
     close_window(r, k == 0 ? NO_MARK : k - 1, k);
@@ -108,7 +112,7 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, bool ste
         return;
     for (size_t i = 0; i < r->ndirty; i++) {
         struct site_state *x = &r->sites[r->dirty[i]];
-        sample(x, k);
+        sample(r, x, k);
         x->dirty = false;
     }
     r->ndirty = 0;

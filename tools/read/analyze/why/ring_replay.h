@@ -43,7 +43,8 @@ struct replay {
     bool *mstep;      /* the companion's optimizer-step marker */
     uint64_t *mfrees; /* frees in the interval that ends at each marker */
     int64_t *mhigh;   /* the highest live bytes in the interval that ends at each marker */
-    size_t tcap, lcap, scap_, fcap, hcap;
+    size_t *mbusy;    /* intervals up to each marker that held an allocation or free on the device */
+    size_t tcap, lcap, scap_, fcap, hcap, bcap;
     int64_t live;     /* live bytes now, relative to the ring's start */
     int64_t high;     /* the highest live bytes since the last marker */
     uint64_t tail_frees; /* frees after the last marker */
