@@ -303,15 +303,16 @@ int main(int argc, char **argv)
         const char **value; /* keeps optarg */
         bool *flag;         /* else: set to `on` */
         bool on;
+        const char *name, *takes; /* for a value that is another option */
     } plain[] = {
-        {'o', &out_path, NULL, false},
-        {OPT_DIFF, &diff_base, NULL, false},
-        {OPT_BASELINE, &gate.baseline, NULL, false},
-        {OPT_GATE_NAME, &gate.speaker, NULL, false},
-        {OPT_NO_SYMBOLIZE, NULL, &symbolize, false},
-        {OPT_NATIVE, NULL, &ro.native, true},
-        {OPT_SPLIT, NULL, &ro.split, true},
-        {OPT_CHECK_GATE, NULL, &check_gate, true},
+        {'o', &out_path, NULL, false, "-o", "FILE"},
+        {OPT_DIFF, &diff_base, NULL, false, "--diff", "BASE"},
+        {OPT_BASELINE, &gate.baseline, NULL, false, "--baseline", "SNAP"},
+        {OPT_GATE_NAME, &gate.speaker, NULL, false, "--gate-name", "NAME"},
+        {OPT_NO_SYMBOLIZE, NULL, &symbolize, false, NULL, NULL},
+        {OPT_NATIVE, NULL, &ro.native, true, NULL, NULL},
+        {OPT_SPLIT, NULL, &ro.split, true, NULL, NULL},
+        {OPT_CHECK_GATE, NULL, &check_gate, true, NULL, NULL},
     };
     opterr = 0; /* our own one-line messages */
     int c;
@@ -320,6 +321,11 @@ int main(int argc, char **argv)
         while (k < sizeof plain / sizeof plain[0] && plain[k].opt != c)
             k++;
         if (k < sizeof plain / sizeof plain[0]) {
+            /* `--diff --format markdown A B` took --format for BASE and then counted 4 snapshots: an option
+             * where a value goes is said as such ("-" alone is standard input). */
+            if (plain[k].value && optarg[0] == '-' && optarg[1])
+                die("%s takes %s right after it, got the option '%s'%s", plain[k].name, plain[k].takes, optarg,
+                    c == OPT_DIFF ? " (usage: oomtrace-read [OPTIONS] --diff BASE NEW)" : "");
             if (plain[k].value)
                 *plain[k].value = optarg;
             else

@@ -119,5 +119,11 @@ build/snapgen --live 100 --events 1000 -o "$work/base.oomt" >/dev/null 2>&1 && b
     fail "bombs live-seq"
 "$READER" "$work/bomb.oomt" 2>&1 >/dev/null | grep -q ": the snapshot needs more memory than the reader allows for it: a part that decompresses to [0-9]* bytes would pass [0-9]* bytes (128 x the file's size + 32 MiB; --max-memory SIZE raises it); section " ||
     fail "the bomb's line: $("$READER" "$work/bomb.oomt" 2>&1 >/dev/null)"
+# Walk 7, #6: an option where --diff's BASE goes is said as such, not counted as a snapshot ("got 4 snapshots").
+"$READER" --diff --format markdown "$oom" "$exitsnap" >/dev/null 2>"$work/diff.err"
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(cat "$work/diff.err")" = "oomtrace-read: --diff takes BASE right after it, got the option '--format' (usage: oomtrace-read [OPTIONS] --diff BASE NEW)" ] ||
+    fail "--diff --format markdown A B: exit $rc, $(cat "$work/diff.err")"
+"$READER" --format markdown --diff "$oom" "$exitsnap" >/dev/null 2>&1 || fail "--format markdown --diff A B"
 echo "reader_edges: ok"
 
