@@ -253,6 +253,30 @@ static void collect_lost(struct run *u, const bool *bad, char (*why)[200])
     qsort(u->lost, u->nlost, sizeof *u->lost, cmp_lost);
 }
 
+/* A row's peak is the process's largest over its snapshots, what a gate on the directory measures: one that
+ * recovered from an out-of-memory (a batch-size search) went higher after the failure its row keeps. Copied
+ * into the kept snapshot's info, whose failure columns stay its own. */
+static void process_peak(struct run *u, const struct proc *p)
+{
+    struct snapinfo *x = &u->infos[p->kept];
+    const struct snapinfo *best = x;
+    for (size_t k = p->first; k < p->first + p->n; k++) {
+        const struct snapinfo *y = &u->infos[u->order[k]];
+        if (y->peak_known && (!best->peak_known || y->peak_bytes > best->peak_bytes))
+            best = y;
+        if (y->max_peak > x->max_peak) {
+            x->max_peak = y->max_peak;
+            x->max_peak_device = y->max_peak_device;
+        }
+    }
+    if (best != x) {
+        x->peak_known = true;
+        x->peak_device = best->peak_device;
+        x->peak_bytes = best->peak_bytes;
+        memcpy(x->uuid, best->uuid, sizeof x->uuid);
+    }
+}
+
 static void run_free(struct run *u)
 {
     free(u->lost);
@@ -358,8 +382,10 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         if ((p->crashed || p->killed) && !u.infos[p->kept].failed)
             p->kept = p->ended;
     }
-    for (size_t i = 0; i < u.nprocs; i++)
+    for (size_t i = 0; i < u.nprocs; i++) {
         count_probes(&u, &u.procs[i]);
+        process_peak(&u, &u.procs[i]);
+    }
     qsort(u.procs, u.nprocs, sizeof(*u.procs), cmp_rank);
     collect_lost(&u, unreadable, why);
     free(unreadable);

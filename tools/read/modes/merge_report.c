@@ -187,8 +187,8 @@ static void text_table(FILE *f, struct run *u)
     if (u->nlost)
         fprintf(f, " and %zu known only by the name of a file that could not be read", u->nlost);
     fputc('\n', f);
-    fputs("  (peak: the high-water mark of tracked device memory on the device shown, the failing one for a failed\n"
-          "   process; at failure: live on it when the allocation failed; failed: yes when it ran out of memory, crashed\n"
+    fputs("  (peak: the process's largest high-water mark of tracked device memory over its snapshots, on the device\n"
+          "   shown; at failure: live on it when the allocation failed; failed: yes when it ran out of memory, crashed\n"
           "   when a fatal signal ended it, killed when it ended without a last flush; finished: yes with an exit\n"
           "   snapshot, no when a crash-surviving flush remains, ? otherwise)\n",
           f);
@@ -237,10 +237,46 @@ static void text_table(FILE *f, struct run *u)
     }
 }
 
+#define OT_THEN_SHOWN 8
+
+static int cmp_fail_time(const void *p, const void *q)
+{
+    const struct snapinfo *a = *(const struct snapinfo *const *)p, *b = *(const struct snapinfo *const *)q;
+    if (a->fail_wall_known != b->fail_wall_known)
+        return a->fail_wall_known ? -1 : 1;
+    if (a->fail_wall_ns != b->fail_wall_ns)
+        return a->fail_wall_ns < b->fail_wall_ns ? -1 : 1;
+    return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+/* Several processes that report the same rank: two jobs' snapshots in one directory, or a launcher that set
+ * RANK alike for all. The table reads as one job's ranks, so it is said. */
+static void doc_duplicate_ranks(struct ot_doc *d, const struct run *u)
+{
+    for (size_t i = 0; i < u->nprocs; i++) { /* the table is by rank: equal ranks are neighbours */
+        const struct snapinfo *x = &u->infos[u->procs[i].kept];
+        if (x->rank < 0 || (i && u->infos[u->procs[i - 1].kept].rank == x->rank))
+            continue;
+        size_t n = 1;
+        while (i + n < u->nprocs && u->infos[u->procs[i + n].kept].rank == x->rank)
+            n++;
+        if (n < 2)
+            continue;
+        ot_doc_para(d);
+        ot_doc_printf(d, "%zu processes report rank %" PRId64 " (pid", n, x->rank);
+        for (size_t k = 0; k < n; k++)
+            ot_doc_printf(d, "%s %" PRIu64, k ? "," : "", u->infos[u->procs[i + k].kept].pid);
+        ot_doc_printf(d, "): snapshots of more than one job in this directory, or RANK set alike for several "
+                         "processes.");
+        ot_doc_para_end(d);
+    }
+}
+
 /* Which process failed first, the others after it, the imbalance of peaks: in every format. */
 static void summary(struct ot_doc *d, struct run *u)
 {
     char b1[32], b2[32], wb[64];
+    doc_duplicate_ranks(d, u);
     if (u->first_fail) {
         const struct snapinfo *x = &u->infos[u->first_fail->kept];
         ot_doc_para(d);
@@ -260,13 +296,23 @@ static void summary(struct ot_doc *d, struct run *u)
                       ot_api_name64(x->fail_api), x->fail_device, u->nfailed, u->nprocs, u->nprocs == 1 ? "" : "es");
         ot_doc_para_end(d);
         put_probes(d, x);
-        /* The others, by how long after the first they failed. */
-        for (size_t i = 0; i < u->nprocs; i++) {
-            const struct proc *p = &u->procs[i];
-            const struct snapinfo *y = &u->infos[p->kept];
-            if (p == u->first_fail || !y->failed)
-                continue;
+        /* The others, by how long after the first they failed (those without a wall time last), at most
+         * OT_THEN_SHOWN of them: thirty "then" lines would push the rest off the first screen. */
+        const struct snapinfo **then = calloc(u->nprocs ? u->nprocs : 1, sizeof *then);
+        size_t nthen = 0;
+        for (size_t i = 0; then && i < u->nprocs; i++)
+            if (&u->procs[i] != u->first_fail && u->infos[u->procs[i].kept].failed)
+                then[nthen++] = &u->infos[u->procs[i].kept];
+        if (nthen > 1)
+            qsort(then, nthen, sizeof *then, cmp_fail_time);
+        for (size_t i = 0; i < nthen; i++) {
+            const struct snapinfo *y = then[i];
             ot_doc_item(d);
+            if (i == OT_THEN_SHOWN) {
+                ot_doc_printf(d, "and %zu more process%s failed after them", nthen - i, nthen - i == 1 ? "" : "es");
+                ot_doc_item_end(d);
+                break;
+            }
             ot_doc_printf(d, "then ");
             doc_rank(d, y);
             if (!rankless(y))
@@ -276,6 +322,7 @@ static void summary(struct ot_doc *d, struct run *u)
             ot_doc_printf(d, ": %s on device %" PRId64, ot_fmt_bytes(b1, y->requested), y->fail_device);
             ot_doc_item_end(d);
         }
+        free(then);
         doc_crashes(d, u);
         ot_doc_list_end(d);
         doc_lost_failures(d, u);
@@ -615,8 +662,8 @@ static void doc_run(struct ot_doc *d, const struct run *u)
     }
     ot_doc_table_end(d);
     ot_doc_para(d);
-    ot_doc_printf(d, "Peak: the high-water mark of tracked device memory on the device shown, the failing one for a "
-                  "failed process. At failure: live on it when the allocation failed. Failed: yes when it ran out of "
+    ot_doc_printf(d, "Peak: the process's largest high-water mark of tracked device memory over its snapshots, on the "
+                  "device shown. At failure: live on it when the allocation failed. Failed: yes when it ran out of "
                   "memory, crashed when a fatal signal ended it, killed when it ended without a last flush. Finished: "
                   "yes with an exit snapshot, no when a crash-surviving flush remains, ? otherwise.");
     ot_doc_para_end(d);
