@@ -368,9 +368,16 @@ int main(int argc, char **argv)
             else
                 die("--format takes text, json, folded, markdown, html or memviz, got '%s'", optarg);
             break;
-        case OPT_DEBUG_DIR:
+        case OPT_DEBUG_DIR: {
+            /* A typo in the one option meant to supply missing symbols must not pass without a word. */
+            struct stat st;
+            if (stat(optarg, &st) != 0)
+                die("--debug-dir %s: %s", optarg, strerror(errno));
+            if (!S_ISDIR(st.st_mode))
+                die("--debug-dir %s: not a directory", optarg);
             debug_dirs[ndebug++] = optarg;
             break;
+        }
         case OPT_MAX_PEAK:
             gate.max_peak_set = parsed(ot_parse_size(optarg, &gate.max_peak),
                                        "--max-peak takes a size in bytes, with K, M, G or T for powers of 1024 (8G, 1.5GiB)");

@@ -65,4 +65,9 @@ cp build/tests/golden_workload "$work/dbg/prog"
 "$R" --debug-dir "$work/dbg" --top 3 "$snap" >"$work/other.txt" 2>&1
 grep -q "at prog+0x[0-9a-f]* (stack" "$work/other.txt" && grep -q "(1 not found here: $work/prog;" "$work/other.txt" ||
     fail "--debug-dir with another binary named prog: $(grep -m1 'Most of the peak' "$work/other.txt")"
+# A --debug-dir that is not there is a usage error, one line, not a silent no-op (walk 7, #24e).
+"$R" --debug-dir "$work/no-such-dir" "$snap" >"$work/nodir.out" 2>&1
+[ $? -eq 2 ] && [ "$(wc -l <"$work/nodir.out")" -eq 1 ] &&
+    grep -q "^oomtrace-read: --debug-dir $work/no-such-dir: No such file or directory\$" "$work/nodir.out" ||
+    fail "--debug-dir that does not exist: $(cat "$work/nodir.out")"
 echo "away_from_binary: ok"

@@ -298,6 +298,26 @@ if mount -t tmpfs -o size=16k tmpfs "$work/tiny" 2>/dev/null; then
         fail "a full file system: $(tail -1 "$work/tiny.out")"
 fi
 
+# Walk 7, #14: a --dir that is a symbolic link to nothing says so, not "File exists".
+ln -s "$work/nowhere/sub" "$work/dangle"
+run --dir "$work/dangle" -- touch "$work/dangle-ran" >"$work/dangle.out" 2>&1
+[ $? -eq 2 ] && [ ! -e "$work/dangle-ran" ] &&
+    grep -q "^oomtrace: cannot create a run directory in $work/dangle: it is a symbolic link to $work/nowhere/sub, which does not exist (not created through a link); touch was not run" "$work/dangle.out" ||
+    fail "a dangling symbolic link as --dir: $(cat "$work/dangle.out")"
+
+# Walk 7, #28: with OOMTRACE_DUMP=crash, CMD killed by SIGKILL: the launcher says what it saw before the flush's
+# report, which alone cannot tell a kill from a process still running.
+cat >"$work/k9.py" <<'PY'
+import os, signal, time
+from drv import try_alloc
+assert try_alloc(64 << 20)[0] == 0
+time.sleep(0.4)
+os.kill(os.getpid(), signal.SIGKILL)
+PY
+OOMTRACE_DUMP=crash OOMTRACE_FLUSH_MS=50 run --dir "$work/k9" -- python3 "$work/k9.py" >"$work/k9.out" 2>&1
+grep -q "^== oomtrace: python3 was killed by SIGKILL (the kernel's out-of-memory killer sends it: see dmesg); the report below is its last flush\$" "$work/k9.out" ||
+    fail "CMD killed by SIGKILL with a flush file: $(grep '^==\|^oomtrace' "$work/k9.out")"
+
 # Walk 6, #30: "first" and "last" are by the snapshot's number, not by its name (-10- sorts before -9-). A dump
 # (#1), an out-of-memory of 3 GiB (#2), seven dumps, an out-of-memory of 5 GiB (#10), the exit (#11): the report
 # is #2's. Ten dumps and the exit (#11): the report is the exit's.
