@@ -236,7 +236,7 @@ def counted(a, args):
         libs.append(out)
     env = dict(os.environ, LD_PRELOAD=os.path.join(ROOT, "build", "liboomtrace.so"),
                LD_LIBRARY_PATH=":".join(libs), OOMTRACE_QUIET="1", OOMTRACE_DUMP="none",
-               FAKECUDA_CAPACITY="1T", PYTHONHASHSEED="0")
+               FAKECUDA_CAPACITY="1T", PYTHONHASHSEED="0", GPU_TEST_WATCHDOG="3600")  # valgrind is ~50 x slower
     cmd = tool + [sys.executable, os.path.abspath(__file__), "--inner", meta] + args
     r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0 or not os.path.exists(meta):

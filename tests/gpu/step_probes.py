@@ -54,6 +54,15 @@ class ThreadCounters:
                 self.why = "perf_event_open (instructions): %s" % os.strerror(err)
                 continue
             self.fd, self.member, self.kernel, self.why = lead, member, not exclude_kernel, ""
+            try:  # a group read gives the count of events, then each value: 24 bytes
+                a, b = self.read(), self.read()
+                if b[1] <= a[1]:
+                    raise OSError("the instructions do not count")
+            except (OSError, struct.error) as e:
+                os.close(member)
+                os.close(lead)
+                self.fd, self.why = None, "perf counters opened but not read (%s)" % e
+                continue
             return
 
     def read(self):
