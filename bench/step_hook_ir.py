@@ -281,7 +281,8 @@ def outer(a):
     pieces = a.pieces.split(";")
     u = [b for name in pieces for b in blocks[name] if b[0] == "U"]
     base = {e: sum(b[1][e] for b in u) / (len(u) * a.steps) for e in u[0][1]}
-    evs = ["Ir", "Ir outside malloc"] + ([e for e in ("D1mr", "D1mw", "DLmr", "DLmw") if e in base] if a.cache else [])
+    evs = ["Ir", "Ir outside malloc"] + ([e for e in ("I1mr", "ILmr", "D1mr", "D1mw", "DLmr", "DLmw") if e in base]
+                                        if a.cache else [])
     w = sys.stdout.write
     w("Counted a step (callgrind, blocks U X X U of %d steps; Python %s, torch %s, input shapes %s); the step "
       "unregistered: %s\n" % (a.steps, info["python"], info["torch"], info["shapes"],
