@@ -17,8 +17,10 @@ Nothing here may raise into the program: every entry point catches everything, p
 stderr and steps aside.
 """
 
+import functools
 import gc
 import sys
+import types
 import weakref
 
 PARAMETERS = 1
@@ -203,6 +205,19 @@ class _StepHook:
         self.pre_handle = None  # the global step pre hook's, until the model's forward hook takes its place
         self.broken = False
         self.off = False
+
+    # The forward hook lives in the model's hook dict, which copy.deepcopy(model) (an EMA model) and pickling
+    # (torch.save(model)) copy with the model: the hook's bound method takes this object along, and its torch
+    # module cannot be pickled, so both raised into the program. A deep copy shares this live hook (the
+    # copy's forward is seen as the model's); a pickle holds, in its place, a harmless callable any Python
+    # can load without the tracer: sys.audit with a fixed event name (an audit event, nothing else).
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        return (types.SimpleNamespace, (), {"pre_forward": functools.partial(sys.audit, "oomtrace.forward_pre_hook"),
+                                            "pre_step": functools.partial(sys.audit, "oomtrace.step_pre_hook"),
+                                            "post_step": functools.partial(sys.audit, "oomtrace.step_post_hook")})
 
     def pre_forward(self, module, args, kwargs=None):
         """The inputs' shapes as a list, compared with the last forward's: the text is built only when they

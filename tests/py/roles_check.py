@@ -116,4 +116,24 @@ class Broken(torch.optim.Optimizer):
 
 b = Broken()
 assert roles.collect(torch, include_cpu=True) == got, "one broken optimizer lost the others' roles"
+# The model carries the companion's forward hook: copying it (an EMA model) or pickling it (torch.save(model))
+# works as untraced: a deep copy shares the live hook, a pickle holds a harmless stand-in that a Python
+# without the tracer loads and calls (sys.audit with a fixed event name).
+import copy  # noqa: E402
+import io  # noqa: E402
+import pickle  # noqa: E402
+import subprocess  # noqa: E402
+assert any(getattr(h, "__self__", None) is roles._hook for h in net._forward_pre_hooks.values()), "no hook to copy"
+twin = copy.deepcopy(net)
+twin(torch.randint(0, 100, (8,)))
+buf = io.BytesIO()
+torch.save(net, buf)
+buf.seek(0)
+clone = torch.load(buf, weights_only=False)
+clone(torch.randint(0, 100, (8,)))
+pickle.loads(pickle.dumps(net))(torch.randint(0, 100, (8,)))
+hooks_blob = pickle.dumps(list(net._forward_pre_hooks.values()))
+r = subprocess.run([sys.executable, "-c", "import pickle, sys\nhooks = pickle.loads(sys.stdin.buffer.read())\n"
+                    "print([h(None, (1,), {}) for h in hooks])"], input=hooks_blob, capture_output=True)
+assert r.returncode == 0 and r.stdout.strip() == b"[None]", (r.stdout, r.stderr[-500:])
 print("roles: ok")
