@@ -204,7 +204,7 @@ class Torch:
                 if len(self.labels) > 64:  # shapes that change every step: keep the cache small
                     self.labels.clear()
                 label = self.labels[input_shapes] = (" " + input_shapes if input_shapes else "").encode("utf-8", "replace")
-            self.mark((b"step %d" % step + label)[:255])
+            self.mark(b"step %d" % step + label)  # oomtrace_mark cuts it at a character's boundary
         except Exception as e:
             if not self.step_failed:
                 self.step_failed = True

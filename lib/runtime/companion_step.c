@@ -8,7 +8,7 @@
  * does nothing and returns False, for the Python path to do the whole step, when the allocator's counters
  * are due (counters.due, CLOCK_MONOTONIC ns, is reached: that path reads them) or anything fails (no
  * exception is left set). The label is the Python path's: "step N", then " " and the shapes' UTF-8 when
- * there are shapes, cut at 255 bytes. */
+ * there are shapes, which oomtrace_mark cuts at 255 bytes, at a character's boundary. */
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
@@ -49,8 +49,9 @@ static struct {
 
 static PyObject *due_name; /* "due", interned once: a C string's look-up builds a str at every call */
 
-/* "step N", then " " and the shapes when there are shapes, cut at size - 1 bytes. By hand: snprintf's
- * "%.*s" takes glibc's positional path, ~2,000 instructions a step. */
+/* "step N", then " " and the shapes when there are shapes, cut at size - 1 bytes (oomtrace_mark cuts what
+ * is longer than a marker keeps at a character's boundary). By hand: snprintf's "%.*s" takes glibc's
+ * positional path, ~2,000 instructions a step. */
 static void step_label(char *out, size_t size, unsigned long long step, const char *shapes, size_t n)
 {
     char digits[24];
@@ -113,7 +114,7 @@ static PyObject *step_fast(PyObject *self, PyObject *const *args, ssize_t nargs)
     if (!r)
         return no();
     py.decref(r);
-    char label[256];
+    char label[512];
     step_label(label, sizeof label, step, shapes, (size_t)n);
     oomtrace_mark(label);
     return py.bool_from_long(1);

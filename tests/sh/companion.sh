@@ -109,7 +109,7 @@ print(type(m).__name__, m(b"step 1"))' 2>&1)
     [ "$got" = "builtin_function_or_method True" ] || fail "3.$v: the step marker is not the library's builtin: $got"
 
     # After a step, the STEPS entry and the marker in one C call (lib/runtime/companion_step.c): the Python
-    # path's entry and label (cut at 255 bytes); False, having done nothing, when the allocator's counters
+    # path's entry and label (cut at 255 bytes, at a character's boundary); False, having done nothing, when the allocator's counters
     # are due (due reached), a shape text does not encode, or the arguments are not (int, str).
     mkdir -p "$d/fast"
     got=$(OOMTRACE_DIR="$d/fast" OOMTRACE_QUIET=1 OOMTRACE_DUMP=none LD_PRELOAD="$LIB" "$py" -c 'import collections, ctypes, sys
@@ -120,18 +120,18 @@ make = sys.modules["_oomtrace_companion"]._companion.step_fast
 class Counters: due = float("inf")
 steps, c = collections.deque(maxlen=64), Counters()
 fast = make(steps.append, c)
-got = [fast(5, "(2, 8)"), fast(6, ""), fast(7, "x" * 300)]
+got = [fast(5, "(2, 8)"), fast(6, ""), fast(7, "x" * 300), fast(13, "x" * 246 + "\u00e9")]
 c.due = 0
 got += [fast(8, "(2, 8)"), fast(9, "\ud800")]
 c.due = 1 << 80
 got += [fast(10, "(2, 8)"), fast(11, 12), fast("12", "")]
 ctypes.CDLL(None).oomtrace_dump(b"test")
 print(type(make).__name__, got, [(s, z1, z2, len(sh)) for s, t, z1, z2, sh in steps], all(e[1] > 0 for e in steps))' 2>&1)
-    [ "$got" = "builtin_function_or_method [True, True, True, False, False, True, False, False] [(5, 0, 0, 6), (6, 0, 0, 0), (7, 0, 0, 300), (10, 0, 0, 6)] True" ] ||
+    [ "$got" = "builtin_function_or_method [True, True, True, True, False, False, True, False, False] [(5, 0, 0, 6), (6, 0, 0, 0), (7, 0, 0, 300), (13, 0, 0, 247), (10, 0, 0, 6)] True" ] ||
         fail "3.$v: the step's C path: $got"
     f=$(ls "$d/fast"/*.oomt 2>/dev/null | head -1)
     build/oomtrace-read --format json "$f" | python3 -c 'import json, sys
-sys.exit([m["label"] for m in json.load(sys.stdin)["markers"]] != ["step 5 (2, 8)", "step 6", "step 7 " + "x" * 248, "step 10 (2, 8)"])' ||
+sys.exit([m["label"] for m in json.load(sys.stdin)["markers"]] != ["step 5 (2, 8)", "step 6", "step 7 " + "x" * 248, "step 13 " + "x" * 246, "step 10 (2, 8)"])' ||
         fail "3.$v: the step's C path's markers"
 
     # CuPy imported after the companion started: its OutOfMemoryError, left uncaught, is seen (at its creation).
