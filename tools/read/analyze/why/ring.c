@@ -94,7 +94,9 @@ static void why_growth(struct ot_why *w, struct replay *r)
     char sp[32];
     /* The device's growth over the same span, when it too rose in every interval of it (sites that grew
      * together, as a summed loss keeps several tensors per step). */
-    int64_t dev_gain = r->mlive[best->best_end] - r->mlive[best->best_start];
+    int64_t dev_gain;
+    if (__builtin_sub_overflow(r->mlive[best->best_end], r->mlive[best->best_start], &dev_gain))
+        dev_gain = 0; /* saturated levels (a hostile ring): no device growth to speak of */
     for (size_t k = best->best_start + 1; k <= best->best_end; k++)
         if (r->mlive[k] <= r->mlive[k - 1])
             dev_gain = 0;
