@@ -42,6 +42,7 @@ _Static_assert(sizeof(struct step) == 16, "a step is 16 bytes: four to a cache l
 enum { META_CFA = 3, META_RBP_SHIFT = 2, META_RBP = 3 << 2, META_LAST = 16, META_BIG = 32, META_NEAR = 64,
        META_OFF_SHIFT = 8 };
 #define NSTEPS (OT_MAX_FRAMES + 1)
+#define PF_MAX 96
 
 /* The thread's kept walks, one after another in a ring of steps (an arena, each walk as long as it is):
  * a training step allocates from a hundred places in turn, and each place's walk differs from the one
@@ -103,6 +104,14 @@ struct walker {
     struct ot_frame_rule rules[NRULES];
     struct step arena[ARENA];
     struct memo memo;
+    /* The stack slots the previous walk read its return addresses from, as distances below the stack's top
+     * (frames from PF_MAX on are not kept): fetched at the start of a walk that will not replay the memo.
+     * In a training step the thread's earlier frames (the interpreter's, the framework's dispatcher) stay
+     * where they were between its allocations, but their lines go cold in the step's work between them, and
+     * the walk reads one slot after another: each slot a miss of its own. Fetched first, they arrive
+     * together. Only a hint: a slot that moved is fetched for nothing and read as before. */
+    uint32_t npf;
+    uint32_t pf[PF_MAX];
 };
 
 static __thread struct walker *walker_tls __attribute__((tls_model("initial-exec")));
@@ -338,6 +347,14 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
      * written and not read again. (Only the choice to keep it: a kept walk is checked slot by slot.) */
     struct memo *const m = &w->memo;
     int rec = w->sp0 == sp && w->bp0 == bp && w->again;
+    if (!rec) {
+        const uint64_t top = w->stack_hi - 8;
+        for (uint32_t k = 0, npf = w->npf; k < npf; k++)
+            __builtin_prefetch((const void *)(uintptr_t)(top - w->pf[k]), 0, 3);
+        const struct step *const A0 = w->arena; /* and the steps the walk follows first */
+        for (uint32_t k = 0; k < 4; k++)
+            __builtin_prefetch(&A0[(w->start + 4 * k) & (ARENA - 1)], 0, 3);
+    }
     int again = rec ? replay_memo(w, sp, want, frames) : -1;
     OT_STAGE_CACHE(OT_C_WALK_REPLAY, again >= 0);
     w->replayed = again >= 0;
@@ -442,8 +459,11 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
             m->cfa[n] = (uint32_t)(cfa - lo);
             rec = cfa - lo <= 0xffffffffu; /* (else not kept: a stack deeper than 4 GiB) */
         }
+        if (n < PF_MAX)
+            w->pf[n] = (uint32_t)(hi8 + 8 - cfa); /* the slot at cfa - 8, below the top (within the stack) */
         frames[n++] = ra;
     }
+    w->npf = n < PF_MAX ? (uint32_t)n : PF_MAX;
     w->path ^= (uint64_t)n;
     w->again = w->path == w->prev_path;
     w->prev_path = w->path;

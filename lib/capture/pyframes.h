@@ -159,7 +159,14 @@ struct mcache {
     uint8_t older[MSETS]; /* the way to replace next */
 };
 
+/* The frames the thread's last full read of its chain went through (their addresses), fetched at the start
+ * of its next capture (ot_python_prefetch): after the step's work between two allocations they are cold,
+ * and the chain is read one frame's link after another, each a miss of its own; fetched first, together
+ * and while the native walk runs. Only a hint: a frame that went is fetched for nothing. */
+#define PY_PF 32
 struct py_thread {
+    uint32_t npf;
+    const void *pf[PY_PF];
     struct cache_entry cache[CACHE];
     struct chain last;
     struct lent lent; /* a native thread's last borrow (borrow_again) */

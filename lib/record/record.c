@@ -28,6 +28,7 @@ extern struct ot_lock ot_lock __attribute__((alias("ot_state")));
 static int capture(uint64_t *frames, unsigned *flags)
 {
     *flags = 0;
+    ot_python_prefetch(); /* the Python frames arrive while the native walk runs */
     int n = OT_STAGE_CALL(OT_ST_BACKTRACE, ot_backtrace(frames, ot_opt.depth, flags));
     return OT_STAGE_CALL(OT_ST_PYTHON, ot_python_merge(frames, n, OT_MAX_FRAMES, flags));
 }
