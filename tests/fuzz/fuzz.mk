@@ -74,7 +74,8 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
 # (even in an empty program), and its static one cannot reach python3 or the door programs.
 # route.o and real.o stay uninstrumented: liboomtrace.so exports dlsym, so the TSan runtime's first dlsym
 # call, made while it initializes, lands in lib/intercept/route.c and lib/driver/real.c (the real dlsym)
-# before TSan can run instrumented code.
+# before TSan can run instrumented code. So do sigaction.o and sigchain.o: it exports sigaction too, which
+# the TSan runtime calls while it initializes, to install its handlers for deadly signals.
 TSAN_CC ?= gcc
 TSAN_B := $(B)/tsan
 TSAN_RT = $(shell $(TSAN_CC) -print-file-name=libtsan.so)
@@ -93,9 +94,10 @@ sanitize: test-build $(FUZZ_B)/snapgen $(ASAN_B)/cmocka_skip.so
 	SNAPGEN=$(FUZZ_B)/snapgen tests/fuzz/sanitize.sh asan $(ASAN_B) $(ASAN_RT)
 
 tsan: test-build $(FUZZ_B)/snapgen $(TSAN_B)/cmocka_skip.so $(TSAN_B)/tsan_unwind.so
-	rm -f $(TSAN_B)/lib/intercept/route.o $(TSAN_B)/lib/driver/real.o
+	rm -f $(TSAN_B)/lib/intercept/route.o $(TSAN_B)/lib/driver/real.o $(TSAN_B)/lib/intercept/sigaction.o \
+		$(TSAN_B)/lib/runtime/sigchain.o
 	$(MAKE) --no-print-directory B=$(TSAN_B) CC="$(TSAN_CC)" CFLAGS="$(SAN_CFLAGS)" $(TSAN_B)/lib/intercept/route.o \
-		$(TSAN_B)/lib/driver/real.o
+		$(TSAN_B)/lib/driver/real.o $(TSAN_B)/lib/intercept/sigaction.o $(TSAN_B)/lib/runtime/sigchain.o
 	$(MAKE) --no-print-directory B=$(TSAN_B) CC="$(TSAN_CC) -fsanitize=thread" CFLAGS="$(SAN_CFLAGS)" \
 		$(TSAN_B)/liboomtrace.so $(TSAN_B)/tests/test_recorder $(TSAN_B)/tests/test_recorder_ring \
 		$(TSAN_B)/oomtrace-read
