@@ -53,6 +53,17 @@ want=$(sh -c 'grep -E "^Sig(Ign|Blk|Cgt):" /proc/self/status')
 got=$(run --dir "$work/sig" -- sh -c 'grep -E "^Sig(Ign|Blk|Cgt):" /proc/self/status' 2>/dev/null)
 [ "$got" = "$want" ] || fail "the command's signals differ under the launcher: $got; untraced: $want"
 
+# Waits until the command whose pid is in $work/cmd.pid has exec'd its sleep (the point where a signal to the
+# launcher must reach it); $1 names the case in the failure.
+wait_for_sleep() {
+    n=0
+    while [ ! -s "$work/cmd.pid" ] || ! grep -q "^sleep" "/proc/$(cat "$work/cmd.pid")/cmdline" 2>/dev/null; do
+        n=$((n + 1))
+        [ "$n" -lt 200 ] || fail "$1: the command did not start"
+        sleep 0.05
+    done
+}
+
 # A signal sent to the launcher's process id alone (a supervisor, a job script's kill PID, a CI cancel) is
 # passed on to the command; the launcher waits for it to end, then reports what it wrote, with its status.
 # The command allocates (door_linked, which writes its exit snapshot), then waits in sleep.
@@ -62,12 +73,7 @@ for s in TERM:15 HUP:1; do
     "$prefix/bin/oomtrace" run --dir "$work/sig$s" -- sh -c 'echo $$ >"$0"; "$1"; exec sleep 30' "$work/cmd.pid" "$door" \
         >"$work/sig.out" 2>&1 &
     launcher=$!
-    n=0
-    while [ ! -s "$work/cmd.pid" ] || ! grep -q "^sleep" "/proc/$(cat "$work/cmd.pid")/cmdline" 2>/dev/null; do
-        n=$((n + 1))
-        [ "$n" -lt 200 ] || fail "SIG$s: the command did not start"
-        sleep 0.05
-    done
+    wait_for_sleep "SIG$s"
     kill -s "$s" "$launcher"
     wait "$launcher"
     rc=$?
@@ -84,12 +90,7 @@ done
 rm -f "$work/cmd.pid"
 "$prefix/bin/oomtrace" run --dir "$work/sigKILL" -- sh -c 'echo $$ >"$0"; exec sleep 30' "$work/cmd.pid" >/dev/null 2>&1 &
 launcher=$!
-n=0
-while [ ! -s "$work/cmd.pid" ] || ! grep -q "^sleep" "/proc/$(cat "$work/cmd.pid")/cmdline" 2>/dev/null; do
-    n=$((n + 1))
-    [ "$n" -lt 200 ] || fail "SIGKILL: the command did not start"
-    sleep 0.05
-done
+wait_for_sleep SIGKILL
 kill -s KILL "$launcher"
 wait "$launcher"
 cmd=$(cat "$work/cmd.pid")
