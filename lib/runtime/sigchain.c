@@ -22,6 +22,8 @@
 #include "runtime/sigchain.h"
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+extern __sighandler_t bsd_signal(int sig, __sighandler_t handler);
 static int chained_sig;          /* the signal taken, 0 when none */
 static struct sigaction prog[2]; /* the program's disposition: prog[cur], the other one being written */
 static int cur;
@@ -35,10 +37,8 @@ int ot_sig_real(int sig, const struct sigaction *act, struct sigaction *old)
     if (!__atomic_load_n(&real_sigaction, __ATOMIC_ACQUIRE)) {
         void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
         void *fn = lookup ? lookup(RTLD_NEXT, "sigaction") : NULL;
-        if (!fn) {
-            errno = ENOSYS;
-            return -1;
-        }
+        if (!fn) /* the C library's own other name for it: a program's sigaction never fails for our sake */
+            fn = (void *)__sigaction;
         __atomic_store_n(&real_sigaction, (int (*)(int, const struct sigaction *, struct sigaction *))fn,
                          __ATOMIC_RELEASE);
     }
@@ -196,10 +196,8 @@ __sighandler_t ot_sigchain_signal(int sig, __sighandler_t handler)
         if (!__atomic_load_n(&real, __ATOMIC_ACQUIRE)) {
             void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
             void *fn = lookup ? lookup(RTLD_NEXT, "signal") : NULL;
-            if (!fn) {
-                errno = ENOSYS;
-                return SIG_ERR;
-            }
+            if (!fn)
+                fn = (void *)bsd_signal; /* glibc's signal() under its other name */
             __atomic_store_n(&real, (__sighandler_t(*)(int, __sighandler_t))fn, __ATOMIC_RELEASE);
         }
         return real(sig, handler);

@@ -3,8 +3,9 @@
 # signal then does what it does untraced. A handler the program set before the tracer took the signal (at the
 # first allocation) runs, and so does one set after it; a signal whose default action ends the process
 # (TERM, INT, HUP) still ends it, with the snapshot written first; USR1 left at its default is the tracer's
-# (a snapshot of a running job, the variable's purpose); a program reading the disposition sees its own. Before, the tracer's handler replaced the program's: SIGUSR1 handlers never ran,
-# TERM and INT no longer stopped the process, and a handler set later silently took the snapshot's place.
+# (a snapshot of a running job, the variable's purpose); a program reading the disposition sees its own.
+# Before, the tracer's handler replaced the program's: SIGUSR1 handlers never ran, TERM and INT no longer
+# stopped the process, and a handler set later silently took the snapshot's place.
 set -u
 cd "$(dirname "$0")/../.."
 fail() { echo "signal_chain: FAIL: $*"; exit 1; }
