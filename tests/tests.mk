@@ -104,6 +104,11 @@ $(TEST_BIN)/hostile: tests/doors/hostile.c $(B)/fake/libcuda.so.1 $(TEST_BIN)/li
 		-Wl,--no-as-needed -L$(TEST_BIN) -lctor_exec -Wl,--as-needed -Wl,-rpath,'$$ORIGIN'
 $(TEST_BIN)/test_hostile: $(TEST_BIN)/hostile
 TEST_PROGS += $(TEST_BIN)/libctor_exec.so $(TEST_BIN)/hostile $(TEST_BIN)/test_hostile
+# A plugin that allocates and is then unloaded (hostile dlclosed, tests/sh/snapshot_files.sh).
+$(TEST_BIN)/libplugin_alloc.so: tests/doors/plugin_alloc.c $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -o $@ $< -L$(B)/fake -lcuda
+TEST_PROGS += $(TEST_BIN)/libplugin_alloc.so
 
 # Synthetic and damaged snapshots (tests/snapgen): used by tests/sh/malformed.sh and report_formats.sh.
 # snapgen is every C file of tests/snapgen but bombs.c (bench.mk and fuzz.mk build it from the same list).

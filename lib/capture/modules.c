@@ -2,6 +2,8 @@
  * (by path and build-id) and still reads well where the binaries are missing (by dladdr names). */
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,6 +20,11 @@ void ot_modules_unloaded(void)
 struct walk {
     struct ot_buf *b;
     uint64_t count;
+    uint64_t (*ranges)[2]; /* the loaded modules' [lo, hi), for the unloaded ones' overlap check */
+    size_t nranges, cap;
+    uint64_t want_bias; /* ot_modules_note: the one module wanted (by its load bias and name) */
+    const char *want_name;
+    uint64_t lo, hi;
 };
 
 static void put_build_id(struct ot_buf *b, const struct dl_phdr_info *info)
@@ -61,6 +68,22 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
     }
     if (hi == 0)
         return 0;
+    if (w->want_name && (info->dlpi_addr != w->want_bias || !info->dlpi_name || strcmp(info->dlpi_name, w->want_name)))
+        return 0;
+    w->lo = lo;
+    w->hi = hi;
+    if (w->nranges == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 64;
+        uint64_t(*r)[2] = realloc(w->ranges, cap * sizeof *r);
+        if (r) {
+            w->ranges = r;
+            w->cap = cap;
+        }
+    }
+    if (w->nranges < w->cap) {
+        w->ranges[w->nranges][0] = lo;
+        w->ranges[w->nranges++][1] = hi;
+    }
     char exe[4096];
     const char *path = info->dlpi_name;
     if (!path || !*path) {
@@ -78,13 +101,88 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
-void ot_modules_serialize(struct ot_buf *out)
+/* Libraries unloaded by dlclose keep their record (walk 7, #27): the stacks of allocations they made, still
+ * live, hold their code addresses, which without it read "(no module)" and named the caller as the site.
+ * Written after the loaded ones, each unless a module loaded since covers any of its range (its addresses
+ * are that one's now). The first OT_MAX_UNLOADED unloads are kept. */
+#define OT_MAX_UNLOADED 256
+static struct {
+    struct ot_buf rec; /* the MODULES record, as it was while loaded */
+    uint64_t lo, hi;
+} unloaded[OT_MAX_UNLOADED];
+static unsigned nunloaded;
+static pthread_mutex_t unloaded_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int ot_modules_note(void *handle, struct ot_module_note *note)
 {
-    struct ot_buf body = {0};
-    struct walk w = {&body, 0};
+    struct link_map *lm = NULL;
+    memset(note, 0, sizeof *note);
+    if (!handle || dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name || !*lm->l_name)
+        return -1;
+    struct walk w = {.b = &note->rec, .want_bias = lm->l_addr, .want_name = lm->l_name};
     ot_loader_enter();
     dl_iterate_phdr(add_module, &w);
     ot_loader_leave();
+    free(w.ranges);
+    note->bias = lm->l_addr;
+    note->lo = w.lo;
+    note->hi = w.hi;
+    note->path = strdup(lm->l_name);
+    if (w.count != 1 || note->rec.oom || !note->path) {
+        ot_buf_free(&note->rec);
+        free(note->path);
+        note->path = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int still_loaded(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    const struct ot_module_note *n = data;
+    return info->dlpi_addr == n->bias && info->dlpi_name && strcmp(info->dlpi_name, n->path) == 0;
+}
+
+void ot_modules_forget(struct ot_module_note *note, int unloaded_now)
+{
+    if (unloaded_now && note->path) {
+        ot_loader_enter();
+        int loaded = dl_iterate_phdr(still_loaded, note);
+        ot_loader_leave();
+        pthread_mutex_lock(&unloaded_mu);
+        if (!loaded && nunloaded < OT_MAX_UNLOADED) {
+            unloaded[nunloaded].rec = note->rec;
+            unloaded[nunloaded].lo = note->lo;
+            unloaded[nunloaded++].hi = note->hi;
+            note->rec = (struct ot_buf){0};
+        }
+        pthread_mutex_unlock(&unloaded_mu);
+    }
+    ot_buf_free(&note->rec);
+    free(note->path);
+    note->path = NULL;
+}
+
+void ot_modules_serialize(struct ot_buf *out)
+{
+    struct ot_buf body = {0};
+    struct walk w = {.b = &body};
+    ot_loader_enter();
+    dl_iterate_phdr(add_module, &w);
+    ot_loader_leave();
+    pthread_mutex_lock(&unloaded_mu);
+    for (unsigned i = 0; i < nunloaded; i++) {
+        int covered = w.nranges < w.count; /* ranges short of memory: no overlap check, none written */
+        for (size_t k = 0; k < w.nranges && !covered; k++)
+            covered = unloaded[i].lo < w.ranges[k][1] && w.ranges[k][0] < unloaded[i].hi;
+        if (!covered) {
+            ot_buf_put(&body, unloaded[i].rec.p, unloaded[i].rec.len);
+            w.count++;
+        }
+    }
+    pthread_mutex_unlock(&unloaded_mu);
+    free(w.ranges);
     ot_buf_uv(out, w.count);
     ot_buf_put(out, body.p, body.len);
     if (body.oom)

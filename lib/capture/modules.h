@@ -15,4 +15,14 @@ static inline uint64_t ot_modules_generation(void)
     return __atomic_load_n(&ot_modules_gen, __ATOMIC_ACQUIRE);
 }
 void ot_modules_unloaded(void);
+
+/* A library's MODULES record, taken before a dlclose that may unload it; kept for later snapshots when it
+ * did (ot_modules_forget with unloaded_now: the unload count moved and the library is gone), dropped when not. */
+struct ot_module_note {
+    struct ot_buf rec;
+    char *path;
+    uint64_t bias, lo, hi;
+};
+int ot_modules_note(void *handle, struct ot_module_note *note); /* -1: not a library we can name */
+void ot_modules_forget(struct ot_module_note *note, int unloaded_now);
 #endif

@@ -39,9 +39,13 @@ OT_EXPORT int dlclose(void *handle)
             return -1;
         __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
     }
+    struct ot_module_note note;
+    ot_modules_note(handle, &note);
     unsigned long long before = unloads();
     int r = fn(handle);
-    if (unloads() != before)
+    int gone = unloads() != before;
+    if (gone)
         ot_modules_unloaded();
+    ot_modules_forget(&note, gone);
     return r;
 }

@@ -21,6 +21,8 @@
  *                               exit(3) (walk 7, #35)
  *   hostile sigexitwait         allocates, then a SIGALRM handler calls exit(3) while the program sleeps
  *   hostile smallfill N         N-byte allocations, never freed, until the device is full (1 GiB / N of them)
+ *   hostile dlclosed PLUGIN     dlopens PLUGIN (libplugin_alloc.so), whose plugin_warm keeps 512 MiB, dlcloses
+ *                               it, then asks for 600 MiB (an OOM on the 1 GiB device)
  *   hostile ctorexec            with HOSTILE_CTOR_EXEC set, libctor_exec.so's constructor re-executes the
  *                               program before the tracer initialised itself; prints "ctorexec done" */
 #include <cuda.h>
@@ -465,6 +467,22 @@ static int mode_smallfill(long n)
     return 0;
 }
 
+/* ---- dlclosed ---- */
+
+static int mode_dlclosed(const char *plugin)
+{
+    device_init();
+    void *h = dlopen(plugin, RTLD_NOW);
+    void (*warm)(void) = h ? (void (*)(void))dlsym(h, "plugin_warm") : NULL;
+    if (!warm)
+        return 3;
+    warm();
+    if (dlclose(h) != 0)
+        return 4;
+    CUdeviceptr p;
+    return cuMemAlloc_v2(&p, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 5;
+}
+
 static int mode_segv(void)
 {
     device_init();
@@ -542,6 +560,8 @@ int main(int argc, char **argv)
         return mode_sigexit(strcmp(mode, "sigexitwait") == 0);
     if (strcmp(mode, "smallfill") == 0)
         return mode_smallfill(n ? n : 2048);
+    if (strcmp(mode, "dlclosed") == 0 && argc > 2)
+        return mode_dlclosed(argv[2]);
     if (strcmp(mode, "exec") == 0)
         return mode_exec();
     if (strcmp(mode, "ctorexec") == 0) {
