@@ -50,6 +50,7 @@ static int gather_borrowed(void *frame, struct chain *c)
     unsigned need = ot_py_frame_need();
     char f[128];
     int n = 0;
+    c->cut = c->gap = c->gap_runs = 0;
     for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
         if (need > sizeof f || ot_py_checked_read(frame, f, need))
             return -1;
@@ -76,6 +77,8 @@ static int gather_borrowed(void *frame, struct chain *c)
         }
         frame = prev;
     }
+    if (frame && n == MAXPY)
+        return ot_py_walk_deep(frame, c, 1);
     return n;
 }
 

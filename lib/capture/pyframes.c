@@ -45,9 +45,10 @@ static int merge_into(uint64_t *frames, const uint64_t *native, int n, int max, 
         i += k;
         if (i < j || j == n)
             break;
-        /* native[j] runs the eval loop: its run, from p to its outermost frame (entry) or the chain's end */
+        /* native[j] runs the eval loop: its run, from p to its outermost frame (entry) or the chain's end,
+         * or to the cut of a chain deeper than MAXPY when a run of the eval loop begins in what was cut */
         int q = p;
-        while (q < np - 1 && !c->entry[q])
+        while (q < np - 1 && !c->entry[q] && !(q + 1 == c->gap && c->gap_runs))
             q++;
         int take = q + 1 - p < max - out ? q + 1 - p : max - out;
         for (int m = 0; m < take; m++)
@@ -55,10 +56,13 @@ static int merge_into(uint64_t *frames, const uint64_t *native, int n, int max, 
         out += take;
         p += take;
         i = j + 1;
+        if (OT_UNLIKELY(p == c->gap && c->gap_runs > 1)) /* the eval frames of the runs cut whole go too */
+            for (int skip = c->gap_runs - 1; skip > 0 && i < n; i++)
+                skip -= (uintptr_t)(native[i] >> 1) - eval_first < eval_span;
     }
     while (p < np && out < max)
         frames[out++] = ((uint64_t)c->id[p++] << 1) | OT_FRAME_PYTHON;
-    if (i < n || p < np) /* the Python frames made the stack longer than a stack may be */
+    if (i < n || p < np || c->cut) /* longer than a stack may be, or a chain deeper than MAXPY */
         *flags |= OT_STACK_TRUNCATED;
     return out;
 }

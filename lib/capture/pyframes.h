@@ -89,11 +89,19 @@ uint32_t ot_py_frame_id(struct cache_entry *cache, const void *code, uint64_t la
 
 /* ---- pywalk.c ---- */
 #define MAXPY 128
+/* A chain deeper than MAXPY keeps its MAXPY - PY_OUTER innermost frames and its PY_OUTER outermost ones
+ * (walk 7, #16): the program's own outer frames (<module>, the training loop) tell its call sites apart,
+ * where the innermost alone (deep recursion, nested modules) merged them. PY_DEEP bounds the walk. */
+#define PY_OUTER 32
+#define PY_DEEP 65536
 
 /* One walk: the chain innermost first as (code, instruction) pairs, whether each frame is the outermost
- * of one run of the eval loop, and (after interning) its PYFRAMES id. */
+ * of one run of the eval loop, and (after interning) its PYFRAMES id. cut: frames were left out; gap: the
+ * index of the first outermost frame kept after the cut (0: the outermost ones are not known either);
+ * gap_runs: how many runs of the eval loop begin from frame gap - 1 to frame gap (0: both in one run). */
 struct chain {
     int n;
+    int cut, gap, gap_runs;
     const void *code[MAXPY];
     const char *instr[MAXPY];
     uint8_t entry[MAXPY];
@@ -192,6 +200,11 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same);
 int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int *fast);
 int ot_py_walk_ids(struct chain *c, int n, int fast);
 void ot_py_walk_keep(struct chain *c, const uint32_t *ids);
+/* A chain whose walk filled MAXPY frames with frame (the next) still to read: walks on to the outermost
+ * frame and keeps the PY_OUTER outermost in place of the innermost ones past MAXPY - PY_OUTER, setting cut,
+ * gap and gap_runs. checked: every read through ot_py_checked_read (another thread's chain). Returns MAXPY,
+ * or -1 when a frame fails its check. */
+int ot_py_walk_deep(void *frame, struct chain *c, int checked);
 
 /* ---- pyborrow.c ---- */
 /* Fills c with a waiting Python thread's chain (ids interned); returns its length, 0 when no thread

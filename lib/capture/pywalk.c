@@ -104,6 +104,8 @@ static int gather_fast(void *frame, struct chain *c, struct py_thread *t)
     }
     if (t)
         t->npf = npf;
+    if (OT_UNLIKELY(frame != NULL && n == MAXPY))
+        return ot_py_walk_deep(frame, c, 0);
     return n;
 }
 
@@ -183,6 +185,8 @@ static int gather_checked(void *frame, struct chain *c)
         n++;
         frame = prev;
     }
+    if (frame && n == MAXPY)
+        return ot_py_walk_deep(frame, c, 1);
     return n;
 }
 
@@ -207,7 +211,74 @@ static int gather_objects(void *frame, struct chain *c, int fast)
         n++;
         frame = prev;
     }
+    if (OT_UNLIKELY(frame != NULL && n == MAXPY))
+        return ot_py_walk_deep(frame, c, !fast);
     return n;
+}
+
+int ot_py_walk_deep(void *frame, struct chain *c, int checked)
+{
+    const struct layout *L = ot_py.L;
+    const unsigned need = ot_py_frame_need();
+    const int keep = MAXPY - PY_OUTER;
+    /* The outermost PY_OUTER frames so far, a ring from oldest (innermost); a frame that leaves it is cut.
+     * Its run-end bit is final by then: a C-stack shim frame sets the bit of the frame before it. */
+    const void *code[PY_OUTER];
+    const char *instr[PY_OUTER];
+    uint8_t entry[PY_OUTER];
+    memcpy(code, c->code + keep, sizeof code);
+    memcpy(instr, c->instr + keep, sizeof instr);
+    memcpy(entry, c->entry + keep, sizeof entry);
+    int oldest = 0, runs = c->entry[keep - 1], cut = 0;
+    for (int guard = 0; frame; guard++) {
+        if (guard == PY_DEEP) { /* deeper than that, or a loop: the innermost frames alone, said cut */
+            c->cut = 1;
+            c->gap = c->gap_runs = 0;
+            return MAXPY;
+        }
+        char buf[128];
+        const char *f = frame;
+        if (checked) {
+            if (need > sizeof buf || ot_py_checked_read(frame, buf, need))
+                return -1;
+            f = buf;
+        }
+        const void *fc;
+        const char *fi;
+        uint8_t fe = 1;
+        memcpy(&fc, f + L->fr_code, sizeof fc);
+        memcpy(&frame, f + L->fr_previous, sizeof frame);
+        if (L->frame_objects) {
+            int lasti;
+            memcpy(&lasti, f + L->fr_instr, sizeof lasti);
+            fi = (const char *)(uintptr_t)(lasti < 0 ? 0 : lasti);
+        } else {
+            if (L->owner_cstack >= 0 && f[L->fr_owner] == L->owner_cstack) {
+                entry[(oldest + PY_OUTER - 1) % PY_OUTER] = 1;
+                continue;
+            }
+            memcpy(&fi, f + L->fr_instr, sizeof fi);
+            fe = L->fr_is_entry >= 0 && f[L->fr_is_entry] != 0;
+        }
+        if (!fc)
+            return -1;
+        runs += entry[oldest];
+        cut++;
+        code[oldest] = fc;
+        instr[oldest] = fi;
+        entry[oldest] = fe;
+        oldest = (oldest + 1) % PY_OUTER;
+    }
+    for (int k = 0; k < PY_OUTER; k++) {
+        const int r = (oldest + k) % PY_OUTER;
+        c->code[keep + k] = code[r];
+        c->instr[keep + k] = instr[r];
+        c->entry[keep + k] = entry[r];
+    }
+    c->cut = cut > 0;
+    c->gap = cut ? keep : 0;
+    c->gap_runs = cut ? runs : 0;
+    return MAXPY;
 }
 
 /* Frame i's instruction, counted in code units from the start of its code object. */
@@ -237,6 +308,9 @@ static void keep_last(struct chain *last, const struct chain *c)
 {
     size_t n = (size_t)c->n;
     last->n = c->n;
+    last->cut = c->cut;
+    last->gap = c->gap;
+    last->gap_runs = c->gap_runs;
     memcpy(last->code, c->code, n * sizeof c->code[0]);
     memcpy(last->instr, c->instr, n * sizeof c->instr[0]);
     memcpy(last->entry, c->entry, n);
@@ -262,6 +336,7 @@ int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int 
     *got = c;
     *same = 0;
     *fast_out = 0;
+    c->cut = c->gap = c->gap_runs = 0;
     const struct layout *L = ot_py.L;
     if (!ot_py.is_initialized())
         return 0;
@@ -279,7 +354,7 @@ int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int 
      * every borrow of a backward read the lender again. */
     if (frame && __atomic_load_n(&ot_py_lending, __ATOMIC_RELAXED))
         __atomic_add_fetch(&ot_py_stamp, 1, __ATOMIC_RELAXED);
-    int hit = fast && last && !L->frame_objects && gather_same(frame, last);
+    int hit = fast && last && !L->frame_objects && !last->cut && gather_same(frame, last);
     OT_STAGE_CACHE(OT_C_PY_SAME, hit);
     if (hit) {
         *got = last;
@@ -295,7 +370,8 @@ int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int 
     c->n = n < 0 ? 0 : n;
     if (!bad && fast && last && n == last->n && memcmp(c->code, last->code, (size_t)n * sizeof c->code[0]) == 0 &&
         memcmp(c->instr, last->instr, (size_t)n * sizeof c->instr[0]) == 0 &&
-        memcmp(c->entry, last->entry, (size_t)n) == 0) {
+        memcmp(c->entry, last->entry, (size_t)n) == 0 && c->cut == last->cut && c->gap == last->gap &&
+        c->gap_runs == last->gap_runs) {
         *got = last;
         *same = n > 0;
         return n;

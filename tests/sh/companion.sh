@@ -43,11 +43,9 @@ same() { # py mode dir [env...]
 }
 
 tested=0
+. tests/py/cpython.sh
 for v in 9 10 11 12 13; do
-    py=""
-    for c in /usr/bin/python3.$v "$HOME"/.pyenv/versions/3.$v.*/bin/python3.$v; do
-        [ -x "$c" ] && { py=$c; break; }
-    done
+    py=$(cpython $v)
     [ -n "$py" ] || { echo "companion: no CPython 3.$v here; not tested"; continue; }
     d=$T/3.$v
     tested=$((tested + 1))
