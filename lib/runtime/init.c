@@ -230,28 +230,6 @@ void ot_exec_failed(void)
     errno = saved;
 }
 
-/* Creates a missing OOMTRACE_DIR and its missing parents with mode 0700, as heaptrack and PyTorch do for their
- * outputs: users point it at a fresh per-job directory, and finding it missing only at the first OOM, hours
- * later, would lose that snapshot. mkdir never follows a symbolic link as its last component (EEXIST), so a
- * planted link is not created through. No allocation: the path fits ot_opt.dir's size. */
-static void make_dir(const char *dir)
-{
-    char p[sizeof ot_opt.dir];
-    size_t n = strlen(dir);
-    if (n >= sizeof p)
-        return;
-    memcpy(p, dir, n + 1);
-    for (char *c = p + 1; *c; c++) {
-        if (*c != '/')
-            continue;
-        *c = '\0';
-        if (mkdir(p, 0700) != 0 && errno != EEXIST)
-            return;
-        *c = '/';
-    }
-    (void)mkdir(p, 0700);
-}
-
 static void exit_dump(void)
 {
     const char *why;
@@ -279,7 +257,7 @@ void ot_after_first_alloc(void)
      * never do, and need not hear about the directory. */
     struct stat st;
     if (stat(ot_opt.dir, &st) != 0 && errno == ENOENT)
-        make_dir(ot_opt.dir);
+        ot_dir_make(ot_opt.dir);
     if (stat(ot_opt.dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(ot_opt.dir, W_OK | X_OK) != 0) {
         ot_log("OOMTRACE_DIR=%s is not a writable directory; snapshots will fail (tracing continues)",
                ot_opt.dir);

@@ -184,9 +184,43 @@ static void sweep_leftovers(void)
     closedir(d);
 }
 
-/* Never follow a link planted in the directory, never overwrite. */
+/* Creates a missing OOMTRACE_DIR and its missing parents with mode 0700, as heaptrack and PyTorch do for their
+ * outputs: users point it at a fresh per-job directory, and finding it missing only at the first OOM, hours
+ * later, would lose that snapshot. mkdir never follows a symbolic link as its last component (EEXIST), so a
+ * planted link is not created through. No allocation: the path fits ot_opt.dir's size. */
+int ot_dir_make(const char *dir)
+{
+    char p[sizeof ot_opt.dir];
+    size_t n = strlen(dir);
+    if (n >= sizeof p)
+        return ENAMETOOLONG;
+    memcpy(p, dir, n + 1);
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/')
+            continue;
+        *c = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            return errno;
+        *c = '/';
+    }
+    return mkdir(p, 0700) != 0 && errno != EEXIST ? errno : 0;
+}
+
+/* Never follow a link planted in the directory, never overwrite. The directory made again when it is gone
+ * (walk 7, #11): a process that outlives the command that started it (a server started with &, a worker
+ * left behind) finds its run directory removed by the launcher, or by a job's cleanup, hours after the
+ * first allocation made it; the snapshot it is about to write is the evidence. Made by the same rule as
+ * then. When that fails too, errno is the mkdir's (a read-only file system says so, not ENOENT). */
 static int create_private(const char *path)
 {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0 || errno != ENOENT)
+        return fd;
+    int made = ot_dir_make(ot_opt.dir);
+    if (made) {
+        errno = made;
+        return -1;
+    }
     return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 

@@ -18,4 +18,7 @@ void ot_flush_file_remove(void);
 
 /* OOMTRACE_DIR was reported unusable: later failures there stay quiet (file.c). */
 extern int ot_dir_warned;
+/* Creates a missing directory and its missing parents, mode 0700, never through a symbolic link (file.c):
+ * at the first allocation, and again when a write finds it gone. 0, or the errno of the mkdir that failed. */
+int ot_dir_make(const char *dir);
 #endif

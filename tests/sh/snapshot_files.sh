@@ -164,4 +164,32 @@ build/oomtrace-read --native "$1" >"$work/report" 2>&1 || fail "oomtrace-read: $
 grep -q 'no module' "$work/report" && fail "an unloaded plugin's frames read (no module): $(grep -m1 'no module' "$work/report")"
 grep -q 'held the memory' "$work/report" && sed -n '/held the memory/,/^$/p' "$work/report" | grep -q plugin_warm ||
     fail "the memory the unloaded plugin keeps is not named by it: $(sed -n '/held the memory/,/^$/p' "$work/report")"
+# Walk 7, #11: a process whose directory was removed after its first allocation made it (the launcher's run
+# directory under a process left running, a job's cleanup) makes it again when it writes, by the same rule:
+# mode 0700, parents too, never through a symbolic link. The snapshot was lost ("No such file or directory").
+cat >"$work/gone.py" <<'PY'
+import os, shutil, sys
+from drv import try_alloc, MiB
+assert try_alloc(MiB)[0] == 0
+shutil.rmtree(sys.argv[1])
+if len(sys.argv) > 2:
+    os.symlink(sys.argv[2], sys.argv[1])
+assert try_alloc(4 << 30)[0] == 2
+PY
+cp tests/py/drv.py "$work/"
+traced "$work/d11/run/sub" python3 "$work/gone.py" "$work/d11/run" || fail "gone.py: $(cat "$work/err")"
+set -- "$work"/d11/run/sub/oomtrace-*-1-oom.oomt
+[ -f "$1" ] || fail "no snapshot once the directory was removed: $(cat "$work/err")"
+[ "$(stat -c %a "$work/d11/run") $(stat -c %a "$work/d11/run/sub")" = "700 700" ] ||
+    fail "the directory made again: modes $(stat -c %a "$work/d11/run") $(stat -c %a "$work/d11/run/sub")"
+traced "$work/d11b/sub" python3 "$work/gone.py" "$work/d11b/sub" "$work/d11b/elsewhere" ||
+    fail "gone.py with a link: $(cat "$work/err")"
+[ -e "$work/d11b/elsewhere" ] && fail "the directory was made through a symbolic link"
+grep -q "^oomtrace: cannot write the out-of-memory snapshot to $work/d11b/sub: No such file or directory\$" "$work/err" ||
+    fail "a directory gone for a link: $(cat "$work/err")"
+# Walk 7, #7: a write that fails names the file it was to be (it named one without the snapshot's number).
+mkdir "$work/d7"
+(trap '' XFSZ && ulimit -f 2 && traced "$work/d7" build/tests/hostile oomloop 1)
+grep -q "^oomtrace: cannot write snapshot $work/d7/oomtrace-[^/]*-[0-9]*-1-oom\.oomt: File too large; removed the partial file\$" "$work/err" ||
+    fail "the failed write's line: $(cat "$work/err")"
 echo "snapshot_files: ok"
