@@ -56,11 +56,24 @@ int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBU
     }
     if (!is_stdin)
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    if ((unsigned long long)st.st_size > OT_LOAD_MAX_BYTES) {
-        snprintf(err, OT_ERRBUF, "too large (%lld bytes)", (long long)st.st_size);
+    /* The magic first, for a file as for a stream: what is no snapshot (a checkpoint, a core file, /dev/zero as
+     * input) is refused after 8 bytes, never after reading gigabytes into memory. */
+    uint8_t magic[sizeof(OT_MAGIC) - 1];
+    ssize_t m = read_some(fd, magic, sizeof(magic));
+    if (m < 0) {
+        snprintf(err, OT_ERRBUF, "%s", strerror(errno));
         goto fail;
     }
-    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 1 << 20, n = 0;
+    if ((size_t)m == sizeof(magic) && memcmp(magic, OT_MAGIC, sizeof(magic)) != 0) {
+        snprintf(err, OT_ERRBUF, "not an oomtrace snapshot (bad magic)");
+        goto fail;
+    }
+    if ((unsigned long long)st.st_size > OT_LOAD_MAX_BYTES) {
+        snprintf(err, OT_ERRBUF, "too large for a snapshot (%lld bytes; this reader takes up to %llu GiB)", (long long)st.st_size,
+                 OT_LOAD_MAX_BYTES >> 30);
+        goto fail;
+    }
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 1 << 20, n = (size_t)m;
     if (cap < sizeof(struct ot_file_header))
         cap = sizeof(struct ot_file_header);
     buf = malloc(cap);
@@ -68,20 +81,7 @@ int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBU
         snprintf(err, OT_ERRBUF, "out of memory for %zu bytes", cap);
         goto fail;
     }
-    /* A stream's magic first: one that is no snapshot (/dev/zero as input) is refused after 8 bytes, not
-     * after gigabytes. A regular file's size is known and bounded; the parser checks its header. */
-    if (!S_ISREG(st.st_mode)) {
-        ssize_t m = read_some(fd, buf, sizeof(OT_MAGIC) - 1);
-        if (m < 0) {
-            snprintf(err, OT_ERRBUF, "%s", strerror(errno));
-            goto fail;
-        }
-        n = (size_t)m;
-        if (n == sizeof(OT_MAGIC) - 1 && memcmp(buf, OT_MAGIC, sizeof(OT_MAGIC) - 1) != 0) {
-            snprintf(err, OT_ERRBUF, "not an oomtrace snapshot (bad magic)");
-            goto fail;
-        }
-    }
+    memcpy(buf, magic, n);
     for (;;) {
         if (n == cap) {
             size_t ncap = cap * 2;
