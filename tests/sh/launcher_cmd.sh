@@ -1,6 +1,7 @@
 #!/bin/sh
 # The launcher (tools/oomtrace, from the build tree) against what a command does to its own run: a program built
-# with a sanitizer, a sanitizer already preloaded (walk 8, #14).
+# with a sanitizer, a sanitizer already preloaded (walk 8, #14); a process that went on after an out-of-memory and
+# then died (#3), or failed in its exit handlers (#30); a failed command's status said (#11).
 set -u
 cd "$(dirname "$0")/../.."
 fail() { echo "launcher_cmd: FAIL: $*"; exit 1; }
@@ -40,6 +41,67 @@ if $CC -g -fsanitize=address -Iinclude -I/usr/local/cuda/include -o "$work/door_
         fail "the user's verify_asan_link_order=1: status $rc: $(tail -1 "$work/as1.out")"
 else
     echo "launcher_cmd: no AddressSanitizer here ($(tail -1 "$work/cc.err")): its cases skipped"
+fi
+
+# #3: a process that caught its first out-of-memory, went on, and died of the second by SIGABRT (an uncaught C++
+# exception): said, with its last failure reported; one killed by SIGKILL after its only one: said too. #11: the
+# command's status is said last, in the log and the summary, even when the gate passed.
+cp tests/py/drv.py "$work/"
+cat >"$work/die.py" <<'PY'
+import os, signal, sys
+from drv import try_alloc
+assert try_alloc(200 << 20)[0] == 0
+if sys.argv[1] == "abort":
+    assert try_alloc(900 << 20)[0] != 0  # caught: goes on with less
+    assert try_alloc(64 << 20)[0] == 0
+    assert try_alloc(1000 << 20)[0] != 0
+    os.abort()
+assert try_alloc(2000 << 20)[0] != 0
+if sys.argv[1] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.exit(1)
+PY
+run --dir "$work/die" --max-peak 1G --summary "$work/die.md" -- python3 "$work/die.py" abort >"$work/die.out" 2>&1
+rc=$?
+[ "$rc" -eq 134 ] && grep -q "^== oomtrace: the process went on after the first of its 2 out-of-memory failures and was killed by SIGABRT (an uncaught C++ exception, or abort()); the report below is of its last, oomtrace-[^ ]*-2-oom\.oomt, the one it died of\$" "$work/die.out" ||
+    fail "died of its second out-of-memory: status $rc: $(grep '^==' "$work/die.out")"
+grep -q "^Failed request: 1000 MiB" "$work/die.out" || fail "the fatal failure is not the one reported: $(grep '^Failed' "$work/die.out")"
+[ "$(tail -1 "$work/die.out")" = "== oomtrace: python3 was killed by SIGABRT; the launcher's status is 134 (the command's own failure: the gate passed)" ] ||
+    fail "the command's end is not said last: $(tail -1 "$work/die.out")"
+grep -q "^\`oomtrace run\`: \*\*python3 was killed by SIGABRT; the launcher's status is 134 (the command's own failure: the gate passed)\*\*\$" "$work/die.md" ||
+    fail "the summary does not say how the command ended: $(head -5 "$work/die.md")"
+run --dir "$work/die" -- python3 "$work/die.py" kill >"$work/kill.out" 2>&1
+rc=$?
+[ "$rc" -eq 137 ] && grep -q "^== oomtrace: the process was killed by SIGKILL (the kernel's out-of-memory killer sends it: see dmesg) after its out-of-memory; the report below is of that failure\$" "$work/kill.out" ||
+    fail "killed after its out-of-memory: status $rc: $(grep '^==' "$work/kill.out")"
+run --dir "$work/die" --max-peak 100M -- python3 "$work/die.py" exit1 >"$work/exit1.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && [ "$(tail -1 "$work/exit1.out")" = "== oomtrace: python3 exited with status 1, the launcher's status too (and the gate failed)" ] ||
+    fail "a failed command and a failed gate: status $rc: $(tail -1 "$work/exit1.out")"
+
+# #30: out-of-memory failures in exit handlers come after the exit snapshot: said so, not "went on and exited 0".
+cat >"$work/atx.c" <<'C'
+#include <cuda.h>
+#include <stdlib.h>
+static void late(void) { CUdeviceptr p; cuMemAlloc(&p, 2000u << 20); }
+int main(void)
+{
+    CUcontext c;
+    CUdeviceptr p;
+    cuInit(0);
+    cuDevicePrimaryCtxRetain(&c, 0);
+    cuCtxSetCurrent(c);
+    atexit(late);
+    cuMemAlloc(&p, 64 << 20);
+    return 0;
+}
+C
+if $CC -I/usr/local/cuda/include -o "$work/atx" "$work/atx.c" -Lbuild/fake -lcuda 2>"$work/cc.err"; then
+    run --dir "$work/atxdir" -- "$work/atx" >"$work/atx.out" 2>&1 || fail "atx: status"
+    grep -q "^== oomtrace: the process's out-of-memory failures came after its exit snapshot (oomtrace-[^ ]*-1-exit\.oomt), in its exit handlers (atexit, static destructors)\$" "$work/atx.out" ||
+        fail "an out-of-memory in an exit handler: $(grep '^==' "$work/atx.out")"
+else
+    fail "cannot build atx.c: $(tail -1 "$work/cc.err")"
 fi
 
 echo "launcher_cmd: ok"
