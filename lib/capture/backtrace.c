@@ -68,10 +68,54 @@ enum { META_CFA = 3, META_RBP_SHIFT = 2, META_RBP = 3 << 2, META_LAST = 16, META
  * frames are the previous walk's: a loop that allocates from one place checks each return address's slot
  * (cfa[k] - 8 holds frames[k]) and the few others read (x: rbp's saved slots where a later step used
  * that rbp, CFAs read through rbp, the slot that ended the chain), and copies the frames. */
+#define NX (2 * NSTEPS + 1)
 struct memo {
     uint32_t cfa[NSTEPS]; /* above the walk's rsp */
     uint64_t frames[NSTEPS];
-    struct { uint64_t at, val; } x[2 * NSTEPS + 1];
+    uint32_t xoff[NX];    /* the other slots: above the walk's rsp, and what they held */
+    uint64_t xval[NX];
+};
+
+/* The thread's walks by place: the memo above for each of the places a step allocates from in turn. A
+ * training step's hundred places each walked the kept steps (struct step) after the step's own work had
+ * evicted them, and on the H200 such a walk cost 2,101 ns against 472 after a short gap (run 27). Followed
+ * steps make a chain: each step's rule is read where the previous return address led, and a cold step, or a
+ * branch on its rule that the predictor forgot, holds up the frames after it. A place memo is checked as
+ * the memo is, every slot it read against what it held: reads whose addresses come from the memo alone,
+ * none waiting on another, and branches that never go the other way until the check fails.
+ * Found by its start: the walk's rsp (sp0) and, where several places start at the same rsp, the value of
+ * one stack slot (disc: the first return address where two of them differed, per sp0 in dir). The key only
+ * chooses which memos to check: a memo replays only when every slot it read holds what it held, rbp at the
+ * start included where the walk used it (needs_bp0). A walk is kept only when its frames and the slots it
+ * checks fit (PM_FRAMES, PM_X). */
+#define PM_FRAMES 80
+#define PM_X 80 /* code with frame pointers: each frame's rbp restored and used by the next */
+#define PM_SET_BITS 5
+#define PM_WAYS 8
+#define PM_DIR_BITS 6
+struct place_memo {
+    uint64_t sp0; /* 0: empty */
+    uint64_t bp0;
+    uint64_t dv;  /* the key: the slot at sp0 + disc held dv when the walk was kept (disc 0: none) */
+    uint32_t disc;
+    int32_t want;
+    uint16_t n, nx;
+    uint8_t needs_bp0;
+    struct ot_stack_memo stack;
+    uint32_t cfa[PM_FRAMES]; /* above sp0 */
+    uint32_t xoff[PM_X];
+    uint64_t frames[PM_FRAMES];
+    uint64_t xval[PM_X];
+} __attribute__((aligned(64)));
+struct pm_dir {
+    uint64_t sp0;
+    uint32_t disc;
+};
+/* A set's ways by their key's upper bits (never 0 once kept), and when each was last replayed or kept (the
+ * oldest is replaced): one line read to choose which memos to check. */
+struct pm_set {
+    uint32_t tag[PM_WAYS];
+    uint32_t used[PM_WAYS];
 };
 
 /* A thread's rules, its stack's bounds (every read the walk makes is checked against them), its kept
@@ -97,9 +141,14 @@ struct walker {
     uint32_t first_lk, last_lk, fresh, next;
     int32_t big_off;
     /* The stack the memo's frames were interned as (capture/stacks.h: a hint), zeroed whenever the memo
-     * changes; replayed: the last ot_native_walk returned the memo's frames. */
+     * changes; replayed: the last ot_native_walk returned a memo's frames (this one's or a place memo's),
+     * and hint names that memo's stack. */
     struct ot_stack_memo stack;
     int replayed;
+    struct ot_stack_memo *hint;
+    struct place_memo *last; /* the place memo last replayed or kept: checked first */
+    uint32_t *last_used;     /* its set's used[way] */
+    uint32_t pm_tick;
     struct step fresh_step; /* a rule with no kept step, as a step */
     struct ot_frame_rule rules[NRULES];
     struct step arena[ARENA];
@@ -112,6 +161,9 @@ struct walker {
      * together. Only a hint: a slot that moved is fetched for nothing and read as before. */
     uint32_t npf;
     uint32_t pf[PF_MAX];
+    struct pm_dir dir[1u << PM_DIR_BITS];
+    struct pm_set pmset[1u << PM_SET_BITS];
+    struct place_memo pm[1u << PM_SET_BITS][PM_WAYS];
 };
 
 static __thread struct walker *walker_tls __attribute__((tls_model("initial-exec")));
@@ -296,22 +348,117 @@ static void keep_walk(struct walker *w, const uint64_t *frames, uint64_t pc0)
 /* The previous walk's frames (its start is this one's: the caller checked), when every slot it read still
  * holds what it read: the number of frames; -1 otherwise. (The slots' offsets fit 32 bits: a thread's stack
  * is smaller than 4 GiB, and the walk reads only within it.) */
+static inline OT_STACK_READS int replay_slots(uint64_t sp, int n, const uint32_t *cfa, const uint64_t *kept, uint32_t nx,
+                               const uint32_t *xoff, const uint64_t *xval, uint64_t *frames)
+{
+    for (int k = 0; k < n; k++) {
+        const uint64_t ra = kept[k];
+        if (*(const uint64_t *)(uintptr_t)(sp + cfa[k] - 8) != ra)
+            return -1;
+        frames[k] = ra;
+    }
+    for (uint32_t k = 0; k < nx; k++)
+        if (*(const uint64_t *)(uintptr_t)(sp + xoff[k]) != xval[k])
+            return -1;
+    return n;
+}
+
 static inline int replay_memo(const struct walker *w, uint64_t sp, int want, uint64_t *frames)
 {
     const struct memo *m = &w->memo;
     if (w->n < 0 || w->want != want)
         return -1;
-    const int n = w->n;
-    for (int k = 0; k < n; k++) {
-        const uint64_t ra = m->frames[k];
-        if (*(const uint64_t *)(uintptr_t)(sp + m->cfa[k] - 8) != ra)
-            return -1;
-        frames[k] = ra;
+    return replay_slots(sp, w->n, m->cfa, m->frames, w->nx, m->xoff, m->xval, frames);
+}
+
+/* A place memo's frames, when it starts here and every slot it read holds what it held; -1 otherwise. */
+static inline int replay_place(const struct place_memo *e, uint64_t sp, uint64_t bp, int want, uint64_t *frames)
+{
+    if (e->sp0 != sp || e->want != want || (e->needs_bp0 && e->bp0 != bp))
+        return -1;
+    return replay_slots(sp, e->n, e->cfa, e->frames, e->nx, e->xoff, e->xval, frames);
+}
+
+/* By the address's low bits: the places' starts differ by their frames' sizes, a few hundred bytes, and
+ * two of them meet here only a multiple of 1 KB apart. */
+static inline uint32_t pm_dir_of(uint64_t sp)
+{
+    return (uint32_t)(sp >> 4) & ((1u << PM_DIR_BITS) - 1);
+}
+
+/* The key's hash: its low bits the set, its upper half the tag. */
+static inline uint64_t pm_key(uint64_t sp, uint32_t disc, uint64_t dv)
+{
+    uint64_t h = (sp ^ disc) * 0x9E3779B97F4A7C15ull ^ dv * 0xC2B2AE3D27D4EB4Full;
+    return h ^ h >> 29;
+}
+#define PM_SET(h) ((uint32_t)(h) & ((1u << PM_SET_BITS) - 1))
+#define PM_TAG(h) ((uint32_t)((h) >> 32) | 1u)
+
+/* The slot at sp + disc (the key's), within the stack; 0 for none. */
+static inline OT_STACK_READS uint64_t pm_key_slot(const struct walker *w, uint64_t sp, uint32_t disc)
+{
+    return disc && sp + disc <= w->stack_hi - 8 ? *(const uint64_t *)(uintptr_t)(sp + disc) : 0;
+}
+
+/* Keeps the walk just taken (its slots in w->memo: cfa, x) as a place memo. clash: a memo under the same
+ * key that did not replay: the places starting at sp need another slot to tell them apart, the first
+ * return address where the two walks differ (by address or by where it was read). */
+static void keep_place(struct walker *w, uint64_t sp, uint64_t bp, int want, const uint64_t *frames, int n,
+                       uint32_t nx, int needs_bp0, uint32_t disc, struct place_memo *clash)
+{
+    const struct memo *m = &w->memo;
+    if (n > PM_FRAMES || nx > PM_X)
+        return;
+    /* The slot moves only inwards (to a lower address: a frame nearer the walk's start, whose slot holds the
+     * same kind of value from one place to the next more often than a frame further out), so it settles
+     * after a few clashes: a slot moved at every clash would move every memo's key. Up to PM_WAYS places
+     * that share a key are told apart by their checks. */
+    if (clash) {
+        const int c = n < clash->n ? n : clash->n;
+        int k = 0; /* the first slot where both walks read a return address, and not the same one */
+        while (k < c && (frames[k] == clash->frames[k] || m->cfa[k] != clash->cfa[k]))
+            k++;
+        if (k < c && m->cfa[k] > 8 && (!disc || m->cfa[k] - 8 < disc)) {
+            struct pm_dir *d = &w->dir[pm_dir_of(sp)];
+            d->sp0 = sp;
+            d->disc = disc = m->cfa[k] - 8;
+        }
     }
-    for (uint32_t k = 0; k < w->nx; k++)
-        if (*(const uint64_t *)(uintptr_t)m->x[k].at != m->x[k].val)
-            return -1;
-    return n;
+    /* Keyed by the slot's value only where this walk read a return address there (so the value is one the
+     * check requires): a slot that holds something else at this place may change between its walks. */
+    uint64_t dv = 0;
+    int k = 0;
+    while (disc && k < n && m->cfa[k] - 8 != disc)
+        k++;
+    if (disc && k < n)
+        dv = frames[k];
+    else
+        disc = 0;
+    const uint64_t h = pm_key(sp, disc, dv);
+    struct pm_set *const ps = &w->pmset[PM_SET(h)];
+    int v = 0;
+    for (int j = 1; j < PM_WAYS; j++)
+        if (ps->used[j] < ps->used[v])
+            v = j;
+    struct place_memo *const e = &w->pm[PM_SET(h)][v];
+    ps->tag[v] = PM_TAG(h);
+    ps->used[v] = ++w->pm_tick;
+    w->last_used = &ps->used[v];
+    e->sp0 = sp;
+    e->bp0 = bp;
+    e->dv = dv;
+    e->disc = disc;
+    e->want = want;
+    e->n = (uint16_t)n;
+    e->nx = (uint16_t)nx;
+    e->needs_bp0 = (uint8_t)needs_bp0;
+    e->stack = (struct ot_stack_memo){0, 0};
+    memcpy(e->cfa, m->cfa, (size_t)n * sizeof *e->cfa);
+    memcpy(e->frames, frames, (size_t)n * sizeof *frames);
+    memcpy(e->xoff, m->xoff, (size_t)nx * sizeof *e->xoff);
+    memcpy(e->xval, m->xval, (size_t)nx * sizeof *e->xval);
+    w->last = e;
 }
 
 /* Return addresses from this function's caller outwards, as unw_backtrace gives them; -1 when the stack
@@ -328,7 +475,7 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         return -1;
     uint64_t pc, sp, bp;
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
-    const uint64_t lo = sp, hi8 = w->stack_hi - 8, span = hi8 - lo, pc0 = pc;
+    const uint64_t lo = sp, hi8 = w->stack_hi - 8, span = hi8 - lo, pc0 = pc, bp_in = bp;
     if (!on_stack(w, lo, sp))
         return -1; /* running on another stack (sigaltstack, a coroutine's) */
     uint64_t gen = ot_modules_generation();
@@ -339,6 +486,10 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         memset(w->arena, 0, sizeof w->arena); /* and the steps kept from them */
         w->n = -1;
         w->stack.id = 0;
+        memset(w->pm, 0, sizeof w->pm); /* and the walks kept by place (their stack ids with them) */
+        memset(w->pmset, 0, sizeof w->pmset);
+        memset(w->dir, 0, sizeof w->dir);
+        w->last = NULL;
         w->modgen = gen;
     }
     /* The walk is kept (struct memo) only when it starts where the previous one did and that one went
@@ -346,8 +497,41 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
      * one place. A step's hundred places in turn go elsewhere each time, and would only pay for lines
      * written and not read again. (Only the choice to keep it: a kept walk is checked slot by slot.) */
     struct memo *const m = &w->memo;
-    int rec = w->sp0 == sp && w->bp0 == bp && w->again;
-    if (!rec) {
+    const int single = w->sp0 == sp && w->bp0 == bp && w->again;
+    int again = single ? replay_memo(w, sp, want, frames) : -1;
+    OT_STAGE_CACHE(OT_C_WALK_REPLAY, again >= 0);
+    if (again >= 0) {
+        w->replayed = 1;
+        w->hint = &w->stack;
+        return again;
+    }
+    /* The place memos: the one last used, then the key's set. */
+    struct place_memo *e = w->last, *clash = NULL;
+    if (e && (again = replay_place(e, sp, bp, want, frames)) >= 0)
+        goto place_hit;
+    const struct pm_dir *const d = &w->dir[pm_dir_of(sp)];
+    const uint32_t disc = d->sp0 == sp ? d->disc : 0;
+    /* Under the slot's value first (the memos that read a return address there), then under none (the
+     * others): a memo that would replay is under one of the two. */
+    for (int pass = disc ? 0 : 1; pass < 2; pass++) {
+        const uint32_t kd = pass ? 0 : disc;
+        const uint64_t kv = pass ? 0 : pm_key_slot(w, sp, disc), h = pm_key(sp, kd, kv);
+        struct pm_set *const ps = &w->pmset[PM_SET(h)];
+        for (int way = 0; way < PM_WAYS; way++) {
+            if (ps->tag[way] != PM_TAG(h))
+                continue;
+            e = &w->pm[PM_SET(h)][way];
+            if (e == w->last || e->sp0 != sp || e->disc != kd || e->dv != kv || e->want != want)
+                continue;
+            if ((again = replay_place(e, sp, bp, want, frames)) >= 0) {
+                w->last_used = &ps->used[way];
+                goto place_hit;
+            }
+            clash = e;
+        }
+    }
+    OT_STAGE_CACHE(OT_C_WALK_PLACE, 0);
+    {
         const uint64_t top = w->stack_hi - 8;
         for (uint32_t k = 0, npf = w->npf; k < npf; k++)
             __builtin_prefetch((const void *)(uintptr_t)(top - w->pf[k]), 0, 3);
@@ -355,11 +539,6 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         for (uint32_t k = 0; k < 4; k++)
             __builtin_prefetch(&A0[(w->start + 4 * k) & (ARENA - 1)], 0, 3);
     }
-    int again = rec ? replay_memo(w, sp, want, frames) : -1;
-    OT_STAGE_CACHE(OT_C_WALK_REPLAY, again >= 0);
-    w->replayed = again >= 0;
-    if (again >= 0)
-        return again;
     w->n = -1;
     w->stack.id = 0; /* the memo's frames will be another walk's, or none */
     w->sp0 = sp;
@@ -370,6 +549,12 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
      * uses rbp (a CFA from rbp, rbp restored through rbp), and only then joins the slots checked; a
      * caller's rbp that holds a counter changes every call and must not stop the replay. */
     uint64_t pend_at = 0, pend_val = 0;
+    /* rbp still the one the walk started with (none restored yet): a step that uses it makes the walk
+     * depend on it, and a place memo then checks it (needs_bp0) */
+    int bp_start = 1, needs_bp0 = 0;
+    /* every walk's slots are noted (m: cfa, xoff, xval) for its place memo, as offsets above rsp: a stack
+     * that reaches more than 4 GiB above it keeps nothing */
+    int rec = span <= 0xffffffffu;
     const struct step *const A = w->arena;
     w->lookups = w->fresh = 0;
     w->path = 0;
@@ -408,16 +593,22 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
                 bp = *(const uint64_t *)(uintptr_t)at;
                 pend_at = at; /* (the rbp read before, if unused, mattered to nothing) */
                 pend_val = bp;
+                bp_start = 0;
             } else if (rhow == OT_RBP_UNDEF) {
                 bp = 0;
                 pend_at = 0;
+                bp_start = 0;
             }
             goto stepped;
         }
         const uint32_t creg = meta & META_CFA;
-        if (rec && pend_at && (creg != OT_CFA_RSP || rhow == OT_RBP_AT_RBP)) { /* this step uses rbp */
-            m->x[nx++] = (typeof(m->x[0])){pend_at, pend_val};
-            pend_at = 0;
+        if (creg != OT_CFA_RSP || rhow == OT_RBP_AT_RBP) { /* this step uses rbp */
+            needs_bp0 |= bp_start;
+            if (rec && pend_at) {
+                m->xoff[nx] = (uint32_t)(pend_at - lo);
+                m->xval[nx++] = pend_val;
+                pend_at = 0;
+            }
         }
         if (creg == OT_CFA_RSP) {
             cfa = sp + (uint64_t)cfa_off;
@@ -428,8 +619,10 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
             if (at - lo > span || (at & 7))
                 return -1;
             cfa = *(const uint64_t *)(uintptr_t)at;
-            if (rec)
-                m->x[nx++] = (typeof(m->x[0])){at, cfa};
+            if (rec) {
+                m->xoff[nx] = (uint32_t)(at - lo);
+                m->xval[nx++] = cfa;
+            }
         }
         /* cfa above sp (by 8 at least: the slot of the return address) and its slot within the stack */
         if (cfa - 8 - sp > hi8 - sp || (cfa & 7))
@@ -443,22 +636,24 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
             bp = *(const uint64_t *)(uintptr_t)at;
             pend_at = at;
             pend_val = bp;
+            bp_start = 0;
         } else if (rhow == OT_RBP_UNDEF) {
             bp = 0;
             pend_at = 0;
+            bp_start = 0;
         }
     stepped:
         sp = cfa;
         pc = ra;
         if (ra < 0x4000) { /* the end of the chain, as libunwind reads it: no frame for it */
-            if (rec)
-                m->x[nx++] = (typeof(m->x[0])){cfa - 8, ra};
+            if (rec) {
+                m->xoff[nx] = (uint32_t)(cfa - 8 - lo);
+                m->xval[nx++] = ra;
+            }
             break;
         }
-        if (rec) {
+        if (rec)
             m->cfa[n] = (uint32_t)(cfa - lo);
-            rec = cfa - lo <= 0xffffffffu; /* (else not kept: a stack deeper than 4 GiB) */
-        }
         if (n < PF_MAX)
             w->pf[n] = (uint32_t)(hi8 + 8 - cfa); /* the slot at cfa - 8, below the top (within the stack) */
         frames[n++] = ra;
@@ -467,14 +662,23 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     w->path ^= (uint64_t)n;
     w->again = w->path == w->prev_path;
     w->prev_path = w->path;
-    if (rec) {
+    if (rec && single) {
         memcpy(m->frames, frames, (size_t)n * sizeof *frames);
         w->nx = nx;
         w->n = n;
     }
+    if (rec)
+        keep_place(w, lo, bp_in, want, frames, n, nx, needs_bp0, disc, clash);
     if (w->fresh || w->lookups > LOOKUPS_KEPT)
         keep_walk(w, frames, pc0);
     return n;
+place_hit:
+    OT_STAGE_CACHE(OT_C_WALK_PLACE, 1);
+    w->last = e;
+    *w->last_used = ++w->pm_tick;
+    w->replayed = 1;
+    w->hint = &e->stack;
+    return again;
 }
 
 size_t ot_stack_room(void)
@@ -530,7 +734,7 @@ int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
      * time, named to the intern that follows (its hash and compare spared; a Python merge in between drops
      * the hint, pyframes.c). The same walk, max and own frames give the same frames out. */
     if (replayed)
-        ot_stack_hint = &walker_tls->stack;
+        ot_stack_hint = walker_tls->hint;
     /* A full buffer means the walk stopped at its end, not at the stack's. */
     if (n - skip > max || n == want)
         *flags |= OT_STACK_TRUNCATED;

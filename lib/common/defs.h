@@ -7,6 +7,18 @@
 #define OT_EXPORT __attribute__((visibility("default")))
 #define OT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define OT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* Reads of the thread's own stack anywhere between its rsp and its top (a kept walk checked at another
+ * place: capture/backtrace.c) are sound, but may land in a sanitizer's redzones around a frame's arrays. */
+#if defined(__SANITIZE_ADDRESS__)
+#define OT_STACK_READS __attribute__((no_sanitize_address))
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OT_STACK_READS __attribute__((no_sanitize_address))
+#endif
+#endif
+#ifndef OT_STACK_READS
+#define OT_STACK_READS
+#endif
 
 #define OT_MAX_DEVICES 64
 #define OT_MAX_FRAMES 256

@@ -50,6 +50,7 @@ enum ot_stage {
 
 enum ot_cache {
     OT_C_WALK_REPLAY,   /* the previous walk's frames, every slot it read unchanged (backtrace.c: struct memo) */
+    OT_C_WALK_PLACE,    /* else: a walk kept by place, every slot it read unchanged (backtrace.c: struct place_memo) */
     OT_C_WALK_INDEX,    /* an address the kept walk followed lacked: its rule names a kept step (hit) or none */
     OT_C_WALK_STEP,     /* a step found where the kept walk followed goes on (hit) or looked up (miss) */
     OT_C_PY_SAME,       /* the chain is the thread's last one */

@@ -272,15 +272,23 @@ static void test_walk_replay_checks_its_slots(void **state)
  * outlives a change of the memo. */
 static void lib_path(char *out, size_t cap, const char *name);
 
+/* walk_lib_a.so loaded (*h) and its walk_lib_hop */
+static void (*lib_hop(void **h))(next_fn, void *)
+{
+    char a[PATH_MAX];
+    lib_path(a, sizeof a, "walk_lib_a.so");
+    *h = dlopen(a, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(*h);
+    void (*hop)(next_fn, void *) = (void (*)(next_fn, void *))dlsym(*h, "walk_lib_hop");
+    assert_non_null(hop);
+    return hop;
+}
+
 static void test_replayed_walk_names_its_stack(void **state)
 {
     (void)state;
-    char a[PATH_MAX];
-    lib_path(a, sizeof a, "walk_lib_a.so");
-    void *h = dlopen(a, RTLD_NOW | RTLD_LOCAL);
-    assert_non_null(h);
-    void (*hop)(next_fn, void *) = (void (*)(next_fn, void *))dlsym(h, "walk_lib_hop");
-    assert_non_null(hop);
+    void *h;
+    void (*hop)(next_fn, void *) = lib_hop(&h);
     int hinted = 0, other = 0;
     uint32_t first = 0;
     for (int r = 0; r < 24; r++) {
@@ -298,6 +306,47 @@ static void test_replayed_walk_names_its_stack(void **state)
     }
     assert_true(hinted >= 24); /* each run's later walks replayed */
     assert_true(other >= 24);  /* and the places' stacks differ */
+    dlclose(h);
+}
+
+/* Places walked in turn, as a step allocates from a hundred (backtrace.c: struct place_memo): each place's
+ * walk is kept and replayed the next time the thread starts a walk there, whatever ran in between, when
+ * every slot it read holds what it held. Eight places start at the same rsp and rbp (walk_hop_scratch)
+ * and differ in one return address (via_a, via_b), or in fp_frame's rbp and its caller (pad, which), so
+ * they share the memos' key until the memos name a slot that tells some apart, and the rest is the
+ * check's. In rotation, then at random; each walk against libunwind, and each place's stack interned with
+ * the hint and without it: the same id. Fails when a place memo outlives a change of a slot it read, or
+ * its stack id a change of the memo. */
+static void test_place_memos_check_their_slots(void **state)
+{
+    (void)state;
+    void *h;
+    void (*hop)(next_fn, void *) = lib_hop(&h);
+    enum { PLACES = 8 };
+    uint32_t ids[PLACES] = {0};
+    int hinted = 0;
+    unsigned x = 2718;
+    for (int i = 0; i < 600; i++) {
+        const int place = i < 6 * PLACES ? i % PLACES : (int)((x = x * 1103515245u + 12345u) >> 10) % PLACES;
+        const int pad = place & 1, which = place >> 1 & 1, via = place >> 2 & 1;
+        struct probe p = {.levels = 6, .hop = walk_hop_scratch, .hop_at = 3, .walk_only = 1};
+        padded(&p, pad, via ? via_b : via_a, which);
+        check_same(&p);
+        struct probe q = {.levels = 6, .hop = hop, .hop_at = 0, .intern = 1};
+        padded(&q, pad, via ? via_b : via_a, which);
+        assert_int_not_equal(q.fresh, 0);
+        assert_int_equal(q.id, q.fresh);
+        if (!ids[place])
+            ids[place] = q.id;
+        assert_int_equal(q.id, ids[place]); /* (pad moves an rbp, not a return address: the same stack) */
+        hinted += q.hinted;
+    }
+    assert_true(hinted >= 500); /* the places' walks replayed their memos */
+    int distinct = 0;
+    for (int k = 0; k < PLACES; k++)
+        for (int j = 0; j < k; j++)
+            distinct += ids[k] != ids[j];
+    assert_true(distinct > 0);
     dlclose(h);
 }
 
@@ -458,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_walk_replay_checks_its_slots),
         cmocka_unit_test(test_replayed_walk_names_its_stack),
         cmocka_unit_test(test_walk_many_places),
+        cmocka_unit_test(test_place_memos_check_their_slots),
         cmocka_unit_test(test_walk_after_unload),
         cmocka_unit_test(test_backtrace_after_thread_exit_cleanup),
     };
