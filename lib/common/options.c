@@ -135,6 +135,37 @@ static int parse_dump(const char *s)
     return 0;
 }
 
+/* What the shell would have expanded in OOMTRACE_DIR: a value set where no shell runs (docker -e, a Kubernetes
+ * env entry, systemd's Environment=, os.environ in Python) kept "~/snaps" literally, and the library made a
+ * directory named "~" in the current one, which a later "rm -rf ~*" typed to clean it removes the home with.
+ * "~" and "~/..." are taken from HOME; "~user" and "$VAR" (which need the password database or the shell)
+ * are refused. Returns the value to use (v, or exp), or NULL with *why set. */
+static const char *expand_dir(const char *v, char exp[sizeof ot_opt.dir], const char **why)
+{
+    const char *dollar = strchr(v, '$');
+    if (dollar && (dollar[1] == '{' || dollar[1] == '_' || isalpha((unsigned char)dollar[1]))) {
+        *why = "holds a '$' variable that no shell expanded: give the path itself";
+        return NULL;
+    }
+    if (v[0] != '~')
+        return v;
+    const char *home = getenv("HOME");
+    if (v[1] && v[1] != '/') {
+        *why = "starts with '~user', which no shell expanded: give the path itself";
+        return NULL;
+    }
+    if (!home || home[0] != '/') {
+        *why = "starts with '~', which no shell expanded, and HOME is not an absolute path: give the path itself";
+        return NULL;
+    }
+    int n = snprintf(exp, sizeof ot_opt.dir, "%s%s", home, v + 1);
+    if (n < 0 || (size_t)n >= sizeof ot_opt.dir) {
+        *why = "is too long once '~' is HOME";
+        return NULL;
+    }
+    return exp;
+}
+
 /* OOMTRACE_DIR, made absolute against the directory the process started in: a program that changes directory
  * (Hydra's per-run directory, os.chdir to a checkpoint dir) lost the snapshot of a relative OOMTRACE_DIR, or
  * had it follow the chdir; and the "snapshot written" line then says where the file is. When the start-up
@@ -157,6 +188,8 @@ static int set_dir(char dst[sizeof ot_opt.dir], const char *v)
     strcpy(dst, v);
     return 0;
 }
+
+static const char *dir_why; /* why apply refused an OOMTRACE_DIR (-3) */
 
 static int apply(const struct opt *o, const char *v)
 {
@@ -193,10 +226,16 @@ static int apply(const struct opt *o, const char *v)
             return -2;
         *(size_t *)o->dst = (size_t)n;
         return 0;
-    case OPT_DIR:
-        if (!*v || strlen(v) >= sizeof ot_opt.dir)
-            return -1;
+    case OPT_DIR: {
+        char exp[sizeof ot_opt.dir];
+        if (!(v = expand_dir(v, exp, &dir_why)))
+            return -3;
+        if (strlen(v) >= sizeof ot_opt.dir) {
+            dir_why = "is longer than the 511 bytes a snapshot's directory may have";
+            return -3;
+        }
         return set_dir((char *)o->dst, v);
+    }
     case OPT_DUMP:
         return parse_dump(v);
     case OPT_SIGNAL:
@@ -226,8 +265,13 @@ void ot_options_load(void)
         const struct opt *o = &table[i];
         apply(o, o->def);
         const char *v = getenv(o->name);
-        int rc = v ? apply(o, v) : 0;
-        if (rc == -2) { /* well-formed, out of range: say the bound, in the syntax the user wrote */
+        /* Empty is unset, for every variable, silently: a CI template's OOMTRACE_RING=${RING} with RING unset. */
+        int rc = v && *v ? apply(o, v) : 0;
+        if (rc == -3) { /* an OOMTRACE_DIR that cannot be used as given: why, not only "invalid" */
+            ot_log("%s=\"%.64s%s\" %s; using the default \"%s\"", o->name, v, strlen(v) > 64 ? "..." : "",
+                   dir_why, o->def);
+            apply(o, o->def);
+        } else if (rc == -2) { /* well-formed, out of range: say the bound, in the syntax the user wrote */
             long long n = 0;
             if (o->kind == OPT_SIZE)
                 parse_size(v, &n);

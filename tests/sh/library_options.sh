@@ -65,4 +65,36 @@ for case in 'OOMTRACE_RING=1K|OOMTRACE_RING="1K" is below its minimum, 4K; using
         LD_PRELOAD="$PWD/build/liboomtrace.so" build/tests/door_linked >/dev/null 2>"$work/err"
     [ "$(cat "$work/err")" = "oomtrace: ${case#*|}" ] || fail "${case%%|*}: $(cat "$work/err")"
 done
+# Walk 8, #8: an empty value is the variable unset, for every variable, silently (a CI template's
+# OOMTRACE_RING=${RING} with RING unset): no line, the default kept.
+for v in DISABLE RING DIR DUMP SIGNAL DEPTH PYTHON FLUSH_MS MAX_SNAPSHOTS MAX_BYTES QUIET FRAMEWORKS TSC; do
+    (cd "$work" && env "OOMTRACE_$v=" LD_LIBRARY_PATH="$OLDPWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1 \
+        LD_PRELOAD="$OLDPWD/build/liboomtrace.so" "$OLDPWD/build/tests/door_linked") >/dev/null 2>"$work/err"
+    [ -s "$work/err" ] && fail "OOMTRACE_$v= (empty): $(cat "$work/err")"
+done
+ls "$work"/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "OOMTRACE_DIR= (empty) is not the default, the current directory"
+rm -f "$work"/oomtrace-*.oomt
+# Walk 8, #21: '~' that no shell expanded is HOME's (never a directory named '~'); '~user' and '$VAR' are refused
+# with one line saying why, the default kept. #22: a directory too long for the library says so.
+mkdir "$work/home" "$work/cwd"
+opt_dir() { # opt_dir VALUE: door_linked from $work/cwd, HOME=$work/home; stderr in $work/err
+    (cd "$work/cwd" && HOME=$work/home OOMTRACE_DIR=$1 LD_LIBRARY_PATH="$OLDPWD/build/fake" FAKECUDA_CAPACITY=1G \
+        OOMTRACE_QUIET=1 LD_PRELOAD="$OLDPWD/build/liboomtrace.so" "$OLDPWD/build/tests/door_linked") >/dev/null 2>"$work/err"
+}
+opt_dir '~/snaps'
+ls "$work"/home/snaps/oomtrace-*-oom.oomt >/dev/null 2>&1 && [ ! -e "$work/cwd/~" ] ||
+    fail "OOMTRACE_DIR='~/snaps': $(ls -A "$work/cwd") $(cat "$work/err")"
+long=$work/$(printf '%0300d' 0)/$(printf '%0250d' 0)
+for case in '~nobody/x|starts with '"'~user'"', which no shell expanded: give the path itself' \
+    '$HOME/x|holds a '"'\$'"' variable that no shell expanded: give the path itself' \
+    "$long|is longer than the 511 bytes a snapshot's directory may have"; do
+    val=${case%%|*}
+    opt_dir "$val"
+    shown=$(printf '%.64s' "$val")
+    [ "${#shown}" -lt "${#val}" ] && shown="$shown..."
+    [ "$(cat "$work/err")" = "oomtrace: OOMTRACE_DIR=\"$shown\" ${case#*|}; using the default \".\"" ] ||
+        fail "OOMTRACE_DIR='$val': $(cat "$work/err")"
+    [ -z "$(ls -A "$work/cwd" | grep -v '^oomtrace-')" ] || fail "OOMTRACE_DIR='$val' made $(ls -A "$work/cwd")"
+    rm -f "$work"/cwd/oomtrace-*.oomt
+done
 echo "library_options: ok"
