@@ -9,7 +9,8 @@ work=$(mktemp -d /tmp/oomtrace-lcmd.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export LD_LIBRARY_PATH="$PWD/build/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1
 unset OOMTRACE_DIR OOMTRACE_DUMP ASAN_OPTIONS
-run() { tools/oomtrace run "$@"; }
+run() { "$launcher" run "$@"; }
+launcher=$PWD/tools/oomtrace
 door=$PWD/build/tests/door_linked
 CC=${CC:-cc}
 
@@ -103,5 +104,26 @@ if $CC -I/usr/local/cuda/include -o "$work/atx" "$work/atx.c" -Lbuild/fake -lcud
 else
     fail "cannot build atx.c: $(tail -1 "$work/cc.err")"
 fi
+
+# #21: a '~' in OOMTRACE_DIR or --dir that no shell expanded is HOME's, never a directory named '~'; '~user' and
+# '$VAR' are refused before the command runs. #22: a --dir whose run directory the library could not take (over
+# 511 bytes) is refused before the command runs, not run with its snapshots in the current directory.
+mkdir "$work/home" "$work/cwd"
+(cd "$work/cwd" && HOME=$work/home OOMTRACE_DIR='~/snaps' run -- "$door") >/dev/null 2>&1 || fail "OOMTRACE_DIR='~/snaps': status"
+ls "$work"/home/snaps/run-*/oomtrace-*-exit.oomt >/dev/null 2>&1 && [ -z "$(ls -A "$work/cwd")" ] ||
+    fail "OOMTRACE_DIR='~/snaps': $(ls -A "$work/cwd")"
+long=$work/$(printf '%0200d' 0)/$(printf '%0200d' 0)/$(printf '%080d' 0)
+for case in "--dir=~nobody/x|it starts with '~user', which no shell expanded: give the path itself" \
+    "--dir=\$HOME/x|it holds a '\$' variable that no shell expanded: give the path itself" \
+    "--dir=$long|the run's directory would be longer than the 511 bytes the library takes for its directory"; do
+    opt=${case%%|*}
+    rm -f "$work/ran"
+    (cd "$work/cwd" && run "$opt" -- touch "$work/ran") >"$work/dir.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] && [ ! -e "$work/ran" ] && [ -z "$(ls -A "$work/cwd")" ] &&
+        [ "$(cat "$work/dir.out")" = "oomtrace: cannot create a run directory in ${opt#--dir=}: ${case#*|}; touch was not run (--dir or OOMTRACE_DIR picks another)" ] ||
+        fail "$opt: status $rc: $(cat "$work/dir.out") $(ls -A "$work/cwd")"
+done
+[ -e "$work/$(printf '%0200d' 0)" ] && fail "a --dir refused as too long was made"
 
 echo "launcher_cmd: ok"
