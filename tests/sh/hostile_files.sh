@@ -28,6 +28,18 @@ expect_one_line 2 - </dev/zero
 mkfifo "$T/pipe.oomt"
 expect_one_line 2 "$T/pipe.oomt"
 
+# A stream the user names (walk 7, #32: `oomtrace-read /dev/stdin`, `<(zstdcat S.zst)`, a FIFO with a
+# writer) is read like -: the same report as the file's.
+"$G" -o "$T/named.oomt" >/dev/null 2>&1 || fail "snapgen named"
+timeout -k 1 5 "$R" "$T/named.oomt" >"$T/want" 2>&1
+timeout -k 1 5 "$R" /dev/stdin <"$T/named.oomt" >"$T/got" 2>&1 || fail "/dev/stdin: $(head -c 200 "$T/got")"
+cmp -s "$T/want" "$T/got" || fail "/dev/stdin: not the file's report"
+mkfifo "$T/fed.oomt"
+cat "$T/named.oomt" >"$T/fed.oomt" &
+timeout -k 1 5 "$R" "$T/fed.oomt" >"$T/got" 2>&1 || fail "a named FIFO with a writer: $(head -c 200 "$T/got")"
+wait
+grep -q "$(head -n 1 "$T/want")" "$T/got" || fail "a named FIFO with a writer: not the file's report"
+
 # A directory: one good snapshot, a FIFO and two damaged files. The report of the good one comes out,
 # then one line for the three others, and exit 2.
 mkdir "$T/d"

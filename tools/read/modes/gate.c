@@ -120,6 +120,7 @@ int ot_gate_peak_of_path(const char *path, const struct ot_load_opts *o, struct 
     size_t n;
     if (ot_list_snapshots(path, &files, &n, errbuf) < 0)
         return -1;
+    plain.regular_only = true;
     /* The processes the snapshots came from, by host and pid (a process may leave several files). */
     struct { uint64_t host, pid; } *procs = calloc(n ? n : 1, sizeof(*procs));
     size_t ok = 0, nprocs = 0, nbad = 0;

@@ -31,10 +31,11 @@ static ssize_t read_some(int fd, uint8_t *p, size_t cap)
     return (ssize_t)n;
 }
 
-int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBUF])
+int ot_read_file(const char *path, bool regular_only, uint8_t **out, size_t *len, char err[OT_ERRBUF])
 {
     int is_stdin = strcmp(path, "-") == 0;
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read by name. */
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (a FIFO found in a directory is refused; one the
+     * user named, /dev/stdin or <(zstdcat S.zst), is read like -, and no writer reads as an empty file). */
     int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         snprintf(err, OT_ERRBUF, "%s", strerror(errno));
@@ -50,8 +51,8 @@ int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBU
         snprintf(err, OT_ERRBUF, "is a directory");
         goto fail;
     }
-    if (!is_stdin && !S_ISREG(st.st_mode)) {
-        snprintf(err, OT_ERRBUF, "not a regular file (a snapshot is read from a file, or from standard input as -)");
+    if (!is_stdin && regular_only && !S_ISREG(st.st_mode)) {
+        snprintf(err, OT_ERRBUF, "not a regular file (a directory's snapshots are read from regular files)");
         goto fail;
     }
     if (!is_stdin)
@@ -120,7 +121,7 @@ int ot_load(struct ot_loaded *l, const char *path, const struct ot_load_opts *o,
 {
     memset(l, 0, sizeof(*l));
     l->path = path;
-    if (ot_read_file(path, &l->buf, &l->len, errbuf) < 0)
+    if (ot_read_file(path, o->regular_only, &l->buf, &l->len, errbuf) < 0)
         return -1;
     if (ot_snapshot_parse(l->buf, l->len, &l->snap, errbuf) < 0) {
         ot_loaded_free(l);

@@ -10,6 +10,9 @@ struct ot_load_opts {
     bool symbolize;
     const char *const *debug_dirs;
     size_t ndebug;
+    /* Set for the files of a directory scan: a FIFO or device found there is refused, never opened for
+     * reading (a FIFO named *.oomt would wait for a writer). Files the user names may be streams. */
+    bool regular_only;
 };
 
 struct ot_loaded {
@@ -33,7 +36,7 @@ struct ot_loaded {
  * ot_loaded_free is still safe. */
 /* Reads a whole file, or standard input for "-", into a malloc'd buffer. Returns 0, or -1 with the reason
  * (without the path) in err. Files over 64 GiB are refused. */
-int ot_read_file(const char *path, uint8_t **out, size_t *len, char err[OT_ERRBUF]);
+int ot_read_file(const char *path, bool regular_only, uint8_t **out, size_t *len, char err[OT_ERRBUF]);
 int ot_load(struct ot_loaded *l, const char *path, const struct ot_load_opts *o, char errbuf[OT_ERRBUF]);
 void ot_loaded_free(struct ot_loaded *l);
 

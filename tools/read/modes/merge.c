@@ -318,6 +318,7 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
     /* Numbers only: symbols are read again for the one report shown. */
     struct ot_load_opts plain = r->lo;
     plain.symbolize = false;
+    plain.regular_only = true; /* the directory's files */
     struct ot_gate_peak worst = {0};
     /* Bad files are counted and named by the first one, in one line after the report: a directory of a
      * thousand damaged files must not bury the report under a thousand lines. */
