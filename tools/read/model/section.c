@@ -19,8 +19,36 @@ int sec_err(struct sec_ctx *x, const char *fmt, ...)
     return -1;
 }
 
-/* Over the memory budget: the user's words first (what needs more, the limit and how to raise it), the
- * section after, as for a truncated file. */
+/* What a section holds, in a report's words (the format's section names stay out of what a user reads). */
+static const char *section_words(uint32_t type)
+{
+    switch (type) {
+    case OT_SEC_META: return "the process's details";
+    case OT_SEC_DEVICES: return "the devices";
+    case OT_SEC_FAILURE: return "the failed request";
+    case OT_SEC_MODULES: return "the loaded libraries";
+    case OT_SEC_SYMBOLS: return "the symbols";
+    case OT_SEC_PYFRAMES: return "the Python frames";
+    case OT_SEC_STACKS: return "the stacks";
+    case OT_SEC_LIVE:
+    case OT_SEC_LIVE_SEQ: return "the live set";
+    case OT_SEC_PEAK:
+    case OT_SEC_PEAK_REF: return "the live set at a peak";
+    case OT_SEC_EVENTS: return "the event ring";
+    case OT_SEC_MARKERS: return "the markers";
+    case OT_SEC_POOLS: return "the memory pools";
+    case OT_SEC_MAPPINGS: return "the VMM mappings";
+    case OT_SEC_PROCESSES: return "the other processes";
+    case OT_SEC_THREADS: return "the thread names";
+    case OT_SEC_FRAMEWORK: return "the framework's view";
+    case OT_SEC_PROBES: return "the framework's probes";
+    case OT_SEC_BORROWED: return "the borrowed stacks";
+    default: return "a part of the file";
+    }
+}
+
+/* Over the memory budget: what needs more, the limit and how to raise it, and where in the file, all in a
+ * user's words (walk 7, #22: the line named "section 17 (PEAK_REF)"). */
 int sec_over_budget(struct sec_ctx *x, const char *what, ...)
 {
     char w[160];
@@ -29,9 +57,9 @@ int sec_over_budget(struct sec_ctx *x, const char *what, ...)
     vsnprintf(w, sizeof(w), what, ap);
     va_end(ap);
     snprintf(x->err, OT_ERRBUF,
-             "the snapshot needs more memory than the reader allows for it: %s would pass %zu bytes %s; section %u "
-             "(%s) at offset %" PRIu64, w, x->snap->arena.limit, ot_read_budget_why(), x->type,
-             ot_section_name(x->type), x->hdr_off);
+             "the snapshot needs more memory than the reader allows for it: %s would pass %zu bytes %s; in %s, "
+             "at byte %" PRIu64 " of the file", w, x->snap->arena.limit, ot_read_budget_why(), section_words(x->type),
+             x->hdr_off);
     return -1;
 }
 
