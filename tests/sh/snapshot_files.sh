@@ -143,8 +143,13 @@ for i in $(seq 1 16); do
 done
 # Walk 7, #34: the threads' names are in the snapshot (JSON threads was always empty).
 set -- "$work"/d2/oomtrace-*-1-oom.oomt
-build/oomtrace-read --format json "$1" | tr -d ' \n' | grep -q '"threads":\[{[^]]*"name":"worker-15"' ||
+build/oomtrace-read --format json "$1" | tr -d ' \n' | grep -q '"threads":\[{[^]]*"name":"worker-[0-9]*"' ||
     fail "the threads' names: $(build/oomtrace-read --format json "$1" | tr -d ' \n' | grep -o '"threads":\[[^]]*]')"
+# ... and the text and HTML reports name the failing thread by it (walk 7, #34: "thread 25507").
+build/oomtrace-read "$1" | grep -q '^  at .*, seq [0-9]*, thread [0-9]* (worker-[0-9]*)$' ||
+    fail "the failed request's thread is not named: $(build/oomtrace-read "$1" | grep '^  at ')"
+build/oomtrace-read --format html "$1" | grep -q ', thread [0-9]* (worker-[0-9]*))\.</p>' ||
+    fail "HTML: the failed request's thread is not named"
 [ -z "$(ls -A "$work/d2" | grep -v '\.oomt$')" ] || fail "left beside the snapshots: $(ls -A "$work/d2" | grep -v '\.oomt$')"
 # Walk 7, #22: the reader reads what the tracer writes. Half a million live 2 KiB allocations make a 1.6 MB file
 # (sequential addresses compress well) whose model takes ~90 MB: the budget of 32 x the file's size + 32 MiB

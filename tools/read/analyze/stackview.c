@@ -367,8 +367,15 @@ void ot_put_borrowed_note(FILE *f, struct ot_resolver *res, const struct ot_snap
     fprintf(f, "%s(Python stack borrowed from ", indent);
     if (st->lender_tid && st->lender_tid == s->meta.pid)
         fprintf(f, "the main thread (%" PRIu64 ")", st->lender_tid);
-    else if (st->lender_tid)
+    else if (st->lender_tid) {
         fprintf(f, "thread %" PRIu64, st->lender_tid);
+        const struct snap_thread *th = ot_snapshot_thread(s, st->lender_tid);
+        if (th) {
+            fputs(" (", f);
+            ot_fput_safe_max(f, th->name, 64);
+            fputc(')', f);
+        }
+    }
     else
         fputs("another thread", f);
     if (wait) {

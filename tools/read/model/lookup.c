@@ -53,6 +53,14 @@ const struct ot_peak *ot_snapshot_peak(const struct ot_snapshot *s, int64_t devi
     return NULL;
 }
 
+const struct snap_thread *ot_snapshot_thread(const struct ot_snapshot *s, uint64_t tid)
+{
+    for (size_t i = 0; i < s->nthreads; i++)
+        if (s->threads[i].tid == tid && s->threads[i].name.n)
+            return &s->threads[i];
+    return NULL;
+}
+
 size_t ot_snapshot_marker_from(const struct ot_snapshot *s, uint64_t seq)
 {
     size_t lo = 0, hi = s->nmarkers;

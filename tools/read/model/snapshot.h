@@ -235,6 +235,8 @@ const struct ot_symbol *ot_snapshot_symbol(const struct ot_snapshot *s, uint64_t
 const struct ot_module *ot_snapshot_module(const struct ot_snapshot *s, uint64_t address);
 const struct snap_device *ot_snapshot_device(const struct ot_snapshot *s, int64_t ordinal);
 const struct ot_peak *ot_snapshot_peak(const struct ot_snapshot *s, int64_t device);
+/* The thread's recorded name (its kernel comm); NULL when the snapshot names it not or with "". */
+const struct snap_thread *ot_snapshot_thread(const struct ot_snapshot *s, uint64_t tid);
 /* Markers are sorted by seq: the index of the first with seq >= seq (nmarkers when none); the one with
  * exactly this seq (the ring can hold markers MARKERS no longer keeps); and those strictly before seq,
  * up to max of the latest, as [*first, *first + return). */

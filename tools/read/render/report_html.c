@@ -142,9 +142,16 @@ static void failure(struct hx *h, const struct ot_failure_words *w)
     const struct snap_failure *x = w->x;
     char b2[32], tb[48];
     fprintf(f, "<section class=\"card fail\"><h2>Failed request</h2><p class=\"big\"><b>%s</b> (%s bytes) by <code>%s</code> "
-            "on %s, category %s, returned <code>%s</code> at %s (seq %" PRIu64 ", thread %" PRIu64 ").</p>", w->bytes,
+            "on %s, category %s, returned <code>%s</code> at %s (seq %" PRIu64 ", thread %" PRIu64, w->bytes,
             ot_fmt_count(b2, x->requested_bytes), w->api, w->where, ot_category_name64(x->category), w->result,
             ot_fmt_reltime(tb, x->time_ns, h->s->meta.start_mono_ns), x->seq, x->tid);
+    const struct snap_thread *th = ot_snapshot_thread(h->s, x->tid);
+    if (th) {
+        fputs(" (", f);
+        h_text(f, th->name, 64);
+        fputc(')', f);
+    }
+    fputs(").</p>", f);
     h_fw_failure(h);
     if (w->meminfo) {
         fprintf(f, "<p>The device had %s free of %s total (cuMemGetInfo at the snapshot)", w->free, w->total);

@@ -173,7 +173,14 @@ static void failure(struct tx *t)
             w.result);
     if (ot_result_name(f->result_code))
         fprintf(o, " (%" PRIu64 ")", f->result_code);
-    fprintf(o, "\n  at %s, seq %" PRIu64 ", thread %" PRIu64 "\n", reltime(b3, s, f->time_ns), f->seq, f->tid);
+    fprintf(o, "\n  at %s, seq %" PRIu64 ", thread %" PRIu64, reltime(b3, s, f->time_ns), f->seq, f->tid);
+    const struct snap_thread *th = ot_snapshot_thread(s, f->tid);
+    if (th) {
+        fputs(" (", o);
+        ot_fput_safe_max(o, th->name, 64);
+        fputc(')', o);
+    }
+    fputc('\n', o);
     ot_fwview_failure_text(o, t->a);
     if (w.meminfo) {
         fprintf(o, "  %s had %s free of %s total (cuMemGetInfo at the snapshot)", dev_name(dn, f->device), w.free, w.total);
