@@ -353,4 +353,25 @@ traced "$T/loader" python3 "$T/loader.py"
 has "$T/loader.txt" 'rose in each of 99 consecutive intervals, from 0 allocations (0 B) at marker "step 0" (seq 1) to 99 allocations (594 MiB) at marker "step 99"' "a leak with an empty interval in it"
 n=$((n + 1))
 
+# Walk 7, #13: a process whose first allocation fails held nothing: one line says so in every format, not a
+# heading over an empty table ("What held the memory on device 0 ():"), and its 0 B peak is not "at ? (seq 0)".
+cat >"$T/first.py" <<'PY'
+from drv import MiB, try_alloc
+assert try_alloc(2048 * MiB)[0] == 2
+PY
+traced "$T/first" python3 "$T/first.py"
+FI=$(ls "$T"/first/*-oom.oomt)
+nothing="nothing: no allocation of this process was live on device 0 when the request failed, nor before (its first allocation on the device failed)."
+for fmt in text markdown html; do
+    "$READER" --format $fmt "$FI" >"$T/first.$fmt" || fail "read first.py's snapshot as $fmt"
+    has "$T/first.$fmt" "$nothing" "a first allocation that failed, $fmt"
+    hasnt "$T/first.$fmt" "at the failure  " "$fmt: an empty breakdown table"
+    hasnt "$T/first.$fmt" "| Category |" "$fmt: an empty breakdown table"
+    hasnt "$T/first.$fmt" "at ? (seq 0)" "$fmt: a 0 B peak with no time"
+    hasnt "$T/first.$fmt" "does not record the live set at the peak" "$fmt: a 0 B peak misses no live set"
+done
+has "$T/first.text" "What held the memory on device 0: nothing" "text: the breakdown's one line"
+"$READER" --format json "$FI" | grep -q '"nothing_held": "nothing: no allocation' || fail "JSON breakdown.nothing_held"
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

@@ -69,6 +69,9 @@ struct ot_breakdown {
                           * program with none (C, raw driver calls) is never told of tensors' roles */
     bool cache_is_pools; /* the cache row is only the stream-ordered pools' reserved beyond used */
     struct ot_bd_moment now, peak;
+    /* Set when no row holds a byte at either moment known (a process whose first allocation failed): the
+     * one sentence a report gives instead of an empty table, "nothing: ..."; "" otherwise. */
+    char nothing_held[200];
     char *owned;         /* a copy's own label bytes (ot_breakdown_copy); NULL in a built one */
 };
 

@@ -58,6 +58,13 @@ void h_breakdown_section(struct hx *h)
     FILE *f = h->f;
     if (!b || !b->has_device || (!b->now.known && !b->peak.known))
         return;
+    if (b->nothing_held[0]) {
+        fprintf(f, "<section class=\"card\" id=\"breakdown\"><h2>What held the memory<small>device %" PRId64
+                "</small></h2><p>", b->device);
+        h_cstr(f, b->nothing_held);
+        fputs(".</p></section>\n", f);
+        return;
+    }
     char wholes[256];
     ot_bd_wholes(wholes, sizeof(wholes), b);
     fprintf(f, "<section class=\"card\" id=\"breakdown\"><h2>What held the memory<small>device %" PRId64 "%s%s", b->device,

@@ -46,5 +46,9 @@ void ot_json_breakdown(struct ot_json *j, const char *key, const struct ot_break
     ot_json_bool(j, "framework_on_stacks", b->framework_seen);
     bd_moment(j, "now", b, &b->now);
     bd_moment(j, "peak", b, &b->peak);
+    if (b->nothing_held[0])
+        ot_json_cstr(j, "nothing_held", b->nothing_held);
+    else
+        ot_json_null(j, "nothing_held");
     ot_json_obj_end(j);
 }

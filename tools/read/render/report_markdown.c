@@ -67,6 +67,10 @@ static void breakdown(struct md *m)
     const struct ot_breakdown *b = m->a->breakdown;
     if (!b || !b->has_device || (!b->now.known && !b->peak.known))
         return;
+    if (b->nothing_held[0]) {
+        fprintf(m->f, "**What held the memory on device %" PRId64 ":** %s.\n\n", b->device, b->nothing_held);
+        return;
+    }
     char wholes[256];
     ot_bd_wholes(wholes, sizeof(wholes), b);
     fprintf(m->f, "**What held the memory on device %" PRId64 "**%s%s%s\n\n", b->device,

@@ -220,9 +220,13 @@ static void breakdown(struct tx *t)
     char dn[32];
     if (!b || !b->has_device || (!b->now.known && !b->peak.known))
         return;
+    if (b->nothing_held[0]) {
+        fprintf(o, "\nWhat held the memory on %s: %s.\n", dev_name(dn, b->device), b->nothing_held);
+        return;
+    }
     char wholes[256];
     ot_bd_wholes(wholes, sizeof(wholes), b);
-    fprintf(o, "\nWhat held the memory on %s (%s):\n", dev_name(dn, b->device), wholes);
+    fprintf(o, "\nWhat held the memory on %s%s%s%s:\n", dev_name(dn, b->device), *wholes ? " (" : "", wholes, *wholes ? ")" : "");
     fprintf(o, "  %-46s  %20s  %20s\n", "", b->at_failure ? "at the failure" : "at the snapshot", "at the peak");
     for (int r = 0; r < OT_BD_NROWS; r++) {
         if (!b->now.bytes[r] && !b->peak.bytes[r])
@@ -309,8 +313,11 @@ static void device_block(struct tx *t, const struct snap_device *d)
         sep = ", ";
     }
     fputc('\n', o);
-    fprintf(o, "    peak %s at %s (seq %" PRIu64 ")\n", ot_fmt_bytes(b1, d->peak_bytes), reltime(tb, s, d->peak_time_ns),
-            d->peak_seq);
+    if (d->peak_bytes)
+        fprintf(o, "    peak %s at %s (seq %" PRIu64 ")\n", ot_fmt_bytes(b1, d->peak_bytes),
+                reltime(tb, s, d->peak_time_ns), d->peak_seq);
+    else /* no allocation was ever live there: a peak has no time */
+        fputs("    peak 0 B (no allocation of this process was live on it)\n", o);
     bool baseline = d->flags & OT_DEV_BASELINE_KNOWN;
     if (baseline)
         fprintf(o, "    baseline %s in use before this process's first allocation\n",
@@ -390,6 +397,10 @@ static void peak_section(struct tx *t)
     const struct ot_peak_view *p = a->peak;
     if (!p) {
         fputs("\nPeak: unknown (the snapshot records no device peak)\n", o);
+        return;
+    }
+    if (!p->bytes && !p->has_sites) { /* nothing was ever live: there is no live set to miss */
+        fprintf(o, "\nPeak of %s: 0 B (no allocation of this process was live on it)\n", dev_name(dn, p->device));
         return;
     }
     fprintf(o, "\nTop call sites at the peak of %s: %s at %s (seq %" PRIu64 ")", dev_name(dn, p->device),

@@ -171,7 +171,7 @@ bool ot_site_table_open(const struct ot_analysis *a, const struct ot_report_opts
     if (!(t->st = t->mo.sites))
         return false;
     heading(&t->mo, a->s->meta.start_mono_ns, t->title, t->detail);
-    if (t->mo.fell_back)
+    if (t->mo.fell_back && !(t->mo.asked == OT_AT_PEAK && a->peak && !a->peak->bytes)) /* a 0 B peak misses nothing */
         snprintf(t->note, sizeof(t->note), "The snapshot does not record the live set at the %s: this is the live set "
                  "at the snapshot.", ot_at_name(t->mo.asked));
     const struct ot_sites *st = t->st;

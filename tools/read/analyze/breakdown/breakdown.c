@@ -1,5 +1,6 @@
 #include "analyze/breakdown.h"
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,6 +427,32 @@ static void finish(struct ot_bd_moment *m)
     qsort(m->parts, m->nparts, sizeof(m->parts[0]), cmp_part);
 }
 
+static bool moment_empty(const struct ot_bd_moment *m)
+{
+    for (int r = 0; r < OT_BD_NROWS; r++)
+        if (m->bytes[r])
+            return false;
+    return true;
+}
+
+/* A table with no row says nothing; the sentence says why it is empty (walk 7, #13: the most common
+ * first-day OOM, a first request off by 1000x, showed a heading over an empty table). */
+static void nothing_held(const struct ot_snapshot *s, struct ot_breakdown *b)
+{
+    if (!b->now.known || !moment_empty(&b->now) || (b->peak.known && !moment_empty(&b->peak)))
+        return;
+    const struct snap_device *d = ot_snapshot_device(s, b->device);
+    const char *when = b->at_failure ? "when the request failed" : "at the snapshot";
+    if (d && !d->peak_bytes)
+        snprintf(b->nothing_held, sizeof(b->nothing_held),
+                 "nothing: no allocation of this process was live on device %" PRId64 " %s, nor before%s", b->device,
+                 when, b->at_failure ? " (its first allocation on the device failed)" : " (it allocated nothing there)");
+    else
+        snprintf(b->nothing_held, sizeof(b->nothing_held),
+                 "nothing: no allocation of this process was live on device %" PRId64 " %s%s", b->device, when,
+                 b->peak.known ? "" : " (the live set at its peak was not recorded)");
+}
+
 int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
 {
     memset(out, 0, sizeof(*out));
@@ -483,6 +510,7 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
     }
     for (size_t i = 0; i < g.n && !out->framework_seen; i++)
         out->framework_seen = ot_stack_framework(a, g.ids[i]) != NULL;
+    nothing_held(s, out);
     ot_u64map_free(&live);
     ot_u64map_free(&g.map);
     free(sb_now.v);
