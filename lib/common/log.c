@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/nosig.h"
 
 /* The stderr the process had at start. A program may close fd 2 and open its own data file there; our
  * line would then land inside its records. So a line is written only while fd 2 is that same file, or a
@@ -52,13 +53,19 @@ void ot_log(const char *fmt, ...)
     if (len > sizeof line - 2)
         len = sizeof line - 2;
     line[len++] = '\n';
+    /* A reader that has gone (`2>&1 | head`) or a file size limit ends the line, never the program. */
+    struct ot_nosig q;
+    ot_nosig_begin(&q);
     for (size_t off = 0; off < len;) {
         ssize_t w = write(STDERR_FILENO, line + off, len - off);
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0)
+            ot_nosig_saw(&q, errno);
         if (w <= 0)
             break;
         off += (size_t)w;
     }
+    ot_nosig_end(&q);
     errno = saved;
 }

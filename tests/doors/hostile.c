@@ -23,6 +23,10 @@
  *   hostile smallfill N         N-byte allocations, never freed, until the device is full (1 GiB / N of them)
  *   hostile dlclosed PLUGIN     dlopens PLUGIN (libplugin_alloc.so), whose plugin_warm keeps 512 MiB, dlcloses
  *                               it, then asks for 600 MiB (an OOM on the 1 GiB device)
+ *   hostile sigpending PRE      SIGPIPE and SIGXFSZ blocked, and raised first when PRE is 1, then one OOM;
+ *                               prints which of them are pending after it (walk 8, #26, #27: run with stderr a
+ *                               pipe whose reader has gone, or under `ulimit -f`: the tracer's writes leave
+ *                               pending what was pending before, nothing more)
  *   hostile ctorexec            with HOSTILE_CTOR_EXEC set, libctor_exec.so's constructor re-executes the
  *                               program before the tracer initialised itself; prints "ctorexec done" */
 #include <cuda.h>
@@ -386,6 +390,28 @@ static int mode_oomloop(long n)
     return failed == n ? 0 : 1;
 }
 
+/* ---- sigpending ---- */
+
+static int mode_sigpending(long pre)
+{
+    sigset_t both, pending;
+    sigemptyset(&both);
+    sigaddset(&both, SIGPIPE);
+    sigaddset(&both, SIGXFSZ);
+    sigprocmask(SIG_BLOCK, &both, NULL);
+    if (pre) {
+        raise(SIGPIPE);
+        raise(SIGXFSZ);
+    }
+    device_init();
+    CUdeviceptr p;
+    int failed = cuMemAlloc_v2(&p, 4096 * MiB) == CUDA_ERROR_OUT_OF_MEMORY;
+    sigpending(&pending);
+    printf("failed %d sigpipe_pending %d sigxfsz_pending %d\n", failed, sigismember(&pending, SIGPIPE),
+           sigismember(&pending, SIGXFSZ));
+    return failed ? 0 : 1;
+}
+
 /* ---- oomthreads ---- */
 
 static pthread_barrier_t oom_together;
@@ -554,6 +580,8 @@ int main(int argc, char **argv)
         return mode_segv();
     if (strcmp(mode, "oomloop") == 0)
         return mode_oomloop(n ? n : 100);
+    if (strcmp(mode, "sigpending") == 0)
+        return mode_sigpending(n);
     if (strcmp(mode, "oomthreads") == 0)
         return mode_oomthreads(n ? n : 16);
     if (strcmp(mode, "sigexit") == 0 || strcmp(mode, "sigexitwait") == 0)
