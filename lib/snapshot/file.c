@@ -16,6 +16,7 @@
 #include <zstd.h>
 
 #include "common/log.h"
+#include "common/nosig.h"
 #include "common/options.h"
 #include "common/self.h"
 #include "snapshot/snapshot.h"
@@ -53,13 +54,15 @@ static const char *trigger_words(enum ot_trigger trigger)
     }
 }
 
-static int write_all(int fd, const void *p, size_t n)
+static int write_all(int fd, const void *p, size_t n, struct ot_nosig *q)
 {
     const char *c = p;
     while (n) {
         ssize_t w = write(fd, c, n);
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0)
+            ot_nosig_saw(q, errno);
         if (w <= 0)
             return -1;
         c += w;
@@ -68,7 +71,7 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-static int write_section(int fd, const struct trace_section *s, ZSTD_CCtx *cctx)
+static int write_section(int fd, const struct trace_section *s, ZSTD_CCtx *cctx, struct ot_nosig *q)
 {
     struct ot_section_header h = {.type = s->type, .flags = 0, .stored_len = s->b.len, .raw_len = s->b.len};
     const void *payload = s->b.p;
@@ -84,7 +87,7 @@ static int write_section(int fd, const struct trace_section *s, ZSTD_CCtx *cctx)
             payload = z;
         }
     }
-    int rc = write_all(fd, &h, sizeof h) || write_all(fd, payload, (size_t)h.stored_len) ? -1 : 0;
+    int rc = write_all(fd, &h, sizeof h, q) || write_all(fd, payload, (size_t)h.stored_len, q) ? -1 : 0;
     free(z);
     return rc;
 }
@@ -312,10 +315,14 @@ int ot_file_write(const struct trace_sections *secs, enum ot_trigger trigger, un
      * not a finished file: if it is what remains, the process did not finish. */
     struct ot_file_header fh = {.version_major = OT_VERSION_MAJOR, .version_minor = OT_VERSION_MINOR, .flags = 0};
     memcpy(fh.magic, OT_MAGIC, 8);
+    /* A file size limit (`ulimit -f`, a batch system's) fails the write with EFBIG and the line below;
+     * its SIGXFSZ would have ended a program that caught its OOM (walk 8, #26). */
+    struct ot_nosig q;
+    ot_nosig_begin(&q);
     ZSTD_CCtx *cctx = ZSTD_createCCtx();
-    int bad = write_all(fd, &fh, sizeof fh), no_room = 0;
+    int bad = write_all(fd, &fh, sizeof fh, &q), no_room = 0;
     for (int i = 0; i < secs->n && !bad; i++) {
-        bad = write_section(fd, &secs->s[i], cctx);
+        bad = write_section(fd, &secs->s[i], cctx, &q);
         off_t at = lseek(fd, 0, SEEK_CUR);
         if (!bad && room && at > 0 && (unsigned long long)at > room)
             bad = no_room = 1;
@@ -324,8 +331,11 @@ int ot_file_write(const struct trace_sections *secs, enum ot_trigger trigger, un
     if (!bad && !flush) {
         fh.flags = OT_FILE_COMPLETE;
         bad = pwrite(fd, &fh, sizeof fh, 0) != (ssize_t)sizeof fh;
+        if (bad)
+            ot_nosig_saw(&q, errno);
     }
     int err = errno;
+    ot_nosig_end(&q);
     struct stat st;
     if (!bad && fstat(fd, &st) != 0) {
         bad = 1;

@@ -1,7 +1,11 @@
 /* Fault injection for tests/e2e/test_faults.c, preloaded before liboomtrace.so. It interposes write(2) for
  * files whose name ends in ".oomt" (or ".oomt.tmp"), as the tracer's snapshot writer sees them:
  *   FAULT_ENOSPC_AFTER=N  the write that would take the file past N bytes fails with ENOSPC (disk full)
- *   FAULT_EINTR=1         every other write fails with EINTR before writing anything */
+ *   FAULT_EINTR=1         every other write fails with EINTR before writing anything
+ *   FAULT_KILL_AFTER=N    the write that would take the file past N bytes writes up to N, then the process
+ *                         is killed (SIGKILL): a write cut off by the process's death
+ *                         (tests/sh/snapshot_files.sh; a file size limit no longer kills it, walk 8 #26) */
+#include <signal.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +38,16 @@ EXPORT ssize_t write(int fd, const void *buf, size_t count)
         if (e && *e == '1' && (flip ^= 1)) {
             errno = EINTR;
             return -1;
+        }
+        const char *kill_at = getenv("FAULT_KILL_AFTER");
+        if (kill_at) {
+            off_t at = lseek(fd, 0, SEEK_CUR);
+            unsigned long long n = strtoull(kill_at, NULL, 10);
+            if (at >= 0 && (unsigned long long)at + count > n) {
+                if ((unsigned long long)at < n)
+                    real(fd, buf, (size_t)(n - (unsigned long long)at));
+                raise(SIGKILL);
+            }
         }
         const char *lim = getenv("FAULT_ENOSPC_AFTER");
         if (lim) {
