@@ -52,6 +52,17 @@ static void put_build_id(struct ot_buf *b, const struct dl_phdr_info *info)
     ot_buf_str(b, "", 0);
 }
 
+/* The main program has no name in the link map. Apart, so that its 4 KiB buffer is on the stack only here:
+ * the dlclose wrapper walks the modules (ot_modules_note) from inside the driver's first call on a thread,
+ * whose stack the tracer keeps small (test_hostile's footprint). */
+static __attribute__((noinline)) void put_exe_path(struct ot_buf *b)
+{
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    ot_buf_cstr(b, exe);
+}
+
 static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 {
     struct walk *w = data;
@@ -84,15 +95,10 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
         w->ranges[w->nranges][0] = lo;
         w->ranges[w->nranges++][1] = hi;
     }
-    char exe[4096];
-    const char *path = info->dlpi_name;
-    if (!path || !*path) {
-        /* The main program has no name in the link map. */
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        exe[n > 0 ? n : 0] = 0;
-        path = exe;
-    }
-    ot_buf_cstr(w->b, path);
+    if (info->dlpi_name && *info->dlpi_name)
+        ot_buf_cstr(w->b, info->dlpi_name);
+    else
+        put_exe_path(w->b);
     ot_buf_uv(w->b, lo);
     ot_buf_uv(w->b, hi);
     ot_buf_uv(w->b, info->dlpi_addr);
