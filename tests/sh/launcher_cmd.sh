@@ -126,4 +126,27 @@ for case in "--dir=~nobody/x|it starts with '~user', which no shell expanded: gi
 done
 [ -e "$work/$(printf '%0200d' 0)" ] && fail "a --dir refused as too long was made"
 
+# #31: a library that cannot be loaded here (a dependency missing: the wheel on a slim image without libunwind8;
+# a broken file) is refused before the command runs, naming what is missing, not blamed on the command.
+mkdir "$work/inst"
+cp tools/oomtrace "$work/inst/"
+ln -s "$PWD/build/oomtrace-read" "$PWD/build/oomtrace-supervise" "$work/inst/"
+printf 'int needed_one(void) { return 1; }\n' >"$work/notthere.c"
+printf 'int needed_one(void); int use(void) { return needed_one(); }\n' >"$work/needs.c"
+$CC -shared -fPIC -o "$work/libnotthere.so" "$work/notthere.c" &&
+    $CC -shared -fPIC -o "$work/inst/liboomtrace.so" "$work/needs.c" -L"$work" -lnotthere || fail "building libneeds"
+rm "$work/libnotthere.so"
+for case in "libnotthere.so: cannot open shared object file (the library needs libunwind, libzstd and liblzma from the system: apt-get install libunwind8 libzstd1 liblzma5, or dnf install libunwind libzstd xz-libs)" \
+    "file too short"; do
+    rm -f "$work/ran"
+    "$work/inst/oomtrace" run --dir "$work/inst-out" -- touch "$work/ran" >"$work/inst.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] && [ ! -e "$work/ran" ] &&
+        [ "$(cat "$work/inst.out")" = "oomtrace: $work/inst/liboomtrace.so cannot be loaded here: $case; touch was not run" ] ||
+        fail "a library that cannot be loaded: status $rc: $(cat "$work/inst.out")"
+    [ -z "$(ls -A "$work/inst-out")" ] || fail "a refused run left $(ls -A "$work/inst-out")"
+    : >"$work/inst/liboomtrace.so" # then a broken file, which ld.so ignores with a line
+done
+OOMTRACE_RING=lots run --dir "$work/inst-ok" -- true >"$work/ok.out" 2>&1 || fail "the probe refused a library that loads: $(cat "$work/ok.out")"
+
 echo "launcher_cmd: ok"
