@@ -1,9 +1,11 @@
 /* Start-up, exit, signals and fork. The tracer initialises itself on first use as well as from its
  * constructor, since another library's constructor may reach the driver before ours runs. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -242,6 +244,26 @@ static void exit_dump(void)
     ot_snapshot_trigger(OT_TRIGGER_EXIT, "exit");
 }
 
+/* Under oomtrace run (OOMTRACE_OUTER_RUN names its run's directory), a process that uses the device leaves a
+ * note there of the directory its snapshots go to: a command that sets its own OOMTRACE_DIR (a job script's
+ * export OOMTRACE_DIR=/scratch/$JOB) writes elsewhere, and the launcher finds them by it; and a run without any
+ * note had no process that allocated with the library loaded (env -i, sudo and docker drop LD_PRELOAD). */
+static void note_for_launcher(void)
+{
+    const char *run = getenv("OOMTRACE_OUTER_RUN");
+    char path[sizeof ot_opt.dir + 64];
+    if (!run || run[0] != '/' ||
+        (size_t)snprintf(path, sizeof path, "%s/.oomtrace-used-%d", run, (int)getpid()) >= sizeof path)
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    size_t n = strlen(ot_opt.dir);
+    ssize_t w = write(fd, ot_opt.dir, n);
+    (void)w; /* a note cut short only costs the launcher a line; the program is never told */
+    close(fd);
+}
+
 /* Registered at the first allocation rather than at start-up, so that it runs before the exit handlers
  * the CUDA runtime registered when it started (they free memory we want to see live). */
 void ot_after_first_alloc(void)
@@ -263,6 +285,7 @@ void ot_after_first_alloc(void)
                ot_opt.dir);
         ot_dir_warned = 1;
     }
+    note_for_launcher();
 }
 
 

@@ -149,4 +149,26 @@ for case in "libnotthere.so: cannot open shared object file (the library needs l
 done
 OOMTRACE_RING=lots run --dir "$work/inst-ok" -- true >"$work/ok.out" 2>&1 || fail "the probe refused a library that loads: $(cat "$work/ok.out")"
 
+# #12: a command that sets its own OOMTRACE_DIR (a job script's export OOMTRACE_DIR=/scratch/$JOB), or unsets it
+# (the process's own directory): the library's note tells the launcher where; those snapshots of this run are
+# linked into the run's directory, reported and gated, not "no snapshot was written".
+mkdir "$work/own" "$work/unset"
+: >"$work/own/oomtrace-old-1-1-oom.oomt" # an earlier run's file there is not this run's
+for case in "OOMTRACE_DIR=$work/own|$work/own" "-u OOMTRACE_DIR|$work/unset"; do
+    (cd "$work/unset" && run --dir "$work/ownrun" --max-peak 1G -- env ${case%%|*} "$door") >"$work/own.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] && grep -q "^== oomtrace: the command's processes wrote 2 snapshot(s) into ${case#*|}, not the run's directory (the command set its own OOMTRACE_DIR, or unset it): linked into the run's directory, and read with it\$" "$work/own.out" &&
+        grep -q "^oomtrace: gate --max-peak passed: peak 512 MiB" "$work/own.out" && grep -q "^Failed request: 700 MiB" "$work/own.out" ||
+        fail "env ${case%%|*}: status $rc: $(grep '^oomtrace\|^==' "$work/own.out")"
+done
+# #13: a command that drops LD_PRELOAD (env -i, sudo, docker run) left no process that allocated with the library:
+# said so, not "_exit or killed by a signal".
+run --dir "$work/ei" --max-peak 1G -- env -i LD_LIBRARY_PATH="$LD_LIBRARY_PATH" FAKECUDA_CAPACITY=1G "$door" >"$work/ei.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && [ "$(cat "$work/ei.out")" = "oomtrace: no snapshot was written: no process of the command allocated GPU memory with the library loaded: it allocated none, or env cleared the environment for what it ran, LD_PRELOAD with it, as env -i, sudo and docker run do: run oomtrace inside it (sudo oomtrace run -- CMD); the gate could not be checked, so it fails" ] ||
+    fail "env -i: status $rc: $(cat "$work/ei.out")"
+run --dir "$work/ei" -- sh -c 'env -i "$0"' "$door" >"$work/ei.out" 2>&1
+grep -q "^oomtrace: no snapshot was written: no process of the command allocated GPU memory with the library loaded: it allocated none, or what allocated ran untraced: a command that clears the environment (env -i, sudo, docker run) or a setuid program drops LD_PRELOAD; run oomtrace inside it\$" "$work/ei.out" ||
+    fail "env -i under a script: $(cat "$work/ei.out")"
+
 echo "launcher_cmd: ok"
