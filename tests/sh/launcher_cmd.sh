@@ -153,7 +153,7 @@ OOMTRACE_RING=lots run --dir "$work/inst-ok" -- true >"$work/ok.out" 2>&1 || fai
 # (the process's own directory): the library's note tells the launcher where; those snapshots of this run are
 # linked into the run's directory, reported and gated, not "no snapshot was written".
 mkdir "$work/own" "$work/unset"
-: >"$work/own/oomtrace-old-1-1-oom.oomt" # an earlier run's file there is not this run's
+touch -d '1 hour ago' "$work/own/oomtrace-old-1-1-oom.oomt" # an earlier run's file there is not this run's
 for case in "OOMTRACE_DIR=$work/own|$work/own" "-u OOMTRACE_DIR|$work/unset"; do
     (cd "$work/unset" && run --dir "$work/ownrun" --max-peak 1G -- env ${case%%|*} "$door") >"$work/own.out" 2>&1
     rc=$?
