@@ -208,6 +208,7 @@ static int flush_lock_briefly(void)
  * child that execs passes straight through (between fork and exec only getpid and a load run here). */
 int ot_exec_begin(void)
 {
+    ot_snapshot_wait_writes("exec"); /* a snapshot another thread writes ends with this image */
     if (!ot_opt.dump_crash || __atomic_load_n(&threads_pid, __ATOMIC_ACQUIRE) != (int)getpid())
         return 0;
     if (!flush_lock_briefly())
@@ -232,16 +233,22 @@ void ot_exec_failed(void)
     errno = saved;
 }
 
+/* At exit, the snapshots other threads are writing are waited for (bounded), before the exit snapshot (which
+ * then follows them in number) and after it (a failure during it). */
 static void exit_dump(void)
 {
     const char *why;
     if (state != ST_READY)
+        return;
+    ot_snapshot_wait_writes("exit");
+    if (!ot_opt.dump_exit)
         return;
     if (!ot_exit_here_safe(&why)) {
         ot_log("%s: no exit snapshot (it could hang the process)", why);
         return;
     }
     ot_snapshot_trigger(OT_TRIGGER_EXIT, "exit");
+    ot_snapshot_wait_writes("exit");
 }
 
 /* Under oomtrace run (OOMTRACE_OUTER_RUN names its run's directory), a process that uses the device leaves a
@@ -271,8 +278,7 @@ void ot_after_first_alloc(void)
     if (OT_LIKELY(__atomic_load_n(&ot_exit_registered, __ATOMIC_RELAXED)) ||
         __atomic_exchange_n(&ot_exit_registered, 1, __ATOMIC_ACQ_REL))
         return;
-    if (ot_opt.dump_exit)
-        atexit(exit_dump);
+    atexit(exit_dump);
     if (ot_opt.signal || ot_opt.dump_crash)
         install_handlers();
     /* Said once, by a process that uses the device: most processes under LD_PRELOAD (shells, compilers)

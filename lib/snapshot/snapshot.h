@@ -12,6 +12,11 @@ int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason);
 void ot_snapshot_last_flush(void);
 /* In a forked child: its exit is a snapshot of its own. */
 void ot_snapshot_forked(void);
+/* Before the process ends (exit, exec): waits, at most OT_WRITES_WAIT_MS, for the snapshots other threads of
+ * this process are writing, and says one line when it gives up. WHEN names the moment ("exit", "exec").
+ * Only atomics and nanosleep until that line: safe where exit() was called from a signal handler. */
+#define OT_WRITES_WAIT_MS 5000
+void ot_snapshot_wait_writes(const char *when);
 
 /* Removes this process's crash-surviving flush file (the process finished). */
 void ot_flush_file_remove(void);

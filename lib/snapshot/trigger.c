@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capture/backtrace.h"
@@ -20,6 +21,10 @@ static unsigned snapshot_seq;
 static int warned_max, exit_written, last_flush;
 static int oom_written, framework_oom_written; /* this process has its first (framework) out-of-memory snapshot */
 static unsigned long long bytes_written; /* by the snapshots of this process, for OOMTRACE_MAX_BYTES */
+/* Snapshots being written now (the flush aside), by the process writes_pid; those of this thread. */
+static unsigned writing;
+static int writes_pid;
+static __thread unsigned writing_here __attribute__((tls_model("initial-exec")));
 
 /* A loop of failing allocations must not fill the disk: a count and a byte budget per process, and one line
  * when either ends it. */
@@ -41,6 +46,33 @@ void ot_snapshot_forked(void)
     bytes_written = 0; /* the child is a process of its own, with a budget of its own */
     warned_max = 0;
     oom_written = framework_oom_written = 0;
+    writing = writing_here = 0; /* the parent's writers are not in the child */
+    writes_pid = 0;
+}
+
+/* exit() or an exec while another thread writes its snapshot ended the write with the process, and lost the
+ * file (walk 8, #33: a worker thread's out-of-memory while the main thread finishes, or a launcher script's
+ * exec of its next stage; the process's first OOM snapshot was the one lost). The wait is bounded: the writer
+ * may itself wait for this thread (a lock it holds, interrupted by the signal handler that called exit). A
+ * vforked child, whose memory is its parent's, never waits for the parent's writers (the pid differs). */
+void ot_snapshot_wait_writes(const char *when)
+{
+    if (__atomic_load_n(&writes_pid, __ATOMIC_ACQUIRE) != (int)getpid())
+        return;
+    struct timespec two_ms = {0, 2 * 1000 * 1000};
+    for (int waited = 0;; waited += 2) {
+        unsigned others = __atomic_load_n(&writing, __ATOMIC_ACQUIRE) - writing_here;
+        if (!others || (int)others < 0)
+            return;
+        if (waited >= OT_WRITES_WAIT_MS) {
+            ot_log("%s while %u snapshot%s still being written by other threads after %d s of waiting; "
+                   "the process ends without %s",
+                   when, others, others == 1 ? " was" : "s were", OT_WRITES_WAIT_MS / 1000,
+                   others == 1 ? "it" : "them");
+            return;
+        }
+        nanosleep(&two_ms, NULL);
+    }
 }
 
 static int wanted(enum ot_trigger trigger)
@@ -170,8 +202,18 @@ int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason)
     int cancel_state;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     int rc = -1;
+    int counted = trigger != OT_TRIGGER_FLUSH; /* the flush is waited for by its own lock */
+    if (counted) {
+        __atomic_store_n(&writes_pid, (int)getpid(), __ATOMIC_RELEASE);
+        __atomic_add_fetch(&writing, 1, __ATOMIC_ACQ_REL);
+        writing_here++;
+    }
     if (wanted(trigger))
         rc = ot_stack_room() < OT_WRITER_STACK ? write_on_own_stack(trigger, reason) : write_snapshot(trigger, reason);
+    if (counted) {
+        writing_here--;
+        __atomic_sub_fetch(&writing, 1, __ATOMIC_ACQ_REL);
+    }
     pthread_setcancelstate(cancel_state, NULL);
     ot_self.busy = was_busy;
     errno = saved_errno;

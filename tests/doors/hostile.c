@@ -27,6 +27,9 @@
  *                               prints which of them are pending after it (walk 8, #26, #27: run with stderr a
  *                               pipe whose reader has gone, or under `ulimit -f`: the tracer's writes leave
  *                               pending what was pending before, nothing more)
+ *   hostile writerace exit|exec a worker's allocation fails; once its snapshot's hidden file is in OOMTRACE_DIR
+ *                               (being written), the main thread calls exit(0), or execs /bin/true (walk 8, #33;
+ *                               libfault's FAULT_SLOW_MS keeps the write going)
  *   hostile ctorexec            with HOSTILE_CTOR_EXEC set, libctor_exec.so's constructor re-executes the
  *                               program before the tracer initialised itself; prints "ctorexec done" */
 #include <cuda.h>
@@ -412,6 +415,52 @@ static int mode_sigpending(long pre)
     return failed ? 0 : 1;
 }
 
+/* ---- writerace ---- */
+
+static CUcontext race_ctx;
+
+static void *fail_once(void *arg)
+{
+    (void)arg;
+    CUdeviceptr p;
+    cuCtxSetCurrent(race_ctx);
+    cuMemAlloc_v2(&p, 4096 * MiB);
+    return NULL;
+}
+
+static int writing_now(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += strstr(e->d_name, ".oomt.tmp-") != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int mode_writerace(const char *how)
+{
+    const char *dir = getenv("OOMTRACE_DIR");
+    if (!dir)
+        return 64;
+    device_init();
+    cuCtxGetCurrent(&race_ctx);
+    CUdeviceptr p;
+    for (int i = 0; i < 16; i++)
+        cuMemAlloc_v2(&p, MiB);
+    pthread_t t;
+    pthread_create(&t, NULL, fail_once, NULL);
+    for (int i = 0; i < 5000 && !writing_now(dir); i++)
+        sleep_ms(2);
+    printf("writing %d\n", writing_now(dir));
+    if (strcmp(how, "exec") == 0) {
+        execl("/bin/true", "true", (char *)NULL);
+        return 3;
+    }
+    exit(0);
+}
+
 /* ---- oomthreads ---- */
 
 static pthread_barrier_t oom_together;
@@ -580,6 +629,8 @@ int main(int argc, char **argv)
         return mode_segv();
     if (strcmp(mode, "oomloop") == 0)
         return mode_oomloop(n ? n : 100);
+    if (strcmp(mode, "writerace") == 0 && argc > 2)
+        return mode_writerace(argv[2]);
     if (strcmp(mode, "sigpending") == 0)
         return mode_sigpending(n);
     if (strcmp(mode, "oomthreads") == 0)

@@ -2,16 +2,19 @@
  * files whose name ends in ".oomt" (or ".oomt.tmp"), as the tracer's snapshot writer sees them:
  *   FAULT_ENOSPC_AFTER=N  the write that would take the file past N bytes fails with ENOSPC (disk full)
  *   FAULT_EINTR=1         every other write fails with EINTR before writing anything
+ *   FAULT_SLOW_MS=N       the first write of a file (at offset 0) sleeps N ms first: a write still going on
+ *                         when another thread exits or execs (tests/sh/exit_waits.sh, walk 8 #33)
  *   FAULT_KILL_AFTER=N    the write that would take the file past N bytes writes up to N, then the process
  *                         is killed (SIGKILL): a write cut off by the process's death
  *                         (tests/sh/snapshot_files.sh; a file size limit no longer kills it, walk 8 #26) */
-#include <signal.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -38,6 +41,13 @@ EXPORT ssize_t write(int fd, const void *buf, size_t count)
         if (e && *e == '1' && (flip ^= 1)) {
             errno = EINTR;
             return -1;
+        }
+        const char *slow = getenv("FAULT_SLOW_MS");
+        if (slow && lseek(fd, 0, SEEK_CUR) == 0) {
+            long ms = atol(slow);
+            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+                ;
         }
         const char *kill_at = getenv("FAULT_KILL_AFTER");
         if (kill_at) {
