@@ -374,4 +374,24 @@ has "$T/first.text" "What held the memory on device 0: nothing" "text: the break
 "$READER" --format json "$FI" | grep -q '"nothing_held": "nothing: no allocation' || fail "JSON breakdown.nothing_held"
 n=$((n + 1))
 
+# Walk 7, #17: a failed pinned host request has a Why and a remedy of its own, the devices' peak, and never
+# "device -1" (the host) nor "Peak: unknown".
+cat >"$T/pinned.py" <<'PY'
+from drv import cuda, ctypes, MiB, try_alloc
+assert try_alloc(200 * MiB)[0] == 0
+p = ctypes.c_void_p()
+cuda.cuMemAllocHost_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+assert cuda.cuMemAllocHost_v2(ctypes.byref(p), 64 << 40) == 2
+PY
+traced "$T/pinned" python3 "$T/pinned.py"
+PN=$(ls "$T"/pinned/*-oom.oomt)
+"$READER" "$PN" >"$T/pinned.txt" || fail "read pinned.py's snapshot"
+has "$T/pinned.txt" "The failed request was for page-locked (pinned) host memory, not device memory: the host's RAM or the process's locked-memory limit (ulimit -l, a container's memlock) refused 64.0 TiB; device 0 had 824 MiB free" "a pinned request's Why"
+has "$T/pinned.txt" "Pin less host memory at once: make the 64.0 TiB page-locked buffer at" "a pinned request's remedy"
+has "$T/pinned.txt" "Top call sites at the peak of device 0: 200 MiB" "the devices' peak for a host failure"
+hasnt "$T/pinned.txt" "device -1" "the host is not device -1"
+hasnt "$T/pinned.txt" "Peak: unknown" "a host failure with a device peak"
+"$READER" --format json "$PN" | grep -q '"kind": "host_request"' || fail "JSON why kind host_request"
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

@@ -119,13 +119,13 @@ static int add_peak_views(struct ot_analysis *a)
     }
 
     const struct ot_snapshot *ss = a->s;
-    if (ss->has_failure) {
+    if (ss->has_failure && ss->failure.device >= 0) {
         for (size_t k = 0; k < a->npeaks; k++)
             if (a->peaks[k].device == ss->failure.device)
                 a->peak = &a->peaks[k];
         if (!a->peak)
             ot_note(&a->notes, "no peak is known for the failing device %" PRId64, ss->failure.device);
-    } else {
+    } else { /* no failure, or one on the host (pinned memory): the devices' largest peak */
         for (size_t k = 0; k < a->npeaks; k++)
             if (!a->peak || a->peaks[k].bytes > a->peak->bytes)
                 a->peak = &a->peaks[k];

@@ -7,6 +7,7 @@ const struct ot_why_kind ot_why_kinds[] = {
     {"request_exceeds_total", "the failed request is larger than the whole device"},
     {"request_exceeds_free", "the failed request is larger than the free memory, and by how much"},
     {"request_within_free", "the failed request was not larger than the free memory at the snapshot"},
+    {"host_request", "the failed request was for pinned host memory: the host or its memlock limit refused it"},
     {"other_processes", "other processes' memory on the device (NVML), and what no one accounts for"},
     {"baseline_in_use", "memory in use before the process's first allocation, with no other process named"},
     {"pool_cached", "stream-ordered pools reserve memory their allocations do not use"},
@@ -29,6 +30,7 @@ const size_t ot_why_nkinds = sizeof(ot_why_kinds) / sizeof(ot_why_kinds[0]);
 
 const struct ot_why_kind ot_remedy_kinds[] = {
     {"request_too_large", "make the failed allocation smaller, or use a larger device (then the only one)"},
+    {"pin_less", "a pinned host request failed: pin less at once, or raise the locked-memory limit"},
     {"baseline_in_use", "the memory in use before the process started: check nvidia-smi on the host"},
     {"other_process", "another process, or this process's children, hold 10% or more of the device"},
     {"fragmentation", "PyTorch: expandable_segments:True, when the free blocks were enough together"},

@@ -20,6 +20,7 @@
  *   unbounded_site  a call site only added to what it held and was still growing (why: unfreed_site): free its
  *                   entries, or bound it to the allocations that its bytes and the free memory make room for
  *   request_too_large  the failed request alone is larger than the device's total (why: request_exceeds_total)
+ *   pin_less           a pinned host request failed (why: host_request)
  *   step_input      the interval between markers under way at the failure asked for at least 1.5x the one
  *                   before it, which fit and freed its memory (why: step_demand), and no leak explains it
  *   headroom        no failure, but the peak left less than 15% of the device free
@@ -533,8 +534,9 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
         w->has_device = true;
     }
     remedy_request_too_large(w, a);
+    remedy_pin_less(w, a);
     if (w->n)
-        return w; /* nothing else makes room for it */
+        return w; /* nothing else makes room for it (or the host refused, not a device) */
     other_process(w, a, w->device);
     baseline_in_use(w, a, w->device);
     fragmentation(w, a, w->device);

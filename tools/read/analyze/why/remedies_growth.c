@@ -161,6 +161,32 @@ void remedy_request_too_large(struct ot_why *w, const struct ot_analysis *a)
     why_item_end(&b);
 }
 
+/* A pinned host request refused (why: host_request): smaller or fewer page-locked buffers, or a higher limit. */
+void remedy_pin_less(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "host_request");
+    const struct ot_snapshot *s = a->s;
+    if (!it || !s->has_failure)
+        return;
+    char b1[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "pin_less"))
+        return;
+    fputs("Pin less host memory at once: ", b.f);
+    if (s->failure.requested_bytes)
+        fprintf(b.f, "make the %s page-locked buffer", why_bytes(b1, s->failure.requested_bytes));
+    else
+        fputs("make the page-locked buffer", b.f);
+    if (s->failure.stack_id) {
+        fputs(" at ", b.f);
+        why_put_headline(b.f, a, s->failure.stack_id);
+    }
+    fputs(" smaller, or pinned by fewer workers (a DataLoader's pin_memory=True with many workers), or use pageable "
+          "memory; or raise the locked-memory limit (ulimit -l, a container's memlock) if the host has the RAM.", b.f);
+    why_num_u(&b, "requested_bytes", s->failure.requested_bytes);
+    why_item_end(&b);
+}
+
 /* A step that asked for much more than the one before it was given a larger input (why: step_demand). */
 void remedy_step_input(struct ot_why *w, const struct ot_analysis *a)
 {

@@ -41,6 +41,7 @@ static inline const struct ot_why_item *why_find(const struct ot_why *why, const
 void remedy_leak(struct ot_why *w, const struct ot_analysis *a);
 void remedy_unbounded_site(struct ot_why *w, const struct ot_analysis *a);
 void remedy_request_too_large(struct ot_why *w, const struct ot_analysis *a);
+void remedy_pin_less(struct ot_why *w, const struct ot_analysis *a);
 void remedy_step_input(struct ot_why *w, const struct ot_analysis *a);
 
 #endif

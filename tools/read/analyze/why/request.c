@@ -1,8 +1,43 @@
 /* request_exceeds_total, request_exceeds_free, request_within_free: the failed request against the
- * device's total and free memory. */
+ * device's total and free memory; host_request: a failed request for page-locked host memory, which no
+ * device's free memory decides. */
 #include "analyze/why/item.h"
 
 #include <inttypes.h>
+
+/* cuMemAllocHost / cuMemHostAlloc refused (walk 7, #17: a 64 TiB pinned request read "Peak: unknown" and
+ * "device -1", with no Why): the host's RAM or the locked-memory limit decides, not a device. */
+static void host_request(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct snap_failure *fl = &a->s->failure;
+    char b1[32], b2[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "host_request"))
+        return;
+    fputs("The failed request was for page-locked (pinned) host memory, not device memory: ", b.f);
+    if (fl->requested_bytes)
+        fprintf(b.f, "the host's RAM or the process's locked-memory limit (ulimit -l, a container's memlock) refused %s",
+                why_bytes(b1, fl->requested_bytes));
+    else
+        fputs("the host's RAM or the process's locked-memory limit (ulimit -l, a container's memlock) refused it", b.f);
+    const struct snap_device *fd = NULL;
+    for (size_t i = 0; i < a->s->ndevices; i++) {
+        const struct snap_device *d = &a->s->devices[i];
+        if ((d->flags & OT_DEV_MEMINFO_KNOWN) && (!fd || d->ordinal < fd->ordinal))
+            fd = d;
+    }
+    if (fd)
+        fprintf(b.f, "; device %" PRId64 " had %s free (cuMemGetInfo at the snapshot), which does not decide it", fd->ordinal,
+                why_bytes(b2, fd->free_bytes));
+    fputc('.', b.f);
+    why_num_u(&b, "requested_bytes", fl->requested_bytes);
+    why_num_u(&b, "category", fl->category);
+    if (fd) {
+        why_num_i(&b, "device", fd->ordinal);
+        why_num_u(&b, "device_free_bytes", fd->free_bytes);
+    }
+    why_item_end(&b);
+}
 
 void why_request(struct ot_why *w, const struct ot_analysis *a)
 {
@@ -10,6 +45,10 @@ void why_request(struct ot_why *w, const struct ot_analysis *a)
     if (!s->has_failure)
         return;
     const struct snap_failure *fl = &s->failure;
+    if (fl->device < 0) {
+        host_request(w, a);
+        return;
+    }
     const struct snap_device *d = ot_snapshot_device(s, fl->device);
     if (!d || !(d->flags & OT_DEV_MEMINFO_KNOWN))
         return;

@@ -55,6 +55,8 @@ struct ot_why *ot_why_new(const struct ot_analysis *a)
     why_request(w, a);
     /* A request larger than the whole device fails whatever else the program held: what held the memory, who
      * else holds the device and how it grew are beside the point (freeing any of it cannot help). */
+    if (w->n && strcmp(w->v[w->n - 1].kind, "host_request") == 0)
+        return w; /* no device's memory decided it */
     if (w->n && strcmp(w->v[w->n - 1].kind, "request_exceeds_total") == 0) {
         why_step_inputs(w, a); /* a step whose inputs grew is why its request grew past the device */
         return w;
