@@ -1,6 +1,6 @@
-/* The exported sigaction and signal: a program that sets or reads the disposition of the signal the tracer
- * took for OOMTRACE_SIGNAL sets and reads its own, which the tracer's handler goes on to (runtime/sigchain.c).
- * Every other call is the C library's, unchanged. */
+/* The exported sigaction and signal: a program that sets or reads the disposition of a signal the tracer
+ * took (for OOMTRACE_SIGNAL, or SIGTERM for the exit snapshot) sets and reads its own, which the tracer's
+ * handler goes on to (runtime/sigchain.c). Every other call is the C library's, unchanged. */
 #include <signal.h>
 
 #include "common/defs.h"

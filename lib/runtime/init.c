@@ -35,6 +35,8 @@ static sem_t dump_sem;
 static volatile sig_atomic_t dump_pending;
 static int threads_pid; /* the process whose helper threads run; a forked child starts its own */
 static int helpers_on;  /* handlers installed and threads started (at the first device allocation) */
+static int term_on;     /* SIGTERM taken for the exit snapshot (sigchain.c), so the snapshot thread runs */
+static volatile sig_atomic_t term_pending;
 
 /* Crash-surviving trace (OOMTRACE_DUMP=crash): a thread flushes the state to one file twice per
  * OOMTRACE_FLUSH_MS, so that a kill at any moment leaves a flush at most one interval old. */
@@ -63,6 +65,13 @@ static void *dumper(void *arg)
     for (;;) {
         while (sem_wait(&dump_sem) != 0 && errno == EINTR)
             ;
+        if (term_pending) { /* SIGTERM: the exit snapshot, then the process ends (sigchain.c) */
+            term_pending = 0;
+            ot_snapshot_exit_bounded();
+            ot_snapshot_trigger(OT_TRIGGER_EXIT, "ended by SIGTERM");
+            ot_sigterm_written();
+            continue;
+        }
         int sig = dump_pending;
         dump_pending = 0;
         unsigned ticket = ot_sigchain_requested();
@@ -127,6 +136,16 @@ static void on_crash(int sig, siginfo_t *info, void *uctx)
     /* A fault (si_code > 0) under SIG_DFL re-executes the faulting instruction on return and dies. */
 }
 
+/* From on_term, in signal context: sem_post and getpid only. */
+static int term_wake(void)
+{
+    if (__atomic_load_n(&threads_pid, __ATOMIC_ACQUIRE) != (int)getpid())
+        return 0;
+    term_pending = 1;
+    sem_post(&dump_sem);
+    return 1;
+}
+
 static void start_thread(void *(*fn)(void *), const char *what)
 {
     sigset_t all, old;
@@ -144,8 +163,8 @@ static void start_thread(void *(*fn)(void *), const char *what)
 static void start_threads(void)
 {
     __atomic_store_n(&threads_pid, (int)getpid(), __ATOMIC_RELEASE);
-    if (ot_opt.signal)
-        start_thread(dumper, "OOMTRACE_SIGNAL snapshot");
+    if (ot_opt.signal || term_on)
+        start_thread(dumper, ot_opt.signal ? "OOMTRACE_SIGNAL snapshot" : "SIGTERM exit snapshot");
     if (ot_opt.dump_crash)
         start_thread(flusher, "crash-surviving flush");
 }
@@ -163,6 +182,9 @@ static void install_handlers(void)
             ot_opt.signal = 0;
         }
     }
+    /* The crash mode's handlers take SIGTERM for a last flush; OOMTRACE_SIGNAL=TERM writes a snapshot of its own. */
+    if (ot_opt.dump_exit && !ot_opt.dump_crash && ot_opt.signal != SIGTERM)
+        term_on = ot_sigterm_install(term_wake);
     if (ot_opt.dump_crash) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -279,7 +301,7 @@ void ot_after_first_alloc(void)
         __atomic_exchange_n(&ot_exit_registered, 1, __ATOMIC_ACQ_REL))
         return;
     atexit(exit_dump);
-    if (ot_opt.signal || ot_opt.dump_crash)
+    if (ot_opt.signal || ot_opt.dump_crash || ot_opt.dump_exit)
         install_handlers();
     /* Said once, by a process that uses the device: most processes under LD_PRELOAD (shells, compilers)
      * never do, and need not hear about the directory. */

@@ -164,8 +164,93 @@ int ot_sigchain_install(int sig, void (*wake)(int))
     return 0;
 }
 
+/* ---- SIGTERM at its default: the exit snapshot first (walk 7, #33) ----
+ * multiprocessing's Pool ends its workers with SIGTERM (terminate(), at the end of a `with` block), and
+ * torchrun and Slurm stop the other ranks with it: such a process runs no exit handler, so it wrote no exit
+ * snapshot and the launcher saw nothing of what it held. With exit snapshots asked for and SIGTERM left at its
+ * default, the tracer's handler has the snapshot thread write the exit snapshot (waiting at most WAIT_MS),
+ * then the default action ends the process by SIGTERM as it would have. The program reads its own
+ * disposition (SIG_DFL); one it sets replaces the tracer's handler, which then never runs. In sigchain.c, not
+ * a file of its own: the exported sigaction reads term_state, and must not reach instrumented code while
+ * TSan's runtime starts (tests/fuzz/fuzz.mk). */
+enum { TERM_NONE, TERM_TAKEN, TERM_GONE };
+static int term_state;
+static struct sigaction term_prog; /* the program's disposition: SIG_DFL, with its flags and mask */
+static int (*term_wake)(void);
+static volatile sig_atomic_t term_written;
+
+static void on_term(int sig, siginfo_t *info, void *uctx)
+{
+    (void)info;
+    (void)uctx;
+    int saved = errno;
+    /* 0 from term_wake: no snapshot thread in this process (a forked child that never allocated) */
+    if (__atomic_load_n(&term_state, __ATOMIC_ACQUIRE) == TERM_TAKEN && term_wake()) {
+        struct timespec ms = {0, 1000 * 1000};
+        for (int i = 0; i < WAIT_MS && !term_written; i++)
+            nanosleep(&ms, NULL);
+    }
+    /* The default action, unless the program set a disposition of its own meanwhile; never this handler again
+     * (the signal raised below would come back to it). */
+    struct sigaction now;
+    if (ot_sig_real(sig, NULL, &now) != 0 || ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_term)) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        __atomic_store_n(&term_state, TERM_GONE, __ATOMIC_RELEASE);
+        ot_sig_real(sig, &dfl, NULL);
+    }
+    /* Blocked until this handler returns: then the default action, or the program's disposition. */
+    raise(sig);
+    errno = saved;
+}
+
+int ot_sigterm_install(int (*wake)(void))
+{
+    struct sigaction p, sa;
+    if (ot_sig_real(SIGTERM, NULL, &p) != 0 || (p.sa_flags & SA_SIGINFO) || p.sa_handler != SIG_DFL)
+        return 0;
+    term_prog = p;
+    term_wake = wake;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_term;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    __atomic_store_n(&term_state, TERM_TAKEN, __ATOMIC_RELEASE);
+    if (ot_sig_real(SIGTERM, &sa, NULL) != 0) {
+        __atomic_store_n(&term_state, TERM_NONE, __ATOMIC_RELEASE);
+        return 0;
+    }
+    return 1;
+}
+
+void ot_sigterm_written(void)
+{
+    term_written = 1;
+}
+
+/* The program's sigaction(SIGTERM) while the tracer's handler is in place: SIG_DFL set again keeps it (the
+ * program asks for what the handler does); anything else is the program's from then on. */
+static int term_sigaction(const struct sigaction *act, struct sigaction *old)
+{
+    struct sigaction was = term_prog;
+    if (act && (act->sa_handler != SIG_DFL || (act->sa_flags & SA_SIGINFO))) {
+        int rc = ot_sig_real(SIGTERM, act, NULL);
+        if (rc != 0)
+            return rc;
+        __atomic_store_n(&term_state, TERM_GONE, __ATOMIC_RELEASE);
+    } else if (act) {
+        term_prog = *act;
+    }
+    if (old)
+        *old = was;
+    return 0;
+}
+
 int ot_sigchain_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
+    if (sig == SIGTERM && __atomic_load_n(&term_state, __ATOMIC_ACQUIRE) == TERM_TAKEN)
+        return term_sigaction(act, old);
     if (sig <= 0 || sig != __atomic_load_n(&chained_sig, __ATOMIC_ACQUIRE))
         return ot_sig_real(sig, act, old);
     /* Signals blocked and one writer at a time: sigaction may be called from a handler. */
@@ -191,7 +276,8 @@ int ot_sigchain_sigaction(int sig, const struct sigaction *act, struct sigaction
 /* glibc's signal(): BSD semantics, the signal blocked in its handler, calls restarted. */
 __sighandler_t ot_sigchain_signal(int sig, __sighandler_t handler)
 {
-    if (sig <= 0 || sig != __atomic_load_n(&chained_sig, __ATOMIC_ACQUIRE)) {
+    if (sig <= 0 || (sig != __atomic_load_n(&chained_sig, __ATOMIC_ACQUIRE) &&
+                     !(sig == SIGTERM && __atomic_load_n(&term_state, __ATOMIC_ACQUIRE) == TERM_TAKEN))) {
         static __sighandler_t (*real)(int, __sighandler_t);
         if (!__atomic_load_n(&real, __ATOMIC_ACQUIRE)) {
             void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();

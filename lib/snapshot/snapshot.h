@@ -10,6 +10,9 @@ int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason);
 
 /* The next flush is the last, after a fatal signal: the recorder is waited for at most a second. */
 void ot_snapshot_last_flush(void);
+/* The exit snapshot is written for a SIGTERM whose handler waits for it: the recorder is waited for at most a
+ * second (the thread the signal interrupted may hold it until the handler returns). */
+void ot_snapshot_exit_bounded(void);
 /* In a forked child: its exit is a snapshot of its own. */
 void ot_snapshot_forked(void);
 /* Before the process ends (exit, exec): waits, at most OT_WRITES_WAIT_MS, for the snapshots other threads of

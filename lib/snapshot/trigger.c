@@ -18,7 +18,7 @@
 #include "snapshot/writer.h"
 
 static unsigned snapshot_seq;
-static int warned_max, exit_written, last_flush;
+static int warned_max, exit_written, last_flush, exit_bounded;
 static int oom_written, framework_oom_written; /* this process has its first (framework) out-of-memory snapshot */
 static unsigned long long bytes_written; /* by the snapshots of this process, for OOMTRACE_MAX_BYTES */
 /* Snapshots being written now (the flush aside), by the process writes_pid; those of this thread. */
@@ -38,6 +38,11 @@ static void budget_reached(const char *what)
 void ot_snapshot_last_flush(void)
 {
     __atomic_store_n(&last_flush, 1, __ATOMIC_RELEASE);
+}
+
+void ot_snapshot_exit_bounded(void)
+{
+    __atomic_store_n(&exit_bounded, 1, __ATOMIC_RELEASE);
 }
 
 void ot_snapshot_forked(void)
@@ -126,7 +131,8 @@ static int write_snapshot(enum ot_trigger trigger, const char *reason)
         room = ot_opt.max_bytes - used;
     }
     /* The last flush after a fatal signal must not wait forever on a lock the crashing thread may hold. */
-    int bounded = flush && __atomic_load_n(&last_flush, __ATOMIC_ACQUIRE);
+    int bounded = flush ? __atomic_load_n(&last_flush, __ATOMIC_ACQUIRE)
+                        : trigger == OT_TRIGGER_EXIT && __atomic_load_n(&exit_bounded, __ATOMIC_ACQUIRE);
     struct trace_facts *f = malloc(sizeof *f);
     struct trace_sections *secs = malloc(sizeof *secs);
     int rc = -1;

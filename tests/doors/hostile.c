@@ -21,6 +21,9 @@
  *                               exit(3) (walk 7, #35)
  *   hostile sigexitwait         allocates, then a SIGALRM handler calls exit(3) while the program sleeps
  *   hostile smallfill N         N-byte allocations, never freed, until the device is full (1 GiB / N of them)
+ *   hostile termchild           allocates 1 MiB, forks a child that allocates 100 MiB and waits; the parent
+ *                               ends it with SIGTERM (as multiprocessing's Pool ends its workers): 0 when
+ *                               the child died by SIGTERM and read SIGTERM's disposition as SIG_DFL
  *   hostile dlclosed PLUGIN     dlopens PLUGIN (libplugin_alloc.so), whose plugin_warm keeps 512 MiB, dlcloses
  *                               it, then asks for 600 MiB (an OOM on the 1 GiB device)
  *   hostile sigpending PRE      SIGPIPE and SIGXFSZ blocked, and raised first when PRE is 1, then one OOM;
@@ -558,6 +561,47 @@ static int mode_dlclosed(const char *plugin)
     return cuMemAlloc_v2(&p, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 5;
 }
 
+/* ---- termchild ---- */
+
+static int mode_termchild(void)
+{
+    device_init();
+    CUdeviceptr p;
+    int fds[2];
+    if (cuMemAlloc_v2(&p, MiB) != CUDA_SUCCESS || pipe(fds) != 0)
+        return 3;
+    pid_t child = fork();
+    if (child < 0)
+        return 4;
+    if (child == 0) {
+        struct sigaction old;
+        char r = 'y';
+        if (cuMemAlloc_v2(&p, 100 * MiB) != CUDA_SUCCESS)
+            r = 'a';
+        else if (sigaction(SIGTERM, NULL, &old) != 0 || old.sa_handler != SIG_DFL)
+            r = 'd';
+        if (write(fds[1], &r, 1) != 1)
+            _exit(5);
+        for (;;)
+            pause();
+    }
+    char r = 0;
+    if (read(fds[0], &r, 1) != 1 || kill(child, SIGTERM) != 0)
+        return 6;
+    int st = 0;
+    if (waitpid(child, &st, 0) != child)
+        return 7;
+    if (r != 'y') {
+        fprintf(stderr, "termchild: the child's %s\n", r == 'a' ? "allocation failed" : "SIGTERM was not SIG_DFL");
+        return 8;
+    }
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGTERM) {
+        fprintf(stderr, "termchild: the child ended with status %#x, not by SIGTERM\n", st);
+        return 9;
+    }
+    return 0;
+}
+
 static int mode_segv(void)
 {
     device_init();
@@ -639,6 +683,8 @@ int main(int argc, char **argv)
         return mode_sigexit(strcmp(mode, "sigexitwait") == 0);
     if (strcmp(mode, "smallfill") == 0)
         return mode_smallfill(n ? n : 2048);
+    if (strcmp(mode, "termchild") == 0)
+        return mode_termchild();
     if (strcmp(mode, "dlclosed") == 0 && argc > 2)
         return mode_dlclosed(argv[2]);
     if (strcmp(mode, "exec") == 0)

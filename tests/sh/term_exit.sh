@@ -1,0 +1,107 @@
+#!/bin/sh
+# SIGTERM at its default writes the exit snapshot first (walk 7, #33): multiprocessing's Pool ends its workers
+# with SIGTERM at the end of a `with` block (torchrun and Slurm stop ranks the same way), and such a process
+# wrote no snapshot: the launcher said the command allocated nothing. With exit snapshots asked for
+# (OOMTRACE_DUMP=oom,exit, as the launcher sets), the process still dies by SIGTERM (status 143, or
+# WTERMSIG for its parent), its exit snapshot written first, reason "ended by SIGTERM". A program that sets
+# its own SIGTERM handler keeps it and reads SIG_DFL before; one that inherited SIGTERM ignored keeps ignoring
+# it; without exit snapshots nothing changes.
+set -u
+cd "$(dirname "$0")/../.."
+fail() { echo "term_exit: FAIL: $*"; exit 1; }
+work=$(mktemp -d /tmp/oomtrace-term.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cp tests/py/drv.py "$work/"
+n=0
+traced() { # traced DUMP CMD...: a fresh directory $work/dN, stdout in $work/out, the status in $st
+    n=$((n + 1))
+    mkdir "$work/d$n"
+    dump=$1
+    shift
+    LD_LIBRARY_PATH="$PWD/build/fake" OOMTRACE_DIR="$work/d$n" OOMTRACE_DUMP=$dump FAKECUDA_CAPACITY=1G \
+        LD_PRELOAD="$PWD/build/liboomtrace.so" timeout 30 "$@" >"$work/out" 2>"$work/err"
+    st=$?
+}
+# reasons: each exit snapshot's reason and live bytes in MiB, one line each, sorted
+reasons() {
+    for f in "$work/d$n"/*-exit.oomt; do
+        [ -f "$f" ] || continue
+        build/oomtrace-read --format json "$f" | /usr/bin/python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+print("%s %d" % (j["reason"], j["live"]["bytes"] >> 20))'
+    done | sort
+}
+
+cat >"$work/term.py" <<'PY'
+import os, signal, time
+from drv import try_alloc, MiB
+assert try_alloc(300 * MiB)[0] == 0
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(5)
+print("not reached")
+PY
+traced oom,exit /usr/bin/python3 "$work/term.py"
+[ "$st" -eq 143 ] && [ ! -s "$work/out" ] || fail "SIGTERM at its default: status $st (want 143), $(cat "$work/out" "$work/err")"
+[ "$(reasons)" = "ended by SIGTERM 300" ] || fail "SIGTERM's exit snapshot: $(reasons); $(cat "$work/err")"
+traced oom /usr/bin/python3 "$work/term.py"
+[ "$st" -eq 143 ] && [ -z "$(ls "$work/d$n")" ] || fail "SIGTERM without exit snapshots: status $st, $(ls "$work/d$n")"
+
+# Pool(3) ends its workers by SIGTERM: each worker that allocated leaves its exit snapshot, 900 MiB in all.
+cat >"$work/pool.py" <<'PY'
+import multiprocessing as mp, time
+from drv import try_alloc, MiB
+def work(i):
+    st = try_alloc(300 * MiB)[0]
+    time.sleep(0.2)
+    return st
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(3) as pool:
+        print(pool.map(work, range(3), chunksize=1))
+PY
+traced oom,exit /usr/bin/python3 "$work/pool.py"
+[ "$st" -eq 0 ] && [ "$(cat "$work/out")" = "[0, 0, 0]" ] || fail "pool.py: status $st, $(cat "$work/out" "$work/err")"
+total=$(reasons | awk '$1 == "ended" { s += $4 } END { print s + 0 }')
+[ "$total" -eq 900 ] || fail "the Pool's workers ended by SIGTERM: exit snapshots $(reasons | tr '\n' ';') ($(cat "$work/err"))"
+
+# A forked child, ended by its parent: it dies by SIGTERM, after its exit snapshot; it read SIG_DFL.
+traced oom,exit build/tests/hostile termchild
+[ "$st" -eq 0 ] || fail "hostile termchild: status $st, $(cat "$work/err")"
+[ "$(reasons | sed 's/ [0-9]*$//' | tr '\n' ';')" = "ended by SIGTERM;exit;" ] ||
+    fail "hostile termchild: exit snapshots $(reasons | tr '\n' ';') ($(cat "$work/err"))"
+
+# The program's own handler, set after the first allocation, runs; SIGTERM read before it is SIG_DFL.
+cat >"$work/own.py" <<'PY'
+import ctypes, os, signal, sys, time
+from drv import try_alloc, MiB
+assert try_alloc(100 * MiB)[0] == 0
+class Sa(ctypes.Structure):
+    _fields_ = [("handler", ctypes.c_void_p), ("rest", ctypes.c_char * 512)]
+sa = Sa()
+assert ctypes.CDLL(None).sigaction(signal.SIGTERM, None, ctypes.byref(sa)) == 0
+def graceful(s, f):
+    print("checkpoint saved", sa.handler in (None, 0))
+    sys.exit(0)
+signal.signal(signal.SIGTERM, graceful)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(5)
+print("not reached")
+PY
+traced oom,exit /usr/bin/python3 "$work/own.py"
+[ "$st" -eq 0 ] && [ "$(cat "$work/out")" = "checkpoint saved True" ] ||
+    fail "a SIGTERM handler set after the first allocation: status $st, $(cat "$work/out" "$work/err")"
+[ "$(reasons)" = "exit 100" ] || fail "own.py's exit snapshot: $(reasons)"
+
+# Inherited as ignored: still ignored.
+cat >"$work/ign.py" <<'PY'
+import os, signal, time
+from drv import try_alloc, MiB
+assert try_alloc(100 * MiB)[0] == 0
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.3)
+print("went on")
+PY
+traced oom,exit sh -c 'trap "" TERM; exec /usr/bin/python3 "$0"' "$work/ign.py"
+[ "$st" -eq 0 ] && [ "$(cat "$work/out")" = "went on" ] && [ "$(reasons)" = "exit 100" ] ||
+    fail "SIGTERM inherited as ignored: status $st, $(cat "$work/out" "$work/err"), exit snapshots $(reasons)"
+echo "term_exit: ok"
