@@ -41,8 +41,9 @@ static const char usage_text[] =
     "  --frames N       frames shown per stack in text (default 8; inlined frames count). JSON has all.\n"
     "  --format FORMAT  text (default), json (schema oomtrace-report/1, see docs/JSON.md), folded,\n"
     "                   markdown, html or memviz (see Formats below and docs/FORMATS.md).\n"
-    "  -o, --output FILE  write the report to FILE instead of standard output. A FILE that is the\n"
-    "                   snapshot being read, or any snapshot, is refused (the report would destroy it).\n"
+    "  -o, --output FILE  write the report to FILE instead of standard output (- is standard output).\n"
+    "                   A FILE that is the snapshot being read, or any snapshot, is refused (the report\n"
+    "                   would destroy it).\n"
     "  --debug-dir DIR  also look for debug files in DIR (by build-id: DIR/.build-id/xx/yyyy.debug,\n"
     "                   and by name); repeatable. The defaults are the binary's directory, its .debug\n"
     "                   subdirectory and /usr/lib/debug. A binary or library that is not where it ran\n"
@@ -438,6 +439,10 @@ int main(int argc, char **argv)
         die("--diff takes BASE and NEW, got %d snapshots (usage: oomtrace-read --diff BASE NEW)", argc - optind + 1);
     if (argc - optind > 1)
         die("one snapshot (or run directory) at a time, got %d (usage: oomtrace-read [OPTIONS] SNAPSHOT)", argc - optind);
+    /* -o - is standard output, as for curl, tar, sort and zstd: a script's -o "$OUT" with OUT=- left a file
+     * named "-" in the current directory, and nothing on the pipe. */
+    if (out_path && strcmp(out_path, "-") == 0)
+        out_path = NULL;
     const char *path = argv[optind];
     ro.path = path;
     const char *inputs[] = {path, diff_base, gate.baseline};
