@@ -50,4 +50,39 @@ x = [p for p in r["ranks"] if p["rank"] == 11][0]
 assert x["peak_bytes"] == 712 << 20 and x["max_peak_bytes"] == 712 << 20 and x["at_failure_bytes"] == 200 << 20, x
 assert r["imbalance"]["max_peak_bytes"] == 712 << 20, r["imbalance"]
 ' || fail "JSON: rank 11's peak"
+
+# Walk 8, #15: no imbalance between processes that are not ranks of one job (a parent and the child it runs, with
+# other command lines), nor between equal peaks.
+mkdir "$work/norank" "$work/equal"
+for args in 300 "64 200"; do
+    env LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1 OOMTRACE_DIR="$work/norank" \
+        OOMTRACE_DUMP=oom,exit LD_PRELOAD="$PWD/build/liboomtrace.so" python3 "$work/fail.py" $args >/dev/null 2>&1
+done
+for r in 0 1; do
+    env LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1 OOMTRACE_DIR="$work/equal" \
+        OOMTRACE_DUMP=oom,exit RANK=$r LD_PRELOAD="$PWD/build/liboomtrace.so" python3 "$work/fail.py" 100 >/dev/null 2>&1
+done
+for d in norank equal; do
+    "$R" "$work/$d" >"$work/$d.txt" 2>&1 || fail "$d: status $?"
+    grep -q "Imbalance" "$work/$d.txt" && fail "$d: $(grep Imbalance "$work/$d.txt")"
+    "$R" --format json "$work/$d" | python3 -c 'import json,sys; assert json.load(sys.stdin)["imbalance"] is None' ||
+        fail "$d: an imbalance object in JSON"
+done
+
+# Walk 8, #20: a program restarted as PID 1 on one host name and volume (a container after its OOM) is a process
+# per run, told apart by when its tracer started, not one process with the older run's failure as "its first".
+if unshare -p -f --mount-proc true 2>/dev/null; then
+    for i in 1 2; do
+        unshare -p -f --mount-proc env LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1 \
+            OOMTRACE_DIR="$work/pid1" OOMTRACE_DUMP=oom,exit LD_PRELOAD="$PWD/build/liboomtrace.so" \
+            python3 "$work/fail.py" $((100 * i)) >/dev/null 2>&1
+    done
+    "$R" "$work/pid1" >"$work/pid1.txt" 2>&1 || fail "pid 1 twice: status $?"
+    host=$(hostname)
+    grep -q "^oomtrace-read: run in .*: 4 snapshot files, 4 readable, 2 processes\$" "$work/pid1.txt" &&
+        grep -q "^2 processes were pid 1 on $host, started [0-9-]* [0-9:.]* UTC (oomtrace-[^ ]*-1-oom\.oomt), [0-9-]* [0-9:.]* UTC (oomtrace-[^ ]*-1-oom\.1\.oomt): a program restarted with the same pid (a container's PID 1 on one host name and volume), each run a process of its own\.\$" "$work/pid1.txt" ||
+        fail "pid 1 twice: $(head -12 "$work/pid1.txt")"
+else
+    echo "merged_view: no PID namespace here (unshare -p): the case of a process restarted as PID 1 is skipped"
+fi
 echo "merged_view: ok"

@@ -1,6 +1,6 @@
 /* A directory of snapshots: one job's processes (torchrun, Slurm, MPI), each with one or more files
  * named oomtrace-HOST-PID[-rankR]-N-TRIGGER.oomt, and -flush.oomt files left by processes that did not
- * finish. Processes are told apart by META host and pid, not by file name. Per process the most
+ * finish. Processes are told apart by META host, pid and the tracer's start, not by file name. Per process the most
  * informative snapshot is kept: its framework out-of-memory one (the fatal one: a framework refused its own
  * request), else its first out-of-memory one (by the failure's time), else its latest.
  * The view: a table per rank, which rank failed first by wall time, the imbalance of peaks between
@@ -41,6 +41,9 @@ static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
     x->mono_ns = m->mono_ns;
     x->wall_ns = m->wall_ns;
     x->snapshot_seq = m->snapshot_seq;
+    x->start_mono_ns = m->start_mono_ns;
+    if (m->wall_ns && m->mono_ns >= m->start_mono_ns && m->wall_ns >= m->mono_ns - m->start_mono_ns)
+        x->start_wall_ns = m->wall_ns - (m->mono_ns - m->start_mono_ns);
     x->failed = s->has_failure;
     if (s->has_failure) {
         x->fail_time_ns = s->failure.time_ns;
@@ -93,6 +96,8 @@ static int cmp_proc_key(const void *p, const void *q)
         return c;
     if (a->pid != b->pid)
         return a->pid < b->pid ? -1 : 1;
+    if (a->start_mono_ns != b->start_mono_ns)
+        return a->start_mono_ns < b->start_mono_ns ? -1 : 1;
     return *(const size_t *)p < *(const size_t *)q ? -1 : 1;
 }
 
@@ -113,7 +118,35 @@ static int cmp_rank(const void *p, const void *q)
 {
     const struct proc *pa = p, *pb = q;
     const struct snapinfo *a = &g_infos[pa->kept], *b = &g_infos[pb->kept];
-    return cmp_rank_host_pid(a->rank, a->host, a->pid, b->rank, b->host, b->pid);
+    int c = cmp_rank_host_pid(a->rank, a->host, a->pid, b->rank, b->host, b->pid);
+    return c ? c : a->start_mono_ns < b->start_mono_ns ? -1 : a->start_mono_ns > b->start_mono_ns;
+}
+
+/* The imbalance of peaks is a property of one job's ranks: between ranks when at least two report one, else
+ * between processes when all run one command line; never between a launcher, its helper and a worker. */
+static void imbalance(struct run *u)
+{
+    size_t nranked = 0;
+    bool one_command = true;
+    for (size_t i = 0; i < u->nprocs; i++) {
+        const struct snapinfo *x = &u->infos[u->procs[i].kept];
+        nranked += x->rank >= 0;
+        one_command = one_command && strcmp(x->command, u->infos[u->procs[0].kept].command) == 0;
+    }
+    if (nranked < 2 && !one_command)
+        return;
+    for (size_t i = 0; i < u->nprocs; i++) {
+        const struct proc *p = &u->procs[i];
+        const struct snapinfo *x = &u->infos[p->kept];
+        if (!x->peak_known || (nranked >= 2 && x->rank < 0))
+            continue;
+        if (!u->imax || x->peak_bytes > u->infos[u->imax->kept].peak_bytes)
+            u->imax = p;
+        if (!u->imin || x->peak_bytes < u->infos[u->imin->kept].peak_bytes)
+            u->imin = p;
+    }
+    if (u->imax && u->imin && u->infos[u->imax->kept].peak_bytes == u->infos[u->imin->kept].peak_bytes)
+        u->imax = u->imin = NULL;
 }
 
 /* Is x a better snapshot to keep than y? The framework's refusal (the out-of-memory the program saw: the
@@ -356,7 +389,8 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
     for (size_t i = 0; i < u.readable; i++) {
         const struct snapinfo *x = &u.infos[u.order[i]];
         struct proc *p = u.nprocs ? &u.procs[u.nprocs - 1] : NULL;
-        if (!p || strcmp(u.infos[p->kept].host, x->host) != 0 || u.infos[p->kept].pid != x->pid) {
+        if (!p || strcmp(u.infos[p->kept].host, x->host) != 0 || u.infos[p->kept].pid != x->pid ||
+            u.infos[p->kept].start_mono_ns != x->start_mono_ns) {
             p = &u.procs[u.nprocs++];
             p->first = i;
             p->kept = u.order[i];
@@ -412,13 +446,10 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         if (x->peak_known) {
             if (!u.pmax || x->peak_bytes > u.infos[u.pmax->kept].peak_bytes)
                 u.pmax = p;
-            /* <= so that among equal peaks the minimum is another process than the maximum: an imbalance
-             * names two processes, never one twice. */
-            if (!u.pmin || x->peak_bytes <= u.infos[u.pmin->kept].peak_bytes)
-                u.pmin = p;
         }
     }
     u.report = u.first_fail ? u.first_fail : u.first_crash ? u.first_crash : u.pmax;
+    imbalance(&u);
 
     struct ot_gate_result gr = {0};
     if (ot_gate_active(&r->gate)) {

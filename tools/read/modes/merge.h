@@ -18,6 +18,9 @@ struct snapinfo {
     uint64_t trigger;
     bool complete;
     uint64_t mono_ns, wall_ns, snapshot_seq;
+    /* When its tracer started: with host and pid, what tells a process apart (a container restarted as PID 1
+     * again, on the same host name and volume, is another process). start_wall_ns is 0 when unknown. */
+    uint64_t start_mono_ns, start_wall_ns;
     bool failed;
     uint64_t fail_time_ns, fail_wall_ns;
     bool fail_wall_known;
@@ -84,7 +87,11 @@ struct run {
     size_t nfailed;
     size_t ncrashed;                /* processes that crashed or were killed (proc.crashed, proc.killed) */
     const struct proc *first_crash; /* the first of them by the wall time of its flush; NULL when none */
-    const struct proc *pmax, *pmin;
+    const struct proc *pmax; /* the largest peak */
+    /* The imbalance of peaks, between ranks (or, with no ranks, processes of one command line: a launcher
+     * script and its workers are no imbalance); both NULL when there is none to say: fewer than two such
+     * processes, or equal peaks. */
+    const struct proc *imax, *imin;
     const struct proc *report; /* whose report follows: the first failure, else the first crash, else the
                                 * largest peak */
 };

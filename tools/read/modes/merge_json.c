@@ -142,8 +142,8 @@ int merge_write_json(FILE *f, struct run *u)
     } else {
         ot_json_null(&j, "first_failure");
     }
-    if (u->pmax && u->pmin && u->pmax != u->pmin) {
-        const struct snapinfo *mx = &u->infos[u->pmax->kept], *mn = &u->infos[u->pmin->kept];
+    if (u->imax && u->imin) {
+        const struct snapinfo *mx = &u->infos[u->imax->kept], *mn = &u->infos[u->imin->kept];
         ot_json_obj(&j, "imbalance");
         ot_json_u64(&j, "max_peak_bytes", mx->peak_bytes);
         ot_json_i64_or_null(&j, "max_rank", mx->rank >= 0, mx->rank);

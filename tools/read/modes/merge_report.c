@@ -270,11 +270,50 @@ static void doc_duplicate_ranks(struct ot_doc *d, const struct run *u)
     }
 }
 
+/* Processes with one host and pid, told apart by when their tracer started: a container restarted after its
+ * failure (PID 1 again, the pod's host name, the same volume), or a pid reused. Said, since their rows read
+ * alike. */
+static void doc_same_pid(struct ot_doc *d, const struct run *u)
+{
+    char wb[64];
+    for (size_t i = 0; i < u->nprocs; i++) {
+        const struct snapinfo *x = &u->infos[u->procs[i].kept];
+        size_t n = 0, j;
+        for (j = 0; j < u->nprocs; j++) {
+            const struct snapinfo *y = &u->infos[u->procs[j].kept];
+            if (y->pid == x->pid && strcmp(y->host, x->host) == 0) {
+                if (j < i)
+                    break;
+                n++;
+            }
+        }
+        if (j < u->nprocs || n < 2)
+            continue;
+        ot_doc_para(d);
+        ot_doc_printf(d, "%zu processes were pid %" PRIu64 " on ", n, x->pid);
+        ot_doc_text(d, ot_cstr(x->host), 64);
+        ot_doc_printf(d, ", started");
+        for (j = 0, n = 0; j < u->nprocs; j++) {
+            const struct snapinfo *y = &u->infos[u->procs[j].kept];
+            if (y->pid != x->pid || strcmp(y->host, x->host) != 0)
+                continue;
+            ot_doc_printf(d, "%s%s", n++ ? ", " : " ", y->start_wall_ns ? fmt_wall(wb, sizeof wb, y->start_wall_ns) : "?");
+            ot_doc_printf(d, " (");
+            ot_doc_code(d, ot_cstr(base_of(y->path)), 256);
+            ot_doc_printf(d, ")");
+        }
+        ot_doc_printf(d, ": a program restarted with the same pid (a container's PID 1 on one host name and volume), "
+                         "each run a process of its own.");
+        ot_doc_para_end(d);
+    }
+}
+
 /* Which process failed first, the others after it, the imbalance of peaks: in every format. */
 static void summary(struct ot_doc *d, struct run *u)
 {
     char b1[32], b2[32], wb[64];
     doc_duplicate_ranks(d, u);
+    doc_same_pid(d, u);
     if (u->first_fail) {
         const struct snapinfo *x = &u->infos[u->first_fail->kept];
         ot_doc_para(d);
@@ -339,8 +378,8 @@ static void summary(struct ot_doc *d, struct run *u)
         ot_doc_para_end(d);
         doc_lost_failures(d, u);
     }
-    if (u->pmax && u->pmin && u->pmax != u->pmin) {
-        const struct snapinfo *mx = &u->infos[u->pmax->kept], *mn = &u->infos[u->pmin->kept];
+    if (u->imax && u->imin) {
+        const struct snapinfo *mx = &u->infos[u->imax->kept], *mn = &u->infos[u->imin->kept];
         ot_doc_para(d);
         ot_doc_bold(d, mx->rank >= 0 && mn->rank >= 0 ? "Imbalance between ranks:" : "Imbalance between processes:");
         ot_doc_printf(d, " peaks from %s (", ot_fmt_bytes(b1, mn->peak_bytes));
