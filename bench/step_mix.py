@@ -20,6 +20,9 @@ Native frames per allocation: 31 of the library's, plus ctypes' and the eval loo
     python3 bench/step_mix.py [STEPS] [--loops N] [--pair]
     # --pair: the same allocation and free repeated from one site (the pair benchmarks' hit path),
     #         100 per step, for the per-event cost with every cache hitting
+    # --evict KB: before each of the main thread's allocations, write KB of memory (a line each 64 bytes):
+    #         the step's own work between allocations, which leaves the tracer's lines cold (issue 16);
+    #         the line then gives the median and lower quartile of those allocations' calls, timed alone
 
 Prints: result kind=stepmix|pair steps=S events=E ns_per_step=<least of the loops> ns_per_event=..."""
 import ctypes
@@ -33,6 +36,7 @@ args = [a for a in sys.argv[1:]]
 STEPS = int(args[0]) if args and args[0].isdigit() else 200
 LOOPS = int(args[args.index("--loops") + 1]) if "--loops" in args else 5
 PAIR = "--pair" in args
+EVICT = int(args[args.index("--evict") + 1]) * 1024 if "--evict" in args else 0
 
 lib = ctypes.CDLL(LIB)
 cuda = ctypes.CDLL("libcuda.so.1")
@@ -52,8 +56,12 @@ backward.restype = ctypes.c_int
 free = lib.sm_free
 free.argtypes = [U64]
 free.restype = ctypes.c_int
+evict = lib.sm_evict
+evict.argtypes = [ctypes.c_size_t]
+evict.restype = None
 
 FIFO = 8
+TIMES = []  # --evict: each of the main thread's allocations (sm_alloc: the chain, the driver, a free), ns
 
 
 class Pool:
@@ -68,7 +76,13 @@ class Pool:
         i = self.i
         self.i = i + 1
         old = self.slots[(i - FIFO) & 255].value if i >= FIFO else 0
-        if alloc(op, nbytes, self.refs[i & 255], old) != 0:
+        if EVICT:
+            evict(EVICT)
+            t0 = time.perf_counter_ns()
+            if alloc(op, nbytes, self.refs[i & 255], old) != 0:
+                raise SystemExit("step_mix: sm_alloc failed")
+            TIMES.append(time.perf_counter_ns() - t0)
+        elif alloc(op, nbytes, self.refs[i & 255], old) != 0:
             raise SystemExit("step_mix: sm_alloc failed")
 
     def drain(self):
@@ -161,8 +175,12 @@ def main():
     for i in range(BW_N):
         free(bw_free[i])
     events = 200
+    cold = ""
+    if EVICT:
+        t = sorted(TIMES[len(TIMES) // 4:])  # (after the warm-up's first quarter)
+        cold = f" evict_kb={EVICT // 1024} alloc_median_ns={t[len(t) // 2]} alloc_q1_ns={t[len(t) // 4]}"
     print(f"result kind={'pair' if PAIR else 'stepmix'} steps={STEPS * LOOPS} events={events}"
-          f" ns_per_step={least:.0f} ns_per_event={least / events:.1f}")
+          f" ns_per_step={least:.0f} ns_per_event={least / events:.1f}{cold}")
 
 
 if __name__ == "__main__":

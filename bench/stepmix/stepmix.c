@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef unsigned long long CUdeviceptr;
 typedef void *CUstream;
@@ -97,6 +98,21 @@ int sm_alloc(unsigned op, size_t bytes, CUdeviceptr *out, CUdeviceptr free_me)
 int sm_free(CUdeviceptr p)
 {
     return p ? cuMemFreeAsync(p, 0) : 0;
+}
+
+/* Writes a line every 64 bytes of an n-byte buffer (kept, grown as asked): the step's own work between two
+ * allocations, which evicts the tracer's lines (bench/step_mix.py --evict). */
+static volatile char *evict_buf;
+static size_t evict_n;
+void sm_evict(size_t n)
+{
+    if (n > evict_n) {
+        free((void *)evict_buf);
+        evict_buf = calloc(1, n);
+        evict_n = evict_buf ? n : 0;
+    }
+    for (size_t k = 0; k < evict_n && k < n; k += 64)
+        evict_buf[k]++;
 }
 
 /* ---- the backward thread ---- */
