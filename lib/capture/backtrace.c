@@ -507,8 +507,12 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     }
     /* The place memos: the one last used, then the key's set. */
     struct place_memo *e = w->last, *clash = NULL;
-    if (e && (again = replay_place(e, sp, bp, want, frames)) >= 0)
-        goto place_hit;
+    if (e && (again = replay_place(e, sp, bp, want, frames)) >= 0) { /* (a loop: already the newest) */
+        OT_STAGE_CACHE(OT_C_WALK_PLACE, 1);
+        w->replayed = 1;
+        w->hint = &e->stack;
+        return again;
+    }
     const struct pm_dir *const d = &w->dir[pm_dir_of(sp)];
     const uint32_t disc = d->sp0 == sp ? d->disc : 0;
     /* Under the slot's value first (the memos that read a return address there), then under none (the
