@@ -212,6 +212,10 @@ def step_tables(rows):
         print(f"step, {r['variant']}: {us:.1f} us a step; tracer {t:.1f} us a step counted{share}; "
               f"{(st['allocs'] + st['frees']) / ran:.0f} events a step; {st['tracer_ns_per_event']:.0f} ns an event; "
               f"probe {st['probe_cycles'] * st['ns_per_cycle']:.1f} ns, {st['nested_probes']} nested")
+        rates = [f"{k} {100.0 * v['hit'] / (v['hit'] + v['miss']):.1f}% of {v['hit'] + v['miss']}"
+                 for k, v in st.get("caches", {}).items() if v["hit"] + v["miss"]]
+        if rates:  # (counted with every probe only)
+            print("  caches, hit rate: " + ", ".join(rates))
         split_table(st)
 
 
