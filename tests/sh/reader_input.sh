@@ -1,5 +1,6 @@
 #!/bin/sh
-# What the reader is given, and where its output goes (walk 8): a large file that is no snapshot (#9); -o - (#17).
+# What the reader is given, and where its output goes (walk 8): a large file that is no snapshot (#9); -o - (#17);
+# two snapshots joined, and bytes appended to one (#10).
 set -u
 cd "$(dirname "$0")/../.."
 fail() { echo "reader_input: FAIL: $*"; exit 1; }
@@ -23,5 +24,19 @@ oom=$(ls "$work"/snaps/*-oom.oomt | head -1)
 (cd "$work" && "$READER" -o - "$oom" >"$work/dash.out" 2>&1) || fail "-o -: $(cat "$work/dash.out")"
 [ -e "$work/-" ] && fail "-o - wrote a file named '-'"
 "$READER" "$oom" | cmp -s - "$work/dash.out" || fail "-o - is not the report on standard output: $(head -2 "$work/dash.out")"
+
+# #10: two snapshots joined (cat S S) are said as such, with where the second starts; bytes appended to a whole
+# snapshot are said as a tail that is no part, not as a truncated "section 1414352719".
+size=$(wc -c <"$oom")
+cat "$oom" "$oom" >"$work/twice.oomt"
+out=$("$READER" "$work/twice.oomt" 2>&1)
+[ $? -eq 2 ] && [ "$out" = "oomtrace-read: $work/twice.oomt: a second snapshot starts at byte $size, after this one's last part (two files joined, as by cat A B?): read each file on its own" ] ||
+    fail "two snapshots joined: $out"
+for tail in garbage "a longer line of text appended to the snapshot by a script"; do
+    { cat "$oom"; echo "$tail"; } >"$work/tail.oomt"
+    out=$("$READER" "$work/tail.oomt" 2>&1)
+    [ $? -eq 2 ] && [ "$out" = "oomtrace-read: $work/tail.oomt: the file ends with $((${#tail} + 1)) bytes after its last whole part (from byte $size) that are no part this reader knows: data appended to the snapshot, or a copy cut short?" ] ||
+        fail "'$tail' appended: $out"
+done
 
 echo "reader_input: ok"

@@ -222,6 +222,27 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
     uint64_t off = OT_FILE_HEADER_SIZE;
     int rc = 0;
     while (off < len) {
+        /* Two files joined (cat A B > C): the second's magic where a part would start. */
+        if (len - off >= 8 && memcmp(buf + off, OT_MAGIC, 8) == 0) {
+            snprintf(errbuf, OT_ERRBUF,
+                     "a second snapshot starts at byte %" PRIu64 ", after this one's last part (two files joined, "
+                     "as by cat A B?): read each file on its own", off);
+            rc = -1;
+            break;
+        }
+        /* A tail whose first bytes name no part this reader knows, too short for a part or claiming more than
+         * the file holds: bytes appended to a whole snapshot (echo >> S) read the same as one cut short inside
+         * a part of a later version. A known part's start cut short is said as truncated, below. */
+        uint32_t t = len - off >= 4 ? le32(buf + off) : 0;
+        if (snap->nsections && len - off >= 4 && (t >= OT_NPARSERS || !section_parsers[t]) &&
+            (len - off < OT_SECTION_HEADER_SIZE || le64(buf + off + 8) > len - off - OT_SECTION_HEADER_SIZE)) {
+            snprintf(errbuf, OT_ERRBUF,
+                     "the file ends with %" PRIu64 " bytes after its last whole part (from byte %" PRIu64
+                     ") that are no part this reader knows: data appended to the snapshot, or a copy cut short?",
+                     (uint64_t)len - off, off);
+            rc = -1;
+            break;
+        }
         if (len - off < OT_SECTION_HEADER_SIZE) {
             char detail[96];
             snprintf(detail, sizeof(detail), "a section header at offset %" PRIu64 " has %" PRIu64 " of its 24 bytes",
