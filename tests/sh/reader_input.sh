@@ -1,6 +1,6 @@
 #!/bin/sh
 # What the reader is given, and where its output goes (walk 8): a large file that is no snapshot (#9); -o - (#17);
-# two snapshots joined, and bytes appended to one (#10).
+# two snapshots joined, and bytes appended to one (#10); --diff of two unrelated programs (#6).
 set -u
 cd "$(dirname "$0")/../.."
 fail() { echo "reader_input: FAIL: $*"; exit 1; }
@@ -38,5 +38,23 @@ for tail in garbage "a longer line of text appended to the snapshot by a script"
     [ $? -eq 2 ] && [ "$out" = "oomtrace-read: $work/tail.oomt: the file ends with $((${#tail} + 1)) bytes after its last whole part (from byte $size) that are no part this reader knows: data appended to the snapshot, or a copy cut short?" ] ||
         fail "'$tail' appended: $out"
 done
+
+# #6: --diff of two programs that share no call site says so, and each side names its command, where a 401%
+# regression was all it said.
+cp tests/py/drv.py "$work/"
+printf 'from drv import try_alloc\nassert try_alloc(64 << 20)[0] == 0\n' >"$work/other.py"
+(cd "$work/snaps" && LD_LIBRARY_PATH="$OLDPWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1 OOMTRACE_DUMP=exit \
+    LD_PRELOAD="$OLDPWD/build/liboomtrace.so" python3 "$work/other.py") >/dev/null 2>&1 || fail "other.py"
+other=$(ls -t "$work"/snaps/*-exit.oomt | head -1)
+"$READER" --diff "$oom" "$other" >"$work/diff.out" 2>&1 || fail "--diff: status $?: $(cat "$work/diff.out")"
+grep -q "^  base: .*; oom snapshot of pid [0-9]*, $PWD/build/tests/door_linked\$" "$work/diff.out" &&
+    grep -q "^  new:  .*; exit snapshot of pid [0-9]*, [^ ]*python3 $work/other.py\$" "$work/diff.out" &&
+    grep -q "^  no call site in common: the two snapshots share no call site (different programs, or a baseline from another job?), so the change compares unrelated runs\$" "$work/diff.out" ||
+    fail "--diff of unrelated programs: $(head -6 "$work/diff.out")"
+"$READER" --format json --diff "$oom" "$other" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["no_site_in_common"] is True and "python3 " in d["new"]["command"], d' || fail "--diff JSON of unrelated programs"
+"$READER" --diff "$oom" "$oom" | grep -q "no call site in common" && fail "a snapshot against itself has no site in common"
 
 echo "reader_input: ok"

@@ -35,6 +35,37 @@ static const char *picked_tail(char buf[200], const struct ot_loaded *l)
     return buf;
 }
 
+/* The command line a side's process ran, its words joined by spaces and cut at 120 bytes: what tells a
+ * baseline of another job apart at a glance. */
+static const char *command_of(char buf[128], const struct ot_snapshot *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->meta.argc && n < 120; i++) {
+        if (i)
+            buf[n++] = ' ';
+        size_t w = s->meta.argv[i].n < 120 - n ? s->meta.argv[i].n : 120 - n;
+        if (s->meta.argv[i].p)
+            memcpy(buf + n, s->meta.argv[i].p, w);
+        n += w;
+    }
+    buf[n] = 0;
+    if (n == 120)
+        memcpy(buf + 117, "...", 4);
+    return buf;
+}
+
+/* Sites found on both sides; none, when both have sites, is a comparison of unrelated runs (a baseline from
+ * another job, a path mixed up), which the peak change alone would read as a regression. */
+static bool no_site_in_common(const struct diff *d)
+{
+    if (!d->side[0].p || !d->side[1].p || !d->side[0].p->has_sites || !d->side[1].p->has_sites || !d->nrows)
+        return false;
+    for (size_t i = 0; i < d->nrows; i++)
+        if (d->rows[i].in[0] && d->rows[i].in[1])
+            return false;
+    return true;
+}
+
 static void text_side(FILE *f, const char *label, const struct dside *d)
 {
     char b1[32];
@@ -48,6 +79,11 @@ static void text_side(FILE *f, const char *label, const struct dside *d)
     fprintf(f, "; %s snapshot of pid %" PRIu64, trig(s), s->meta.pid);
     if (s->meta.rank >= 0)
         fprintf(f, ", rank %" PRId64, s->meta.rank);
+    char cmd[128];
+    if (*command_of(cmd, s)) {
+        fputs(", ", f);
+        ot_fput_safe_max(f, ot_cstr(cmd), sizeof cmd);
+    }
     fputc('\n', f);
     if (d->l->picked.dir) {
         char tail[200];
@@ -78,6 +114,9 @@ int ot_diff_text(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const s
             fprintf(f, " (%+.1f%%)", 100.0 * ((double)pn - (double)pb) / (double)pb);
         fprintf(f, ", from %s to %s\n", ot_fmt_bytes(b1, pb), ot_fmt_bytes(b2, pn));
     }
+    if (no_site_in_common(&d))
+        fputs("  no call site in common: the two snapshots share no call site (different programs, or a baseline from "
+              "another job?), so the change compares unrelated runs\n", f);
     size_t changed = 0;
     for (size_t i = 0; i < d.nrows; i++)
         changed += d.rows[i].change != 0;
@@ -142,6 +181,11 @@ static void doc_side(struct ot_doc *o, const char *label, const struct dside *d)
     ot_doc_printf(o, "; %s snapshot of pid %" PRIu64, trig(s), s->meta.pid);
     if (s->meta.rank >= 0)
         ot_doc_printf(o, ", rank %" PRId64, s->meta.rank);
+    char cmd[128];
+    if (*command_of(cmd, s)) {
+        ot_doc_printf(o, ", ");
+        ot_doc_code(o, ot_cstr(cmd), sizeof cmd);
+    }
     if (d->l->picked.dir) {
         char tail[200];
         ot_doc_printf(o, " (picked from ");
@@ -188,6 +232,13 @@ int ot_diff_doc(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const st
         if (pb)
             ot_doc_printf(&o, " (%+.1f%%)", 100.0 * ((double)pn - (double)pb) / (double)pb);
         ot_doc_printf(&o, ", from %s to %s", ot_fmt_bytes(b1, pb), ot_fmt_bytes(b2, pn));
+        ot_doc_para_end(&o);
+    }
+    if (no_site_in_common(&d)) {
+        ot_doc_para(&o);
+        ot_doc_bold(&o, "No call site in common:");
+        ot_doc_printf(&o, " the two snapshots share no call site (different programs, or a baseline from another "
+                          "job?), so the change compares unrelated runs.");
         ot_doc_para_end(&o);
     }
     size_t changed = 0, shown = 0;
@@ -248,6 +299,8 @@ static void json_side(struct ot_json *j, const char *key, const struct dside *d)
     ot_json_cstr(j, "file", d->l->path);
     ot_json_cstr(j, "trigger", ot_trigger_name(s->meta.trigger));
     ot_json_u64(j, "pid", s->meta.pid);
+    char cmd[128];
+    ot_json_cstr(j, "command", command_of(cmd, s));
     ot_json_str(j, "host", s->meta.host);
     ot_json_i64_or_null(j, "rank", s->meta.rank >= 0, s->meta.rank);
     ot_json_i64_or_null(j, "peak_device", d->p != NULL, d->p ? d->p->device : 0);
@@ -322,6 +375,7 @@ int ot_diff_json(FILE *f, struct ot_loaded *base, struct ot_loaded *cur, const s
         changed += d.rows[i].change != 0;
     ot_json_u64(&j, "sites_total", d.nrows);
     ot_json_u64(&j, "sites_changed", changed);
+    ot_json_bool(&j, "no_site_in_common", no_site_in_common(&d));
     size_t n = d.nrows;
     if (o->top_given && o->top < n)
         n = o->top;
