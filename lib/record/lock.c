@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/tsan.h"
 #include "record/lock.h"
 
 /* ot_lock itself is the first bytes of ot_state (record/state.h, record.c): the line every event writes. */
@@ -60,6 +61,8 @@ static int lock_wait(uint64_t deadline_ns)
 
 void ot_lock_wake(void)
 {
+    if (!(__atomic_load_n(&ot_lock.sleepers, __ATOMIC_RELAXED) & ~OT_LOCK_TSAN))
+        return; /* only ThreadSanitizer's bit */
     int err = errno;
     syscall(SYS_futex, &ot_lock.held, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     errno = err;
@@ -68,5 +71,21 @@ void ot_lock_wake(void)
 void ot_lock_forked(void)
 {
     __atomic_store_n(&ot_lock.held, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&ot_lock.sleepers, 0, __ATOMIC_RELAXED);
+    __atomic_and_fetch(&ot_lock.sleepers, OT_LOCK_TSAN, __ATOMIC_RELAXED);
+}
+
+void ot_lock_tsan_init(void)
+{
+    if (ot_tsan_present())
+        __atomic_or_fetch(&ot_lock.sleepers, OT_LOCK_TSAN, __ATOMIC_RELAXED);
+}
+
+void ot_lock_tsan_acquire(void)
+{
+    ot_tsan_acquire(&ot_lock);
+}
+
+void ot_lock_tsan_release(void)
+{
+    ot_tsan_release(&ot_lock);
 }

@@ -22,6 +22,7 @@
 #include "common/options.h"
 #include "common/self.h"
 #include "driver/real.h"
+#include "record/lock.h"
 #include "record/record.h"
 #include "runtime/init.h"
 #include "runtime/sigchain.h"
@@ -343,6 +344,7 @@ static void init_once(void)
         return;
     }
     ot_clock_start(ot_opt.tsc);
+    ot_lock_tsan_init();
     ot_backtrace_init();
     pthread_atfork(ot_record_fork_prepare, ot_record_fork_parent, atfork_child);
     /* Registered after the state lock's, so its prepare runs first: fork waits for the walks of the loaded

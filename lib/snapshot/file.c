@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "common/nosig.h"
 #include "common/options.h"
 #include "common/self.h"
+#include "common/tsan.h"
 #include "snapshot/snapshot.h"
 #include "snapshot/writer.h"
 
@@ -115,16 +117,24 @@ static void snapshot_name(char *path, size_t len, const char *tag, const struct 
 
 /* This run of this process: "r", then start time in ns and 32 random bits in hex (the "r" keeps it from
  * reading as a snapshot's sequence number). Host and pid do not name a run (a
- * container restarts its program as PID 1 again), and a forked child is a run of its own. */
+ * container restarts its program as PID 1 again), and a forked child is a run of its own.
+ * Made once per process by the one thread that claims it (claim: the pid it is being made for); the
+ * others wait for it to be published (pid), never reading it half written (walk 8, #25: two threads that
+ * both saw a stale pid wrote it at once while a third read it, and the names could carry a torn id). */
 static struct {
-    int pid;
+    int pid, claim;
     char id[40];
 } run;
 
 static const char *run_id(void)
 {
     int pid = (int)getpid();
-    if (__atomic_load_n(&run.pid, __ATOMIC_ACQUIRE) != pid) {
+    if (__atomic_load_n(&run.pid, __ATOMIC_ACQUIRE) == pid) {
+        ot_tsan_acquire(&run);
+        return run.id;
+    }
+    int was = __atomic_load_n(&run.claim, __ATOMIC_ACQUIRE);
+    if (was != pid && __atomic_compare_exchange_n(&run.claim, &was, pid, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         uint32_t r = 0;
@@ -132,8 +142,14 @@ static const char *run_id(void)
             r = (uint32_t)ts.tv_nsec ^ (uint32_t)pid << 16; /* no entropy yet: the time still differs */
         snprintf(run.id, sizeof run.id, "r%llx%08x",
                  (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec, r);
+        ot_tsan_release(&run);
         __atomic_store_n(&run.pid, pid, __ATOMIC_RELEASE);
+        return run.id;
     }
+    /* Another thread of this process is making it: a few system calls away. */
+    while (__atomic_load_n(&run.pid, __ATOMIC_ACQUIRE) != pid)
+        sched_yield();
+    ot_tsan_acquire(&run);
     return run.id;
 }
 

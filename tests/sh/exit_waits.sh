@@ -8,10 +8,8 @@ set -u
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/oomtrace-exitwaits.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "exit_waits: FAIL: $*"; }
+NAME=exit_waits
+. tests/sh/lib/cases.sh
 race() { # race DIR SLOW_MS exit|exec [VAR=VALUE...]: stdout in $work/out, stderr in $work/err
     d=$1 slow=$2 how=$3
     shift 3
@@ -53,5 +51,4 @@ if [ "$st" = 0 ] && grep -q '^oomtrace: exit while 1 snapshot was still being wr
 else
     bad "a writer stuck for 8 s: status $st, $(cat "$work/err")"
 fi
-echo "exit_waits: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

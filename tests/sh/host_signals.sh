@@ -8,10 +8,8 @@ set -u
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/oomtrace-hostsig.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "host_signals: FAIL: $*"; }
+NAME=host_signals
+. tests/sh/lib/cases.sh
 env_traced() { # DIR: the tracer's environment, as variables for env
     echo "LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1G OOMTRACE_DIR=$1 LD_PRELOAD=$PWD/build/liboomtrace.so"
 }
@@ -67,5 +65,4 @@ for pre in oomloop sigpending0 sigpending1; do
     fi
     if [ -z "$(ls -A "$work/f")" ]; then ok; else bad "left under the file size limit: $(ls -A "$work/f")"; fi
 done
-echo "host_signals: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary
