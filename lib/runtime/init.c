@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/defs.h"
 #include "common/log.h"
+#include "common/nosig.h"
 #include "common/options.h"
 #include "common/self.h"
 #include "driver/real.h"
@@ -289,7 +290,12 @@ static void note_for_launcher(void)
     if (fd < 0)
         return;
     size_t n = strlen(ot_opt.dir);
+    struct ot_nosig q; /* under `ulimit -f 0` the write would raise SIGXFSZ (walk 8, #26) */
+    ot_nosig_begin(&q);
     ssize_t w = write(fd, ot_opt.dir, n);
+    if (w < 0)
+        ot_nosig_saw(&q, errno);
+    ot_nosig_end(&q);
     (void)w; /* a note cut short only costs the launcher a line; the program is never told */
     close(fd);
 }

@@ -65,4 +65,10 @@ for pre in oomloop sigpending0 sigpending1; do
     fi
     if [ -z "$(ls -A "$work/f")" ]; then ok; else bad "left under the file size limit: $(ls -A "$work/f")"; fi
 done
+# The note the library leaves for the launcher (OOMTRACE_OUTER_RUN) is a file write too: under `ulimit -f 0`.
+mkdir "$work/n"
+# shellcheck disable=SC2046
+(ulimit -f 0 && env $(env_traced "$work/n") OOMTRACE_OUTER_RUN="$work/n" build/tests/hostile oomloop 1 >/dev/null 2>&1)
+st=$?
+if [ "$st" = 0 ]; then ok; else bad "the launcher's note under ulimit -f 0: status $st (153 is SIGXFSZ)"; fi
 summary
