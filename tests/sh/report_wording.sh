@@ -394,4 +394,29 @@ hasnt "$T/pinned.txt" "Peak: unknown" "a host failure with a device peak"
 "$READER" --format json "$PN" | grep -q '"kind": "host_request"' || fail "JSON why kind host_request"
 n=$((n + 1))
 
+# Walk 7, #1: many call sites that never free, none standing out: a program-wide statement from the ring's
+# numbers and a remedy that names no one site of 16; "N more call sites" last in What held the memory, and
+# tied sites in the order of the top call sites' table.
+{
+    echo "from drv import MiB, try_alloc"
+    for i in $(seq 0 15); do printf 'def site%d():\n    return try_alloc(MiB)\n' "$i"; done
+    echo "sites = [$(seq -s, 0 15 | sed 's/\([0-9][0-9]*\)/site\1/g')]"
+    echo "i = 0"
+    echo "while sites[i % 16]()[0] == 0:"
+    echo "    i += 1"
+} >"$T/manysites.py"
+traced "$T/ms" python3 "$T/manysites.py"
+MS=$(ls "$T"/ms/*-oom.oomt)
+"$READER" "$MS" >"$T/ms.txt" || fail "read manysites.py's snapshot"
+has "$T/ms.txt" "Nothing was freed on device 0: the event ring holds 1,024 allocations and 0 frees over " "nothing freed, the Why"
+has "$T/ms.txt" ", from 16 call sites, none holding more than 6.2% of the 1.00 GiB live at the failure: the program kept everything it allocated." "nothing freed, the Why"
+has "$T/ms.txt" "The program freed none of its 1,024 allocations on device 0 (1.00 GiB live, from 16 call sites, none over 6.2%), so no one site is the cause" "nothing freed, the remedy"
+hasnt "$T/ms.txt" "free what it holds (or move it to the host) before the request" "one site of 16 named as the one to free"
+sed -n '/^What held the memory/,/^  (inferred/p' "$T/ms.txt" | grep '^      ' >"$T/ms.parts"
+tail -n 1 "$T/ms.parts" | grep -q "^      12 more call sites " || fail "the 'more call sites' row is not last: $(cat "$T/ms.parts")"
+grep -o 'manysites.py:[0-9]*' "$T/ms.parts" | head -n 4 | tr '\n' ' ' >"$T/ms.bd"
+sed -n '/^Top call sites at the failure/,/^$/p' "$T/ms.txt" | grep '^ *[0-9]*\. ' | head -n 4 | grep -o 'manysites.py:[0-9]*' | tr '\n' ' ' >"$T/ms.top"
+[ "$(cat "$T/ms.bd")" = "$(cat "$T/ms.top")" ] || fail "tied sites in two orders: breakdown $(cat "$T/ms.bd"), top sites $(cat "$T/ms.top")"
+n=$((n + 1))
+
 echo "report_wording: ok ($n checks)"

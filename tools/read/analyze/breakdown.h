@@ -44,6 +44,8 @@ struct ot_bd_part {
     enum ot_bd_row row;
     struct ot_str label; /* untrusted bytes (optimizer labels come from the program) */
     uint64_t bytes;
+    uint32_t rank; /* the order it was added in: equal bytes keep it (the sites' tables' own order) */
+    bool rest;     /* "N more call sites": listed after the named parts, whatever its bytes */
 };
 
 struct ot_bd_moment {
@@ -92,10 +94,13 @@ struct ot_bd_split {
     struct ot_str label;
     uint64_t now, peak;
     bool in_now, in_peak;
+    bool rest;     /* "N more call sites": last */
+    uint32_t rank; /* first moment's order of adding, for equal bytes */
 };
 #define OT_BD_MAX_SPLITS (2 * OT_BD_MAX_PARTS)
 
-/* Row r's splits, the largest (at either moment) first; the count, at most OT_BD_MAX_SPLITS. Parts of an
+/* Row r's splits, the largest (at either moment) first, equal ones in the order they were added, the
+ * "N more call sites" last; the count, at most OT_BD_MAX_SPLITS. Parts of an
  * unknown moment are left out. */
 size_t ot_bd_splits(const struct ot_breakdown *b, enum ot_bd_row r, struct ot_bd_split out[OT_BD_MAX_SPLITS]);
 

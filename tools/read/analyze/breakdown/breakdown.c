@@ -149,9 +149,11 @@ static int cmp_part(const void *x, const void *y)
     const struct ot_bd_part *a = x, *b = y;
     if (a->row != b->row)
         return a->row < b->row ? -1 : 1;
+    if (a->rest != b->rest)
+        return a->rest ? 1 : -1;
     if (a->bytes != b->bytes)
         return a->bytes > b->bytes ? -1 : 1;
-    return 0;
+    return a->rank < b->rank ? -1 : a->rank > b->rank; /* qsort is not stable: equal bytes keep their order */
 }
 
 static void add_row(struct ot_bd_moment *m, enum ot_bd_row row, uint64_t bytes, bool inferred)

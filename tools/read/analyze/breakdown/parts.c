@@ -15,7 +15,7 @@ void ot_bd_add_part(struct ot_bd_moment *m, enum ot_bd_row row, struct ot_str la
             return;
         }
     if (m->nparts < OT_BD_MAX_PARTS)
-        m->parts[m->nparts++] = (struct ot_bd_part){row, label, bytes};
+        m->parts[m->nparts] = (struct ot_bd_part){row, label, bytes, (uint32_t)m->nparts, false}, m->nparts++;
 }
 
 static uint64_t split_size(const struct ot_bd_split *x)
@@ -25,10 +25,16 @@ static uint64_t split_size(const struct ot_bd_split *x)
 
 static int cmp_split(const void *x, const void *y)
 {
+    const struct ot_bd_split *sx = x, *sy = y;
+    if (sx->rest != sy->rest) /* "N more call sites" after the sites it does not name (walk 7, #1) */
+        return sx->rest ? 1 : -1;
     uint64_t a = split_size(x), b = split_size(y);
     if (a != b)
         return a > b ? -1 : 1;
-    const struct ot_str *la = &((const struct ot_bd_split *)x)->label, *lb = &((const struct ot_bd_split *)y)->label;
+    /* Equal bytes: the order the sites were ranked in (as the site tables rank them), not by name. */
+    if (sx->rank != sy->rank)
+        return sx->rank < sy->rank ? -1 : 1;
+    const struct ot_str *la = &sx->label, *lb = &sy->label;
     size_t n = la->n < lb->n ? la->n : lb->n;
     int c = n ? memcmp(la->p, lb->p, n) : 0;
     return c ? c : la->n < lb->n ? -1 : la->n > lb->n;
@@ -51,7 +57,7 @@ size_t ot_bd_splits(const struct ot_breakdown *b, enum ot_bd_row r, struct ot_bd
             if (j == n) {
                 if (n == OT_BD_MAX_SPLITS)
                     continue;
-                out[n++] = (struct ot_bd_split){.label = p->label};
+                out[n++] = (struct ot_bd_split){.label = p->label, .rest = p->rest, .rank = p->rank};
             }
             if (k == 0) {
                 out[j].now = p->bytes;

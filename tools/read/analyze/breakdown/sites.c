@@ -36,7 +36,7 @@ int ot_bd_site_add(struct ot_bd_site_bytes *sb, size_t k, uint64_t bytes)
 struct site_chain {
     const struct ot_frame *f[SITE_CHAIN];
     size_t n;
-    uint64_t bytes;
+    uint64_t bytes, stack_id;
 };
 
 static bool comprehension(const struct ot_frame *f)
@@ -66,6 +66,7 @@ static void chain_of(const struct ot_analysis *a, uint64_t stack_id, struct site
 struct site_label {
     char *label;
     uint64_t bytes;
+    uint64_t top_bytes, stack_id; /* its largest site's bytes and stack (the smaller id of equal ones) */
 };
 
 static int cmp_label(const void *x, const void *y)
@@ -78,10 +79,17 @@ static int cmp_label_bytes(const void *x, const void *y)
     const struct site_label *a = x, *b = y;
     if (a->bytes != b->bytes)
         return a->bytes > b->bytes ? -1 : 1;
+    /* Equal bytes in the top call sites' order, so that both tables list tied sites alike (walk 7, #1:
+     * site16, site2, site23, site9 against site2, site9, site16, site23): that table ranks a group of sites
+     * by its largest, and sites by bytes, then stack id (analyze/sites.c, sitegroups.c). */
+    if (a->top_bytes != b->top_bytes)
+        return a->top_bytes > b->top_bytes ? -1 : 1;
+    if (a->stack_id != b->stack_id)
+        return a->stack_id < b->stack_id ? -1 : 1;
     return strcmp(a->label, b->label);
 }
 
-static void put_site_part(struct ot_bd_moment *m, size_t slot, const char *label, uint64_t bytes)
+static void put_site_part(struct ot_bd_moment *m, size_t slot, const char *label, uint64_t bytes, bool rest)
 {
     char *dst = m->site_label[slot];
     size_t n = strlen(label);
@@ -90,6 +98,9 @@ static void put_site_part(struct ot_bd_moment *m, size_t slot, const char *label
     memcpy(dst, label, n);
     dst[n] = 0;
     ot_bd_add_part(m, OT_BD_PROGRAM, (struct ot_str){dst, n}, bytes);
+    for (size_t i = 0; i < m->nparts; i++)
+        if (m->parts[i].label.p == dst)
+            m->parts[i].rest = rest;
 }
 
 /* The program row's split by call site, when the row is still exactly its sites' bytes (a framework's
@@ -116,6 +127,7 @@ int ot_bd_site_parts(const struct ot_analysis *a, const uint64_t *ids, size_t ni
     for (size_t k = 0; rc == 0 && k < sb->cap && k < nids; k++)
         if (sb->v[k]) {
             chain_of(a, ids[k], &c[n]);
+            c[n].stack_id = ids[k];
             c[n++].bytes = sb->v[k];
         }
     /* The innermost frames every site shares: none name a site. Sites whose frames are all the same (one
@@ -136,6 +148,8 @@ int ot_bd_site_parts(const struct ot_analysis *a, const uint64_t *ids, size_t ni
         size_t at = common < c[i].n ? common : c[i].n ? c[i].n - 1 : 0;
         l[i].label = c[i].n ? ot_short_frame_str(c[i].f[at]) : strdup("(unknown stack)");
         l[i].bytes = c[i].bytes;
+        l[i].stack_id = c[i].stack_id;
+        l[i].top_bytes = c[i].bytes;
         if (!l[i].label)
             rc = -1;
     }
@@ -146,6 +160,11 @@ int ot_bd_site_parts(const struct ot_analysis *a, const uint64_t *ids, size_t ni
         for (size_t i = 0; i < n; i++) {
             if (nl && strcmp(l[nl - 1].label, l[i].label) == 0) {
                 l[nl - 1].bytes = ot_sat_add(l[nl - 1].bytes, l[i].bytes);
+                if (l[i].top_bytes > l[nl - 1].top_bytes ||
+                    (l[i].top_bytes == l[nl - 1].top_bytes && l[i].stack_id < l[nl - 1].stack_id)) {
+                    l[nl - 1].top_bytes = l[i].top_bytes;
+                    l[nl - 1].stack_id = l[i].stack_id;
+                }
                 free(l[i].label);
                 continue;
             }
@@ -156,14 +175,14 @@ int ot_bd_site_parts(const struct ot_analysis *a, const uint64_t *ids, size_t ni
         uint64_t rest = 0;
         for (size_t i = 0; i < nl; i++) {
             if (i < shown)
-                put_site_part(m, i, l[i].label, l[i].bytes);
+                put_site_part(m, i, l[i].label, l[i].bytes, false);
             else
                 rest = ot_sat_add(rest, l[i].bytes);
         }
         if (shown < nl) {
             char more[48];
             snprintf(more, sizeof(more), "%zu more call sites", nl - shown);
-            put_site_part(m, OT_BD_SITE_PARTS, more, rest);
+            put_site_part(m, OT_BD_SITE_PARTS, more, rest, true);
         }
     }
     for (size_t i = 0; l && i < (rc == 0 ? nl : n); i++)

@@ -21,6 +21,7 @@
  *                   entries, or bound it to the allocations that its bytes and the free memory make room for
  *   request_too_large  the failed request alone is larger than the device's total (why: request_exceeds_total)
  *   pin_less           a pinned host request failed (why: host_request)
+ *   free_unused        nothing was freed, by many sites alike (why: nothing_freed)
  *   step_input      the interval between markers under way at the failure asked for at least 1.5x the one
  *                   before it, which fit and freed its memory (why: step_demand), and no leak explains it
  *   headroom        no failure, but the peak left less than 15% of the device free
@@ -434,7 +435,8 @@ static void make_room(struct ot_why *w, const struct ot_analysis *a)
 {
     const struct ot_why_item *it = why_find(a->why, "request_exceeds_free");
     const struct ot_snapshot *s = a->s;
-    if (!it || !a->has_at_failure || !a->at_failure.n)
+    /* Nothing freed by many sites alike: the largest of them is one tie of many, not the one to free. */
+    if (!it || !a->has_at_failure || !a->at_failure.n || why_find(a->why, "nothing_freed"))
         return;
     uint64_t req = item_num(it, "requested_bytes"), freeb = item_num(it, "free_bytes"), short_b = item_num(it, "short_bytes");
     const struct ot_site *top = &a->at_failure.v[0];
@@ -546,6 +548,8 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     remedy_leak(w, a);
     if (w->n == before)
         remedy_unbounded_site(w, a);
+    if (w->n == before)
+        remedy_free_unused(w, a);
     /* Memory held across steps that filled at least half of the peak: checkpointing or a smaller batch
      * does not stop it from growing, so the activations' remedies would mislead. */
     bool leaking = w->n > before && a->peak && item_num(&w->v[before], "growth_bytes") * 2 >= a->peak->bytes;

@@ -161,6 +161,27 @@ void remedy_request_too_large(struct ot_why *w, const struct ot_analysis *a)
     why_item_end(&b);
 }
 
+/* Nothing freed by many sites, none standing out (why: nothing_freed): no one site to cut. */
+void remedy_free_unused(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "nothing_freed");
+    uint64_t n = it ? item_num(it, "allocations") : 0, live = it ? item_num(it, "live_bytes") : 0;
+    if (!n || !live)
+        return;
+    char b1[32], b2[32], b3[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "free_unused"))
+        return;
+    uint64_t sites = item_num(it, "sites");
+    fprintf(b.f, "The program freed none of its %s allocations on device %" PRId64 " (%s live, from %s call sites, none over "
+            "%.1f%%), so no one site is the cause: free each buffer once its use ends, or reuse it for the next one "
+            "instead of allocating anew; the sites that hold most are under What held the memory.",
+            ot_fmt_count(b1, n), (int64_t)item_num(it, "device"), why_bytes(b2, live), ot_fmt_count(b3, sites),
+            100.0 * why_share(item_num(it, "largest_site_bytes"), live));
+    WHY_NUMS_U(&b, {"allocations", n}, {"live_bytes", live}, {"sites", sites});
+    why_item_end(&b);
+}
+
 /* A pinned host request refused (why: host_request): smaller or fewer page-locked buffers, or a higher limit. */
 void remedy_pin_less(struct ot_why *w, const struct ot_analysis *a)
 {

@@ -42,6 +42,7 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a);
 void remedy_unbounded_site(struct ot_why *w, const struct ot_analysis *a);
 void remedy_request_too_large(struct ot_why *w, const struct ot_analysis *a);
 void remedy_pin_less(struct ot_why *w, const struct ot_analysis *a);
+void remedy_free_unused(struct ot_why *w, const struct ot_analysis *a);
 void remedy_step_input(struct ot_why *w, const struct ot_analysis *a);
 
 #endif
