@@ -21,7 +21,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/comp
 # source), which lib/runtime/companion.c loads as modules in this order: each after the modules it
 # imports, the entry point _oomtrace_companion last. Every lib/companion/*.py must be listed.
 COMPANION_PY := lib/companion/_oomtrace_payload.py lib/companion/_oomtrace_frameworks.py \
-	lib/companion/_oomtrace_roles.py lib/companion/_oomtrace_companion.py
+	lib/companion/_oomtrace_roles.py lib/companion/_oomtrace_steps.py \
+	lib/companion/_oomtrace_companion.py
 ifneq ($(sort $(COMPANION_PY)),$(sort $(wildcard lib/companion/*.py)))
 $(error COMPANION_PY (Makefile) must list every lib/companion/*.py, in load order)
 endif

@@ -115,10 +115,10 @@ class Torch:
         return self.cuda_ready
 
     def attach(self):
-        roles = sys.modules.get("_oomtrace_roles")
-        if roles is not None and not self.step_hook:
+        steps = sys.modules.get("_oomtrace_steps")
+        if steps is not None and not self.step_hook:
             self.step_hook = True
-            roles.install_step_hook(self.torch, self.on_step, self.step_fast())
+            steps.install_step_hook(self.torch, self.on_step, self.step_fast())
         # The observer list exists once torch set up CUDA; attaching earlier would be lost.
         if self.observer or not self.ready():
             return
@@ -149,16 +149,20 @@ class Torch:
         return str(getattr(self.torch, "__version__", ""))
 
     def step_fast(self):
-        """on_step's common path as one C call, fast(step, shapes) -> bool (lib/runtime/companion_step.c): the
-        same STEPS entry and marker, False (having done nothing) when the counters are due. None without
-        the library's builtin (the companion run from its source)."""
+        """make(hook) -> on_step's common path as one C call, fast(step, shapes) -> bool
+        (lib/runtime/companion_step.c): the same STEPS entry and marker, False (having done nothing) when
+        the counters are due or the step hook is (its `due`: the next sample). None without the library's
+        builtin (the companion run from its source)."""
         make = getattr(self.comp, "step_fast", None)
         if make is None:
             return None
-        try:
-            return make(self.steps.append, self.counters)
-        except Exception:
-            return None
+
+        def fast(hook):
+            try:
+                return make(self.steps.append, self.counters, hook)
+            except Exception:
+                return None
+        return fast
 
     def oom_classes(self):
         return [c for c in (getattr(self.torch, "OutOfMemoryError", None),
@@ -222,8 +226,8 @@ class Torch:
         grad = getattr(self.torch, "is_grad_enabled", None)
         if grad is not None:
             stats.append(("grad_enabled", 1 if grad() else 0))
-        roles = sys.modules.get("_oomtrace_roles")
-        now = roles.step_in_progress() if roles is not None else None
+        steps = sys.modules.get("_oomtrace_steps")
+        now = steps.step_in_progress() if steps is not None else None
         if now is not None:
             stats.append(("step_in_progress", int(now[0])))
             if now[1]:

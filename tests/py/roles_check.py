@@ -40,39 +40,104 @@ got = roles.collect(torch, include_cpu=True)
 cats = {c for c, _, _, _ in got}
 assert cats == {roles.PARAMETERS, roles.BUFFERS}, cats
 
-# The hook, the way torch >= 2.0 calls it after each optimizer's step (1.13 has no global hook: the
-# stand-in registration below calls the same function torch would).
+# The step hook, the way torch >= 2.0 calls it after each optimizer's step (1.13 has no global hook: the
+# stand-in registration below calls the same function torch would). Nothing runs at the model's calls but
+# a sampled global forward pre hook (torch's own table), armed after a step at most every 100 ms.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "lib", "companion"))
+import _oomtrace_steps as steps_mod  # noqa: E402
 hooks = []
 steps = []
-if not roles.install_step_hook(torch, lambda step, shapes: steps.append((step, shapes))):
+clock = [10 ** 12]
+steps_mod.time = type("T", (), {"monotonic_ns": staticmethod(lambda: clock[0])})  # steps 1 ms apart, unless moved
+if not steps_mod.install_step_hook(torch, lambda step, shapes: steps.append((step, shapes))):
     import torch.optim.optimizer as optmod
     assert not hasattr(optmod, "register_optimizer_step_post_hook"), "a torch with the hook refused it"
     optmod.register_optimizer_step_post_hook = lambda h: hooks.append(h)
-    assert roles.install_step_hook(torch, lambda step, shapes: steps.append((step, shapes)))
+    assert steps_mod.install_step_hook(torch, lambda step, shapes: steps.append((step, shapes)))
     del optmod.register_optimizer_step_post_hook
+hook = steps_mod._hook
+glob = torch.nn.modules.module._global_forward_pre_hooks
+under_way = []
 
-for i, seq in enumerate((12, 12, 24)):
-    x = torch.randint(0, 100, (4 * seq,))
-    loss = net(x).sum() + (free_param * 2).sum()
+
+class Probe(torch.autograd.Function):
+    """Says what the companion reads at a failure in the forward (the model's call on the stack) and in
+    the backward (loss.backward() on the stack, the model's call gone)."""
+    @staticmethod
+    def forward(ctx, x):
+        under_way.append(("forward", steps_mod.step_in_progress()))
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        under_way.append(("backward", steps_mod.step_in_progress()))
+        return g
+
+
+class Probed(torch.nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, scale=None):
+        return Probe.apply(self.net(x).float())
+
+
+probed = Probed(net)
+adam = torch.optim.Adam(list(probed.parameters()) + [free_param], lr=1e-3)
+seen = []
+
+
+def train(seq, moved_ms):
+    clock[0] += moved_ms * 10 ** 6
+    batch = torch.randint(0, 100, (4 * seq,))
+    scale = torch.ones(2)
+    loss = probed(batch, scale=scale).sum() + (free_param * 2).sum()
     loss.backward()
+    other(torch.randn(3, 16)).sum().backward()  # before the steps: the call after adam's is the model's
     adam.step()
     for h in hooks:
         h(adam, (), {})
-    other(torch.randn(3, 16)).sum().backward()
+    seen.append(len(glob))
     sgd.step()
     for h in hooks:
         h(sgd, (), {})
 
-# Steps count the first optimizer only; the shapes are those of the outermost module's input (found at the
-# first step, so the first step's shapes are not known yet).
-assert [s for s, _ in steps] == [1, 2, 3], steps
-assert steps[1][1] == "(48,)" and steps[2][1] == "(96,)", steps
-assert roles.last_input_shapes() == "(96,)"
-# Between steps nothing is under way; a forward of the model starts the next step, which is numbered and
-# fed as its STEPS entry will be.
-assert roles.step_in_progress() is None, roles.step_in_progress()
-net(torch.randint(0, 100, (200,)))
-assert roles.step_in_progress() == (4, "(200,)"), roles.step_in_progress()
+
+for seq, ms in ((12, 1), (12, 1), (12, 1), (24, 150), (24, 1)):
+    train(seq, ms)
+# Steps count the first optimizer only. The model is found at the first step's end, the sampled hook armed
+# right after (step 2 is sampled), then not again before 100 ms passed (step 5, after the 150 ms pause, is;
+# the sample after it is armed at step 5's end; only the sampled steps carry shapes.
+assert [s for s, _ in steps] == [1, 2, 3, 4, 5], steps
+assert [sh for _, sh in steps] == ["", "(48,), scale=(2,)", "", "", "(96,), scale=(2,)"], steps
+assert hook.samples == 2 and seen == [1, 0, 0, 1, 0], (hook.samples, seen)
+# At a failure: the step under way is the next one, with the inputs of the model's call on the stack
+# (forward), or those the calling frame still holds (backward: `batch` and the keyword `scale`, learnt at
+# the last sample). Before the first step's end nothing is said (no optimizer seen yet; no call of its).
+assert [u for u in under_way if u[0] == "forward"][:2] == [("forward", None), ("forward", (2, "(48,), scale=(2,)"))], under_way
+assert under_way[1] == ("backward", None), under_way
+# Step 4 was not sampled: its backward reads `batch` and `scale` in train()'s frame, learnt at step 2's sample.
+assert under_way[-4:] == [("forward", (4, "(96,), scale=(2,)")), ("backward", (4, "(96,), scale=(2,)")),
+                          ("forward", (5, "(96,), scale=(2,)")), ("backward", (5, "(96,), scale=(2,)"))], under_way
+# Between steps nothing is under way; the model's call, even an evaluation's, starts the next one.
+assert steps_mod.step_in_progress() is None
+del under_way[:]
+with torch.no_grad():
+    probed(torch.randint(0, 100, (200,)))
+assert under_way == [("forward", (6, "(200,)"))], under_way
+assert len(glob) == 0, "no hook armed between samples"
+# An optimizer's step on the stack is a step under way too (the Adam first-step OOM); the inputs, from the
+# frame that called the model at the last sample, are not on this stack.
+
+
+class Stepping(torch.optim.SGD):
+    def step(self, closure=None):
+        under_way.append(("optimizer", steps_mod.step_in_progress()))
+
+
+Stepping(other.parameters(), lr=0.1).step()
+assert under_way[-1] == ("optimizer", (6, "")), under_way
 
 got = roles.collect(torch, include_cpu=True)
 ptrs = [p for _, _, p, _ in got]
@@ -116,24 +181,16 @@ class Broken(torch.optim.Optimizer):
 
 b = Broken()
 assert roles.collect(torch, include_cpu=True) == got, "one broken optimizer lost the others' roles"
-# The model carries the companion's forward hook: copying it (an EMA model) or pickling it (torch.save(model))
-# works as untraced: a deep copy shares the live hook, a pickle holds a harmless stand-in that a Python
-# without the tracer loads and calls (sys.audit with a fixed event name).
+# The model carries nothing of the companion: its hook dicts are empty, and a copy or a pickle of it is the
+# same whether the step hook is installed or not (tests/gpu/step_sample_check.py compares the bytes traced
+# and untraced on the GPU).
 import copy  # noqa: E402
-import io  # noqa: E402
 import pickle  # noqa: E402
-import subprocess  # noqa: E402
-assert any(getattr(h, "__self__", None) is roles._hook for h in net._forward_pre_hooks.values()), "no hook to copy"
-twin = copy.deepcopy(net)
+for m in probed.modules():
+    assert not m._forward_pre_hooks and not m._forward_hooks and not m._backward_hooks, m
+blob = pickle.dumps(probed)
+hook.unregister()
+assert pickle.dumps(probed) == blob, "the pickle changed with the step hook"
+twin = copy.deepcopy(probed)
 twin(torch.randint(0, 100, (8,)))
-buf = io.BytesIO()
-torch.save(net, buf)
-buf.seek(0)
-clone = torch.load(buf, weights_only=False)
-clone(torch.randint(0, 100, (8,)))
-pickle.loads(pickle.dumps(net))(torch.randint(0, 100, (8,)))
-hooks_blob = pickle.dumps(list(net._forward_pre_hooks.values()))
-r = subprocess.run([sys.executable, "-c", "import pickle, sys\nhooks = pickle.loads(sys.stdin.buffer.read())\n"
-                    "print([h(None, (1,), {}) for h in hooks])"], input=hooks_blob, capture_output=True)
-assert r.returncode == 0 and r.stdout.strip() == b"[None]", (r.stdout, r.stderr[-500:])
 print("roles: ok")

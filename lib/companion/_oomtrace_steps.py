@@ -1,0 +1,327 @@
+"""The optimizer steps of a PyTorch program: their count, a marker each, and the model's inputs, sampled.
+
+Part of the companion embedded in liboomtrace.so (registered as the module `_oomtrace_steps`, after
+_oomtrace_roles). The torch adapter (_oomtrace_frameworks) calls `install_step_hook(torch, on_step,
+make_fast)` once torch is imported, and `step_in_progress()` at an OOM.
+
+What runs at every step is one callback: torch's global optimizer-step post hook (torch >= 2.0), which counts
+the step and hands its STEPS entry and marker to the library (one C call, lib/runtime/companion_step.c).
+Nothing is added to the model: no hook in its own hook dicts, so a copy or a pickle of it
+(copy.deepcopy(model), torch.save(model)) is exactly what it is untraced, and its calls keep torch's fast
+path. The model's inputs are read where they are free:
+- at the failure, from the failing thread's frames: the outermost module's call (torch's `_call_impl` /
+  `_wrapped_call_impl`, whose `*args` and `**kwargs` are the inputs), or the frame that called it, whose
+  locals still hold them while `loss.backward()` or `optimizer.step()` runs. A failure on autograd's device
+  thread reads the frames of the Python thread that waits in `backward`;
+- at a sampled step: after a step, at most every SAMPLE_SPACING_NS, a global forward pre hook (torch's
+  global table, `register_module_forward_pre_hook`) is armed, and removed at the next module call, which
+  is the model's outermost module when it starts the next step. Armed for one call it costs ~20 us hot,
+  ~76 us right after a step (H200, run 27): ~0.08% of the time at this spacing, against the ~12 us a step
+  of a hook on the model. Only the sampled steps' STEPS entries and markers carry shapes; the reader names
+  the latest one ("where step 2 had ...").
+Nothing here may raise into the program: every entry point catches everything, says one line, steps aside.
+"""
+import gc
+import sys
+import time
+import weakref
+
+from _oomtrace_roles import _optimizers, _warn
+
+# The step hook remembers at most this many characters of the outermost module's input shapes.
+_SHAPES_MAX = 200
+# The sampled forward pre hook is armed at most this often (monotonic ns).
+SAMPLE_SPACING_NS = 100 * 1000 * 1000
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+
+
+def _shape_text(args, kwargs, torch):
+    parts = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            parts.append(str(tuple(a.shape)))
+    for k, a in kwargs.items():
+        if isinstance(a, torch.Tensor):
+            parts.append("%s=%s" % (k, tuple(a.shape)))
+    return ", ".join(parts)[:_SHAPES_MAX]
+
+
+def _call_inputs(frame):
+    """(args, kwargs) of a module call's frame: its *args and **kwargs, whatever torch names them (1.13:
+    `*input`; 2.x: `*args`)."""
+    code, loc = frame.f_code, frame.f_locals
+    n = code.co_argcount + code.co_kwonlyargcount
+    args, kwargs = (), {}
+    if code.co_flags & _CO_VARARGS:
+        args = loc.get(code.co_varnames[n], ())
+        n += 1
+    if code.co_flags & _CO_VARKEYWORDS:
+        kwargs = loc.get(code.co_varnames[n], {})
+    return (args if isinstance(args, tuple) else ()), (kwargs if isinstance(kwargs, dict) else {})
+
+
+class _Frames:
+    """What one thread's frames say at a failure, read from the innermost outward."""
+
+    def __init__(self, hook, frame):
+        self.call = None       # the outermost call of a model's module (a root's, once the roots are known)
+        self.caller = None     # a frame of the function that last called the model at a sampled step
+        self.backward = False  # torch.autograd.backward / grad is running
+        self.optimizer = False  # a method of an optimizer is running (its step)
+        Optimizer = hook.torch.optim.Optimizer
+        n = 0
+        while frame is not None and n < 400:
+            code = frame.f_code
+            if code in hook.call_codes:
+                if hook.is_root(frame.f_locals.get("self")):
+                    self.call = frame
+            elif code in hook.backward_codes:
+                self.backward = True
+            elif code is hook.caller_code and self.caller is None:
+                self.caller = frame
+            elif code.co_argcount and code.co_varnames[0] == "self" and not self.optimizer:
+                self.optimizer = isinstance(frame.f_locals.get("self"), Optimizer)
+            frame = frame.f_back
+            n += 1
+
+    def step(self):
+        return self.call is not None or self.backward or self.optimizer
+
+
+class _StepHook:
+    """Counts the steps of the first optimizer that steps (a GAN's second optimizer does not double the
+    count), and samples the model's inputs (the module docstring says how).
+
+    post_step runs at every step of the program, where the step's work has left the caches cold (a Python
+    call costs ten times what it costs in a loop: tests/gpu/bench_step_hooks.py): its common path is a few
+    attribute reads and the C call. `off` (the benchmarks) makes every callback return at once;
+    register()/unregister() add and remove the hooks themselves through torch's handles."""
+
+    def __init__(self, torch, on_step, make_fast=None):
+        self.torch = torch
+        self.on_step = on_step
+        self.primary = None
+        self.step = 0
+        self.seen = ""  # the inputs the sampled hook saw in the step under way ("": none)
+        self.due = 0  # monotonic ns from which the next step arms the sampled hook
+        self.sampling = None  # the armed global forward pre hook's handle
+        self.samples = 0
+        self.caller_code = None  # the code that called the model at the last sample, and how it passed the
+        self.caller_names = ()   # inputs: ((keyword or None, its local name), ...)
+        self.watched = False
+        self.roots = []  # the outermost modules that own the primary optimizer's parameters (weak references)
+        self.handles = []
+        self.broken = False
+        self.off = False
+        Module = torch.nn.Module
+        self.call_codes = {getattr(f, "__code__", None) for f in
+                           (getattr(Module, "_call_impl", None), getattr(Module, "_wrapped_call_impl", None))} - {None}
+        self.machinery = {c.co_filename for c in self.call_codes}  # torch's module.py
+        autograd = getattr(torch, "autograd", None)
+        self.backward_codes = {getattr(getattr(autograd, n, None), "__code__", None) for n in ("backward", "grad")} - {None}
+        mod = getattr(getattr(torch.nn, "modules", None), "module", None)
+        self.register_sampler = getattr(mod, "register_module_forward_pre_hook", None)
+        # on_step's common path in C: fast(step, shapes) -> True when it did the step's part; False, having
+        # done nothing, when the counters or this hook (`due`: the next sample) are due
+        self.fast = make_fast(self) if make_fast is not None else None
+
+    def is_root(self, m):
+        if not self.roots:
+            return isinstance(m, self.torch.nn.Module)  # before the first step's end: any module's call
+        for r in self.roots:
+            if r() is m:
+                return True
+        return False
+
+    def watch_roots(self, opt):
+        """The outermost modules that own this optimizer's parameters: found once, at the first step."""
+        self.watched = True
+        mine = set()
+        for g in opt.param_groups:
+            for p in g.get("params", ()):
+                mine.add(id(p))
+        Module = self.torch.nn.Module
+        modules = [o for o in gc.get_objects() if issubclass(type(o), Module)]
+        children = set()
+        for m in modules:
+            for c in m.children():
+                children.add(id(c))
+        for m in modules:
+            if id(m) not in children and any(id(p) in mine for p in m.parameters()):
+                self.roots.append(weakref.ref(m))
+
+    def post_step(self, opt, args=None, kwargs=None):
+        if self.broken or self.off:
+            return
+        try:
+            p = self.primary
+            if p is None or p() is not opt:
+                _optimizers.add(opt)
+                if p is None:
+                    self.primary = weakref.ref(opt)
+                else:
+                    return
+            if not self.watched:
+                self.watch_roots(opt)
+            self.step += 1
+            shapes = self.seen
+            if shapes:
+                self.seen = ""
+            fast = self.fast
+            if fast is None or not fast(self.step, shapes):
+                self.slow_step(self.step, shapes)
+        except Exception as e:
+            self.broken = True
+            _warn("the optimizer step hook", e)
+
+    def slow_step(self, step, shapes):
+        """A step the C path left: the counters are due (on_step reads them), a sample is due, or there is
+        no C path."""
+        self.on_step(step, shapes)
+        now = time.monotonic_ns()
+        if now >= self.due:
+            self.due = now + SAMPLE_SPACING_NS
+            if self.sampling is None and self.roots and self.register_sampler is not None:
+                self.sampling = self.register_sampler(self.sample)
+
+    def sample(self, module, args):
+        """The global forward pre hook, armed for one module call: the first call after a step is the
+        model's outermost module starting the next step (any other module: no sample this time). Its
+        keyword inputs are not passed to a global hook: they are read from torch's call frame."""
+        h, self.sampling = self.sampling, None
+        if h is not None:
+            h.remove()
+        if self.off or self.broken:
+            return None
+        try:
+            if not self.is_root(module):
+                return None
+            f = sys._getframe(1)
+            kwargs = {}
+            while f is not None and f.f_code.co_filename in self.machinery:
+                if f.f_code in self.call_codes and f.f_locals.get("self") is module:
+                    kwargs = _call_inputs(f)[1]
+                f = f.f_back
+            self.seen = _shape_text(args, kwargs, self.torch)
+            self.samples += 1
+            self.learn_caller(f, args, kwargs)
+        except Exception as e:
+            self.broken = True
+            _warn("reading the model's input shapes", e)
+        return None
+
+    def learn_caller(self, f, args, kwargs):
+        """How the function that called the model holds its inputs: each tensor input's local name in the
+        caller's frame (by identity), so that a failure later in the step (in backward, in the optimizer's
+        step) reads the inputs of the step under way there."""
+        self.caller_code, self.caller_names = None, ()
+        if f is None:
+            return
+        loc = f.f_locals
+        Tensor = self.torch.Tensor
+        names = []
+        for key, a in [(None, a) for a in args] + list(kwargs.items()):
+            if not isinstance(a, Tensor):
+                continue
+            name = next((n for n, v in loc.items() if v is a), None)
+            if name is None:
+                return
+            names.append((key, name))
+        if names:
+            self.caller_code, self.caller_names = f.f_code, tuple(names)
+
+    def at_failure(self, frame):
+        """(step, shapes) of the step under way, as the failing thread's frames say (the thread that waits in
+        backward, where the failing one has none: autograd's device thread), or None."""
+        if self.broken or not self.call_codes:
+            return None
+        seen = _Frames(self, frame)
+        if not (seen.step() or seen.caller):
+            import _thread
+            me = _thread.get_ident()
+            for tid, f in sys._current_frames().items():
+                other = _Frames(self, f) if tid != me else None
+                if other is not None and other.backward:
+                    seen = other
+                    break
+        # An evaluation between steps counts as under way, an evaluation before any step does not (no
+        # optimizer yet: eval with grad on is its own statement).
+        if not (seen.optimizer or (self.primary is not None and (seen.step() or self.seen))):
+            return None
+        if seen.call is not None:
+            args, kwargs = _call_inputs(seen.call)
+            shapes = _shape_text(args, kwargs, self.torch)
+        elif self.seen:
+            shapes = self.seen
+        else:
+            shapes = self.caller_shapes(seen.caller)
+        return (self.step + 1, shapes)
+
+    def caller_shapes(self, f):
+        if f is None:
+            return ""
+        loc = f.f_locals
+        args, kwargs = [], {}
+        for key, name in self.caller_names:
+            a = loc.get(name)
+            if not isinstance(a, self.torch.Tensor):
+                return ""
+            if key is None:
+                args.append(a)
+            else:
+                kwargs[key] = a
+        return _shape_text(args, kwargs, self.torch)
+
+    def register(self, optmod):
+        """Registers the global step post hook. False when this torch has none."""
+        reg = getattr(optmod, "register_optimizer_step_post_hook", None)
+        if reg is None:
+            return False
+        self.handles.append(reg(self.post_step))
+        return True
+
+    def unregister(self):
+        handles, self.handles = self.handles, []
+        if self.sampling is not None:
+            handles.append(self.sampling)
+            self.sampling = None
+        for h in handles:
+            remove = getattr(h, "remove", None)
+            if remove is not None:
+                remove()
+
+
+_hook = None
+
+
+def install_step_hook(torch, on_step, make_fast=None):
+    """Registers the global optimizer-step post hook; on_step(step, input_shapes) runs after each step of
+    the program's (first) optimizer, unless fast(step, input_shapes), its common path in C (make_fast(hook)
+    makes it), did its work and returned True. Returns True when installed. Torch before 2.0 has no global
+    hook: then there are no automatic step markers and the reader uses time windows."""
+    global _hook
+    try:
+        import torch.optim.optimizer as optmod  # the attribute exists only once imported by name
+        hook = _StepHook(torch, on_step, make_fast)
+        if not hook.register(optmod):
+            return False
+        _hook = hook
+        return True
+    except Exception as e:
+        _warn("installing the optimizer step hook", e)
+        return False
+
+
+def step_in_progress():
+    """(number, input shapes) of the optimizer step under way at a failure, read from the calling thread's
+    frames: the model's call, backward or an optimizer's step is running (None otherwise, or without the
+    step hook). The number is the one its STEPS entry will have; the shapes are the outermost module's
+    inputs ("" when not found)."""
+    h = _hook
+    if h is None:
+        return None
+    try:
+        return h.at_failure(sys._getframe(1))
+    except Exception as e:
+        _warn("reading the step under way", e)
+        return None
