@@ -22,8 +22,10 @@ LL= say otherwise): the companion's own misses a step, with the caches as warm a
 The sampled read of the allocator's counters (torch._C._cuda_memoryStats) does not exist on CPU torch: it is
 left out (its due time pushed past the run); it costs ~1/READ_SPACING of the time (docs/PERFORMANCE.md).
 Prints a table (and with --top, where "all" adds its instructions, by C function); --json writes the figures.
-About 4 minutes here. --calls N instead counts each callback (and torch's hook path for one nn.Linear) in a loop
-of N calls: a count does not depend on the caches, so a loop's count a call is the call's in a step.
+The model's inputs are sampled at most every 100 ms of the real clock, which under callgrind is most steps: the
+pieces take no sample but "a sample every step" (a step's share of a sample is that piece's count x steps per
+100 ms). About 4 minutes here. --calls N instead counts each callback (and the model's call with the sampled
+hook armed) in a loop of N calls: a count does not depend on the caches, so a loop's count a call is the call's in a step.
 """
 import argparse
 import gc
@@ -40,8 +42,7 @@ GPU = os.path.join(ROOT, "tests", "gpu")
 # The pieces, each against "unregistered" (the step hook's handles removed, so torch's hook paths are its fast
 # ones); "none (A/A)" switches nothing: what the count moves by itself between blocks.
 PIECES = ("none (A/A)", "all", "all, Python's path after a step", "registered, returning at once",
-          "forward hook alone, working", "forward hook alone, returning at once", "post hook alone, working",
-          "one more marker a step")
+          "post hook alone, working", "a sample every step", "one more marker a step")
 # glibc's allocator entry points: CPU torch allocates every tensor there, and their cost depends on the heap's
 # state, which drifts; on the GPU the tensors come from the CUDA caching allocator.
 C_ALLOC = ("malloc", "free", "posix_memalign", "realloc", "calloc", "memalign", "aligned_alloc", "cfree")
@@ -59,24 +60,31 @@ def inner(a):
     # The start (torch's import, the companion's) runs uninstrumented (--instr-atstart=no): ~10 times faster.
     subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, check=True)
-    label = b"step 1000 " + hook.shapes.encode()
+    from _oomtrace_steps import _shape_text
+    label = b"step 1000 " + _shape_text((s.x,), {}, s.torch).encode()
     mark = s.comp.mark_fn
     step = s.step
     solo = []
 
-    def only(kind, off):
+    def only(off):
         def f():
             clear()
             hook.off = off
-            if kind == "forward":
-                solo.extend(hook.watch_forward(r()) for r in hook.roots if r() is not None)
-            else:
-                solo.append(optmod.register_optimizer_step_post_hook(hook.post_step))
+            solo.append(optmod.register_optimizer_step_post_hook(hook.post_step))
         return f
+
+    def every_step():  # the sampled forward pre hook armed after every step: what a sample costs
+        clear()
+        hook.register(optmod)
+
+        def arm():
+            hook.due = 0
+        return arm
 
     fast = hook.fast
 
     def clear():
+        hook.due = float("inf")  # under callgrind a step takes ~0.2 s: no sample unless a piece asks for one
         hook.unregister()
         for h in solo:
             h.remove()
@@ -100,9 +108,8 @@ def inner(a):
 
     switch = {"none (A/A)": clear, "registered, returning at once": registered(True), "all": registered(False),
               "all, Python's path after a step": registered(False, python=True),
-              "forward hook alone, working": only("forward", False),
-              "forward hook alone, returning at once": only("forward", True),
-              "post hook alone, working": only("post", False), "one more marker a step": marker}
+              "post hook alone, working": only(False), "a sample every step": every_step,
+              "one more marker a step": marker}
     parts = []  # what ran in each part: None (a switch and its warm-up), or (piece, "U" or "X", gc objects left)
     os.getppid()
     parts.append(None)
@@ -129,7 +136,7 @@ def inner(a):
     clear()
     hook.register(optmod)
     with open(a.inner, "w") as f:
-        json.dump({"parts": parts, "shapes": hook.shapes, "python": sys.version.split()[0],
+        json.dump({"parts": parts, "shapes": _shape_text((s.x,), {}, s.torch), "python": sys.version.split()[0],
                    "torch": s.torch.__version__}, f)
 
 
@@ -171,7 +178,7 @@ def hwy_without_rdtscp(out):
 
 
 def inner_calls(a):
-    """Runs under callgrind: each of the companion's callbacks (and torch's hook path) in a loop of a.calls
+    """Runs under callgrind: each of the companion's callbacks (and a sampled model call) in a loop of a.calls
     calls, between getppid() calls. An instruction count does not depend on the caches, so a loop's count
     per call is what the call costs in a step."""
     sys.path.insert(0, GPU)
@@ -180,9 +187,12 @@ def inner_calls(a):
     hook, adapter, opt, model, x = s.hook, s.adapter, s.opt, s.model, s.x
     adapter.cuda_ready = True
     adapter.counters.due = float("inf")
+    hook.due = float("inf")  # no sample but the one asked for
     subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, check=True)
-    fast, first = hook.fast, model[0]
+    from _oomtrace_steps import _shape_text
+    shapes = _shape_text((x,), {}, s.torch)
+    fast = hook.fast
     args, kw = (), {}
     parts = [None]
     os.getppid()
@@ -206,17 +216,16 @@ def inner_calls(a):
     loop("post_step with on_step in Python", lambda: hook.post_step(opt, args, kw))
     hook.fast = fast
     if fast is not None:
-        loop("the C path alone (_step_fast)", lambda: fast(1000, hook.shapes))
-    loop("on_step alone", lambda: adapter.on_step(1000, hook.shapes))
-    loop("the forward pre hook (pre_forward)", lambda: hook.pre_forward(model, (x,), {}))
+        loop("the C path alone (_step_fast)", lambda: fast(1000, shapes))
+    loop("on_step alone", lambda: adapter.on_step(1000, shapes))
+    loop("the inputs' shape text", lambda: _shape_text((x,), {}, s.torch))
     hook.unregister()
-    loop("nn.Linear, no hook", lambda: first(x))
-    h = hook.watch_forward(first)
-    hook.off = True
-    loop("nn.Linear, the forward pre hook returning at once", lambda: first(x))
-    hook.off = False
-    loop("nn.Linear, the forward pre hook working", lambda: first(x))
-    h.remove()
+    loop("the model's call", lambda: model(x))
+
+    def sampled():
+        hook.sampling = hook.register_sampler(hook.sample)
+        model(x)
+    loop("the model's call, the sampled hook armed (armed, the sample, removed)", sampled)
     hook.register(s.optmod)
     with open(a.inner, "w") as f:
         json.dump({"parts": parts, "python": sys.version.split()[0], "torch": s.torch.__version__}, f)

@@ -223,10 +223,12 @@ class _StepHook:
         for key, a in [(None, a) for a in args] + list(kwargs.items()):
             if not isinstance(a, Tensor):
                 continue
-            name = next((n for n, v in loc.items() if v is a), None)
-            if name is None:
+            for name, v in loc.items():  # a loop, not next(genexpr): closing a generator raises in it
+                if v is a:
+                    names.append((key, name))
+                    break
+            else:
                 return
-            names.append((key, name))
         if names:
             self.caller_code, self.caller_names = f.f_code, tuple(names)
 

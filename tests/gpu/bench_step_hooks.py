@@ -18,7 +18,7 @@ interval 67 us wide on a 4.2 ms step). It says whether `all` is inside the A/A i
 interval is, and whether the upper end of `all`'s own 95% interval is under 0.3% of the step (then the cost
 is below 0.3% whatever the A/A's width). Instructions counted by callgrind on CPU: bench/step_hook_ir.py.
 
-The companion is the real one, attached by the tracer: its hooks are found in sys.modules["_oomtrace_roles"]
+The companion is the real one, attached by the tracer: its hooks are found in sys.modules["_oomtrace_steps"]
 ._hook and switched by the companion's own switches (the hook's `off` flag, its register()/unregister(); RAISE
 events through a sys.monitoring tool of the benchmark's with the companion's callback), never by editing torch.
 
@@ -36,15 +36,15 @@ events through a sys.monitoring tool of the benchmark's with the companion's cal
 
 Pieces (each against the same step without it; "base" is what both halves share):
   none             nothing switched, the companion attached: the method's own bias and spread (an A/A test)
-  all              the companion as attached (this change): hooks registered and working, counters sampled
-                   every READ_SPACING x a read's cost; no RAISE events (its OOM classes are watched by their
-                   creation). The answer: issue 12 asks it to be inside none's interval, or under 0.3%
+  all              the companion as attached (this change): the optimizer's step post hook registered and
+                   working, counters read every READ_SPACING x a read's cost, the model's inputs sampled at
+                   most every SAMPLE_SPACING_NS (nothing on the model between samples); no RAISE events (its
+                   OOM classes are watched by their creation). The answer: issue 12 asks it to be inside
+                   none's interval, or under 0.3%
   work             the hooks' work (the `off` flag), hooks registered either way
   C path           the STEPS entry and marker after a step in one C call (lib/runtime/companion_step.c),
                    against Python's on_step
-  forward hook     only the forward pre hook on the model's outermost module, returning at once: nn.Module's
-                   hook path for that call
-  optimizer hooks  only the global optimizer step pre and post hooks, returning at once
+  post hook        only the global optimizer step post hook, returning at once: torch's hook call
   raise            RAISE events with the companion's callback on, against off (3.12+)
   toggle           RAISE events switched on and off again before the half, none during it: what the
                    benchmark's switching costs by itself (3.12 instruments every code object anew)
@@ -54,7 +54,9 @@ Pieces (each against the same step without it; "base" is what both halves share)
   shapes           one more shape text of the model's inputs a step: what building it at every step would cost
 A half's figure is the mean of its middle steps: a step that pays a rare cost (a counter read, a garbage
 collection, the first step after a switch) tends to fall outside it, so the pieces give the per-step costs, and
-the counters' sampled reads are counted separately (counter_reads_per_step, added_steady_ns).
+the counters' sampled reads are counted separately (counter_reads_per_step, added_steady_ns), as are the
+sampled steps (samples_per_step; a sampled call's cost is timed right after a step, and the verdict adds its
+share a step in a steady run: min(1, step / SAMPLE_SPACING_NS) x that cost).
 Then, timed directly: each callback, the step marker with a busy Python thread wanting the GIL (CDLL
 against PyDLL), the RAISE callback, and the exceptions a step raises (where: the RAISE callback's calls).
 On the GPU, last: a torch OutOfMemoryError raised and caught must still write the framework's snapshot
@@ -68,7 +70,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from step_hooks_direct import direct  # noqa: E402
+from step_hooks_direct import PLAIN_CALL, SAMPLED_CALL, direct  # noqa: E402
 from step_probes import Probes, UNITS  # noqa: E402
 COMPANION = os.path.join(os.path.dirname(os.path.dirname(HERE)), "lib", "companion")
 
@@ -305,6 +307,7 @@ def setup(a, width=16):
         # preloaded for its entry points; the marker then goes through ctypes, not the library's builtin).
         sys.path.insert(0, COMPANION)
         import _oomtrace_roles  # noqa: F401  (the library loads every module of the companion)
+        import _oomtrace_steps  # noqa: F401
         import _oomtrace_companion
         _oomtrace_companion._start()
     if a.cpu:
@@ -323,9 +326,9 @@ def setup(a, width=16):
         step()
     sync()
     comp_mod = sys.modules.get("_oomtrace_companion")
-    roles = sys.modules.get("_oomtrace_roles")
+    steps_mod = sys.modules.get("_oomtrace_steps")
     comp = getattr(comp_mod, "_companion", None)
-    hook = getattr(roles, "_hook", None)
+    hook = getattr(steps_mod, "_hook", None)
     adapter = comp.attached.get("torch") if comp is not None else None
     if hook is None or adapter is None or not hook.watched:
         sys.exit("bench_step_hooks: the companion is not attached to torch with its step hook (preload "
@@ -338,7 +341,7 @@ def setup(a, width=16):
 
 def training(a):
     s = setup(a)
-    torch, optmod, step, opt, x, sync = s.torch, s.optmod, s.step, s.opt, s.x, s.sync
+    torch, optmod, step, opt, x, sync, model = s.torch, s.optmod, s.step, s.opt, s.x, s.sync, s.model
     comp, hook, adapter = s.comp, s.hook, s.adapter
     if a.cpu and a.stand_in_us > 0:
         # CPU torch has no allocator counters: a stand-in that costs what the H200's read costs, so that the
@@ -365,9 +368,9 @@ def training(a):
         raise_on()
         raise_off()
     sys.path.insert(0, COMPANION)
-    from _oomtrace_roles import _shape_text
+    from _oomtrace_steps import _shape_text
     dev = None if a.cpu else torch.cuda.current_device()
-    label = b"step 1000 " + hook.shapes.encode()
+    label = b"step 1000 " + _shape_text((x,), {}, torch).encode()
     extra = {"memoryStats": (lambda: torch._C._cuda_memoryStats(dev)) if not a.cpu else (lambda: spin_us(a.stand_in_us)),
              "mark": lambda: comp.mark_fn(label),
              "shapes": lambda: _shape_text((x,), {}, torch)}
@@ -426,21 +429,17 @@ def training(a):
             hook.off = not on
         return f
 
-    # The hooks alone, registered with their work off (each returns at once): one kind at a time.
-    roots = [r() for r in hook.roots if r() is not None]
+    # The post hook alone, registered with its work off (it returns at once).
     solo = []
 
-    def solo_hooks(kind, on):
+    def solo_hooks(on):
         def f():
             hook.off = True
             set_hooks(False)
             for h in solo:
                 h.remove()
             del solo[:]
-            if on and kind == "forward":
-                solo.extend(hook.watch_forward(m) for m in roots)
-            elif on:
-                solo.append(optmod.register_optimizer_step_pre_hook(hook.pre_step))
+            if on:
                 solo.append(optmod.register_optimizer_step_post_hook(hook.post_step))
         return f
 
@@ -451,8 +450,7 @@ def training(a):
               ("all", all_on, all_off, None, big, all_off),
               ("work", work(True), work(False), None, small, all_on),
               ("C path", c_path(True), c_path(False), None, small, all_on),
-              ("forward hook", solo_hooks("forward", True), solo_hooks("forward", False), None, small, all_off),
-              ("optimizer hooks", solo_hooks("optimizer", True), solo_hooks("optimizer", False), None, small, all_off)]
+              ("post hook", solo_hooks(True), solo_hooks(False), None, small, all_off)]
     if tool is not None:
         pieces.append(("raise", raise_on, raise_off, None, small, all_on))
         pieces.append(("toggle", toggle, nop, None, small, all_on))
@@ -463,7 +461,7 @@ def training(a):
         pieces = [p for p in pieces if p[0] in a.only.split(",")]
     rows = []
     for name, on, off, fn, blocks, base_state in pieces:
-        reads0, steps0 = adapter.counters.reads, hook.step
+        reads0, steps0, samples0 = adapter.counters.reads, hook.step, hook.samples
         base_state()
         for _ in range(2):
             run_block(a.steps, False)
@@ -481,6 +479,7 @@ def training(a):
                "figures": {f: {"added": summary(column(diffs, k)), "base": summary(column(base, k))["median"]}
                            for k, f in enumerate(figures)}}
         if name in ("all", "work"):
+            row["samples_per_step"] = (hook.samples - samples0) / max(1, hook.step - steps0)
             # The off halves' time counts toward the spacing too, so the blocks read the counters more often
             # than a run that never switches; a steady run reads once per spacing x cost of steps.
             row["counter_reads_per_step"] = (adapter.counters.reads - reads0) / max(1, hook.step - steps0)
@@ -498,12 +497,30 @@ def training(a):
         r.update(common)
     report(rows)
     figures_table(rows, figures)
-    sys.stderr.write("(%s; the verdict reads the %s)\n" % (probes.describe(), UNITS[figures[verdict_k]][0]))
-    for f in figures:
-        verdict(rows, f, f == figures[verdict_k])
-    for r in direct(a, torch, hook, adapter, comp, opt, x, label, extra, step, mon, tool):
+    direct_rows = direct(a, torch, hook, adapter, comp, opt, model, x, label, extra, step, mon, tool)
+    for r in direct_rows:
         r.update(common)
         print(json.dumps(r), flush=True)
+    # The sampled steps fall outside a half's middle mean: their share a step in a steady run, added.
+    cold = {r["piece"]: r["median_ns"] for r in direct_rows if r.get("case") == "step_hooks_in_step"}
+    sample_ns, plain_ns = cold.get(SAMPLED_CALL), cold.get(PLAIN_CALL)
+    step_ns = next((r["base_ns"] for r in rows if r["piece"] == "all"), None)
+    sampling = None
+    if sample_ns is not None and plain_ns is not None and step_ns:
+        from _oomtrace_steps import SAMPLE_SPACING_NS
+        per = min(1.0, step_ns / SAMPLE_SPACING_NS)
+        sampling = {"sampled_call_added_ns": sample_ns - plain_ns, "samples_per_step_steady": per,
+                    "added_per_step_ns": per * max(0.0, sample_ns - plain_ns)}
+        sys.stderr.write("\nsampling the model's inputs: a sampled call adds %.1f us right after a step (the hook "
+                         "armed, called, removed: %.1f against %.1f us); at most one every %.0f ms: %.4f samples a "
+                         "step of %.2f ms, %+.2f us a step (%+.3f%%), added to the verdict\n" % (
+                             (sample_ns - plain_ns) / 1e3, sample_ns / 1e3, plain_ns / 1e3, SAMPLE_SPACING_NS / 1e6,
+                             per, step_ns / 1e6, sampling["added_per_step_ns"] / 1e3,
+                             100.0 * sampling["added_per_step_ns"] / step_ns))
+        print(json.dumps(dict(sampling, case="step_hooks_sampling", **common)), flush=True)
+    sys.stderr.write("(%s; the verdict reads the %s)\n" % (probes.describe(), UNITS[figures[verdict_k]][0]))
+    for f in figures:
+        verdict(rows, f, f == figures[verdict_k], sampling if f.endswith("_ns") else None)
     if not a.cpu:
         r = oom_seen(torch)
         r.update(common)
@@ -527,13 +544,18 @@ def figures_table(rows, figures):
 SMALL_PCT = 0.3  # issue 12's "no measurable cost": under 0.3% of the step
 
 
-def verdict(rows, figure, main):
+def verdict(rows, figure, main, sampling=None):
     """issue 12's criterion, in one figure: the companion's cost a step against the A/A interval (and its
-    width), and whether the upper end of its own 95% interval is under 0.3% of the step (then it is below 0.3%)."""
+    width), and whether the upper end of its own 95% interval is under 0.3% of the step (then it is below 0.3%).
+    A time's figure includes the sampled steps' share a step (sampling: what the halves' middle means leave out)."""
     by = {r["piece"]: r for r in rows}
     if "none" not in by or "all" not in by:
         return
-    aa, al = by["none"]["figures"][figure]["added"], by["all"]["figures"][figure]["added"]
+    aa, al = by["none"]["figures"][figure]["added"], dict(by["all"]["figures"][figure]["added"])
+    if sampling:
+        add = sampling["added_per_step_ns"]
+        al["median"] += add
+        al["ci95"] = [al["ci95"][0] + add, al["ci95"][1] + add]
     # A time's share is of the wall-clock step (what the user waits for); a count's, of the step's count.
     step = by["all"]["figures"]["wall_ns" if figure.endswith("_ns") else figure]["base"]
     name, unit, div = UNITS[figure]

@@ -142,104 +142,43 @@ def in_step(step, cands, steps):
     return rows
 
 
-def call_frames(depth=6):
-    """(code name, the names of its locals that are a dict holding 'input_ids') of the frames above the
-    caller's caller: where a global forward pre hook (called without the keyword inputs) finds them."""
-    f, out = sys._getframe(2), []
-    while f is not None and len(out) < depth:
-        loc = f.f_locals
-        out.append((f.f_code.co_name, [k for k in ("kwargs", "args") if isinstance(loc.get(k), dict) and
-                                       "input_ids" in loc[k]]))
-        f = f.f_back
-    return out
+PLAIN_CALL = "the model's call, nothing armed"
+SAMPLED_CALL = "the model's call with the sampled hook armed (armed, the sample, removed)"
 
 
-def global_hook_probe(torch, step, a):
-    """For a forward hook sampled through torch's global table (register_module_forward_pre_hook: the model's
-    own hook dict untouched): where its keyword inputs are found from the hook, and what arming it for one
-    call of the outermost module costs (armed, called, the frames read, removed), hot and right after a step."""
-    nn = torch.nn
-    glob = torch.nn.modules.module.register_module_forward_pre_hook
-
-    class KW(nn.Module):
-        def forward(self, input_ids):
-            return input_ids
-
-    kw, seen = KW(), []
-
-    def look(module, args):
-        if module is kw:
-            seen.append(call_frames())
-    h = glob(look)
-    kw(input_ids=torch.zeros(2, 3))
-    h.remove()
-    root = nn.Sequential(nn.Identity(), nn.Identity())
-    t = torch.zeros(2, 3)
-    armed = []
-
-    def once(module, args):
-        if module is root:
-            call_frames()
-            armed.pop().remove()
-
-    def sampled():
-        armed.append(glob(once))
-        root(t)
-    plain = timed(lambda: root(t), a.calls)
-    hot = timed(sampled, a.calls)
-    cold = in_step(step, [("outermost module's call, no hook", lambda: root(t)),
-                          ("outermost module's call with a global pre hook armed for it", sampled)], a.cold_steps)
-    frames = seen[0] if seen else []
-    where = [i for i, (_, ks) in enumerate(frames) if ks]
-    sys.stderr.write("\nglobal forward pre hook: keyword inputs found %s (frames above the hook: %s); armed for "
-                     "one call: %.0f ns hot (%.0f without), right after a step median %.0f ns (%.0f without)\n" % (
-                         "at frame %d" % where[0] if where else "NOWHERE", frames, hot, plain,
-                         cold[1]["median_ns"], cold[0]["median_ns"]))
-    return [{"case": "step_hooks_global_hook", "frames": frames, "kwargs_frame": where[0] if where else None,
-             "hot_ns": hot, "plain_hot_ns": plain, "cold_median_ns": cold[1]["median_ns"],
-             "plain_cold_median_ns": cold[0]["median_ns"]}]
-
-
-def direct(a, torch, hook, adapter, comp, opt, x, label, extra, step, mon, tool):
+def direct(a, torch, hook, adapter, comp, opt, model, x, label, extra, step, mon, tool):
     """The companion's callbacks called directly, as torch calls them at each step, in tight loops: their
     own cost to ~0.1 us, which the paired blocks (the whole effect, caches included) cannot resolve on a
     noisy host. Steps counted here are taken back afterwards."""
+    import _oomtrace_steps
     n = a.calls
     rows = []
     hook.off = False
-    saved = (hook.step, list(adapter.steps), hook.started)
+    saved = (hook.step, list(adapter.steps), hook.seen, hook.samples)
     due = adapter.counters
 
-    pre = hook.pre_handle is not None  # the pre hook gives way to the forward hook after the first steps
-
-    def one_step():  # what torch 2 calls at a step: (pre hook,) the model's forward pre hook, post hook
-        if pre:
-            hook.pre_step(opt, (), {})
-        hook.pre_forward(None, (x,), {})
+    def one_step():  # what torch 2 calls at a step: the optimizer's step post hook
         hook.post_step(opt, (), {})
 
     def forced():  # the same with the counters read at every step (no sampling)
         due.due = 0
         one_step()
 
+    def sampled():  # the model's call with the sampled forward pre hook armed, as after a step
+        if hook.sampling is None:
+            hook.sampling = hook.register_sampler(hook.sample)
+        model(x)
+
     shapes = [(torch.zeros(4, i % 7 + 1),) for i in range(8)]
     k = [0]
 
-    def new_shapes():  # inputs whose shapes change at every call: the text is built each time
+    def shape_text():  # what a sample builds (and the failure path)
         k[0] += 1
-        hook.pre_forward(None, shapes[k[0] & 7], {})
+        _oomtrace_steps._shape_text(shapes[k[0] & 7], {}, torch)
 
-    ident = torch.nn.Identity()
-    plain = timed(lambda: ident(x), n)
-    h = hook.watch_forward(ident)
-    hooked = timed(lambda: ident(x), n)
-    h.remove()
-    ident_hooked = torch.nn.Identity()
-    h_cold = hook.watch_forward(ident_hooked)
     cases = [("callbacks of one step (counters sampled)", one_step),
              ("callbacks of one step (counters read every step)", forced),
-             ("forward pre hook, same shapes", lambda: hook.pre_forward(None, (x,), {})),
-             ("forward pre hook, new shapes", new_shapes),
+             ("the inputs' shape text", shape_text),
              ("step marker, as the companion calls it (+ record)", extra["mark"]),
              ("counter read (memoryStats)", extra["memoryStats"])]
     kerr = KeyError("not an OOM")
@@ -248,12 +187,11 @@ def direct(a, torch, hook, adapter, comp, opt, x, label, extra, step, mon, tool)
     cases.append(("post_step (the companion's work after a step)", lambda: hook.post_step(opt, (), {})))
     for name, fn in cases:
         rows.append({"case": "step_hooks_direct", "piece": name, "unit": "ns/call", "ns": timed(fn, n)})
-    rows.append({"case": "step_hooks_direct", "piece": "nn.Module call through the forward pre hook path",
-                 "unit": "ns/call", "ns": hooked - plain, "plain_call_ns": plain})
-    rows.append({"case": "step_hooks_direct", "piece": "nn.Module call, no hook", "unit": "ns/call", "ns": plain})
-    rows.append({"case": "step_hooks_direct", "piece": "nn.Module call through the forward pre hook path (the hook included)",
-                 "unit": "ns/call", "ns": hooked})
-    hook.step, hook.started = saved[0], saved[2]
+    plain = timed(lambda: model(x), max(1, n // 10))
+    rows.append({"case": "step_hooks_direct", "piece": PLAIN_CALL, "unit": "ns/call", "ns": plain})
+    rows.append({"case": "step_hooks_direct", "piece": SAMPLED_CALL, "unit": "ns/call",
+                 "ns": timed(sampled, max(1, n // 10))})
+    hook.step, hook.seen, hook.samples = saved[0], saved[2], saved[3]
     adapter.steps.clear()
     adapter.steps.extend(saved[1])
     w = sys.stderr.write
@@ -265,15 +203,13 @@ def direct(a, torch, hook, adapter, comp, opt, x, label, extra, step, mon, tool)
         w("| %s | %.0f (median %.0f; %d of %d calls waited 1 ms or more) |\n" % (
             r["piece"], r["ns"], r["median_ns"], r["waited_1ms"], r["calls"]))
     cold = in_step(step, [("callbacks of one step (counters sampled)", one_step),
-                          ("forward pre hook, same shapes", lambda: hook.pre_forward(None, (x,), {})),
                           ("post_step (the companion's work after a step)", lambda: hook.post_step(opt, (), {})),
                           ("step marker, as the companion calls it (+ record)", extra["mark"]),
                           ("RAISE callback (on_raise), an exception that is not an OOM", lambda: comp.on_raise(None, 0, kerr)),
                           ("one Python call of an empty function", _empty),
-                          ("nn.Module call, no hook", lambda: ident(x)),
-                          ("nn.Module call through the forward pre hook path (the hook included)", lambda: ident_hooked(x))],
+                          (PLAIN_CALL, lambda: model(x)),
+                          (SAMPLED_CALL, sampled)],
                    a.cold_steps)
-    h_cold.remove()
     hot = {r["piece"]: r["ns"] for r in rows}
     w("\n| called right after a step (cold caches), %d steps | median ns | mean ns | timed directly (hot) | cold / hot |\n"
       "|---|---:|---:|---:|---:|\n" % a.cold_steps)
@@ -283,7 +219,7 @@ def direct(a, torch, hook, adapter, comp, opt, x, label, extra, step, mon, tool)
         w("| %s | %.0f | %.0f | %s | %s |\n" % (r["piece"], r["median_ns"], r["ns"], "%.0f" % h if h else "",
                                                "%.1f" % (r["median_ns"] / h) if h and h > 0 else ""))
         rows.append(r)
-    hook.step, hook.started = saved[0], saved[2]
+    hook.step, hook.seen, hook.samples = saved[0], saved[2], saved[3]
     adapter.steps.clear()
     adapter.steps.extend(saved[1])
     rc = count_raises(step, mon, tool)
@@ -291,8 +227,4 @@ def direct(a, torch, hook, adapter, comp, opt, x, label, extra, step, mon, tool)
         rc["how"], rc["events_per_step"], rc["exceptions_per_step"],
         ", ".join("%s x%d" % kv for kv in rc["where"].items()) or "none"))
     rows.append(rc)
-    try:
-        rows += global_hook_probe(torch, step, a)
-    except Exception as e:  # a probe for the next change: it must not cost this run its other figures
-        sys.stderr.write("global forward pre hook probe failed: %s: %s\n" % (type(e).__name__, e))
     return rows

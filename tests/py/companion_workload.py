@@ -8,8 +8,10 @@ CPython the machine has, traced and untraced, and compares output and exit statu
     companion_workload.py torch       a stand-in torch: a driver OOM first (a probe), then torch's OOM
                                       observer fires: the fatal framework-oom snapshot lists the probe
     companion_workload.py steps       a stand-in torch model and optimizer: 4 steps with inputs (2, 8), then
-                                      a fifth with (64, 8) runs out; the allocator's counters are read at
-                                      step 1 only (the first read takes 50 ms, so the next is due in 500 s)
+                                      a fifth with (64, 8) runs out in the model's forward; the allocator's
+                                      counters are read at step 1 only (the first read takes 50 ms, so the
+                                      next is due in 500 s); step 2's inputs are sampled (the next sample
+                                      is due 100 ms later)
 Prints the same lines whether traced or not; never looks at whether it is traced except through the
 public helper (oomtrace.active), whose answer it does not print."""
 import ctypes
@@ -99,27 +101,19 @@ def steps():
         return counters(d)
     torch._C._cuda_memoryStats = slow_first
 
-    class Tensor(torch.Tensor):
-        def __init__(self, *shape):
-            self.shape = shape
+    Tensor = torch.Tensor
 
-    class Model(torch.nn.Module):  # what nn.Module does with forward pre hooks
+    class Model(torch.nn.Module):
         def __init__(self):
             self.weight = Tensor(8, 8)
-            self.hooks = []
 
         def parameters(self, recurse=True):
             return [self.weight]
 
-        def buffers(self, recurse=True):
-            return []
-
-        def register_forward_pre_hook(self, hook, with_kwargs=False):
-            self.hooks.append(hook)
-
-        def __call__(self, x):
-            for h in self.hooks:
-                h(self, (x,), {})
+        def forward(self, x):
+            if x.shape[0] == 64:  # what torch's caching allocator does before raising its OOM, in the forward
+                for fn in torch.observers:  # less than the 1 GiB device: a request larger is its own statement
+                    fn(0, 512 * MiB, 3 * MiB, 100 * MiB)
 
     model = Model()
     opt = torch.optim.Optimizer()
@@ -133,8 +127,6 @@ def steps():
             break
         for hook in torch.step_hooks:  # what torch.optim does after each optimizer.step()
             hook(opt, (), {})
-    for fn in torch.observers:  # less than the 1 GiB device: a request larger than it is its own statement
-        fn(0, 512 * MiB, 3 * MiB, 100 * MiB)
     try:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB.")
     except torch.OutOfMemoryError as e:

@@ -45,20 +45,50 @@ def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True
     torch.OutOfMemoryError = type("OutOfMemoryError", (RuntimeError,), {"__module__": "torch"})
 
     class Tensor:
-        pass
+        def __init__(self, *shape):
+            self.shape = shape
 
-    class Module:
+    global_pre = {}
+
+    class Handle:
+        def __init__(self, d, fn):
+            self.d, self.k = d, len(torch.step_hooks) + len(d) + id(fn)
+            d[self.k] = fn
+
+        def remove(self):
+            self.d.pop(self.k, None)
+
+    class Module:  # torch's call path: _call_impl(self, *args, **kwargs) runs the global pre hooks
         def children(self):
             return []
 
-        def parameters(self):
+        def parameters(self, recurse=True):
             return []
+
+        def buffers(self, recurse=True):
+            return []
+
+        def forward(self, *args, **kwargs):
+            return None
+
+        def _call_impl(self, *input, **kwargs):
+            for h in list(global_pre.values()):
+                h(self, input)
+            return self.forward(*input, **kwargs)
+        __call__ = _call_impl
 
     class Optimizer:
         param_groups = []
 
+    def backward(tensors, run=None):  # torch.autograd.backward: run() stands for the engine's work
+        if run is not None:
+            run()
+
     torch.Tensor = Tensor
-    torch.nn = types.SimpleNamespace(Module=Module)
+    torch.autograd = types.SimpleNamespace(backward=backward)
+    module = types.SimpleNamespace(register_module_forward_pre_hook=lambda fn: Handle(global_pre, fn),
+                                   _global_forward_pre_hooks=global_pre)
+    torch.nn = types.SimpleNamespace(Module=Module, modules=types.SimpleNamespace(module=module))
     torch.grad_on = True  # what torch.is_grad_enabled() says on this (the raising) thread
     torch.is_grad_enabled = lambda: torch.grad_on
     optimizer = types.ModuleType("torch.optim.optimizer")

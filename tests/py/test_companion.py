@@ -4,7 +4,9 @@ python3-torch (CPU) where it is installed; JAX's readiness rule; the OOM excepti
 Exits 1 with one line per failed check."""
 import os
 import sys
+import time
 import types
+import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -208,15 +210,19 @@ run_with({"cupy": cupy}, lambda: (c.scan(), c.on_raise(None, 0, cupy.cuda.memory
 expect(len(lib.ooms) == 2 and lib.ooms[1][:2] == (b"cupy", 2048), "CuPy OOM")
 
 # 6. At a framework OOM, torch's grad mode on the raising thread and the optimizer step under way (its
-# number and the model's inputs, from the step hook of _oomtrace_roles); not in other snapshots.
-import _oomtrace_roles as R  # noqa: E402
+# number and the model's inputs, read from the failing thread's frames by _oomtrace_steps); not in other
+# snapshots. A failure on a thread with no Python frames of a step (autograd's device thread) reads the
+# thread that waits in backward; there the inputs come from the frame that called the model, whose local
+# names the last sample learnt.
+import _oomtrace_steps as S  # noqa: E402
+import threading  # noqa: E402
 clear_modules()
 c, lib = companion()
 t = fakefw.fake_torch()
-sys.modules["_oomtrace_roles"] = R
+sys.modules["_oomtrace_steps"] = S
 try:
     run_with({"torch": t, "torch.optim": t.optim, "torch.optim.optimizer": t.optim.optimizer}, c.scan)
-    expect(len(t.step_hooks) == 1 and R._hook is not None, "the step hook is installed")
+    expect(len(t.step_hooks) == 1 and S._hook is not None, "the step hook is installed")
 
 
     def moment(payload):
@@ -225,12 +231,24 @@ try:
         se = [x["settings"] for x in r if x["kind"] == "SETTINGS" and "step_in_progress_input_shapes" in x["settings"]]
         return (st[0] if st else {}), (se[0] if se else {})
 
+    class Model(t.nn.Module):
+        def forward(self, input_ids=None, fail=False):
+            if fail:
+                t.observers[0](0, 1 << 30, 5, 6)
+
+    model, opt = Model(), t.optim.Optimizer()
+    S._hook.roots = [weakref.ref(model)]
+    S._hook.watched = True
     t.observers[0](0, 1 << 30, 5, 6)  # no step ran: grad mode only
     st, se = moment(lib.ooms[-1][3])
     expect(st == {"grad_enabled": 1} and not se, "OOM outside a step: grad_enabled only (%s, %s)" % (st, se))
-    R._hook.step, R._hook.started, R._hook.shapes = 2, True, "input_ids=(64, 1024)"
+    model(input_ids=t.Tensor(64, 1024), fail=True)  # no optimizer step yet: an evaluation, not a step
+    st, se = moment(lib.ooms[-1][3])
+    expect(st == {"grad_enabled": 1} and not se, "a model's call before any step is not a step: %s, %s" % (st, se))
+    t.step_hooks[0](opt, (), {})
+    t.step_hooks[0](opt, (), {})
     t.grad_on = False
-    t.observers[0](0, 1 << 30, 5, 6)
+    model(input_ids=t.Tensor(64, 1024), fail=True)
     st, se = moment(lib.ooms[-1][3])
     expect(st == {"grad_enabled": 0, "step_in_progress": 3}, "OOM in step 3 with grad off: %s" % st)
     expect(se == {"step_in_progress_input_shapes": "input_ids=(64, 1024)"}, "step 3's inputs: %s" % se)
@@ -238,12 +256,37 @@ try:
     st, se = moment(lib.states[-1])
     expect(not st and not se, "a snapshot that is not an OOM says neither")
     del t.is_grad_enabled
-    t.observers[0](0, 1 << 30, 5, 6)
+    model(input_ids=t.Tensor(64, 1024), fail=True)
     st, se = moment(lib.ooms[-1][3])
     expect(st == {"step_in_progress": 3}, "a torch without is_grad_enabled: the step still (%s)" % st)
+
+    # The sample after step 2 learnt how train_step passes the inputs; step 3's backward runs out on another
+    # thread while this one waits in backward.
+    S._hook.due, S._hook.sampling = 0, None
+    S._hook.slow_step(2, "")
+    waiting, done = threading.Event(), threading.Event()
+
+    def train_step(batch, loss, fail_in_backward):
+        model(input_ids=batch)
+        if fail_in_backward:
+            t.autograd.backward(loss, run=lambda: (waiting.set(), done.wait(10)))
+
+    train_step(t.Tensor(2, 1024), None, False)
+    expect(S._hook.seen == "input_ids=(2, 1024)" and S._hook.sampling is None, "a sample, then disarmed")
+    S._hook.seen = ""
+    th = threading.Thread(target=train_step, args=(t.Tensor(64, 1024), None, True))
+    th.start()
+    waiting.wait(10)
+    threading.Thread(target=lambda: t.observers[0](0, 1 << 30, 5, 6)).start()  # a thread with no step frames
+    time.sleep(0.2)
+    done.set()
+    th.join()
+    st, se = moment(lib.ooms[-1][3])
+    expect(st == {"step_in_progress": 3} and se == {"step_in_progress_input_shapes": "input_ids=(64, 1024)"},
+           "a failure in backward on another thread: the waiting thread's step and inputs (%s, %s)" % (st, se))
 finally:
-    sys.modules.pop("_oomtrace_roles", None)
-    R._hook = None
+    sys.modules.pop("_oomtrace_steps", None)
+    S._hook = None
 
 # 7. Where no event says that an exception was raised (before 3.12), its creation does
 # (Companion.watch_created): a refusal PyTorch swallows in C++ never becomes an exception object and writes
@@ -365,46 +408,45 @@ finally:
 # 8. The step hook's per-step work stays cheap (issue 12, "Cost"): the allocator's counters are read only
 # once READ_SPACING times a read's cost has passed since the last read (a fake clock: each read costs 20 us,
 # a step 3 ms, as on the H200), the other steps' STEPS entries carry 0 and 0; every step still has its
-# marker; the shapes' text is built only when they change; `off` and unregister() switch it all off.
+# marker; the model's inputs are sampled at most every 100 ms (SAMPLE_SPACING_NS), their text built only
+# then; `off` and unregister() switch it all off.
 clear_modules()
 c, lib = companion()
 t = fakefw.fake_torch()
 clock = [10 ** 9]
 reads = []
-
-
 read_steps = []
 
 
 def counters(d):
     reads.append(clock[0])
-    read_steps.append(R._hook.step if R._hook is not None else 0)
+    read_steps.append(S._hook.step if S._hook is not None else 0)
     clock[0] += 20000
     return {"allocated_bytes": {"all": {"current": 3 * fakefw.MiB}}, "reserved_bytes": {"all": {"current": 8 * fakefw.MiB}}}
 
 
 t._C._cuda_memoryStats = counters
-t.Tensor = type("Tensor", (), {"__init__": lambda self, shape: setattr(self, "shape", shape)})
-sys.modules["_oomtrace_roles"] = R
+sys.modules["_oomtrace_steps"] = S
 built = []
-shape_text = R._shape_text
-R._shape_text = lambda args, kwargs, torch: built.append(1) or shape_text(args, kwargs, torch)
+shape_text, real_time = S._shape_text, S.time
+S._shape_text = lambda args, kwargs, torch: built.append(1) or shape_text(args, kwargs, torch)
+S.time = types.SimpleNamespace(monotonic_ns=lambda: clock[0])
 try:
     run_with({"torch": t, "torch.optim": t.optim, "torch.optim.optimizer": t.optim.optimizer}, c.scan)
     tt = c.attached["torch"]
     tt.counters.clock = lambda: clock[0]
     opt = t.optim.Optimizer()
-    R._hook.watched = True  # the fake has no modules to watch
+    model = t.nn.Module()
+    S._hook.watched, S._hook.roots = True, [weakref.ref(model)]  # the fake's modules own no parameters
 
     def run(n, step_ns, shape=(32, 256)):
         for _ in range(n):
-            R._hook.pre_forward(None, (t.Tensor(shape),), {})
+            model(t.Tensor(*shape))
             clock[0] += step_ns
             t.step_hooks[0](opt, (), {})
 
     run(210, 3 * 10 ** 6)
-    expect(R._hook.step == 210 and len(lib.marks) == 210, "every step is counted and marked (%d, %d)" % (R._hook.step, len(lib.marks)))
-    expect(lib.marks[-1] == b"step 210 (32, 256)", "the marker's label: %r" % lib.marks[-1])
+    expect(S._hook.step == 210 and len(lib.marks) == 210, "every step is counted and marked (%d, %d)" % (S._hook.step, len(lib.marks)))
     # 20 us x 10000 = 200 ms between reads: steps 1, 68, 135, 202 of 3 ms each (STEPS keeps the last 64).
     expect(read_steps == [1, 68, 135, 202], "3 ms steps read the counters every 67th step: %s" % read_steps)
     steps = list(tt.steps)
@@ -415,13 +457,22 @@ try:
     gaps = [b - a for a, b in zip(reads, reads[1:])]
     expect(all(g >= 20000 * 10001 for g in gaps) and all(g < 20000 * 10001 + 3 * 10 ** 6 for g in gaps),
            "a read starts 10000 x its cost after the last one ended, at the first step after: %s" % gaps)
-    expect(len(built) == 1, "the shapes' text is built once for unchanged shapes (%d)" % len(built))
-    run(3, 3 * 10 ** 6, shape=(64, 256))
-    expect(len(built) == 2 and lib.marks[-1] == b"step 213 (64, 256)", "new shapes are seen: %r" % lib.marks[-1])
+    # Armed at a step's end once 100 ms passed since the last arming, fired at the next step's forward:
+    # steps 2, 36, 70, ... (34 steps of 3 ms each apart); only those carry shapes, in STEPS and markers.
+    sampled = [int(m.split()[1]) for m in lib.marks if m.endswith(b" (32, 256)")]
+    expect(sampled == list(range(2, 211, 34)), "sampled steps: %s" % sampled)
+    expect(all(m == b"step %d" % (i + 1) for i, m in enumerate(lib.marks) if i + 1 not in sampled),
+           "the other steps' markers carry no shapes")
+    expect(len(built) == len(sampled) == S._hook.samples, "the shapes' text is built at samples only (%d)" % len(built))
+    expect(len(t.nn.modules.module._global_forward_pre_hooks) == 0 or S._hook.sampling is not None,
+           "the global table holds the sampled hook only while it is armed")
+    run(40, 3 * 10 ** 6, shape=(64, 256))
+    expect(any(m.endswith(b" (64, 256)") for m in lib.marks[-40:]), "new shapes are seen: %r" % lib.marks[-1])
     # Long steps read at every step; one read stalled by the scheduler does not silence the next ones.
     del reads[:]
     run(5, 250 * 10 ** 6)
     expect(len(reads) == 5, "250 ms steps read the counters every step (%d)" % len(reads))
+    expect(all(m.endswith(b" (32, 256)") for m in lib.marks[-4:]), "250 ms steps are each sampled: %s" % lib.marks[-5:])
     t._C._cuda_memoryStats = lambda d: (clock.__setitem__(0, clock[0] + 5 * 10 ** 9), counters(d))[1]
     run(1, 250 * 10 ** 6)
     t._C._cuda_memoryStats = counters
@@ -429,13 +480,14 @@ try:
     run(2, 250 * 10 ** 6)
     expect(len(reads) == 2, "after a read that stalled 5 s, the next steps still read (%d)" % len(reads))
     # Switched off: the callbacks return at once, nothing is counted or marked.
-    n_marks, n_step = len(lib.marks), R._hook.step
-    R._hook.off = True
+    n_marks, n_step = len(lib.marks), S._hook.step
+    S._hook.off = True
     run(3, 3 * 10 ** 6)
-    expect(R._hook.step == n_step and len(lib.marks) == n_marks, "off: no step counted")
-    R._hook.off = False
-    R._hook.unregister()
-    expect(R._hook.handles == [], "unregister drops the handles")
+    expect(S._hook.step == n_step and len(lib.marks) == n_marks, "off: no step counted")
+    S._hook.off = False
+    S._hook.unregister()
+    expect(S._hook.handles == [] and S._hook.sampling is None and
+           not t.nn.modules.module._global_forward_pre_hooks, "unregister drops the handles, the sampled hook too")
     # A failing read: one line on stderr, the program's step goes on, later steps are still marked.
     t._C._cuda_memoryStats = lambda d: 1 / 0
     tt.counters.due = 0
@@ -443,11 +495,11 @@ try:
         run(2, 50 * 10 ** 6)
     except ZeroDivisionError:
         failures.append("the counters' failure reached the program")
-    expect(R._hook.step == n_step + 2, "steps go on after a failing read")
+    expect(S._hook.step == n_step + 2, "steps go on after a failing read")
 finally:
-    R._shape_text = shape_text
-    sys.modules.pop("_oomtrace_roles", None)
-    R._hook = None
+    S._shape_text, S.time = shape_text, real_time
+    sys.modules.pop("_oomtrace_steps", None)
+    S._hook = None
 
 # 8c. Before torch sets CUDA up there is nothing to read: on_step asks torch again only once a second
 # (UNREADY_RECHECK_NS), so that the steps in between take the C path (lib/runtime/companion_step.c, which
@@ -476,52 +528,29 @@ try:
 finally:
     clear_modules()
 
-# 8b. The step pre hook gives way to the model's forward hook: once a step's forward was seen, torch calls
-# one companion callback less at every step (each costs microseconds with the step's caches cold); until
-# then (the first step: the model is found at its end) it stays. The statements are unchanged.
-class Registry:
-    def __init__(self):
-        self.pre, self.post, self.n = {}, {}, 0
-
-    def add(self, d, fn):
-        self.n += 1
-        d[self.n] = fn
-        k = self.n
-        return types.SimpleNamespace(remove=lambda: d.pop(k, None))
-
-
-reg = Registry()
-optmod = types.SimpleNamespace(register_optimizer_step_pre_hook=lambda fn: reg.add(reg.pre, fn),
-                               register_optimizer_step_post_hook=lambda fn: reg.add(reg.post, fn))
+# 8b. Nothing of the companion is in the model, and the sampled hook never stays: armed, it is removed at
+# the next module call, whatever module that is (another model's call first: no sample this time), and a
+# module that is not the model gives no shapes.
 t = fakefw.fake_torch()
-t.Tensor = type("Tensor", (), {"__init__": lambda self, shape: setattr(self, "shape", shape)})
 marked = []
-h = R._StepHook(t, lambda n, shapes: marked.append((n, shapes)))
-expect(h.register(optmod) and len(reg.pre) == 1 and len(reg.post) == 1, "pre and post hooks registered")
-opt = t.optim.Optimizer()
-h.watched = True  # the fake has no modules: as if the model were found at the first step's end
-h.roots = [lambda: None]
-
-
-def torch_step(forward):
-    if forward:
-        h.pre_forward(None, (t.Tensor((2, 8)),), {})
-    for fn in list(reg.pre.values()):
-        fn(opt, (), {})
-    expect(h.started, "a step under way after its forward or its optimizer's pre hook")
-    for fn in list(reg.post.values()):
-        fn(opt, (), {})
-
-
-torch_step(False)
-expect(len(reg.pre) == 1 and h.pre_handle is not None, "no forward seen yet: the pre hook stays")
-torch_step(True)
-expect(len(reg.pre) == 0 and h.pre_handle is None and len(reg.post) == 1, "a forward seen: the pre hook is gone")
-torch_step(True)
-expect(marked == [(1, ""), (2, "(2, 8)"), (3, "(2, 8)")], "every step still counted with its shapes: %s" % marked)
-h.unregister()
-h.register(optmod)
-expect(len(reg.pre) == 0 and len(reg.post) == 1, "registered again: the pre hook is not")
+h = S._StepHook(t, lambda n, shapes: marked.append((n, shapes)))
+optmod = types.SimpleNamespace(register_optimizer_step_post_hook=lambda fn: types.SimpleNamespace(remove=lambda: None))
+expect(h.register(optmod) and len(h.handles) == 1, "one global hook registered: the optimizer's step post hook")
+opt, model, other = t.optim.Optimizer(), t.nn.Module(), t.nn.Module()
+h.watched, h.roots = True, [weakref.ref(model)]
+table = t.nn.modules.module._global_forward_pre_hooks
+h.post_step(opt)
+expect(len(table) == 1 and h.sampling is not None, "armed after the first step")
+other(t.Tensor(3))
+expect(len(table) == 0 and h.seen == "" and h.samples == 0, "another module's call first: removed, no sample")
+h.due = 0
+h.post_step(opt)
+model(t.Tensor(2, 8))
+model(t.Tensor(4, 8))
+expect(len(table) == 0 and h.seen == "(2, 8)" and h.samples == 1, "the model's next call sampled once: %r" % h.seen)
+h.post_step(opt)
+expect(marked == [(1, ""), (2, ""), (3, "(2, 8)")], "the sampled step's entry carries the shapes: %s" % marked)
+expect(model.__dict__ == {} and other.__dict__ == {}, "nothing added to the modules")
 
 # 5. Debian's torch (CPU), where installed: real objects, CUDA never initialized by us.
 try:

@@ -1,5 +1,6 @@
-/* step_inputs: the optimizer step under way at the failure ran with other model inputs than the step before
- * it (the companion's step_in_progress and its inputs' shapes, against the last step in its step record):
+/* step_inputs: the optimizer step under way at the failure ran with other model inputs than an earlier step
+ * (the companion's step_in_progress and its inputs' shapes, against the latest step in its step record whose
+ * inputs it sampled):
  * the guides' "the sequence length jumped from 1024 to 2048 just before the OOM". */
 #include "analyze/why/item.h"
 
@@ -15,21 +16,21 @@ void why_step_inputs(struct ot_why *w, const struct ot_analysis *a)
     struct ot_str now = ot_fw_setting_get(&s->fw, "torch", "step_in_progress_input_shapes");
     if (!now.n)
         return;
-    /* The step before, as the step hook recorded it when it ended; and the latest step up to it whose
-     * allocator counters the companion read: it reads them only every 1000 x their cost (a short step's
-     * entries mostly carry 0 and 0: docs/FORMAT.md, STEPS). */
+    /* The latest earlier step whose inputs the companion saw (it samples them: at most every 100 ms, so a
+     * short step's entry mostly carries none), as the step hook recorded it when it ended; and the latest
+     * earlier step whose allocator counters the companion read (only every 10,000 x their cost: such
+     * entries mostly carry 0 and 0; docs/FORMAT.md, STEPS). */
     const struct ot_fw_step *prev = NULL, *read = NULL;
     for (size_t i = 0; i < s->fw.nsteps; i++) {
         const struct ot_fw_step *x = &s->fw.steps[i];
         if (!ot_str_eq(x->framework, "torch") || x->step >= step)
             continue;
-        if (x->step == step - 1)
+        if (x->input_shapes.n && (!prev || x->step > prev->step))
             prev = x;
         if ((x->allocated_bytes || x->reserved_bytes) && (!read || x->step > read->step))
             read = x;
     }
-    if (!prev || !prev->input_shapes.n ||
-        (prev->input_shapes.n == now.n && memcmp(prev->input_shapes.p, now.p, now.n) == 0))
+    if (!prev || (prev->input_shapes.n == now.n && memcmp(prev->input_shapes.p, now.p, now.n) == 0))
         return;
     char b1[32];
     struct why_item_b b;
