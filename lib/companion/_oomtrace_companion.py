@@ -53,6 +53,7 @@ class Companion:
         self.mark_fn = mark if mark is not None else _bind("oomtrace_mark", [ctypes.c_char_p], keep_gil=True)
         # The step's STEPS entry and marker in one C call (lib/runtime/companion_step.c); None: Python's path.
         self.step_fast = globals().get("_step_fast")
+        self.step_hook = globals().get("_step_hook")  # the step hook itself in C
         self.attached = {}  # name -> adapter
         self.given_up = set()
         self.collect_failed = set()

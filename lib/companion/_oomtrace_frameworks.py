@@ -118,7 +118,7 @@ class Torch:
         steps = sys.modules.get("_oomtrace_steps")
         if steps is not None and not self.step_hook:
             self.step_hook = True
-            steps.install_step_hook(self.torch, self.on_step, self.step_fast())
+            steps.install_step_hook(self.torch, self.on_step, self.step_fast(), self.step_hook_c())
         # The observer list exists once torch set up CUDA; attaching earlier would be lost.
         if self.observer or not self.ready():
             return
@@ -163,6 +163,20 @@ class Torch:
             except Exception:
                 return None
         return fast
+
+    def step_hook_c(self):
+        """make(hook) -> the step hook's post hook itself in C (lib/runtime/companion_step.c, _step_hook),
+        None without the library's builtin."""
+        make = getattr(self.comp, "step_hook", None)
+        if make is None:
+            return None
+
+        def c_hook(hook):
+            try:
+                return make(hook, self.steps.append, self.counters)
+            except Exception:
+                return None
+        return c_hook
 
     def oom_classes(self):
         return [c for c in (getattr(self.torch, "OutOfMemoryError", None),

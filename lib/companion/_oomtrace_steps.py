@@ -97,7 +97,7 @@ class _StepHook:
     attribute reads and the C call. `off` (the benchmarks) makes every callback return at once;
     register()/unregister() add and remove the hooks themselves through torch's handles."""
 
-    def __init__(self, torch, on_step, make_fast=None):
+    def __init__(self, torch, on_step, make_fast=None, make_hook=None):
         self.torch = torch
         self.on_step = on_step
         self.primary = None
@@ -124,6 +124,9 @@ class _StepHook:
         # on_step's common path in C: fast(step, shapes) -> True when it did the step's part; False, having
         # done nothing, when the counters or this hook (`due`: the next sample) are due
         self.fast = make_fast(self) if make_fast is not None else None
+        # post_step itself in C (lib/runtime/companion_step.c, _step_hook): torch calls it straight; it hands
+        # every case but the common one to post_step and slow_step. None: post_step is the hook.
+        self.c_post = make_hook(self) if make_hook is not None else None
 
     def is_root(self, m):
         if not self.roots:
@@ -279,7 +282,7 @@ class _StepHook:
         reg = getattr(optmod, "register_optimizer_step_post_hook", None)
         if reg is None:
             return False
-        self.handles.append(reg(self.post_step))
+        self.handles.append(reg(self.c_post if self.c_post is not None else self.post_step))
         return True
 
     def unregister(self):
@@ -296,15 +299,16 @@ class _StepHook:
 _hook = None
 
 
-def install_step_hook(torch, on_step, make_fast=None):
+def install_step_hook(torch, on_step, make_fast=None, make_hook=None):
     """Registers the global optimizer-step post hook; on_step(step, input_shapes) runs after each step of
     the program's (first) optimizer, unless fast(step, input_shapes), its common path in C (make_fast(hook)
-    makes it), did its work and returned True. Returns True when installed. Torch before 2.0 has no global
-    hook: then there are no automatic step markers and the reader uses time windows."""
+    makes it), did its work and returned True. make_hook(hook), where given, makes the hook itself in C.
+    Returns True when installed. Torch before 2.0 has no global hook: then there are no automatic step
+    markers and the reader uses time windows."""
     global _hook
     try:
         import torch.optim.optimizer as optmod  # the attribute exists only once imported by name
-        hook = _StepHook(torch, on_step, make_fast)
+        hook = _StepHook(torch, on_step, make_fast, make_hook)
         if not hook.register(optmod):
             return False
         _hook = hook

@@ -33,9 +33,17 @@ static struct {
     const char *(*utf8)(PyObject *, ssize_t *);
     PyObject *(*call)(PyObject *, ...);
     int (*arg_unpack)(PyObject *, const char *, ssize_t, ssize_t, ...);
+    PyObject *(*dict_get)(PyObject *, PyObject *); /* borrowed, no exception */
+    int (*dict_set)(PyObject *, PyObject *, PyObject *);
+    PyObject *(*weakref_get)(PyObject *);          /* borrowed; None when dead */
+    ssize_t (*unicode_len)(PyObject *);
+    long long (*long_as_ll)(PyObject *);
+    PyObject *(*call_method)(PyObject *, PyObject *, ...);
+    void (*incref)(PyObject *);
+    PyObject *none, *true_; /* Py_None, Py_True */
 } py;
 
-static struct ot_py_method fast_def, make_def;
+static struct ot_py_method fast_def, make_def, hook_def, make_hook_def;
 #define MAX_DUE 4
 
 static PyObject *due_name; /* "due", interned once: a C string's look-up builds a str at every call */
@@ -71,15 +79,57 @@ static PyObject *no(void)
     return ot_cpy.bool_from_long(0);
 }
 
-/* Whether `due` holder's due time is reached at now (or unreadable: the Python path then decides). */
-static bool reached(PyObject *holder, long long now)
+static long long now_ns(void)
 {
-    PyObject *due = holder ? py.getattr(holder, due_name) : NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Whether a due time (CLOCK_MONOTONIC ns, an int or a float; inf: never) is reached at now; NULL or
+ * unreadable counts as reached: the Python path then decides. */
+static bool reached(PyObject *due, long long now)
+{
     if (!due)
         return true;
-    double d = py.float_as_double(due); /* an int or a float (inf: never) */
-    ot_cpy.decref(due);
+    double d = py.float_as_double(due);
     return ot_cpy.occurred() || (double)now >= d;
+}
+
+static bool holder_reached(PyObject *holder, long long now)
+{
+    PyObject *due = holder ? py.getattr(holder, due_name) : NULL;
+    bool r = reached(due, now);
+    if (due)
+        ot_cpy.decref(due);
+    return r;
+}
+
+/* The STEPS entry (step, now, 0, 0, shapes) through append, and the marker. False (an exception may be
+ * left set) when it could not. */
+static bool record_step(PyObject *append, PyObject *step_obj, PyObject *shapes_obj, long long now)
+{
+    ssize_t n = 0;
+    const char *shapes = py.utf8(shapes_obj, &n);
+    unsigned long long step = py.long_as_ull(step_obj);
+    if (!shapes || ot_cpy.occurred())
+        return false;
+    PyObject *t_ns = py.long_from_ll(now), *zero = py.long_from_ll(0);
+    PyObject *entry = t_ns && zero ? py.tuple_pack(5, step_obj, t_ns, zero, zero, shapes_obj) : NULL;
+    PyObject *r = entry ? py.call(append, entry, NULL) : NULL;
+    if (t_ns)
+        ot_cpy.decref(t_ns);
+    if (zero)
+        ot_cpy.decref(zero);
+    if (entry)
+        ot_cpy.decref(entry);
+    if (!r)
+        return false;
+    ot_cpy.decref(r);
+    char label[512];
+    step_label(label, sizeof label, step, shapes, (size_t)n);
+    oomtrace_mark(label);
+    return true;
 }
 
 static PyObject *step_fast(PyObject *self, PyObject *const *args, ssize_t nargs)
@@ -90,33 +140,79 @@ static PyObject *step_fast(PyObject *self, PyObject *const *args, ssize_t nargs)
     ssize_t nbound = py.tuple_size(self);
     if (!append || nbound < 2)
         return no();
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    long long now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    long long now = now_ns();
     for (ssize_t i = 1; i < nbound; i++)
-        if (reached(py.tuple_getitem(self, i), now))
+        if (holder_reached(py.tuple_getitem(self, i), now))
             return no();
-    ssize_t n = 0;
-    const char *shapes = py.utf8(args[1], &n);
-    unsigned long long step = py.long_as_ull(args[0]);
-    if (!shapes || ot_cpy.occurred())
-        return no();
-    PyObject *t_ns = py.long_from_ll(now), *zero = py.long_from_ll(0);
-    PyObject *entry = t_ns && zero ? py.tuple_pack(5, args[0], t_ns, zero, zero, args[1]) : NULL;
-    PyObject *r = entry ? py.call(append, entry, NULL) : NULL;
-    if (t_ns)
-        ot_cpy.decref(t_ns);
-    if (zero)
-        ot_cpy.decref(zero);
-    if (entry)
-        ot_cpy.decref(entry);
-    if (!r)
-        return no();
-    ot_cpy.decref(r);
-    char label[512];
-    step_label(label, sizeof label, step, shapes, (size_t)n);
-    oomtrace_mark(label);
-    return ot_cpy.bool_from_long(1);
+    return record_step(append, args[0], args[1], now) ? ot_cpy.bool_from_long(1) : no();
+}
+
+/* The optimizer's step post hook itself in C: torch calls it straight, no Python frame of the companion runs
+ * at a step (a Python call right after a step costs microseconds: its code and data are cold). Bound to
+ * (the hook's instance dict, the hook, append, counters) (lib/companion/_oomtrace_steps.py, _StepHook): its
+ * common path reads the hook's state from its dict, counts the step there, takes the sampled inputs
+ * (`seen`) for the step's entry and leaves "" in their place, and records the step (record_step). Anything
+ * else goes to the hook's Python methods: post_step (not the primary optimizer's step yet, the model not
+ * found yet, an unexpected state) or, with the step counted, slow_step(step, shapes) (the counters or a
+ * sample due, or the record failed). Returns None and never leaves an exception: the program's step must
+ * not see one. */
+static struct {
+    PyObject *off, *broken, *watched, *primary, *step, *seen, *due, *post_step, *slow_step, *empty, *dict;
+} names;
+
+static PyObject *none(void)
+{
+    if (ot_cpy.occurred())
+        ot_cpy.clear();
+    py.incref(py.none);
+    return py.none;
+}
+
+static PyObject *to_python(PyObject *hook, PyObject *method, PyObject *a, PyObject *b)
+{
+    if (ot_cpy.occurred())
+        ot_cpy.clear();
+    PyObject *r = py.call_method(hook, method, a, b, NULL);
+    if (r)
+        ot_cpy.decref(r);
+    return none();
+}
+
+static PyObject *post_hook(PyObject *self, PyObject *const *args, ssize_t nargs)
+{
+    PyObject *d = py.tuple_getitem(self, 0), *hook = py.tuple_getitem(self, 1);
+    PyObject *append = py.tuple_getitem(self, 2), *counters = py.tuple_getitem(self, 3);
+    if (!d || !hook || !append || !counters || nargs < 1)
+        return none();
+    PyObject *opt = args[0];
+    PyObject *off = py.dict_get(d, names.off), *broken = py.dict_get(d, names.broken);
+    if (off == py.true_ || broken == py.true_)
+        return none();
+    PyObject *primary = py.dict_get(d, names.primary), *step = py.dict_get(d, names.step);
+    PyObject *seen = py.dict_get(d, names.seen);
+    if (!off || !broken || py.dict_get(d, names.watched) != py.true_ || !primary || primary == py.none ||
+        py.weakref_get(primary) != opt || !step || !seen)
+        return to_python(hook, names.post_step, opt, NULL);
+    long long n = py.long_as_ll(step);
+    ssize_t seen_len = py.unicode_len(seen);
+    if (n < 0 || seen_len < 0 || ot_cpy.occurred())
+        return to_python(hook, names.post_step, opt, NULL);
+    PyObject *next = py.long_from_ll(n + 1);
+    if (!next)
+        return none();
+    py.incref(seen); /* the step's inputs, kept while the dict's entry is replaced */
+    bool counted = py.dict_set(d, names.step, next) == 0;
+    if (counted && seen_len && py.dict_set(d, names.seen, names.empty) != 0)
+        ot_cpy.clear();
+    if (counted) {
+        long long now = now_ns();
+        if (holder_reached(counters, now) || reached(py.dict_get(d, names.due), now) ||
+            !record_step(append, next, seen, now))
+            to_python(hook, names.slow_step, next, seen);
+    }
+    ot_cpy.decref(seen);
+    ot_cpy.decref(next);
+    return none();
 }
 
 /* _step_fast(append, *due) -> the builtin above, bound to the tuple (append, *due). A TypeError for 1 or
@@ -127,6 +223,46 @@ static PyObject *make_fast(PyObject *self, PyObject *args)
     if (!py.arg_unpack(args, "_step_fast", 2, 1 + MAX_DUE, &o[0], &o[1], &o[2], &o[3], &o[4]))
         return NULL; /* its TypeError */
     return ot_cpy.cfunction_new(&fast_def, args, NULL);
+}
+
+/* _step_hook(hook, append, counters) -> the post hook above, bound to (hook.__dict__, hook, append, counters). */
+static PyObject *make_hook(PyObject *self, PyObject *args)
+{
+    PyObject *hook, *append, *counters;
+    if (!py.arg_unpack(args, "_step_hook", 3, 3, &hook, &append, &counters))
+        return NULL;
+    PyObject *d = py.getattr(hook, names.dict);
+    if (!d)
+        return NULL;
+    PyObject *bound = py.tuple_pack(4, d, hook, append, counters);
+    ot_cpy.decref(d);
+    if (!bound)
+        return NULL;
+    PyObject *fn = ot_cpy.cfunction_new(&hook_def, bound, NULL);
+    ot_cpy.decref(bound);
+    return fn;
+}
+
+static void add(PyObject *mod, struct ot_py_method *def)
+{
+    PyObject *fn = ot_cpy.cfunction_new(def, NULL, NULL);
+    if (!fn || ot_cpy.setattr(mod, def->name, fn) != 0)
+        ot_cpy.clear();
+    if (fn)
+        ot_cpy.decref(fn);
+}
+
+static bool intern_names(void)
+{
+    PyObject **out[] = {&names.off, &names.broken, &names.watched, &names.primary, &names.step, &names.seen,
+                        &names.due, &names.post_step, &names.slow_step, &names.empty, &names.dict};
+    const char *s[] = {"off", "broken", "watched", "primary", "step", "seen", "due", "post_step", "slow_step", "",
+                       "__dict__"};
+    for (size_t i = 0; i < sizeof s / sizeof *s; i++)
+        if (!(*out[i] = py.intern(s[i])))
+            return false;
+    due_name = names.due;
+    return true;
 }
 
 void ot_companion_step_builtins(PyObject *mod, void *(*sym)(const char *))
@@ -142,11 +278,20 @@ void ot_companion_step_builtins(PyObject *mod, void *(*sym)(const char *))
     py.utf8 = (const char *(*)(PyObject *, ssize_t *))sym("PyUnicode_AsUTF8AndSize");
     py.call = (PyObject * (*)(PyObject *, ...)) sym("PyObject_CallFunctionObjArgs");
     py.arg_unpack = (int (*)(PyObject *, const char *, ssize_t, ssize_t, ...))sym("PyArg_UnpackTuple");
+    py.dict_get = (PyObject * (*)(PyObject *, PyObject *)) sym("PyDict_GetItem");
+    py.dict_set = (int (*)(PyObject *, PyObject *, PyObject *))sym("PyDict_SetItem");
+    py.weakref_get = (PyObject * (*)(PyObject *)) sym("PyWeakref_GetObject");
+    py.unicode_len = (ssize_t(*)(PyObject *))sym("PyUnicode_GetLength");
+    py.long_as_ll = (long long (*)(PyObject *))sym("PyLong_AsLongLong");
+    py.call_method = (PyObject * (*)(PyObject *, PyObject *, ...)) sym("PyObject_CallMethodObjArgs");
+    py.incref = (void (*)(PyObject *))sym("Py_IncRef");
+    py.none = (PyObject *)sym("_Py_NoneStruct");
+    py.true_ = (PyObject *)sym("_Py_TrueStruct");
     void **need = (void **)&py;
     for (size_t i = 0; i < sizeof py / sizeof *need; i++)
         if (!need[i])
             return; /* the companion keeps its Python path */
-    if (!due_name && !(due_name = py.intern("due"))) {
+    if (!due_name && !intern_names()) {
         ot_cpy.clear();
         return;
     }
@@ -154,9 +299,10 @@ void ot_companion_step_builtins(PyObject *mod, void *(*sym)(const char *))
                                      "fast(step, shapes) -> bool: the STEPS entry and the step marker, or False"};
     make_def = (struct ot_py_method){"_step_fast", (void *)make_fast, OT_METH_VARARGS,
                                      "_step_fast(append, *due) -> fast(step, shapes)"};
-    PyObject *fn = ot_cpy.cfunction_new(&make_def, NULL, NULL);
-    if (!fn || ot_cpy.setattr(mod, "_step_fast", fn) != 0)
-        ot_cpy.clear();
-    if (fn)
-        ot_cpy.decref(fn);
+    hook_def = (struct ot_py_method){"post_step", (void *)post_hook, OT_METH_FASTCALL,
+                                     "post_step(opt, args, kwargs): the optimizer step post hook, in C"};
+    make_hook_def = (struct ot_py_method){"_step_hook", (void *)make_hook, OT_METH_VARARGS,
+                                          "_step_hook(hook, append, counters) -> post_step(opt, args, kwargs)"};
+    add(mod, &make_def);
+    add(mod, &make_hook_def);
 }
