@@ -41,8 +41,9 @@ GPU = os.path.join(ROOT, "tests", "gpu")
 
 # The pieces, each against "unregistered" (the step hook's handles removed, so torch's hook paths are its fast
 # ones); "none (A/A)" switches nothing: what the count moves by itself between blocks.
-PIECES = ("none (A/A)", "all", "all, Python's path after a step", "registered, returning at once",
-          "post hook alone, working", "a sample every step", "one more marker a step")
+PIECES = ("none (A/A)", "all", "all, the hook in Python (post_step, then the C path)",
+          "all, Python's path after a step", "registered, returning at once", "a sample every step",
+          "one more marker a step")
 # glibc's allocator entry points: CPU torch allocates every tensor there, and their cost depends on the heap's
 # state, which drifts; on the GPU the tensors come from the CUDA caching allocator.
 C_ALLOC = ("malloc", "free", "posix_memalign", "realloc", "calloc", "memalign", "aligned_alloc", "cfree")
@@ -64,15 +65,6 @@ def inner(a):
     label = b"step 1000 " + _shape_text((s.x,), {}, s.torch).encode()
     mark = s.comp.mark_fn
     step = s.step
-    solo = []
-
-    def only(off):
-        def f():
-            clear()
-            hook.off = off
-            solo.append(optmod.register_optimizer_step_post_hook(hook.post_step))
-        return f
-
     def every_step():  # the sampled forward pre hook armed after every step: what a sample costs
         clear()
         hook.register(optmod)
@@ -83,23 +75,24 @@ def inner(a):
 
     fast = hook.fast
 
+    c_post = hook.c_post
+
     def clear():
         hook.due = float("inf")  # under callgrind a step takes ~0.2 s: no sample unless a piece asks for one
         hook.unregister()
-        for h in solo:
-            h.remove()
-        del solo[:]
         hook.off = False
-        hook.fast = fast
+        hook.fast, hook.c_post = fast, c_post
         return None
 
-    def registered(off, python=False):
+    def registered(off, python=0):
         def f():
             clear()
+            if python:
+                hook.c_post = None  # post_step, Python's, is the hook (before _step_hook)
+            if python > 1:
+                hook.fast = None  # on_step in Python at every step, as before lib/runtime/companion_step.c
             hook.register(optmod)
             hook.off = off
-            if python:
-                hook.fast = None  # on_step in Python at every step, as before lib/runtime/companion_step.c
         return f
 
     def marker():
@@ -107,8 +100,9 @@ def inner(a):
         return lambda: mark(label)
 
     switch = {"none (A/A)": clear, "registered, returning at once": registered(True), "all": registered(False),
-              "all, Python's path after a step": registered(False, python=True),
-              "post hook alone, working": only(False), "a sample every step": every_step,
+              "all, the hook in Python (post_step, then the C path)": registered(False, python=1),
+              "all, Python's path after a step": registered(False, python=2),
+              "a sample every step": every_step,
               "one more marker a step": marker}
     parts = []  # what ran in each part: None (a switch and its warm-up), or (piece, "U" or "X", gc objects left)
     os.getppid()
@@ -211,6 +205,8 @@ def inner_calls(a):
         parts.append(name)
     loop("an empty loop", lambda: None)
     loop("an empty Python function, called as torch calls a hook", lambda: empty(opt, args, kw))
+    if hook.c_post is not None:
+        loop("the step hook in C (_step_hook)", lambda: hook.c_post(opt, args, kw))
     loop("post_step with the C path", lambda: hook.post_step(opt, args, kw))
     hook.fast = None
     loop("post_step with on_step in Python", lambda: hook.post_step(opt, args, kw))

@@ -6,7 +6,8 @@ enum ot_poke { OT_POKE_ALLOC = 1, OT_POKE_DRIVER_OOM = 2 };
 void ot_companion_poke(enum ot_poke why); /* never from signal context, never with the recorder's lock held */
 
 typedef struct _object PyObject;
-/* companion_step.c: puts _step_fast (the step marker's and STEPS entry's common path in C) into the
- * companion's module; sym looks up the interpreter's C API. Without every symbol, it adds nothing. */
+/* companion_step.c: puts _step_hook (the optimizer step post hook in C) and _step_fast (the STEPS entry's
+ * and step marker's common path in C) into the companion's module; sym looks up the interpreter's C API.
+ * Called once ot_cpy (runtime/cpython.h) is filled; without every symbol it needs, it adds nothing. */
 void ot_companion_step_builtins(PyObject *mod, void *(*sym)(const char *));
 #endif

@@ -1,15 +1,19 @@
-/* The companion's work after each optimizer step, its common path in C: a STEPS entry and the step marker
- * "step N (shapes)" (lib/companion/_oomtrace_frameworks.py, Torch.on_step). In Python that path was two
- * calls and ~40 bytecodes, ~6,500 instructions a step (bench/step_hook_ir.py), and it runs where the step's
- * work has left the caches cold.
+/* The companion's work after each optimizer step, its common path in C: the step counted, a STEPS entry and
+ * the step marker "step N (shapes)" (lib/companion/_oomtrace_steps.py, _StepHook; _oomtrace_frameworks.py,
+ * Torch.on_step). In Python that path was two calls and ~40 bytecodes, ~6,500 instructions a step
+ * (bench/step_hook_ir.py), and it runs where the step's work has left the caches cold.
  *
- * _oomtrace_companion._step_fast(append, *due) returns a builtin fast(step, shapes): it appends
- * (step, t_ns, 0, 0, shapes) through `append` (the STEPS deque's), writes the marker and returns True. It
- * does nothing and returns False, for the Python path to do the whole step, when one of the `due` objects
- * (1 to 4) is due: its attribute `due` (CLOCK_MONOTONIC ns) is reached (the allocator's counters: that path
- * reads them; the step hook: it arms its sampled forward hook), or when anything fails (no exception is
- * left set). The label is the Python path's: "step N", then " " and the shapes' UTF-8 when
- * there are shapes, which oomtrace_mark cuts at 255 bytes, at a character's boundary. */
+ * _oomtrace_companion._step_hook(hook, append, counters) returns the optimizer step post hook itself, a
+ * builtin that torch calls with (opt, args, kwargs): no Python frame of the companion runs at a common step
+ * (post_hook below says what it does and what it leaves to Python).
+ *
+ * _oomtrace_companion._step_fast(append, *due) returns a builtin fast(step, shapes), the same record for
+ * the hook in Python: it appends (step, t_ns, 0, 0, shapes) through `append` (the STEPS deque's), writes the
+ * marker and returns True. It does nothing and returns False, for the Python path to do the whole step,
+ * when one of the `due` objects (1 to 4) is due: its attribute `due` (CLOCK_MONOTONIC ns) is reached (the
+ * allocator's counters: that path reads them; the step hook: it arms its sampled forward hook), or when
+ * anything fails (no exception is left set). The label is the Python path's: "step N", then " " and the
+ * shapes' UTF-8 when there are shapes, which oomtrace_mark cuts at 255 bytes, at a character's boundary. */
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>

@@ -42,8 +42,8 @@ Pieces (each against the same step without it; "base" is what both halves share)
                    OOM classes are watched by their creation). The answer: issue 12 asks it to be inside
                    none's interval, or under 0.3%
   work             the hooks' work (the `off` flag), hooks registered either way
-  C path           the STEPS entry and marker after a step in one C call (lib/runtime/companion_step.c),
-                   against Python's on_step
+  C hook           the optimizer's step post hook itself in C (lib/runtime/companion_step.c, _step_hook),
+                   against the hook in Python (post_step, then the C path for the STEPS entry and marker)
   post hook        only the global optimizer step post hook, returning at once: torch's hook call
   raise            RAISE events with the companion's callback on, against off (3.12+)
   toggle           RAISE events switched on and off again before the half, none during it: what the
@@ -416,11 +416,13 @@ def training(a):
         set_hooks(False)
         raise_off()
 
-    fast = hook.fast
+    c_post = hook.c_post
 
-    def c_path(on):  # the step's STEPS entry and marker in C (lib/runtime/companion_step.c), or in Python
+    def c_hook(on):  # the step hook itself in C (lib/runtime/companion_step.c), or post_step in Python
         def f():
-            hook.fast = fast if on else None
+            set_hooks(False)
+            hook.c_post = c_post if on else None
+            set_hooks(True)
         return f
 
     def work(on):
@@ -440,7 +442,7 @@ def training(a):
                 h.remove()
             del solo[:]
             if on:
-                solo.append(optmod.register_optimizer_step_post_hook(hook.post_step))
+                solo.append(optmod.register_optimizer_step_post_hook(hook.c_post or hook.post_step))
         return f
 
     nop = lambda: None  # noqa: E731
@@ -449,7 +451,7 @@ def training(a):
     pieces = [("none", nop, nop, None, big, all_on),
               ("all", all_on, all_off, None, big, all_off),
               ("work", work(True), work(False), None, small, all_on),
-              ("C path", c_path(True), c_path(False), None, small, all_on),
+              ("C hook", c_hook(True), c_hook(False), None, small, all_on),
               ("post hook", solo_hooks(True), solo_hooks(False), None, small, all_off)]
     if tool is not None:
         pieces.append(("raise", raise_on, raise_off, None, small, all_on))

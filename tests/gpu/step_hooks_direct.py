@@ -157,8 +157,10 @@ def direct(a, torch, hook, adapter, comp, opt, model, x, label, extra, step, mon
     saved = (hook.step, list(adapter.steps), hook.seen, hook.samples)
     due = adapter.counters
 
-    def one_step():  # what torch 2 calls at a step: the optimizer's step post hook
-        hook.post_step(opt, (), {})
+    post = hook.c_post or hook.post_step
+
+    def one_step():  # what torch 2 calls at a step: the optimizer's step post hook (in C where the library gives it)
+        post(opt, (), {})
 
     def forced():  # the same with the counters read at every step (no sampling)
         due.due = 0
@@ -184,7 +186,7 @@ def direct(a, torch, hook, adapter, comp, opt, model, x, label, extra, step, mon
     kerr = KeyError("not an OOM")
     cases.append(("RAISE callback (on_raise), an exception that is not an OOM", lambda: comp.on_raise(None, 0, kerr)))
     cases.append(("one Python call of an empty function", _empty))
-    cases.append(("post_step (the companion's work after a step)", lambda: hook.post_step(opt, (), {})))
+    cases.append(("post_step in Python (the hook where the C one is missing)", lambda: hook.post_step(opt, (), {})))
     for name, fn in cases:
         rows.append({"case": "step_hooks_direct", "piece": name, "unit": "ns/call", "ns": timed(fn, n)})
     plain = timed(lambda: model(x), max(1, n // 10))
@@ -203,7 +205,7 @@ def direct(a, torch, hook, adapter, comp, opt, model, x, label, extra, step, mon
         w("| %s | %.0f (median %.0f; %d of %d calls waited 1 ms or more) |\n" % (
             r["piece"], r["ns"], r["median_ns"], r["waited_1ms"], r["calls"]))
     cold = in_step(step, [("callbacks of one step (counters sampled)", one_step),
-                          ("post_step (the companion's work after a step)", lambda: hook.post_step(opt, (), {})),
+                          ("post_step in Python (the hook where the C one is missing)", lambda: hook.post_step(opt, (), {})),
                           ("step marker, as the companion calls it (+ record)", extra["mark"]),
                           ("RAISE callback (on_raise), an exception that is not an OOM", lambda: comp.on_raise(None, 0, kerr)),
                           ("one Python call of an empty function", _empty),
