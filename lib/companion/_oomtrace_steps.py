@@ -46,10 +46,12 @@ def _shape_text(args, kwargs, torch):
     return ", ".join(parts)[:_SHAPES_MAX]
 
 
-def _call_inputs(frame):
-    """(args, kwargs) of a module call's frame: its *args and **kwargs, whatever torch names them (1.13:
-    `*input`; 2.x: `*args`)."""
-    code, loc = frame.f_code, frame.f_locals
+def _call_inputs(frame, loc=None):
+    """(args, kwargs) of a module call's frame (loc: its f_locals, when read already): its *args and
+    **kwargs, whatever torch names them (1.13: `*input`; 2.x: `*args`)."""
+    code = frame.f_code
+    if loc is None:
+        loc = frame.f_locals
     n = code.co_argcount + code.co_kwonlyargcount
     args, kwargs = (), {}
     if code.co_flags & _CO_VARARGS:
@@ -65,6 +67,7 @@ class _Frames:
 
     def __init__(self, hook, frame):
         self.call = None       # the outermost call of a model's module (a root's, once the roots are known)
+        self.call_locals = None
         self.caller = None     # a frame of the function that last called the model at a sampled step
         self.backward = False  # torch.autograd.backward / grad is running
         self.optimizer = False  # a method of an optimizer is running (its step)
@@ -73,8 +76,9 @@ class _Frames:
         while frame is not None and n < 400:
             code = frame.f_code
             if code in hook.call_codes:
-                if hook.is_root(frame.f_locals.get("self")):
-                    self.call = frame
+                loc = frame.f_locals
+                if hook.is_root(loc.get("self")):
+                    self.call, self.call_locals = frame, loc
             elif code in hook.backward_codes:
                 self.backward = True
             elif code is hook.caller_code and self.caller is None:
@@ -202,8 +206,10 @@ class _StepHook:
             f = sys._getframe(1)
             kwargs = {}
             while f is not None and f.f_code.co_filename in self.machinery:
-                if f.f_code in self.call_codes and f.f_locals.get("self") is module:
-                    kwargs = _call_inputs(f)[1]
+                if f.f_code in self.call_codes and not kwargs:
+                    loc = f.f_locals
+                    if loc.get("self") is module:
+                        kwargs = _call_inputs(f, loc)[1]
                 f = f.f_back
             self.seen = _shape_text(args, kwargs, self.torch)
             self.samples += 1
@@ -254,7 +260,7 @@ class _StepHook:
         if not (seen.optimizer or (self.primary is not None and (seen.step() or self.seen))):
             return None
         if seen.call is not None:
-            args, kwargs = _call_inputs(seen.call)
+            args, kwargs = _call_inputs(seen.call, seen.call_locals)
             shapes = _shape_text(args, kwargs, self.torch)
         elif self.seen:
             shapes = self.seen
