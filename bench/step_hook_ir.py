@@ -219,7 +219,8 @@ def inner_calls(a):
     loop("the model's call", lambda: model(x))
 
     def sampled():
-        hook.sampling = hook.register_sampler(hook.sample)
+        hook.arm()
+        hook.due = float("inf")
         model(x)
     loop("the model's call, the sampled hook armed (armed, the sample, removed)", sampled)
     hook.register(s.optmod)
@@ -276,7 +277,7 @@ def outer(a):
         path = os.path.join(out, "cg.out.%d" % k)
         inc, tot = annotate(path, True)
         tot["Ir outside malloc"] = tot["Ir"] - sum(v for f, v in inc.items() if f in C_ALLOC)
-        blocks.setdefault(name, []).append((role, tot, inc, annotate(path, False)[0] if name == "all" else {},
+        blocks.setdefault(name, []).append((role, tot, inc, annotate(path, False)[0] if name == a.top_piece else {},
                                             left))
     n = 2 * a.steps
 
@@ -301,14 +302,14 @@ def outer(a):
         w("| %s | %s | %+.3f%% | %+.2f |\n" % (name, " | ".join("%+.0f" % add[e] for e in evs),
                                              100.0 * add["Ir"] / base["Ir"], objs))
         rows.append({"piece": name, "added": add, "gc_objects_left": objs, "base": base})
-    if a.top and "all" in blocks:
+    if a.top and a.top_piece in blocks:
         for kind, at in (("self", 3), ("inclusive", 2)):
             fns = set()
-            for b in blocks["all"]:
+            for b in blocks[a.top_piece]:
                 fns |= set(b[at])
-            d = {f: added("all", lambda b, f=f, at=at: b[at].get(f, 0)) for f in fns}
+            d = {f: added(a.top_piece, lambda b, f=f, at=at: b[at].get(f, 0)) for f in fns}
             top = sorted(d.items(), key=lambda kv: -abs(kv[1]))[:a.top]
-            w("\n%s Ir a step that \"all\" adds, by function (top %d):\n" % (kind, a.top))
+            w("\n%s Ir a step that \"%s\" adds, by function (top %d):\n" % (kind, a.top_piece, a.top))
             for k, v in top:
                 w("  %+9.0f  %s\n" % (v, k))
             rows.append({"by_function": kind, "top": top})
@@ -326,7 +327,8 @@ def main():
     ap.add_argument("--steps", type=int, default=16, help="N: steps a block")
     ap.add_argument("--pieces", default=";".join(PIECES), help="semicolon-separated, of: " + "; ".join(PIECES))
     ap.add_argument("--cache", action="store_true", help="callgrind's cache simulation too (D1, LL misses)")
-    ap.add_argument("--top", type=int, default=25, help="functions shown for 'all' (0: none)")
+    ap.add_argument("--top", type=int, default=25, help="functions shown for --top-piece (0: none)")
+    ap.add_argument("--top-piece", default="all", help="the piece whose functions --top shows")
     ap.add_argument("--json", default="", help="write the figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the profiles")
     ap.add_argument("--calls", type=int, default=0,

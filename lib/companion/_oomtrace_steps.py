@@ -92,6 +92,17 @@ class _Frames:
         return self.call is not None or self.backward or self.optimizer
 
 
+class _Slot:
+    """The sampled hook's entry in torch's global table (torch's handle's dict and key): removed and put
+    back without a new handle each time."""
+
+    def __init__(self, table, key):
+        self.table, self.key = table, key
+
+    def remove(self):
+        self.table.pop(self.key, None)
+
+
 class _StepHook:
     """Counts the steps of the first optimizer that steps (a GAN's second optimizer does not double the
     count), and samples the model's inputs (the module docstring says how).
@@ -108,7 +119,9 @@ class _StepHook:
         self.step = 0
         self.seen = ""  # the inputs the sampled hook saw in the step under way ("": none)
         self.due = 0  # monotonic ns from which the next step arms the sampled hook
-        self.sampling = None  # the armed global forward pre hook's handle
+        self.sampling = None  # the armed global forward pre hook's handle (or slot)
+        self.slot = None  # where torch's table keeps it: arming again is one store there
+        self.sample_fn = self.sample  # one bound method: torch's table compares and keeps it
         self.samples = 0
         self.caller_code = None  # the code that called the model at the last sample, and how it passed the
         self.caller_names = ()   # inputs: ((keyword or None, its local name), ...)
@@ -185,11 +198,27 @@ class _StepHook:
         """A step the C path left: the counters are due (on_step reads them), a sample is due, or there is
         no C path."""
         self.on_step(step, shapes)
-        now = time.monotonic_ns()
-        if now >= self.due:
-            self.due = now + SAMPLE_SPACING_NS
-            if self.sampling is None and self.roots and self.register_sampler is not None:
-                self.sampling = self.register_sampler(self.sample)
+        if time.monotonic_ns() >= self.due:
+            self.arm()
+
+    def arm(self):
+        """Arms the sampled hook (unless armed, or the model is not known yet); the next arming is due
+        SAMPLE_SPACING_NS from now. The first arming registers it through torch; later ones put it back in
+        the same slot of torch's table (one dict store, not a new handle)."""
+        self.due = time.monotonic_ns() + SAMPLE_SPACING_NS
+        if self.sampling is not None or not self.roots or self.register_sampler is None:
+            return
+        slot = self.slot
+        if slot is not None:
+            slot.table[slot.key] = self.sample_fn
+            self.sampling = slot
+            return
+        h = self.register_sampler(self.sample_fn)
+        ref, key = getattr(h, "hooks_dict_ref", None), getattr(h, "id", None)
+        table = ref() if ref is not None else None
+        if isinstance(table, dict) and table.get(key) is self.sample_fn:
+            self.slot = h = _Slot(table, key)
+        self.sampling = h
 
     def sample(self, module, args):
         """The global forward pre hook, armed for one module call: the first call after a step is the

@@ -157,11 +157,11 @@ static PyObject *step_fast(PyObject *self, PyObject *const *args, ssize_t nargs)
  * common path reads the hook's state from its dict, counts the step there, takes the sampled inputs
  * (`seen`) for the step's entry and leaves "" in their place, and records the step (record_step). Anything
  * else goes to the hook's Python methods: post_step (not the primary optimizer's step yet, the model not
- * found yet, an unexpected state) or, with the step counted, slow_step(step, shapes) (the counters or a
- * sample due, or the record failed). Returns None and never leaves an exception: the program's step must
+ * found yet, an unexpected state) or, with the step counted, slow_step(step, shapes) (the counters due, or
+ * the record failed), or, with the step recorded, arm() (a sample due). Returns None and never leaves an exception: the program's step must
  * not see one. */
 static struct {
-    PyObject *off, *broken, *watched, *primary, *step, *seen, *due, *post_step, *slow_step, *empty, *dict;
+    PyObject *off, *broken, *watched, *primary, *step, *seen, *due, *post_step, *slow_step, *arm, *empty, *dict;
 } names;
 
 static PyObject *none(void)
@@ -210,9 +210,10 @@ static PyObject *post_hook(PyObject *self, PyObject *const *args, ssize_t nargs)
         ot_cpy.clear();
     if (counted) {
         long long now = now_ns();
-        if (holder_reached(counters, now) || reached(py.dict_get(d, names.due), now) ||
-            !record_step(append, next, seen, now))
+        if (holder_reached(counters, now) || !record_step(append, next, seen, now))
             to_python(hook, names.slow_step, next, seen);
+        else if (reached(py.dict_get(d, names.due), now))
+            to_python(hook, names.arm, NULL, NULL);
     }
     ot_cpy.decref(seen);
     ot_cpy.decref(next);
@@ -259,9 +260,9 @@ static void add(PyObject *mod, struct ot_py_method *def)
 static bool intern_names(void)
 {
     PyObject **out[] = {&names.off, &names.broken, &names.watched, &names.primary, &names.step, &names.seen,
-                        &names.due, &names.post_step, &names.slow_step, &names.empty, &names.dict};
-    const char *s[] = {"off", "broken", "watched", "primary", "step", "seen", "due", "post_step", "slow_step", "",
-                       "__dict__"};
+                        &names.due, &names.post_step, &names.slow_step, &names.arm, &names.empty, &names.dict};
+    const char *s[] = {"off", "broken", "watched", "primary", "step", "seen", "due", "post_step", "slow_step", "arm",
+                       "", "__dict__"};
     for (size_t i = 0; i < sizeof s / sizeof *s; i++)
         if (!(*out[i] = py.intern(s[i])))
             return false;

@@ -168,7 +168,7 @@ def direct(a, torch, hook, adapter, comp, opt, model, x, label, extra, step, mon
 
     def sampled():  # the model's call with the sampled forward pre hook armed, as after a step
         if hook.sampling is None:
-            hook.sampling = hook.register_sampler(hook.sample)
+            hook.arm()
         model(x)
 
     shapes = [(torch.zeros(4, i % 7 + 1),) for i in range(8)]

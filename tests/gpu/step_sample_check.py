@@ -197,7 +197,7 @@ def main():
 
     # (c) The model's pickle and deep copy: the same bytes as untraced, also with the sampled hook armed.
     if hook.sampling is None:
-        hook.sampling = hook.register_sampler(hook.sample)
+        hook.arm()
     traced = " ".join(digests(model))
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "OOMTRACE_DIR")}
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--hash"] + (["--cpu"] if a.cpu else []),
