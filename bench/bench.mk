@@ -103,3 +103,19 @@ $(BENCH_BIN)/cold_capture: bench/cold_capture.c $(BENCH_BIN)/libstepmix.so
 	@mkdir -p $(dir $@)
 	$(DEPS) $(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $< -L$(BENCH_BIN) -lstepmix -L$(B)/fake -lcuda -Wl,-rpath,'$$ORIGIN'
 bench-build: $(BENCH_BIN)/cold_capture
+
+# The Python link (lib/capture/pyframes.c, OT_PY_LINK; docs/PERFORMANCE.md, issue 16's seventh pass): the
+# library and its stage build with pyframes.c compiled with -DOT_PY_LINK, for a measurement beside the
+# normal build (tests/gpu/bench_pair_parts.sh with LIB= and STAGES_LIB= naming these).
+$(BENCH_BIN)/pylink/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h
+	@mkdir -p $(dir $@)
+	$(DEPS) $(CC) $(CPPFLAGS) -DOT_PY_LINK -Ilib $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
+$(BENCH_BIN)/stages-pylink/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h
+	@mkdir -p $(dir $@)
+	$(DEPS) $(CC) $(CPPFLAGS) -DOT_PY_LINK -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
+$(BENCH_BIN)/liboomtrace-pylink.so: $(filter-out $(B)/lib/capture/pyframes.o,$(LIB_OBJ)) $(BENCH_BIN)/pylink/lib/capture/pyframes.o
+	$(DEPS) $(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+$(BENCH_BIN)/liboomtrace-stages-pylink.so: $(filter-out $(BENCH_BIN)/stages/lib/capture/pyframes.o,$(STAGE_OBJ)) $(BENCH_BIN)/stages-pylink/lib/capture/pyframes.o
+	$(DEPS) $(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+.PHONY: bench-pylink
+bench-pylink: $(BENCH_BIN)/liboomtrace-pylink.so $(BENCH_BIN)/liboomtrace-stages-pylink.so $(B)/fake/libcuda.so.1

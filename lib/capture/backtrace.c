@@ -102,6 +102,7 @@ struct place_memo {
     uint16_t n, nx;
     uint8_t needs_bp0;
     struct ot_stack_memo stack;
+    uint64_t gen; /* its fill's number (ot_backtrace_place) */
     uint32_t cfa[PM_FRAMES]; /* above sp0 */
     uint32_t xoff[PM_X];
     uint64_t frames[PM_FRAMES];
@@ -148,6 +149,8 @@ struct walker {
     struct ot_stack_memo *hint;
     struct place_memo *last; /* the place memo last replayed or kept: checked first */
     uint32_t *last_used;     /* its set's used[way] */
+    uint64_t gen;   /* the place memo this walk replayed or kept: its fill's number; else 0 */
+    uint64_t fills; /* the memos filled so far */
     uint32_t pm_tick;
     struct step fresh_step; /* a rule with no kept step, as a step */
     struct ot_frame_rule rules[NRULES];
@@ -454,6 +457,8 @@ static void keep_place(struct walker *w, uint64_t sp, uint64_t bp, int want, con
     e->nx = (uint16_t)nx;
     e->needs_bp0 = (uint8_t)needs_bp0;
     e->stack = (struct ot_stack_memo){0, 0};
+    e->gen = ++w->fills;
+    w->gen = e->gen;
     memcpy(e->cfa, m->cfa, (size_t)n * sizeof *e->cfa);
     memcpy(e->frames, frames, (size_t)n * sizeof *frames);
     memcpy(e->xoff, m->xoff, (size_t)nx * sizeof *e->xoff);
@@ -480,6 +485,7 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         return -1; /* running on another stack (sigaltstack, a coroutine's) */
     uint64_t gen = ot_modules_generation();
     w->replayed = 0;
+    w->gen = 0;
     if (OT_UNLIKELY(gen != w->modgen)) { /* a library was unloaded: its rules may now be another's */
         memset(w->rules, 0, sizeof w->rules);
         w->used = 0;
@@ -511,6 +517,7 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
         OT_STAGE_CACHE(OT_C_WALK_PLACE, 1);
         w->replayed = 1;
         w->hint = &e->stack;
+        w->gen = e->gen;
         return again;
     }
     const struct pm_dir *const d = &w->dir[pm_dir_of(sp)];
@@ -679,6 +686,7 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
 place_hit:
     OT_STAGE_CACHE(OT_C_WALK_PLACE, 1);
     w->last = e;
+    w->gen = e->gen;
     *w->last_used = ++w->pm_tick;
     w->replayed = 1;
     w->hint = &e->stack;
@@ -704,17 +712,26 @@ uint64_t ot_stack_top(void)
  * (the low bit tags Python frames, see OT_FRAME_PYTHON). Returns how many, at most max; sets
  * OT_STACK_TRUNCATED in *flags when the stack went deeper. Unwinds straight into the caller's buffer and
  * compacts it in place: no second copy. */
+static __thread uint64_t bt_place __attribute__((tls_model("initial-exec")));
+
+uint64_t ot_backtrace_place(void)
+{
+    return bt_place;
+}
+
 int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
 {
     _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames hold pointers");
     int want = max + 8 > OT_MAX_FRAMES ? OT_MAX_FRAMES : max + 8; /* our own frames come first */
     int n = -1;
     int replayed = 0;
+    bt_place = 0;
     if (OT_LIKELY(walk_rest == 0)) {
         n = ot_native_walk(frames, want);
         if (n >= 0) {
             walk_fails = 0;
             replayed = walker_tls->replayed;
+            bt_place = walker_tls->gen; /* (the same walk, max and own frames give the same frames out) */
         }
         else if (++walk_fails >= WALK_FAILS)
             walk_rest = WALK_REST;

@@ -7,6 +7,11 @@
 int ot_backtrace(uint64_t *frames, int max, unsigned *flags);
 void ot_backtrace_init(void);
 int ot_native_walk(uint64_t *frames, int want); /* raw return addresses from the caller out; -1: use libunwind */
+/* Which walk kept by place (backtrace.c: struct place_memo) gave the frames the thread's last ot_backtrace
+ * returned, replayed or kept by that walk: a number never given to another fill of a memo on this thread,
+ * so that the capture's next stage can key what it made from those frames by it (pyframes.c); 0 when none
+ * did (a walk followed its rules, libunwind, a walk not kept). */
+uint64_t ot_backtrace_place(void);
 /* Bytes of this thread's stack below the caller's frame; SIZE_MAX where unknown (on another stack). The
  * tracer's deep work checks it, so that threads with small stacks (PTHREAD_STACK_MIN, 16 KiB) never
  * overflow in it: libunwind's backtrace needs OT_UNWIND_STACK, a snapshot's writer OT_WRITER_STACK (both

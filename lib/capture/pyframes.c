@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "oomtrace_format.h"
+#include "capture/backtrace.h"
 #include "capture/pyframes.h"
 #include "capture/python.h"
 #include "capture/stacks.h"
@@ -154,11 +155,150 @@ static void entry_fill(struct mentry *e, uint64_t h, const uint64_t *native, int
     e->flags = added;
     e->bflags = bflags;
     e->sid = (struct ot_stack_memo){0, 0};
+    e->ver++;
+    e->nraw = 0;
     memcpy(e->native, native, (size_t)n * sizeof *native);
     memcpy(e->entry, c->entry, (size_t)np);
     memcpy(e->id, c->id, (size_t)np * sizeof c->id[0]);
     memcpy(e->frames, frames, (size_t)out * sizeof *frames);
 }
+
+/* ---- a walk's merged stack, by the walk kept by place (backtrace.h: ot_backtrace_place) ----
+ *
+ * A bench build only (-DOT_PY_LINK: make bench-pylink): measured slower than without it on the 2-core
+ * development machine, kept for a measurement on the H200 (docs/PERFORMANCE.md, issue 16's seventh pass).
+ * After the step's own work, the chain is read cold, one frame's link after another (each frame's address
+ * is in the one before), and the merged stack by place is found by a hash of 60-100 frames and compared
+ * with its ~4 KB entry. A walk kept by place names the entry its frames were merged into last; the entry
+ * keeps the addresses of the frames its chain was read from (fa). The chain is then checked at those
+ * addresses, every read's address known at the start: each frame's link to the next (the last's to none),
+ * whether it is a C-stack shim, its code, instruction, run end and code's qualname, all that the chain's
+ * read (pywalk.c: gather_fast) and the entry's key (mkey_same) take; the native frames are the entry's
+ * because the walk kept by place gave them and the entry was named at its version. */
+#ifdef OT_PY_LINK
+
+/* Whether entry r's chain is the thread's (frame: its innermost frame), read at r's frames' addresses. A
+ * frame is read only once the frame before it named it (the innermost: the thread state), and a code
+ * object's qualname only once a live frame holds that code: a chunk of frames the interpreter freed, or a
+ * code object, is never touched. Each frame's address is the memo's, not the value just read, so the
+ * reads of one frame do not wait for the frame before (the check of its link is a branch predicted to
+ * hold): a chain read cold waits for its frames together rather than one after another. The run ends
+ * (entry) are taken as the chain's read takes them (pywalk.c: gather_fast). */
+static int chain_at(const struct mentry *r, const void *frame)
+{
+    const struct layout *L = ot_py.L;
+    const void *const *const fa = r->fa;
+    const void *const *const rcode = r->code, *const *const rname = r->name;
+    const char *const *const rinstr = r->instr;
+    const uint8_t *const rentry = r->entry;
+    if (frame != fa[0])
+        return 0;
+    const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
+    const unsigned o_entry = L->fr_is_entry >= 0 ? (unsigned)L->fr_is_entry : o_owner, o_name = L->co_qualname;
+    const char entry_mask = L->fr_is_entry >= 0 ? (char)0xff : 0;
+    const int cstack = L->owner_cstack, nraw = r->nraw, np = r->np;
+    int k = 0;
+    unsigned pend = 0; /* frame k - 1's run end so far: a C-stack shim frame after it sets it */
+    for (int i = 0; i < nraw; i++) {
+        const char *const f = fa[i];
+        if (*(const void *const *)(f + o_prev) != (i + 1 < nraw ? fa[i + 1] : NULL))
+            return 0;
+        if (f[o_owner] == cstack) {
+            pend = 1;
+            continue;
+        }
+        if (k == np || (k && pend != rentry[k - 1]))
+            return 0;
+        const void *const code = *(const void *const *)(f + o_code);
+        if (code != rcode[k] || *(const char *const *)(f + o_instr) != rinstr[k] ||
+            *(const void *const *)((const char *)code + o_name) != rname[k])
+            return 0;
+        pend = (f[o_entry] & entry_mask) != 0;
+        k++;
+    }
+    return k == np && np > 0; /* (the outermost frame's run end is always set: rentry[np - 1]) */
+}
+
+static inline struct plink *plink_set(struct mcache *mc, uint64_t gen, const void *f0, const void *i0)
+{
+    uint64_t h = (gen * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)f0) * 0xff51afd7ed558ccdull ^ (uint64_t)(uintptr_t)i0;
+    h = (h ^ h >> 31) * 0xC2B2AE3D27D4EB4Full;
+    return mc->pl[(h >> 40) & (PLSETS - 1)];
+}
+
+/* The entry that the walk kept by place gen, this innermost frame and instruction name, when the thread's
+ * chain is the one it was made of: frames filled, its length; -1 otherwise (the capture goes the usual
+ * way). */
+static int merge_linked(struct py_thread *t, uint64_t gen, uint64_t *frames, int n, int max, unsigned *flags)
+{
+    struct mcache *mc = t->mc;
+    const struct layout *L = ot_py.L;
+    if (!mc || mc == MAP_FAILED || L->frame_objects || !ot_py.is_initialized())
+        return -1;
+    void *ts = ot_py.get_tstate();
+    if (!ts)
+        return -1;
+    void *cf = *(void *const *)((const char *)ts + L->ts_cframe);
+    const void *frame = L->ts_direct ? cf : cf ? *(void *const *)((const char *)cf + L->cframe_current) : NULL;
+    if (!frame)
+        return -1;
+    /* as the chain's read counts itself (pywalk.c) */
+    if (__atomic_load_n(&ot_py_lending, __ATOMIC_RELAXED))
+        __atomic_add_fetch(&ot_py_stamp, 1, __ATOMIC_RELAXED);
+    const void *const i0 = *(const void *const *)((const char *)frame + L->fr_instr);
+    struct plink *const set = plink_set(mc, gen, frame, i0);
+    struct mentry *r = NULL;
+    for (int w = 0; w < PLWAYS && !r; w++) {
+        struct plink *p = &set[w];
+        struct mentry *q = p->r;
+        if (q && p->gen == gen && p->f0 == frame && p->i0 == i0 && q->ver == p->ver && q->n == n &&
+            q->max == max && !q->bflags && q->nraw && chain_at(q, frame)) {
+            r = q;
+            p->used = ++mc->pltick;
+        }
+    }
+    OT_STAGE_CACHE(OT_C_PY_LINKED, r != NULL);
+    if (!r)
+        return -1;
+    const size_t at = (size_t)(r - &mc->e[0][0]);
+    mc->older[at / 2] = (uint8_t)!(at & 1);
+    t->last.n = 0;           /* the chain's last read is not this one: the next capture reads it whole */
+    t->merged.ref = r;
+    t->merged.valid = 1;
+    memcpy(frames, r->frames, (size_t)r->out * sizeof *frames);
+    *flags |= r->flags;
+    ot_stack_hint = &r->sid;
+    return r->out;
+}
+
+/* Names entry r (holding the merged stack of this capture's frames) under the walk kept by place gen and
+ * the chain's innermost frame, with the addresses of the frames this capture read (only a capture that
+ * read the whole chain). */
+static void link_entry(struct py_thread *t, uint64_t gen, struct mentry *r)
+{
+    struct mcache *mc = t->mc;
+    if (!gen || !t->pf_whole || !t->npf || t->npf > MRAW || !mc || mc == MAP_FAILED)
+        return;
+    memcpy(r->fa, t->pf, t->npf * sizeof t->pf[0]);
+    r->nraw = (uint16_t)t->npf;
+    const void *f0 = t->pf[0], *i0 = *(const void *const *)((const char *)f0 + ot_py.L->fr_instr);
+    struct plink *const set = plink_set(mc, gen, f0, i0);
+    int v = 0;
+    for (int w = 0; w < PLWAYS; w++) {
+        if (set[w].r == r && set[w].gen == gen && set[w].f0 == f0 && set[w].i0 == i0) {
+            v = w;
+            break;
+        }
+        if (set[w].used < set[v].used)
+            v = w;
+    }
+    set[v] = (struct plink){gen, f0, i0, r, r->ver, ++mc->pltick};
+}
+
+#define LINK_ENTRY(t, gen, r) link_entry((t), (gen), (r))
+#else
+#define LINK_ENTRY(t, gen, r) ((void)(gen))
+#endif
 
 /* A borrowed stack (the lender's chain c, interned, merged into the native frames): one of the thread's
  * merged stacks by place when the same native frames borrowed the same chain from the same lender (an
@@ -223,6 +363,16 @@ static void keep_merged(struct merged *m, const uint64_t *native, int n, int max
  * again. */
 static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, unsigned *flags)
 {
+#ifdef OT_PY_LINK
+    const uint64_t gen = ot_backtrace_place();
+    if (gen && ot_py_tls && ot_py_tls != PY_THREAD_NONE) {
+        const int out = merge_linked(ot_py_tls, gen, frames, n, max, flags);
+        if (out >= 0)
+            return out;
+    }
+#else
+    const uint64_t gen = 0;
+#endif
     struct chain c;
     const struct chain *got;
     int same, fast;
@@ -258,8 +408,10 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
             const int out = r ? r->out : m->out;
             memcpy(frames, r ? r->frames : m->frames, (size_t)out * sizeof *frames);
             *flags |= r ? r->flags : m->flags;
-            if (r)
+            if (r) {
                 ot_stack_hint = &r->sid;
+                LINK_ENTRY(t, gen, r);
+            }
             return out;
         }
     }
@@ -289,6 +441,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
                     memcpy(frames, set[w].frames, (size_t)set[w].out * sizeof *frames);
                     *flags |= set[w].flags;
                     ot_stack_hint = &set[w].sid;
+                    LINK_ENTRY(t, gen, &set[w]);
                     return set[w].out;
                 }
         }
@@ -316,6 +469,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     m->ref = e;
     m->valid = 1;
     ot_stack_hint = &e->sid;
+    LINK_ENTRY(t, gen, e);
     return out;
 }
 

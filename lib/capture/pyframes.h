@@ -149,9 +149,12 @@ struct merged {
 #define MSETS 512
 #define MNATIVE 96
 #define MPY 64
+#define MRAW 80 /* frames of a chain kept by address, C-stack shims included */
 struct mentry {
     uint64_t h;
     uint16_t n, np, out, max;
+    uint16_t nraw; /* the frames' addresses, innermost first, that the chain was last read from (fa) */
+    uint32_t ver;  /* bumped at each refill: a walk's link (ot_native_link) names the entry at one version */
     unsigned flags;
     unsigned bflags; /* a borrowed stack's: OT_STACK_BORROWED and the lender (keyed by ids, not code); else 0 */
     struct ot_stack_memo sid; /* the id the stack was interned as (capture/stacks.h), zeroed when refilled */
@@ -161,10 +164,25 @@ struct mentry {
     uint8_t entry[MPY];
     uint32_t id[MPY];
     uint64_t frames[MNATIVE + MPY];
+    const void *fa[MRAW];
+};
+/* The merged stacks by the walk kept by place that gave their native frames (backtrace.h:
+ * ot_backtrace_place) and the innermost Python frame and its instruction, PLSETS sets of PLWAYS: each names
+ * an entry above at its version, and its chain's frames' addresses are the entry's (fa). Several chains
+ * share a key where only outer frames differ (one line calling from several callers): the check tells. */
+#define PLSETS 256
+#define PLWAYS 4
+struct plink {
+    uint64_t gen;
+    const void *f0, *i0;
+    struct mentry *r;
+    uint32_t ver, used;
 };
 struct mcache {
     struct mentry e[MSETS][2];
     uint8_t older[MSETS]; /* the way to replace next */
+    struct plink pl[PLSETS][PLWAYS];
+    uint32_t pltick;
 };
 
 /* The frames the thread's last full read of its chain went through (their addresses), fetched at the start
@@ -174,7 +192,8 @@ struct mcache {
 #define PY_PF 32
 struct py_thread {
     uint32_t npf;
-    const void *pf[PY_PF];
+    int pf_whole; /* pf holds the whole chain that this capture read (npf frames, shims included) */
+    const void *pf[MRAW];
     struct cache_entry cache[CACHE];
     struct chain last;
     struct lent lent; /* a native thread's last borrow (borrow_again) */

@@ -83,11 +83,13 @@ static int gather_fast(void *frame, struct chain *c, struct py_thread *t)
     /* Versions without is_entry read a byte that is there (the owner) and mask it off: no branch a frame. */
     const unsigned o_entry = L->fr_is_entry >= 0 ? (unsigned)L->fr_is_entry : o_owner;
     const char entry_mask = L->fr_is_entry >= 0 ? (char)0xff : 0;
-    int n = 0;
+    int n = 0, whole = 1;
     for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
         const char *f = frame;
-        if (t && npf < PY_PF)
+        if (t && npf < MRAW)
             t->pf[npf++] = f;
+        else
+            whole = 0;
         frame = *(void *const *)(f + o_prev);
         if (f[o_owner] == cstack) {
             if (n)
@@ -102,8 +104,10 @@ static int gather_fast(void *frame, struct chain *c, struct py_thread *t)
         c->entry[n] = (f[o_entry] & entry_mask) != 0;
         n++;
     }
-    if (t)
+    if (t) {
         t->npf = npf;
+        t->pf_whole = whole && !frame;
+    }
     if (OT_UNLIKELY(frame != NULL && n == MAXPY))
         return ot_py_walk_deep(frame, c, 0);
     return n;
@@ -114,7 +118,7 @@ void ot_python_prefetch(void)
     const struct py_thread *t = ot_py_tls;
     if (!t || t == PY_THREAD_NONE)
         return;
-    for (uint32_t k = 0, n = t->npf; k < n; k++) {
+    for (uint32_t k = 0, n = t->npf < PY_PF ? t->npf : PY_PF; k < n; k++) {
         const char *f = t->pf[k];
         __builtin_prefetch(f, 0, 3);
         __builtin_prefetch(f + 64, 0, 3); /* the fields the walk reads span two lines (3.12's owner at 70) */
@@ -349,6 +353,8 @@ int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int 
     *fast_out = fast;
     struct py_thread *t = ot_py_thread_get();
     struct chain *last = t ? &t->last : NULL;
+    if (t)
+        t->pf_whole = 0;
     /* Only a thread with Python frames can be a lender that moved: a thread state without a frame (autograd's
      * threads, registered and never running Python) is the borrower itself, and counting its walks made
      * every borrow of a backward read the lender again. */

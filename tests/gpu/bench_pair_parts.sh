@@ -22,7 +22,9 @@ ROOT=$PWD
 export OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT/snap"
 PY=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')
-export LIB=$ROOT/build/liboomtrace.so STAGES_LIB=$ROOT/build/bench/liboomtrace-stages.so
+# LIB= and STAGES_LIB= name other builds (make bench-pylink: build/bench/liboomtrace-pylink.so and
+# build/bench/liboomtrace-stages-pylink.so, the Python link of issue 16's seventh pass)
+export LIB=${LIB:-$ROOT/build/liboomtrace.so} STAGES_LIB=${STAGES_LIB:-$ROOT/build/bench/liboomtrace-stages.so}
 export CARRY_LD=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -f "$LIB" ] || { echo "bench_pair_parts: $LIB missing (make)" >&2; exit 2; }
 [ -f "$STAGES_LIB" ] || make -s -j4 bench-stages >&2 || { echo "bench_pair_parts: cannot build $STAGES_LIB" >&2; exit 2; }
