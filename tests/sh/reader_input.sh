@@ -25,6 +25,12 @@ oom=$(ls "$work"/snaps/*-oom.oomt | head -1)
 [ -e "$work/-" ] && fail "-o - wrote a file named '-'"
 "$READER" "$oom" | cmp -s - "$work/dash.out" || fail "-o - is not the report on standard output: $(head -2 "$work/dash.out")"
 
+# #9: a valid header followed by a stream that does not end is read up to a bound (--max-memory when given, else
+# the tracer's largest snapshot), then refused with one line, not until the machine runs out of memory.
+out=$( { head -c 32 "$oom"; head -c 40000000 /dev/zero; } | "$READER" --max-memory 16M - 2>&1)
+[ $? -eq 2 ] && [ "$out" = "oomtrace-read: -: the stream passed 16 MiB (--max-memory) and had not ended: a stream that does not end? Give a file, or --max-memory SIZE to read more" ] ||
+    fail "an endless stream after a valid header: $out"
+
 # #10: two snapshots joined (cat S S) are said as such, with where the second starts; bytes appended to a whole
 # snapshot are said as a tail that is no part, not as a truncated "section 1414352719".
 size=$(wc -c <"$oom")

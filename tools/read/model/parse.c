@@ -137,6 +137,11 @@ void ot_read_budget_set(size_t bytes)
     budget_set = bytes;
 }
 
+size_t ot_read_budget_given(void)
+{
+    return budget_set;
+}
+
 const char *ot_read_budget_why(void)
 {
     static char why[96];

@@ -220,6 +220,7 @@ struct ot_snapshot {
 size_t ot_read_budget(size_t file_len);
 /* oomtrace-read --max-memory: one budget for every snapshot instead (0: the default above). */
 void ot_read_budget_set(size_t bytes);
+size_t ot_read_budget_given(void); /* --max-memory's bytes, 0 when not given */
 /* Where a budget comes from, for error lines: "(32 x the file's size + 32 MiB; --max-memory SIZE raises it)". */
 const char *ot_read_budget_why(void);
 

@@ -13,6 +13,10 @@
 
 /* Snapshots are read whole; a file beyond this is refused rather than exhausting memory. */
 #define OT_LOAD_MAX_BYTES (64ull << 30)
+/* A stream (standard input, a FIFO) has no size to check first: what it may bring is bounded by the size of
+ * the largest snapshot the tracer writes by default (OOMTRACE_MAX_BYTES, 1G), or by --max-memory when given.
+ * A valid header followed by an endless stream was read until the machine ran out of memory. */
+#define OT_STREAM_MAX_BYTES (1ull << 30)
 
 /* Reads exactly what is there, up to cap bytes, retrying on EINTR; -1 on a read error. */
 static ssize_t read_some(int fd, uint8_t *p, size_t cap)
@@ -83,9 +87,17 @@ int ot_read_file(const char *path, bool regular_only, uint8_t **out, size_t *len
         goto fail;
     }
     memcpy(buf, magic, n);
+    size_t stream_max = S_ISREG(st.st_mode) ? OT_LOAD_MAX_BYTES : ot_read_budget_given() ? ot_read_budget_given()
+                                                                                         : OT_STREAM_MAX_BYTES;
     for (;;) {
+        if (n >= stream_max) {
+            snprintf(err, OT_ERRBUF, "the stream passed %zu MiB (%s) and had not ended: a stream that does not end? "
+                     "Give a file, or --max-memory SIZE to read more", stream_max >> 20,
+                     ot_read_budget_given() ? "--max-memory" : "the tracer's largest snapshot by default, OOMTRACE_MAX_BYTES");
+            goto fail;
+        }
         if (n == cap) {
-            size_t ncap = cap * 2;
+            size_t ncap = cap * 2 < stream_max ? cap * 2 : stream_max;
             uint8_t *nb = ncap > cap && ncap <= OT_LOAD_MAX_BYTES ? realloc(buf, ncap) : NULL;
             if (!nb) {
                 snprintf(err, OT_ERRBUF, "out of memory reading the file");
