@@ -171,4 +171,15 @@ run --dir "$work/ei" -- sh -c 'env -i "$0"' "$door" >"$work/ei.out" 2>&1
 grep -q "^oomtrace: no snapshot was written: no process of the command allocated GPU memory with the library loaded: it allocated none, or what allocated ran untraced: a command that clears the environment (env -i, sudo, docker run) or a setuid program drops LD_PRELOAD; run oomtrace inside it\$" "$work/ei.out" ||
     fail "env -i under a script: $(cat "$work/ei.out")"
 
+# #19c: a gate given twice is refused, not the last kept silently; #19e: a --summary that takes no write
+# (/dev/full) is refused before the command runs, not found missing after it.
+for case in "--max-peak 1G --max-peak 2G|oomtrace: --max-peak given twice (1G, then 2G): give one (see oomtrace --help)" \
+    "--summary /dev/full|oomtrace: cannot write --summary /dev/full: I/O error; touch was not run"; do
+    rm -f "$work/ran"
+    run ${case%%|*} -- touch "$work/ran" >"$work/twice.out" 2>&1
+    rc=$?
+    got=$(sed 's/No space left on device/I\/O error/' "$work/twice.out")
+    [ "$rc" -eq 2 ] && [ ! -e "$work/ran" ] && [ "$got" = "${case#*|}" ] || fail "${case%%|*}: status $rc: $got"
+done
+
 echo "launcher_cmd: ok"
