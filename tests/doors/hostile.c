@@ -24,6 +24,8 @@
  *   hostile termchild           allocates 1 MiB, forks a child that allocates 100 MiB and waits; the parent
  *                               ends it with SIGTERM (as multiprocessing's Pool ends its workers): 0 when
  *                               the child died by SIGTERM and read SIGTERM's disposition as SIG_DFL
+ *   hostile poolcap             a pool created with maxSize 256 MiB: 200 MiB from it, then 100 MiB (out of memory
+ *                               while the device has room: walk 7, #31)
  *   hostile dlclosed PLUGIN     dlopens PLUGIN (libplugin_alloc.so), whose plugin_warm keeps 512 MiB, dlcloses
  *                               it, then asks for 600 MiB (an OOM on the 1 GiB device)
  *   hostile sigpending PRE      SIGPIPE and SIGXFSZ blocked, and raised first when PRE is 1, then one OOM;
@@ -561,6 +563,24 @@ static int mode_dlclosed(const char *plugin)
     return cuMemAlloc_v2(&p, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 5;
 }
 
+/* ---- poolcap ---- */
+
+static int mode_poolcap(void)
+{
+    device_init();
+    CUmemPoolProps pp;
+    memset(&pp, 0, sizeof pp);
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pp.location.id = 0;
+    pp.maxSize = 256 * MiB;
+    CUmemoryPool pool;
+    CUdeviceptr a, b;
+    if (cuMemPoolCreate(&pool, &pp) != CUDA_SUCCESS || cuMemAllocFromPoolAsync(&a, 200 * MiB, pool, 0) != CUDA_SUCCESS)
+        return 3;
+    return cuMemAllocFromPoolAsync(&b, 100 * MiB, pool, 0) == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 4;
+}
+
 /* ---- termchild ---- */
 
 static int mode_termchild(void)
@@ -683,6 +703,8 @@ int main(int argc, char **argv)
         return mode_sigexit(strcmp(mode, "sigexitwait") == 0);
     if (strcmp(mode, "smallfill") == 0)
         return mode_smallfill(n ? n : 2048);
+    if (strcmp(mode, "poolcap") == 0)
+        return mode_poolcap();
     if (strcmp(mode, "termchild") == 0)
         return mode_termchild();
     if (strcmp(mode, "dlclosed") == 0 && argc > 2)

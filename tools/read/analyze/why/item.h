@@ -75,6 +75,8 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
 /* Memory in use on the device before this process's first allocation, when NVML names no other process. */
 void why_baseline(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
 void why_pools(struct ot_why *w, const struct ot_analysis *a, int64_t dev);
+/* A request within the free memory refused by a pool the program created (pool_cap.c). */
+void why_pool_cap(struct ot_why *w, const struct ot_analysis *a);
 void why_peak_site(struct ot_why *w, const struct ot_analysis *a);
 void why_peak_phase(struct ot_why *w, const struct ot_analysis *a);
 void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev);

@@ -537,6 +537,7 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     }
     remedy_request_too_large(w, a);
     remedy_pin_less(w, a);
+    remedy_pool_cap(w, a);
     if (w->n)
         return w; /* nothing else makes room for it (or the host refused, not a device) */
     other_process(w, a, w->device);

@@ -53,6 +53,7 @@ struct ot_why *ot_why_new(const struct ot_analysis *a)
         w->has_device = true;
     }
     why_request(w, a);
+    why_pool_cap(w, a);
     /* A request larger than the whole device fails whatever else the program held: what held the memory, who
      * else holds the device and how it grew are beside the point (freeing any of it cannot help). */
     if (w->n && strcmp(w->v[w->n - 1].kind, "host_request") == 0)
