@@ -9,6 +9,7 @@
 
 #include "capture/loader.h"
 #include "capture/modules.h"
+#include "common/self.h"
 #include "common/defs.h"
 #include "driver/real.h"
 
@@ -39,8 +40,11 @@ OT_EXPORT int dlclose(void *handle)
             return -1;
         __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
     }
-    struct ot_module_note note;
-    ot_modules_note(handle, &note);
+    /* Not the tracer's own (NVML's library, opened and closed for each snapshot): no stack of the program
+     * holds its addresses, and it was counted among the snapshot's modules. */
+    struct ot_module_note note = {0};
+    if (!ot_self.busy)
+        ot_modules_note(handle, &note);
     unsigned long long before = unloads();
     int r = fn(handle);
     int gone = unloads() != before;
