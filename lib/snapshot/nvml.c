@@ -124,6 +124,18 @@ static void proc_name(unsigned pid, struct ot_nvml_proc *o, nvmlReturn_t (*nvml_
     }
 }
 
+/* NVML is the tracer's own load, so it is closed by the C library's dlclose, not by the exported one: that
+ * one keeps an unloaded library's record for the program's stacks (walk 7, #27), and the tracer's own library
+ * would then be listed in every snapshot as one the program had unloaded. No stack holds NVML's frames. */
+static void nvml_close(void *(*sym)(void *, const char *), void *h)
+{
+    int (*close_fn)(void *) = sym ? (int (*)(void *))sym(RTLD_NEXT, "dlclose") : NULL;
+    if (close_fn)
+        close_fn(h);
+    else
+        dlclose(h);
+}
+
 void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int ndevs)
 {
     memset(out, 0, sizeof *out);
@@ -147,13 +159,13 @@ void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int n
         sym ? (nvmlReturn_t(*)(nvmlDevice_t, struct nvml_memory *))sym(h, "nvmlDeviceGetMemoryInfo") : NULL;
     if (!init || !by_uuid || !procs) {
         snprintf(out->note, sizeof out->note, "libnvidia-ml.so.1 lacks the calls needed");
-        dlclose(h);
+        nvml_close(sym, h);
         return;
     }
     int rc = init();
     if (rc != 0) {
         snprintf(out->note, sizeof out->note, "nvmlInit failed (NVML error %d)", rc);
-        dlclose(h);
+        nvml_close(sym, h);
         return;
     }
     out->source = OT_PROCESSES_NVML;
@@ -194,5 +206,5 @@ void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int n
     }
     if (shutdown)
         shutdown();
-    dlclose(h);
+    nvml_close(sym, h);
 }
