@@ -48,16 +48,25 @@ traced oom /usr/bin/python3 "$work/term.py"
 [ "$st" -eq 143 ] && [ -z "$(ls "$work/d$n")" ] || fail "SIGTERM without exit snapshots: status $st, $(ls "$work/d$n")"
 
 # Pool(3) ends its workers by SIGTERM: each worker that allocated leaves its exit snapshot, 900 MiB in all.
+# The workers are still inside their task when the `with` block ends (they wait for the parent, which has
+# heard from all three), so terminate() reaches each one: an idle worker could instead read the pool's
+# end-of-work sentinel and exit on its own first, whose snapshot says "exit".
 cat >"$work/pool.py" <<'PY'
 import multiprocessing as mp, time
 from drv import try_alloc, MiB
+def init(q):
+    global told
+    told = q
 def work(i):
-    st = try_alloc(300 * MiB)[0]
-    time.sleep(0.2)
-    return st
+    told.put(try_alloc(300 * MiB)[0])
+    time.sleep(60)
 if __name__ == "__main__":
-    with mp.get_context("spawn").Pool(3) as pool:
-        print(pool.map(work, range(3), chunksize=1))
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    with ctx.Pool(3, initializer=init, initargs=(q,)) as pool:
+        for i in range(3):
+            pool.apply_async(work, (i,))
+        print(sorted(q.get(timeout=20) for _ in range(3)))
 PY
 traced oom,exit /usr/bin/python3 "$work/pool.py"
 [ "$st" -eq 0 ] && [ "$(cat "$work/out")" = "[0, 0, 0]" ] || fail "pool.py: status $st, $(cat "$work/out" "$work/err")"
