@@ -23,7 +23,7 @@ def ours(k):
     return "/lib/" in k[0] and not k[0].startswith("/usr") or k[0].startswith("lib/")
 PARTS = [
     ("tracer (lib/)", lambda k: ours(k)),
-    ("  native walk", lambda k: ours(k) and k[0].endswith("capture/backtrace.c")),
+    ("  native walk", lambda k: ours(k) and k[0].endswith(("capture/backtrace.c", "capture/walkmemo.c", "capture/walker.h"))),
     ("  Python frames", lambda k: ours(k) and "/capture/py" in "/" + k[0]),
     ("  stack table", lambda k: ours(k) and k[0].endswith("capture/stacks.c")),
     ("  record, ring, clock", lambda k: ours(k) and ("/record/" in k[0] or "/common/" in k[0])),
