@@ -39,7 +39,7 @@ READ_LIBS := -ldw
 endif
 
 .PHONY: all deps test demo bench install wheel clean check-deps
-all: check-deps $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/oomtrace-supervise $(B)/fake/libcuda.so.1
+all: check-deps $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/oomtrace-report.sh $(B)/oomtrace-supervise $(B)/fake/libcuda.so.1
 
 check-deps:
 	@tools/deps.sh --check
@@ -84,6 +84,11 @@ $(B)/oomtrace: tools/oomtrace
 	@mkdir -p $(dir $@)
 	cp $< $@
 
+# Its after-run part (the report, the gate, the summary), which it sources from beside itself.
+$(B)/oomtrace-report.sh: tools/oomtrace-report.sh
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 $(B)/oomtrace-supervise: tools/oomtrace-supervise.c
 	@mkdir -p $(dir $@)
 	$(DEPS) $(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
@@ -117,6 +122,7 @@ install: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace-supervise
 	install -m 0755 $(B)/oomtrace-read $(DESTDIR)$(PREFIX)/bin/oomtrace-read
 	install -m 0755 tools/oomtrace $(DESTDIR)$(PREFIX)/bin/oomtrace
 	install -m 0755 $(B)/oomtrace-supervise $(DESTDIR)$(PREFIX)/lib/oomtrace/oomtrace-supervise
+	install -m 0644 tools/oomtrace-report.sh $(DESTDIR)$(PREFIX)/lib/oomtrace/oomtrace-report.sh
 	install -m 0644 include/oomtrace.h $(DESTDIR)$(PREFIX)/include/oomtrace.h
 	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 $(DOC_FILES) $(DESTDIR)$(PREFIX)/share/doc/oomtrace/
@@ -128,11 +134,12 @@ install: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace-supervise
 		" (not on $(PYTHON)'"'"'s path: set PYTHONPATH=" + d + ", or pip install the wheel of make wheel)"))'
 
 # make wheel: build/oomtrace-VERSION-py3-none-linux_x86_64.whl, with the package, launcher, library and reader.
-wheel: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/oomtrace-supervise $(PY_SRC) tools/make_wheel.py \
+wheel: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/oomtrace-report.sh $(B)/oomtrace-supervise $(PY_SRC) tools/make_wheel.py \
 		$(MAN_PAGES) $(DOC_FILES)
 	@rm -f $(B)/oomtrace-*.whl
 	@$(PYTHON) tools/make_wheel.py --out $(B) --package python/oomtrace \
-		--bin $(B)/oomtrace --bin $(B)/oomtrace-read --bin $(B)/liboomtrace.so --bin $(B)/oomtrace-supervise \
+		--bin $(B)/oomtrace --bin $(B)/oomtrace-report.sh --bin $(B)/oomtrace-read --bin $(B)/liboomtrace.so \
+		--bin $(B)/oomtrace-supervise \
 		$(MAN_PAGES:%=--data share/man/man1=%) $(DOC_FILES:%=--data share/doc/oomtrace=%)
 
 clean:

@@ -13,7 +13,7 @@ python3 -m venv --without-pip "$prefix" || fail "python3 -m venv"
 make -s install PREFIX="$prefix" PYTHON="$prefix/bin/python" >"$work/install.out" 2>&1 ||
     fail "make install: $(tail -3 "$work/install.out")"
 for f in bin/oomtrace bin/oomtrace-read lib/liboomtrace.so include/oomtrace.h share/man/man1/oomtrace.1 \
-    share/man/man1/oomtrace-read.1 lib/oomtrace/oomtrace-supervise share/doc/oomtrace/README.md \
+    share/man/man1/oomtrace-read.1 lib/oomtrace/oomtrace-supervise lib/oomtrace/oomtrace-report.sh share/doc/oomtrace/README.md \
     share/doc/oomtrace/JSON.md share/doc/oomtrace/FORMATS.md share/doc/oomtrace/FORMAT.md; do
     [ -e "$prefix/$f" ] || fail "install is missing $f"
 done

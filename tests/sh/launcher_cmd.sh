@@ -129,7 +129,7 @@ done
 # #31: a library that cannot be loaded here (a dependency missing: the wheel on a slim image without libunwind8;
 # a broken file) is refused before the command runs, naming what is missing, not blamed on the command.
 mkdir "$work/inst"
-cp tools/oomtrace "$work/inst/"
+cp tools/oomtrace tools/oomtrace-report.sh "$work/inst/"
 ln -s "$PWD/build/oomtrace-read" "$PWD/build/oomtrace-supervise" "$work/inst/"
 printf 'int needed_one(void) { return 1; }\n' >"$work/notthere.c"
 printf 'int needed_one(void); int use(void) { return needed_one(); }\n' >"$work/needs.c"
