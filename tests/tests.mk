@@ -98,9 +98,10 @@ $(TEST_BIN)/libctor_exec.so: tests/doors/ctor_exec.c
 	@mkdir -p $(dir $@)
 	$(DEPS) $(CC) -O1 -g $(WARN) -fPIC -shared -o $@ $<
 # --no-as-needed: hostile uses no symbol of libctor_exec.so; it is there for its constructor.
-$(TEST_BIN)/hostile: tests/doors/hostile.c $(B)/fake/libcuda.so.1 $(TEST_BIN)/libctor_exec.so
+$(TEST_BIN)/hostile: tests/doors/hostile.c tests/doors/hostile_proc.c tests/doors/hostile.h $(B)/fake/libcuda.so.1 \
+		$(TEST_BIN)/libctor_exec.so
 	@mkdir -p $(dir $@)
-	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -pthread -rdynamic -o $@ $< -L$(B)/fake -lcuda -ldl \
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -pthread -rdynamic -o $@ $(filter %.c,$^) -L$(B)/fake -lcuda -ldl \
 		-Wl,--no-as-needed -L$(TEST_BIN) -lctor_exec -Wl,--as-needed -Wl,-rpath,'$$ORIGIN'
 $(TEST_BIN)/test_hostile: $(TEST_BIN)/hostile
 TEST_PROGS += $(TEST_BIN)/libctor_exec.so $(TEST_BIN)/hostile $(TEST_BIN)/test_hostile
