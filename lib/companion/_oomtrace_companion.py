@@ -119,11 +119,12 @@ class Companion:
                     raise RuntimeError("oomtrace test: collection fails")
                 adapter.collect(recs, reason)
             except Exception as e:
+                # What was collected before the failure stays: an adapter records the moment of an OOM (the
+                # step under way, its inputs) before the allocator's state, which may fail by itself.
                 if name not in self.collect_failed:  # said once; later snapshots lack it the same way
                     self.collect_failed.add(name)
-                    _say("%s: collecting the allocator's state failed (%s: %s); snapshots lack it" %
-                         (name, type(e).__name__, e))
-                recs = []
+                    _say("%s: collecting the allocator's state failed (%s: %s); snapshots lack what was not "
+                         "collected before it" % (name, type(e).__name__, e))
             t1 = time.monotonic_ns()
             records.append(rec_info(name, adapter.version(), reason, t0, t1 - t0))
             records.extend(recs)

@@ -102,6 +102,7 @@ class Torch:
         self.counters = Sampled()  # when on_step next reads the allocator's counters
         self.labels = {}  # input shapes -> the marker label's tail, encoded
         self.step_failed = False  # on_step said its failure once
+        self.backend_name = None  # the allocator's backend, once asked (backend())
         self.mark = comp.mark_fn
         self.cuda = getattr(torch, "cuda", None)
         if self.cuda is None or not hasattr(self.cuda, "is_initialized"):
@@ -265,14 +266,26 @@ class Torch:
         if not self.ready():
             return
         cuda = self.cuda
-        snap = cuda.memory._snapshot()
-        segments = snap.get("segments", []) if isinstance(snap, dict) else list(snap)
-        records.extend(torch_segment_records(segments, self.stacks))
+        segments, conf = [], {}
+        # The cudaMallocAsync backend keeps no blocks: its _snapshot() raises ("not meaningful"), its counters
+        # and settings still read.
+        if self.backend() != "cudaMallocAsync":
+            snap = cuda.memory._snapshot()
+            segments = snap.get("segments", []) if isinstance(snap, dict) else list(snap)
+            records.extend(torch_segment_records(segments, self.stacks))
+            conf = snap.get("allocator_settings", {}) if isinstance(snap, dict) else {}
         devices = sorted({int(s.get("device", 0)) for s in segments} | {int(cuda.current_device())})
         for d in devices:
             records.append(rec_stats("torch", d, self.stats(d)))
-        conf = snap.get("allocator_settings", {}) if isinstance(snap, dict) else {}
         records.append(rec_settings("torch", self.settings(conf, devices)))
+
+    def backend(self):
+        """The allocator's backend ("native", "cudaMallocAsync"; "" where torch does not say): set once,
+        before the first allocation, so it is asked once."""
+        if self.backend_name is None:
+            get = getattr(self.cuda, "get_allocator_backend", None)
+            self.backend_name = str(get()) if get is not None else ""
+        return self.backend_name
 
     def stats(self, d):
         cuda = self.cuda
@@ -297,13 +310,15 @@ class Torch:
         get = getattr(self.cuda, "get_per_process_memory_fraction", None)
         if get is None:
             return None  # older torch: the fraction is not readable back
-        return float(get(d))
+        try:
+            return float(get(d))
+        except RuntimeError:  # a backend that does not keep it (torch's TORCH_CHECK): the counters still count
+            return None
 
     def settings(self, conf, devices):
         items = []
-        backend = getattr(self.cuda, "get_allocator_backend", None)
-        if backend is not None:
-            items.append(("backend", str(backend())))
+        if self.backend():
+            items.append(("backend", self.backend()))
         env = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", ""))
         parsed = {}
         for part in env.split(","):

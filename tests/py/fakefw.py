@@ -35,8 +35,10 @@ def torch_snapshot(n_segments=2, blocks_per_segment=3, frames=False):
         "expandable_segments": False, "garbage_collection_threshold": 0}}
 
 
-def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True, fraction=0.4):
-    """A torch-shaped module; install(torch) puts it and its torch.optim.optimizer into sys.modules."""
+def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True, fraction=0.4, backend="native"):
+    """A torch-shaped module; install(torch) puts it and its torch.optim.optimizer into sys.modules.
+    backend="cudaMallocAsync": torch 2.11's with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, whose
+    _snapshot() raises (pass observer="refuses" too: it has no OOM observer either)."""
     torch = types.ModuleType("torch")
     torch.__version__ = "0.0-fake"
     torch.__path__ = []  # a package, so that "import torch.optim.optimizer" resolves in sys.modules
@@ -116,13 +118,20 @@ def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True
                 "active_bytes.all.current": 3 * MiB, "inactive_split_bytes.all.current": 5 * MiB,
                 "num_alloc_retries": 1, "num_ooms": 1, "num_device_alloc": 2, "num_device_free": 0}
 
-    memory = types.SimpleNamespace(_snapshot=lambda: snap, _record_memory_history=lambda **kw: None)
+    def snapshot_fn():
+        if backend == "cudaMallocAsync":  # torch 2.11's words
+            raise RuntimeError("Calling snapshot with backend:cudaMallocAsync is not meaningful. (For "
+                               "backend:native, snapshot returns a detailed summary of all blocks tracked by the "
+                               "allocator, but the cudaMallocAsync backend does not track individual blocks.)")
+        return snap
+
+    memory = types.SimpleNamespace(_snapshot=snapshot_fn, _record_memory_history=lambda **kw: None)
     props = types.SimpleNamespace(total_memory=1 << 30)
     torch.cuda = types.SimpleNamespace(
         is_initialized=lambda: initialized, memory=memory, memory_stats=memory_stats,
         current_device=lambda: 0, get_device_properties=lambda d: props,
         get_per_process_memory_fraction=lambda d=None: fraction,
-        get_allocator_backend=lambda: "native")
+        get_allocator_backend=lambda: backend)
     return torch
 
 

@@ -131,13 +131,15 @@ except RuntimeError:
 expect(len(lib.ooms) == 1 and lib.ooms[0][:3] == (b"torch", 1 << 30, 0) and
        "SEGMENTS" in [x["kind"] for x in records(lib.ooms[0][3])], "a refused observer: the OOM still written")
 
-# memory_stats raises: the collection fails with one line, the program sees nothing, INFO remains.
+# memory_stats raises: the collection fails with one line, the program sees nothing, INFO remains with what
+# was collected before the failure (the blocks, read first).
 clear_modules()
 c, lib = companion()
 t = fakefw.fake_torch(stats_raise=True)
 run_with({"torch": t}, c.scan)
 c.refresh("exit")
-expect([x["kind"] for x in records(lib.states[-1])] == ["INFO"], "raising API: INFO only")
+expect([x["kind"] for x in records(lib.states[-1])] == ["INFO", "SEGMENTS", "BLOCKS"] and c.collect_failed == {"torch"},
+       "raising API: INFO and what came before the failure: %s" % [x["kind"] for x in records(lib.states[-1])])
 
 # A torch without torch.cuda: the framework is given up with one line, never retried.
 clear_modules()
@@ -284,6 +286,75 @@ try:
     st, se = moment(lib.ooms[-1][3])
     expect(st == {"step_in_progress": 3} and se == {"step_in_progress_input_shapes": "input_ids=(64, 1024)"},
            "a failure in backward on another thread: the waiting thread's step and inputs (%s, %s)" % (st, se))
+finally:
+    sys.modules.pop("_oomtrace_steps", None)
+    S._hook = None
+
+# 6b. The same under PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (H200, torch 2.11: the snapshot said no
+# step): no OOM observer, the OOM seen where its exception is created, in the failing thread; torch's
+# _snapshot() raises there, and the step under way and its inputs must not go with it. No blocks, the
+# counters and settings (the backend named), and nothing said.
+clear_modules()
+c, lib = companion()
+c.watch_exceptions = lambda fallback=True, classes=(): all([c.watch_created(k) for k in classes]) and bool(classes)
+t = fakefw.fake_torch(observer="refuses", backend="cudaMallocAsync")
+sys.modules["_oomtrace_steps"] = S
+try:
+    run_with({"torch": t, "torch.optim": t.optim, "torch.optim.optimizer": t.optim.optimizer}, c.scan)
+    expect(c.attached["torch"].raises_seen and not c.attached["torch"].observer_attached and S._hook is not None,
+           "cudaMallocAsync: no observer, the OOM class watched, the step hook installed")
+
+    def run_out(gib=1):  # each its own text: the same text within 2 s with a reused id reads as the same OOM
+        try:
+            raise t.OutOfMemoryError("CUDA out of memory. Tried to allocate %d.00 GiB. GPU 0 has ..." % gib)
+        except RuntimeError:
+            pass
+
+    class Model(t.nn.Module):
+        def forward(self, input_ids=None, fail=False):
+            if fail:
+                run_out()
+
+    model, opt = Model(), t.optim.Optimizer()
+    S._hook.roots = [weakref.ref(model)]
+    S._hook.watched = True
+    t.step_hooks[0](opt, (), {})
+    t.step_hooks[0](opt, (), {})
+    model(input_ids=t.Tensor(64, 1024), fail=True)
+    r = records(lib.ooms[-1][3]) if lib.ooms else []
+    st, se = moment(lib.ooms[-1][3]) if lib.ooms else ({}, {})
+    expect(st == {"grad_enabled": 1, "step_in_progress": 3} and se == {"step_in_progress_input_shapes": "input_ids=(64, 1024)"},
+           "cudaMallocAsync, an OOM in the forward: step 3 and its inputs (%s, %s)" % (st, se))
+    kinds = [x["kind"] for x in r]
+    expect("SEGMENTS" not in kinds and [x["device"] for x in r if x["kind"] == "STATS"] == [P.ALL_DEVICES, 0] and
+           [x["settings"].get("backend") for x in r if x["kind"] == "SETTINGS" and "backend" in x["settings"]] == ["cudaMallocAsync"]
+           and not c.collect_failed, "cudaMallocAsync: no blocks asked for, counters and settings kept, nothing said: %s" % kinds)
+
+    # The backward on autograd's device thread: the exception is created there, while this one waits in backward.
+    S._hook.due, S._hook.sampling = 0, None
+    S._hook.slow_step(2, "")
+    waiting, done = threading.Event(), threading.Event()
+
+    def train_step(batch, fail_in_backward):
+        model(input_ids=batch)
+        if fail_in_backward:
+            t.autograd.backward(None, run=lambda: (waiting.set(), done.wait(10)))
+
+    train_step(t.Tensor(2, 1024), False)
+    S._hook.seen = ""
+    n = len(lib.ooms)
+    th = threading.Thread(target=train_step, args=(t.Tensor(64, 1024), True))
+    th.start()
+    waiting.wait(10)
+    device_thread = threading.Thread(target=run_out, args=(2,))
+    device_thread.start()
+    device_thread.join()
+    done.set()
+    th.join()
+    st, se = moment(lib.ooms[-1][3]) if len(lib.ooms) > n else ({}, {})
+    expect(st.get("step_in_progress") == 3 and se == {"step_in_progress_input_shapes": "input_ids=(64, 1024)"},
+           "cudaMallocAsync, an OOM in the backward on another thread: the waiting thread's step and inputs (%s, %s)"
+           % (st, se))
 finally:
     sys.modules.pop("_oomtrace_steps", None)
     S._hook = None
