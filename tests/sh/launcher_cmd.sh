@@ -171,6 +171,19 @@ run --dir "$work/ei" -- sh -c 'env -i "$0"' "$door" >"$work/ei.out" 2>&1
 grep -q "^oomtrace: no snapshot was written: no process of the command allocated GPU memory with the library loaded: it allocated none, or what allocated ran untraced: a command that clears the environment (env -i, sudo, docker run) or a setuid program drops LD_PRELOAD; run oomtrace inside it\$" "$work/ei.out" ||
     fail "env -i under a script: $(cat "$work/ei.out")"
 
+# Walk 8, #27: the launcher's report into a pipe whose reader has gone (`oomtrace run -- CMD 2>&1 | head -1`): the
+# launcher's status is still the command's, or the gate's (not 141, which `set -o pipefail` would make the job's),
+# and the summary file is still written; the command keeps the dispositions it had (launcher.sh checks SigIgn).
+for case in "|0|" "--max-peak 1G|0|gate --max-peak passed" "--max-peak 1M|1|gate --max-peak failed"; do
+    rm -f "$work/pipe.md"
+    (run --dir "$work/pipe" ${case%%|*} --summary "$work/pipe.md" -- sh -c 'exec "$0" >/dev/null 2>&1' "$door" 2>&1
+        echo $? >"$work/pipe.rc") | true
+    rc=$(cat "$work/pipe.rc")
+    want=${case#*|}
+    [ "$rc" -eq "${want%%|*}" ] && grep -q "Failed request:\*\* 700 MiB" "$work/pipe.md" && grep -q "${want#*|}" "$work/pipe.md" ||
+        fail "${case%%|*} into a closed pipe: status $rc, want ${want%%|*}; summary: $(head -c 300 "$work/pipe.md")"
+done
+
 # #19c: a gate given twice is refused, not the last kept silently; #19e: a --summary that takes no write
 # (/dev/full) is refused before the command runs, not found missing after it.
 for case in "--max-peak 1G --max-peak 2G|oomtrace: --max-peak given twice (1G, then 2G): give one (see oomtrace --help)" \
