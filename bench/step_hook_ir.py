@@ -22,9 +22,9 @@ LL= say otherwise): the companion's own misses a step, with the caches as warm a
 The sampled read of the allocator's counters (torch._C._cuda_memoryStats) does not exist on CPU torch: it is
 left out (its due time pushed past the run); it costs ~1/READ_SPACING of the time (docs/PERFORMANCE.md).
 Prints a table (and with --top, where "all" adds its instructions, by C function); --json writes the figures.
-The model's inputs are sampled at most every 100 ms of the real clock, which under callgrind is most steps: the
-pieces take no sample but "a sample every step" (a step's share of a sample is that piece's count x steps per
-100 ms). About 4 minutes here. --calls N instead counts each callback (and the model's call with the sampled
+The model's inputs are sampled at most once a second of the real clock, which under callgrind is every few
+steps: the pieces take no sample but "a sample every step" (a step's share of a sample is that piece's count x
+steps per second). About 4 minutes here. --calls N instead counts each callback (and the model's call with the sampled
 hook armed) in a loop of N calls: a count does not depend on the caches, so a loop's count a call is the call's in a step.
 """
 import argparse

@@ -175,7 +175,7 @@ def main():
         sys.exit("step_sample_check: the companion's step hook is not installed (preload build/liboomtrace.so)")
     table = torch.nn.modules.module._global_forward_pre_hooks
     # One sample only, whatever the steps' length: the first step's end arms the hook (its due time starts
-    # at 0), and the next would be due 10 s later, not 100 ms.
+    # at 0), and the next would be due 10 s later, not 1 s.
     steps.SAMPLE_SPACING_NS = 10 ** 10
     print("torch %s, Python %s, %s" % (torch.__version__, sys.version.split()[0], device), flush=True)
 

@@ -11,7 +11,7 @@ CPython the machine has, traced and untraced, and compares output and exit statu
                                       a fifth with (64, 8) runs out in the model's forward; the allocator's
                                       counters are read at step 1 only (the first read takes 50 ms, so the
                                       next is due in 500 s); step 2's inputs are sampled (the next sample
-                                      is due 100 ms later)
+                                      is due 1 s later)
 Prints the same lines whether traced or not; never looks at whether it is traced except through the
 public helper (oomtrace.active), whose answer it does not print."""
 import ctypes

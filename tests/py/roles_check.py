@@ -42,7 +42,7 @@ assert cats == {roles.PARAMETERS, roles.BUFFERS}, cats
 
 # The step hook, the way torch >= 2.0 calls it after each optimizer's step (1.13 has no global hook: the
 # stand-in registration below calls the same function torch would). Nothing runs at the model's calls but
-# a sampled global forward pre hook (torch's own table), armed after a step at most every 100 ms.
+# a sampled global forward pre hook (torch's own table), armed after a step at most every second.
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "lib", "companion"))
 import _oomtrace_steps as steps_mod  # noqa: E402
 hooks = []
@@ -104,11 +104,12 @@ def train(seq, moved_ms):
         h(sgd, (), {})
 
 
-for seq, ms in ((12, 1), (12, 1), (12, 1), (24, 150), (24, 1)):
+for seq, ms in ((12, 1), (12, 1), (12, 150), (24, 1500), (24, 1)):
     train(seq, ms)
 # Steps count the first optimizer only. The model is found at the first step's end, the sampled hook armed
-# right after (step 2 is sampled), then not again before 100 ms passed (step 5, after the 150 ms pause, is;
-# the sample after it is armed at step 5's end; only the sampled steps carry shapes.
+# right after (step 2 is sampled), then not again before 1 s passed: not at step 3's end (150 ms later), but at
+# step 4's (after a 1.5 s pause: step 5 is sampled); the sample after it is armed at step 5's end; only the
+# sampled steps carry shapes.
 assert [s for s, _ in steps] == [1, 2, 3, 4, 5], steps
 assert [sh for _, sh in steps] == ["", "(48,), scale=(2,)", "", "", "(96,), scale=(2,)"], steps
 assert hook.samples == 2 and seen == [1, 0, 0, 1, 0], (hook.samples, seen)

@@ -479,8 +479,8 @@ finally:
 # 8. The step hook's per-step work stays cheap (issue 12, "Cost"): the allocator's counters are read only
 # once READ_SPACING times a read's cost has passed since the last read (a fake clock: each read costs 20 us,
 # a step 3 ms, as on the H200), the other steps' STEPS entries carry 0 and 0; every step still has its
-# marker; the model's inputs are sampled at most every 100 ms (SAMPLE_SPACING_NS), their text built only
-# then; `off` and unregister() switch it all off.
+# marker; the model's inputs are sampled at most every SAMPLE_SPACING_NS (here 100 ms: the companion's is 1 s),
+# their text built only then; `off` and unregister() switch it all off.
 clear_modules()
 c, lib = companion()
 t = fakefw.fake_torch()
@@ -502,6 +502,7 @@ built = []
 shape_text, real_time = S._shape_text, S.time
 S._shape_text = lambda args, kwargs, torch: built.append(1) or shape_text(args, kwargs, torch)
 S.time = types.SimpleNamespace(monotonic_ns=lambda: clock[0])
+spacing, S.SAMPLE_SPACING_NS = S.SAMPLE_SPACING_NS, 100 * 10 ** 6
 try:
     run_with({"torch": t, "torch.optim": t.optim, "torch.optim.optimizer": t.optim.optimizer}, c.scan)
     tt = c.attached["torch"]
@@ -568,7 +569,7 @@ try:
         failures.append("the counters' failure reached the program")
     expect(S._hook.step == n_step + 2, "steps go on after a failing read")
 finally:
-    S._shape_text, S.time = shape_text, real_time
+    S._shape_text, S.time, S.SAMPLE_SPACING_NS = shape_text, real_time, spacing
     sys.modules.pop("_oomtrace_steps", None)
     S._hook = None
 

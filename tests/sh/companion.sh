@@ -81,7 +81,7 @@ for v in 9 10 11 12 13; do
 
     # The allocator's counters are read only every 10000 x a read's cost (the first read here takes 50 ms):
     # steps 2-4 carry none, and the statement about the inputs that changed says which step's they are. The
-    # inputs are sampled (step 2's: the first step's end arms the sampler, the next is due 100 ms later);
+    # inputs are sampled (step 2's: the first step's end arms the sampler, the next is due 1 s later);
     # the failing step's are read from its frames, in the model's forward.
     same "$py" steps "$d/steps"
     f=$(ls "$d/steps"/*-framework-oom.oomt 2>/dev/null) || fail "3.$v: steps: no fatal snapshot"

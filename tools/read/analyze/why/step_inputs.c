@@ -16,7 +16,7 @@ void why_step_inputs(struct ot_why *w, const struct ot_analysis *a)
     struct ot_str now = ot_fw_setting_get(&s->fw, "torch", "step_in_progress_input_shapes");
     if (!now.n)
         return;
-    /* The latest earlier step whose inputs the companion saw (it samples them: at most every 100 ms, so a
+    /* The latest earlier step whose inputs the companion saw (it samples them: at most once a second, so a
      * short step's entry mostly carries none), as the step hook recorded it when it ended; and the latest
      * earlier step whose allocator counters the companion read (only every 10,000 x their cost: such
      * entries mostly carry 0 and 0; docs/FORMAT.md, STEPS). */
