@@ -303,8 +303,8 @@ static void test_python_borrowed(void **st)
 }
 
 /* tests/py/borrow_again.py: a native thread kept for the process borrows the main thread's stack at two
- * places in turn; each allocation names the place the main thread waits at then, though most borrows read
- * none of the main thread's frames. */
+ * places in turn, then at one place from two callers in turn; each allocation names the place the main thread
+ * waits at then, and its callers, though most borrows read none of the main thread's frames. */
 static void check_borrow_again(const char *interp)
 {
     const char *py = "tests/py/borrow_again.py";
@@ -312,11 +312,22 @@ static void check_borrow_again(const char *interp)
     struct loaded l;
     run_with_native_lib(interp, py, &r, &l);
     const struct ot_snapshot *s = &l.s;
-    int a = 0, b = 0, vias[2] = {0, 0};
+    int a = 0, b = 0, vias[2] = {0, 0}, callers[2] = {0, 0};
     for (size_t i = 0; i < s->nlive; i++) {
         const struct ot_record *rec = &s->live[i];
         const struct ot_stack *stk = ot_snapshot_stack(s, rec->stack_id);
         assert_non_null(stk);
+        if (rec->size == 12 * MiB || rec->size == 13 * MiB) { /* one waiting frame, two callers further out */
+            const int y = rec->size == 13 * MiB;
+            assert_true(stk->flags & OT_STACK_BORROWED);
+            assert_int_equal(stack_python_line(&l, rec->stack_id, "wait_inner", "borrow_again.py"),
+                             marker_line(py, "wait_inner"));
+            assert_int_equal(stack_python_line(&l, rec->stack_id, y ? "from_y" : "from_x", "borrow_again.py"),
+                             marker_line(py, y ? "from_y" : "from_x"));
+            assert_int_equal(stack_python_line(&l, rec->stack_id, y ? "from_x" : "from_y", "borrow_again.py"), -1);
+            callers[y]++;
+            continue;
+        }
         if (rec->size == 10 * MiB || rec->size == 11 * MiB) { /* one waiting line, two native call sites */
             const int right = rec->size == 11 * MiB;
             assert_true(stk->flags & OT_STACK_BORROWED);
@@ -341,6 +352,8 @@ static void check_borrow_again(const char *interp)
     assert_int_equal(b, 20);
     assert_int_equal(vias[0], 6);
     assert_int_equal(vias[1], 6);
+    assert_int_equal(callers[0], 12);
+    assert_int_equal(callers[1], 12);
     unload_snapshot(&l);
     traced_cleanup(&r);
 }

@@ -8,7 +8,11 @@ its last borrow is reused without reading the main thread's frames while nothing
                    5 ms without allocating;
   wait_via         then it waits at a third line while the thread allocates through two native call
                    sites in turn (10 MiB via_left, 11 MiB via_right): borrowed stacks that differ only in
-                   their native frames (each kept apart by the merged stacks by place, pyframes.c).
+                   their native frames (each kept apart by the merged stacks by place, pyframes.c);
+  from_x, from_y   then it waits at one line (wait_inner) called from two callers in turn, alike to the
+                   byte (the same depth, the same frame sizes: the waiting frame at the same address, at
+                   the same instruction, under the same _PyCFrame), allocating between them: only a frame
+                   further out differs, and each allocation must name its own caller (12 and 13 MiB).
 Ends the thread, then writes a snapshot (oomtrace_dump)."""
 import ctypes
 import sys
@@ -35,6 +39,18 @@ def wait_via():
     return lib.ot_native_worker_alloc_via(10 * MiB, 4)  # LINE:wait_via
 
 
+def wait_inner(size):
+    return lib.ot_native_worker_alloc(size, 4)  # LINE:wait_inner
+
+
+def from_x():
+    return wait_inner(12 * MiB)  # LINE:from_x
+
+
+def from_y():
+    return wait_inner(13 * MiB)  # LINE:from_y
+
+
 def own():
     p = ctypes.c_uint64()
     assert alloc(ctypes.byref(p), 1 * MiB) == 0  # LINE:own
@@ -54,6 +70,11 @@ def main():
         time.sleep(0.005)
     for _ in range(3):
         assert wait_via() == 0
+    for _ in range(3):
+        own()
+        assert from_x() == 0
+        own()
+        assert from_y() == 0
     lib.ot_native_worker_stop()
     dump = getattr(ctypes.CDLL(None), "oomtrace_dump", None)
     assert dump is not None and dump(b"borrow_again") == 0
