@@ -12,6 +12,7 @@
 #define OOMTRACE_CAPTURE_PYFRAMES_H
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "capture/stacks.h"
 #include "common/defs.h"
@@ -108,7 +109,12 @@ struct chain {
     uint32_t id[MAXPY];
 };
 
-/* A native thread's last borrow (pyborrow.c). */
+/* A native thread's last borrow (pyborrow.c). The chain's frames by address (fa, C-stack shims included)
+ * and its code objects' qualnames, as the walk read them: a later borrow checks the whole chain in one
+ * vectored read of those addresses (nraw 0: not kept, a chain deeper than LENT_RAW frames). */
+#define LENT_RAW 96
+#define LENT_SCRATCH 16384 /* the check's buffer: the frames' spans, then the qualnames */
+#define LENT_IOV (2 + 2 * LENT_RAW)
 struct lent {
     void *ts, *cframe, *frame;
     const void *code;
@@ -117,7 +123,15 @@ struct lent {
     uint64_t walked_ns, checked_ns; /* when the chain was last read, and last read or checked */
     uint64_t stamp;  /* ot_py_stamp when the chain was last read or checked */
     uint32_t quick;  /* borrows since then that read nothing but static memory */
+    uint16_t nraw;
+    uint8_t main;    /* the lender is the main thread: picked over any other waiting thread */
     struct chain c;
+    const void *fa[LENT_RAW];
+    const void *name[LENT_RAW];
+    /* the check's reads, here rather than on the borrowing thread's stack (it may be a small one) */
+    uint32_t at[LENT_RAW]; /* frame i's bytes in scratch */
+    struct iovec lv[LENT_IOV], rv[LENT_IOV];
+    char scratch[LENT_SCRATCH];
 };
 
 /* Counts the walks of threads' own Python frames while some thread keeps a borrow (ot_py_lending): a lender
