@@ -78,6 +78,15 @@ traced oom,exit build/tests/hostile termchild
 [ "$st" -eq 0 ] || fail "hostile termchild: status $st, $(cat "$work/err")"
 [ "$(reasons | sed 's/ [0-9]*$//' | tr '\n' ';')" = "ended by SIGTERM;exit;" ] ||
     fail "hostile termchild: exit snapshots $(reasons | tr '\n' ';') ($(cat "$work/err"))"
+# The run's table says how each one ended: the parent finished, the child was ended by SIGTERM (its exit snapshot
+# written then), never "finished yes" for both; the JSON's stopped_by says the same.
+build/oomtrace-read "$work/d$n" >"$work/table" 2>&1
+got=$(awk '$1 == "?" { print $(NF - 2) }' "$work/table" | sort | tr '\n' ' ')
+[ "$got" = "SIGTERM yes " ] || fail "hostile termchild's run table, finished column: '$got': $(cat "$work/table")"
+got=$(build/oomtrace-read --format json "$work/d$n" | /usr/bin/python3 -c '
+import json, sys
+print(sorted("%s %s" % (r["finished"], r["stopped_by"]) for r in json.load(sys.stdin)["ranks"]))')
+[ "$got" = "['True None', 'True SIGTERM']" ] || fail "hostile termchild's run in JSON: finished, stopped_by: $got"
 
 # The program's own handler, set after the first allocation, runs; SIGTERM read before it is SIG_DFL.
 cat >"$work/own.py" <<'PY'

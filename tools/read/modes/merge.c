@@ -79,6 +79,7 @@ static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
                      m->reason.p ? m->reason.p : "");
         x->no_last_flush = !by_crash;
     }
+    x->by_sigterm = m->trigger == OT_TRIGGER_EXIT && ot_str_eq(m->reason, "ended by SIGTERM");
     x->fatal = m->trigger == OT_TRIGGER_FRAMEWORK_OOM;
     if (x->fatal && s->probes.present) {
         x->probes_known = x->probes_listed = true;
@@ -398,8 +399,10 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         p->n++;
         if (better(x, &u.infos[p->kept]))
             p->kept = u.order[i];
-        if (x->trigger == OT_TRIGGER_EXIT && x->complete)
+        if (x->trigger == OT_TRIGGER_EXIT && x->complete) {
             p->has_exit = true;
+            p->stopped = x->by_sigterm;
+        }
         if (!x->complete)
             p->has_incomplete = true;
         if (x->crash_signal || x->no_last_flush) {
