@@ -95,6 +95,10 @@ class Torch:
         self.step_hook = False
         self.stacks = os.environ.get("OOMTRACE_TORCH_STACKS", "") == "python"
         self.steps = collections.deque(maxlen=STEPS_KEPT)
+        # The latest entry with sampled inputs and the latest with counters: the statements name them, and a
+        # sample once a second is ~250 steps of 4 ms, past what `steps` keeps (on_step keeps them: the C
+        # path leaves both kinds of step to it).
+        self.last_sampled = self.last_read = None
         self.pending = None  # (request, device, records, text) of the last observer call not yet raised
         self.raises_seen = False  # its OutOfMemoryError is seen where it reaches Python, caught or not
         self.observer_attached = False
@@ -210,14 +214,21 @@ class Torch:
             counters = self.counters
             now = counters.clock()
             allocated = reserved = 0
+            read = False
             if now >= counters.due:
                 if self.ready():
                     raw = counters.read(self.memory_stats)
                     allocated = raw["allocated_bytes"]["all"]["current"]
                     reserved = raw["reserved_bytes"]["all"]["current"]
+                    read = True
                 else:
                     counters.due = now + UNREADY_RECHECK_NS
-            self.steps.append((step, now, allocated, reserved, input_shapes))
+            entry = (step, now, allocated, reserved, input_shapes)
+            self.steps.append(entry)
+            if input_shapes:
+                self.last_sampled = entry
+            if read:
+                self.last_read = entry
             label = self.labels.get(input_shapes)
             if label is None:
                 if len(self.labels) > 64:  # shapes that change every step: keep the cache small
@@ -228,6 +239,14 @@ class Torch:
             if not self.step_failed:
                 self.step_failed = True
                 _say("optimizer step hook failed (%s: %s); the program continues" % (type(e).__name__, e))
+
+    def step_record(self):
+        """The STEPS entries: the last STEPS_KEPT steps (one copy under the GIL: a step may append), and
+        before them the latest step with sampled inputs and the latest with counters, where those are older."""
+        kept = list(self.steps)
+        first = kept[0][0] if kept else None
+        older = {e[0]: e for e in (self.last_read, self.last_sampled) if e is not None and (first is None or e[0] < first)}
+        return [older[k] for k in sorted(older)] + kept
 
     def memory_stats(self):
         # One C call for both figures: the flattened memory_stats() costs tens of microseconds more.
@@ -257,7 +276,7 @@ class Torch:
             if settings:
                 records.append(rec_settings("torch", settings))
         if self.steps:
-            records.append(rec_steps("torch", list(self.steps)))  # one copy under the GIL: a step may append
+            records.append(rec_steps("torch", self.step_record()))
         roles = sys.modules.get("_oomtrace_roles")
         if roles is not None:
             got = roles.collect(self.torch)

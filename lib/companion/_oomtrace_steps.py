@@ -191,15 +191,16 @@ class _StepHook:
             if shapes:
                 self.seen = ""
             fast = self.fast
-            if fast is None or not fast(self.step, shapes):
+            # A sampled step's entry is on_step's to keep (Torch.last_sampled): not the C path's.
+            if shapes or fast is None or not fast(self.step, shapes):
                 self.slow_step(self.step, shapes)
         except Exception as e:
             self.broken = True
             _warn("the optimizer step hook", e)
 
     def slow_step(self, step, shapes):
-        """A step the C path left: the counters are due (on_step reads them), a sample is due, or there is
-        no C path."""
+        """A step the C path left: the counters are due (on_step reads them), the step's inputs were
+        sampled (on_step keeps its entry), or there is no C path."""
         self.on_step(step, shapes)
         if time.monotonic_ns() >= self.due:
             self.arm()

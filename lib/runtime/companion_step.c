@@ -157,8 +157,8 @@ static PyObject *step_fast(PyObject *self, PyObject *const *args, ssize_t nargs)
  * common path reads the hook's state from its dict, counts the step there, takes the sampled inputs
  * (`seen`) for the step's entry and leaves "" in their place, and records the step (record_step). Anything
  * else goes to the hook's Python methods: post_step (not the primary optimizer's step yet, the model not
- * found yet, an unexpected state) or, with the step counted, slow_step(step, shapes) (the counters due, or
- * the record failed), or, with the step recorded, arm() (a sample due). Returns None and never leaves an exception: the program's step must
+ * found yet, an unexpected state) or, with the step counted, slow_step(step, shapes) (the counters due, the
+ * step's inputs sampled, or the record failed), or, with the step recorded, arm() (a sample due). Returns None and never leaves an exception: the program's step must
  * not see one. */
 static struct {
     PyObject *off, *broken, *watched, *primary, *step, *seen, *due, *post_step, *slow_step, *arm, *empty, *dict;
@@ -210,7 +210,8 @@ static PyObject *post_hook(PyObject *self, PyObject *const *args, ssize_t nargs)
         ot_cpy.clear();
     if (counted) {
         long long now = now_ns();
-        if (holder_reached(counters, now) || !record_step(append, next, seen, now))
+        /* A sampled step (its inputs seen) goes to Python too: on_step keeps its entry past the last 64. */
+        if (seen_len || holder_reached(counters, now) || !record_step(append, next, seen, now))
             to_python(hook, names.slow_step, next, seen);
         else if (reached(py.dict_get(d, names.due), now))
             to_python(hook, names.arm, NULL, NULL);

@@ -7,11 +7,11 @@ CPython the machine has, traced and untraced, and compares output and exit statu
                                       OutOfMemoryError raised and left uncaught (exit status 1)
     companion_workload.py torch       a stand-in torch: a driver OOM first (a probe), then torch's OOM
                                       observer fires: the fatal framework-oom snapshot lists the probe
-    companion_workload.py steps       a stand-in torch model and optimizer: 4 steps with inputs (2, 8), then
-                                      a fifth with (64, 8) runs out in the model's forward; the allocator's
+    companion_workload.py steps       a stand-in torch model and optimizer: 70 steps with inputs (2, 8), then
+                                      a 71st with (64, 8) runs out in the model's forward; the allocator's
                                       counters are read at step 1 only (the first read takes 50 ms, so the
                                       next is due in 500 s); step 2's inputs are sampled (the next sample
-                                      is due 1 s later)
+                                      is due 1 s later): both older than the last 64 steps
 Prints the same lines whether traced or not; never looks at whether it is traced except through the
 public helper (oomtrace.active), whose answer it does not print."""
 import ctypes
@@ -121,7 +121,7 @@ def steps():
     opt.state = {}
     print("alloc", allocate(16 * MiB))
     settle()
-    for batch in (2, 2, 2, 2, 64):
+    for batch in (2,) * 70 + (64,):
         model(Tensor(batch, 8))
         if batch == 64:
             break

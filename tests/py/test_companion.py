@@ -600,6 +600,53 @@ try:
 finally:
     clear_modules()
 
+# 8d. The entries the statements name outlive the last 64 kept: at one sample a second (steps 2 and 202 of
+# 5 ms) and a read every 400 ms (40 us a read: steps 1, 81, 161, 241), 310 steps keep 247-310; STEPS then
+# carries, before them, the latest sampled step and the latest read step, in step order.
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch()
+clock = [10 ** 9]
+read_steps = []
+
+
+def counters_5ms(d):
+    read_steps.append(S._hook.step)
+    clock[0] += 40000
+    return {"allocated_bytes": {"all": {"current": 3 * fakefw.MiB}}, "reserved_bytes": {"all": {"current": 8 * fakefw.MiB}}}
+
+
+t._C._cuda_memoryStats = counters_5ms
+sys.modules["_oomtrace_steps"] = S
+real_time = S.time
+S.time = types.SimpleNamespace(monotonic_ns=lambda: clock[0])
+try:
+    run_with({"torch": t, "torch.optim": t.optim, "torch.optim.optimizer": t.optim.optimizer}, c.scan)
+    tt = c.attached["torch"]
+    tt.counters.clock = lambda: clock[0]
+    opt, model = t.optim.Optimizer(), t.nn.Module()
+    S._hook.watched, S._hook.roots = True, [weakref.ref(model)]
+    for i in range(310):
+        model(t.Tensor(2 if i < 100 else 3, 8))
+        clock[0] += 5 * 10 ** 6
+        t.step_hooks[0](opt, (), {})
+    sampled = [int(m.split()[1]) for m in lib.marks if b"(" in m]
+    got = [s[0] for s in tt.step_record()]
+    want = [202, 241] + list(range(247, 311))
+    expect(sampled == [2, 202] and read_steps == [1, 81, 161, 241] and got == want,
+           "the latest sampled step (%s) and the latest read (%s) before the last 64: %s" % (sampled, read_steps[-2:], got[:4]))
+    entries = {s[0]: s for s in tt.step_record()}
+    expect(entries[202][4] == "(3, 8)" and entries[241][2] == 3 * fakefw.MiB,
+           "their entries carry the shapes and the counters")
+    c.refresh("api")
+    st = [x for x in records(lib.states[-1]) if x["kind"] == "STEPS"]
+    expect(st and [e["step"] for e in st[0]["steps"]] == want, "the snapshot's STEPS: %s" % (st[0]["steps"][:3] if st else None))
+finally:
+    S.time = real_time
+    sys.modules.pop("_oomtrace_steps", None)
+    S._hook = None
+    clear_modules()
+
 # 8b. Nothing of the companion is in the model, and the sampled hook never stays: armed, it is removed at
 # the next module call, whatever module that is (another model's call first: no sample this time), and a
 # module that is not the model gives no shapes.
