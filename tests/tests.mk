@@ -109,7 +109,11 @@ TEST_PROGS += $(TEST_BIN)/libctor_exec.so $(TEST_BIN)/hostile $(TEST_BIN)/test_h
 $(TEST_BIN)/libplugin_alloc.so: tests/doors/plugin_alloc.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -o $@ $< -L$(B)/fake -lcuda
-TEST_PROGS += $(TEST_BIN)/libplugin_alloc.so
+# The same plugin under another name: a second library unloaded (hostile dlclosed PLUGIN FIRST).
+$(TEST_BIN)/libplugin_idle.so: tests/doors/plugin_alloc.c $(B)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -o $@ $< -L$(B)/fake -lcuda
+TEST_PROGS += $(TEST_BIN)/libplugin_alloc.so $(TEST_BIN)/libplugin_idle.so
 
 # Synthetic and damaged snapshots (tests/snapgen): used by tests/sh/malformed.sh and report_formats.sh.
 # snapgen is every C file of tests/snapgen but bombs.c (bench.mk and fuzz.mk build it from the same list).

@@ -110,7 +110,8 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 /* Libraries unloaded by dlclose keep their record (walk 7, #27): the stacks of allocations they made, still
  * live, hold their code addresses, which without it read "(no module)" and named the caller as the site.
  * Written after the loaded ones, each unless a module loaded since covers any of its range (its addresses
- * are that one's now). The first OT_MAX_UNLOADED unloads are kept. */
+ * are that one's now), or an earlier record is the same (a plugin loaded and unloaded again at one place).
+ * The first OT_MAX_UNLOADED unloads are kept. */
 #define OT_MAX_UNLOADED 256
 static struct {
     struct ot_buf rec; /* the MODULES record, as it was while loaded */
@@ -177,11 +178,18 @@ void ot_modules_serialize(struct ot_buf *out)
     ot_loader_enter();
     dl_iterate_phdr(add_module, &w);
     ot_loader_leave();
+    /* The loaded modules' count before any unloaded one is added: ranges short of memory (fewer than that)
+     * allow no overlap check, and then none is written. */
+    int short_ranges = w.nranges < w.count;
     pthread_mutex_lock(&unloaded_mu);
-    for (unsigned i = 0; i < nunloaded; i++) {
-        int covered = w.nranges < w.count; /* ranges short of memory: no overlap check, none written */
+    for (unsigned i = 0; i < nunloaded && !short_ranges; i++) {
+        int covered = 0;
         for (size_t k = 0; k < w.nranges && !covered; k++)
             covered = unloaded[i].lo < w.ranges[k][1] && w.ranges[k][0] < unloaded[i].hi;
+        for (unsigned j = 0; j < i && !covered; j++)
+            covered = unloaded[j].lo == unloaded[i].lo && unloaded[j].hi == unloaded[i].hi &&
+                      unloaded[j].rec.len == unloaded[i].rec.len &&
+                      memcmp(unloaded[j].rec.p, unloaded[i].rec.p, unloaded[i].rec.len) == 0;
         if (!covered) {
             ot_buf_put(&body, unloaded[i].rec.p, unloaded[i].rec.len);
             w.count++;

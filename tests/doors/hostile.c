@@ -8,6 +8,10 @@
  *                               MS: every walk of the loaded objects (dl_iterate_phdr, which holds glibc's
  *                               loader lock) lingers MS ms inside that lock, so that forks meet it
  *   hostile forkalloc N [MS]    the same, the children allocate
+ *   hostile forkunload N PLUGIN [MS]  the same, after 300 loads and unloads of PLUGIN (libplugin_alloc.so); each
+ *                               child loads and unloads it (the tracer's list of unloaded libraries, walk 7,
+ *                               #27). MS: every realloc of the tracer's flush thread lingers MS ms, so that
+ *                               forks meet the flush while it copies that list
  *   hostile sigign              SIGTERM inherited as ignored stays ignored (re-executes itself)
  *   hostile unshare             unshare(CLONE_NEWUSER), which needs a single-threaded process
  *   hostile stacks              threads with small stacks allocate, and one hits an OOM
@@ -27,8 +31,9 @@
  *                               the child died by SIGTERM and read SIGTERM's disposition as SIG_DFL
  *   hostile poolcap             a pool created with maxSize 256 MiB: 200 MiB from it, then 100 MiB (out of memory
  *                               while the device has room: walk 7, #31)
- *   hostile dlclosed PLUGIN     dlopens PLUGIN (libplugin_alloc.so), whose plugin_warm keeps 512 MiB, dlcloses
- *                               it, then asks for 600 MiB (an OOM on the 1 GiB device)
+ *   hostile dlclosed PLUGIN [FIRST]  dlopens PLUGIN (libplugin_alloc.so), whose plugin_warm keeps 512 MiB,
+ *                               dlcloses it, then asks for 600 MiB (an OOM on the 1 GiB device). FIRST: another
+ *                               library, loaded before PLUGIN and unloaded just before it
  *   hostile sigpending PRE      SIGPIPE and SIGXFSZ blocked, and raised first when PRE is 1, then one OOM;
  *                               prints which of them are pending after it (walk 8, #26, #27: run with stderr a
  *                               pipe whose reader has gone, or under `ulimit -f`: the tracer's writes leave
@@ -281,15 +286,20 @@ static int mode_smallfill(long n)
 
 /* ---- dlclosed ---- */
 
-static int mode_dlclosed(const char *plugin)
+/* FIRST (another library, loaded beside PLUGIN and unloaded before it): PLUGIN's is then not the first record of
+ * an unloaded library. */
+static int mode_dlclosed(const char *plugin, const char *first)
 {
     device_init();
+    void *h0 = first ? dlopen(first, RTLD_NOW) : NULL;
+    if (first && !h0)
+        return 6;
     void *h = dlopen(plugin, RTLD_NOW);
     void (*warm)(void) = h ? (void (*)(void))dlsym(h, "plugin_warm") : NULL;
     if (!warm)
         return 3;
     warm();
-    if (dlclose(h) != 0)
+    if ((h0 && dlclose(h0) != 0) || dlclose(h) != 0)
         return 4;
     CUdeviceptr p;
     return cuMemAlloc_v2(&p, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 5;
@@ -322,9 +332,11 @@ int main(int argc, char **argv)
     if (strcmp(mode, "cancel") == 0)
         return mode_cancel(n ? n : 200);
     if (strcmp(mode, "forkdlopen") == 0)
-        return mode_fork(n ? n : 1500, 0, argc > 3 ? atoi(argv[3]) : 0);
+        return mode_fork(n ? n : 1500, 0, argc > 3 ? atoi(argv[3]) : 0, NULL, 0);
     if (strcmp(mode, "forkalloc") == 0)
-        return mode_fork(n ? n : 1500, 1, argc > 3 ? atoi(argv[3]) : 0);
+        return mode_fork(n ? n : 1500, 1, argc > 3 ? atoi(argv[3]) : 0, NULL, 0);
+    if (strcmp(mode, "forkunload") == 0 && argc > 3)
+        return mode_fork(n ? n : 1500, 0, 0, argv[3], argc > 4 ? atoi(argv[4]) : 0);
     if (strcmp(mode, "sigign") == 0)
         return mode_sigign(argc, argv);
     if (strcmp(mode, "unshare") == 0)
@@ -354,7 +366,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "termchild") == 0)
         return mode_termchild();
     if (strcmp(mode, "dlclosed") == 0 && argc > 2)
-        return mode_dlclosed(argv[2]);
+        return mode_dlclosed(argv[2], argc > 3 ? argv[3] : NULL);
     if (strcmp(mode, "exec") == 0)
         return mode_exec();
     if (strcmp(mode, "ctorexec") == 0) {

@@ -10,7 +10,7 @@ void device_init(void);
 void sleep_ms(long ms);
 double now_s(void);
 
-int mode_fork(long n, int allocate, int walk_ms);
+int mode_fork(long n, int allocate, int walk_ms, const char *plugin, int realloc_ms);
 int mode_sigign(int argc, char **argv);
 int mode_unshare(void);
 int mode_sigpending(long pre);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -52,6 +53,26 @@ int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data
         *(void **)&real = dlsym(RTLD_NEXT, "dl_iterate_phdr");
     struct slow_walk w = {cb, data, slow_walk_ms};
     return real(slow_walk_cb, &w);
+}
+
+/* The program's own realloc (exported: -rdynamic; glibc's is __libc_realloc), which the tracer's growing buffers
+ * bind to. With slow_flush_realloc_ms set, each realloc of the tracer's flush thread ("oomtrace-flush") sleeps
+ * first: the flush copies the list of unloaded libraries into a growing buffer, so the moment at which a fork
+ * can copy that list's lock held becomes milliseconds wide. */
+extern void *__libc_realloc(void *p, size_t n);
+static volatile int slow_flush_realloc_ms;
+
+static volatile int flush_lingers; /* the flush thread is in realloc's sleep now: a fork meets it there */
+
+void *realloc(void *p, size_t n)
+{
+    char name[16] = "";
+    if (slow_flush_realloc_ms && n >= 16384 && prctl(PR_GET_NAME, name) == 0 && strcmp(name, "oomtrace-flush") == 0) {
+        flush_lingers = 1;
+        sleep_ms(slow_flush_realloc_ms);
+        flush_lingers = 0;
+    }
+    return __libc_realloc(p, n);
 }
 
 /* Reaps a batch of children, waiting up to two seconds in all; those that do not end are killed and
@@ -109,13 +130,22 @@ static int alloc_on_own_stack(void)
     return child_rc;
 }
 
-int mode_fork(long n, int allocate, int walk_ms)
+/* PLUGIN non-NULL (forkunload): the parent first loads and unloads it 300 times, so that the tracer keeps a
+ * full list of unloaded libraries (walk 7, #27), which every flush copies; each child then loads and unloads
+ * it too, and the tracer records that unload in the same list. REALLOC_MS: see realloc above. */
+int mode_fork(long n, int allocate, int walk_ms, const char *plugin, int realloc_ms)
 {
     device_init();
     CUdeviceptr keep;
     if (cuMemAlloc_v2(&keep, MiB) != CUDA_SUCCESS) /* the first allocation: the tracer's threads start */
         return 3;
+    for (int i = 0; plugin && i < 300; i++) {
+        void *h = dlopen(plugin, RTLD_NOW);
+        if (!h || dlclose(h) != 0)
+            return 8;
+    }
     slow_walk_ms = walk_ms;
+    slow_flush_realloc_ms = realloc_ms;
     long hung = 0, done = 0;
     double until = now_s() + 2.0;
     enum { BATCH = 16 };
@@ -127,12 +157,19 @@ int mode_fork(long n, int allocate, int walk_ms)
             CUdeviceptr q;
             if (cuMemAlloc_v2(&q, 4096) != CUDA_SUCCESS || cuMemFree_v2(q) != CUDA_SUCCESS)
                 return 7;
+            for (int w = 0; slow_flush_realloc_ms && !flush_lingers && w < 100; w++)
+                sleep_ms(1);
             pid_t pid = fork();
             if (pid < 0)
                 return 5;
             if (pid == 0) {
                 slow_walk_ms = 0;
-                if (allocate) {
+                slow_flush_realloc_ms = 0;
+                if (plugin) {
+                    void *h = dlopen(plugin, RTLD_NOW);
+                    if (!h || dlclose(h) != 0)
+                        _exit(8);
+                } else if (allocate) {
                     if (alloc_on_own_stack() != 0)
                         _exit(6);
                 } else {
