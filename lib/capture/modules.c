@@ -2,7 +2,6 @@
  * (by path and build-id) and still reads well where the binaries are missing (by dladdr names). */
 #include <dlfcn.h>
 #include <link.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -111,14 +110,17 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
  * live, hold their code addresses, which without it read "(no module)" and named the caller as the site.
  * Written after the loaded ones, each unless a module loaded since covers any of its range (its addresses
  * are that one's now), or an earlier record is the same (a plugin loaded and unloaded again at one place).
- * The first OT_MAX_UNLOADED unloads are kept. */
+ * The first OT_MAX_UNLOADED unloads are kept. No lock: a slot is claimed with a compare-and-swap, filled, then
+ * published; readers take the published ones. A lock here could be copied held into a forked child (a fork
+ * while another thread records an unload or a snapshot copies the list), whose next dlclose would then wait
+ * for a thread that does not exist there. */
 #define OT_MAX_UNLOADED 256
 static struct {
     struct ot_buf rec; /* the MODULES record, as it was while loaded */
     uint64_t lo, hi;
+    int ready; /* published: rec, lo and hi are written and never change again */
 } unloaded[OT_MAX_UNLOADED];
-static unsigned nunloaded;
-static pthread_mutex_t unloaded_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned nclaimed; /* slots taken, at most OT_MAX_UNLOADED */
 
 int ot_modules_note(void *handle, struct ot_module_note *note)
 {
@@ -157,14 +159,17 @@ void ot_modules_forget(struct ot_module_note *note, int unloaded_now)
         ot_loader_enter();
         int loaded = dl_iterate_phdr(still_loaded, note);
         ot_loader_leave();
-        pthread_mutex_lock(&unloaded_mu);
-        if (!loaded && nunloaded < OT_MAX_UNLOADED) {
-            unloaded[nunloaded].rec = note->rec;
-            unloaded[nunloaded].lo = note->lo;
-            unloaded[nunloaded++].hi = note->hi;
+        unsigned i = __atomic_load_n(&nclaimed, __ATOMIC_RELAXED);
+        while (!loaded && i < OT_MAX_UNLOADED &&
+               !__atomic_compare_exchange_n(&nclaimed, &i, i + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+        if (!loaded && i < OT_MAX_UNLOADED) {
+            unloaded[i].rec = note->rec;
+            unloaded[i].lo = note->lo;
+            unloaded[i].hi = note->hi;
+            __atomic_store_n(&unloaded[i].ready, 1, __ATOMIC_RELEASE);
             note->rec = (struct ot_buf){0};
         }
-        pthread_mutex_unlock(&unloaded_mu);
     }
     ot_buf_free(&note->rec);
     free(note->path);
@@ -181,21 +186,22 @@ void ot_modules_serialize(struct ot_buf *out)
     /* The loaded modules' count before any unloaded one is added: ranges short of memory (fewer than that)
      * allow no overlap check, and then none is written. */
     int short_ranges = w.nranges < w.count;
-    pthread_mutex_lock(&unloaded_mu);
-    for (unsigned i = 0; i < nunloaded && !short_ranges; i++) {
+    unsigned n = __atomic_load_n(&nclaimed, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n && !short_ranges; i++) {
+        if (!__atomic_load_n(&unloaded[i].ready, __ATOMIC_ACQUIRE))
+            continue; /* being filled (or, in a forked child, claimed by a thread of the parent) */
         int covered = 0;
         for (size_t k = 0; k < w.nranges && !covered; k++)
             covered = unloaded[i].lo < w.ranges[k][1] && w.ranges[k][0] < unloaded[i].hi;
         for (unsigned j = 0; j < i && !covered; j++)
-            covered = unloaded[j].lo == unloaded[i].lo && unloaded[j].hi == unloaded[i].hi &&
-                      unloaded[j].rec.len == unloaded[i].rec.len &&
+            covered = __atomic_load_n(&unloaded[j].ready, __ATOMIC_ACQUIRE) && unloaded[j].lo == unloaded[i].lo &&
+                      unloaded[j].hi == unloaded[i].hi && unloaded[j].rec.len == unloaded[i].rec.len &&
                       memcmp(unloaded[j].rec.p, unloaded[i].rec.p, unloaded[i].rec.len) == 0;
         if (!covered) {
             ot_buf_put(&body, unloaded[i].rec.p, unloaded[i].rec.len);
             w.count++;
         }
     }
-    pthread_mutex_unlock(&unloaded_mu);
     free(w.ranges);
     ot_buf_uv(out, w.count);
     ot_buf_put(out, body.p, body.len);

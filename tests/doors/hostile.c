@@ -10,8 +10,9 @@
  *   hostile forkalloc N [MS]    the same, the children allocate
  *   hostile forkunload N PLUGIN [MS]  the same, after 300 loads and unloads of PLUGIN (libplugin_alloc.so); each
  *                               child loads and unloads it (the tracer's list of unloaded libraries, walk 7,
- *                               #27). MS: every realloc of the tracer's flush thread lingers MS ms, so that
- *                               forks meet the flush while it copies that list
+ *                               #27), each unload at a place of its own. MS: the tracer's flush thread lingers
+ *                               MS ms in each realloc of 16 KiB or more, and each fork waits for it to linger,
+ *                               so that forks meet the flush while it copies that list
  *   hostile sigign              SIGTERM inherited as ignored stays ignored (re-executes itself)
  *   hostile unshare             unshare(CLONE_NEWUSER), which needs a single-threaded process
  *   hostile stacks              threads with small stacks allocate, and one hits an OOM

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -56,9 +57,9 @@ int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data
 }
 
 /* The program's own realloc (exported: -rdynamic; glibc's is __libc_realloc), which the tracer's growing buffers
- * bind to. With slow_flush_realloc_ms set, each realloc of the tracer's flush thread ("oomtrace-flush") sleeps
- * first: the flush copies the list of unloaded libraries into a growing buffer, so the moment at which a fork
- * can copy that list's lock held becomes milliseconds wide. */
+ * bind to. With slow_flush_realloc_ms set, each realloc of 16 KiB or more by the tracer's flush thread
+ * ("oomtrace-flush") sleeps first, and mode_fork forks while it sleeps: the flush copies the list of 256
+ * unloaded libraries (about 25 KiB) into a growing buffer, so a fork meets that copy in progress. */
 extern void *__libc_realloc(void *p, size_t n);
 static volatile int slow_flush_realloc_ms;
 
@@ -139,10 +140,17 @@ int mode_fork(long n, int allocate, int walk_ms, const char *plugin, int realloc
     CUdeviceptr keep;
     if (cuMemAlloc_v2(&keep, MiB) != CUDA_SUCCESS) /* the first allocation: the tracer's threads start */
         return 3;
+    /* Each unload at a place of its own (a page kept mapped where the plugin was): records that differ, all
+     * of them copied by every flush. */
     for (int i = 0; plugin && i < 300; i++) {
+        struct link_map *lm = NULL;
         void *h = dlopen(plugin, RTLD_NOW);
-        if (!h || dlclose(h) != 0)
+        if (!h || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
             return 8;
+        void *at = (void *)lm->l_addr;
+        if (dlclose(h) != 0)
+            return 8;
+        mmap(at, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     }
     slow_walk_ms = walk_ms;
     slow_flush_realloc_ms = realloc_ms;
