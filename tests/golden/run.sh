@@ -258,9 +258,9 @@ grep -q "^  - Live memory grew by 768 MiB in [0-9.]* ms (32.0 MiB per allocation
 # site's stack (the program calls the driver itself), not "a caching allocator's cache", and gets the leak remedy
 # (walk 6, #17).
 "$READER" "$TMP"/marked/*.oomt >"$OUT/marked.txt" 2>&1
-grep -q "^  - One call site grew across marker intervals (a suspected leak): .* cache_put (cache.c:16) .*no caching allocator is on the site's stack" "$OUT/marked.txt" &&
+grep -q "^  - One call site grew across steps (a suspected leak): .* cache_put (cache.c:16) .*no caching allocator is on the site's stack" "$OUT/marked.txt" &&
     ! grep -q "caching allocator keeps what it takes" "$OUT/marked.txt" &&
-    grep -q "^  - Live memory grew by 64.0 MiB per marker interval over .*: free what the growing site allocates each iteration" "$OUT/marked.txt" ||
+    grep -q "^  - Live memory grew by 64.0 MiB per step over .*: free what the growing site allocates each iteration" "$OUT/marked.txt" ||
     { echo "golden: a C leak between markers: $(sed -n '/^Why/,/^Devices/p' "$OUT/marked.txt")"; fail=1; }
 "$READER" --format json "$TMP"/marked/*.oomt | python3 -c '
 import json, sys

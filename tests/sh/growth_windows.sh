@@ -34,8 +34,8 @@ hasnt() {
 
 traced "$TMP/oom" python3 tests/py/leak_nomarkers.py oom
 report "$TMP/oom"
-has oom 'One call site grew through the event ring \(a suspected leak\): with no marker to divide it, the ring cut into 8 windows' "the growth statement"
-has oom 'rising in each of [3-8] consecutive windows, from [0-9]+ allocations? \([^)]*\) at seq [0-9]+ to [0-9]+ allocations \([^)]*\) at seq [0-9]+, [0-9.]+ ms later: leak_nomarkers\.py:[0-9]+ in device_alloc, called from leak_nomarkers\.py:[0-9]+ in kept' "the site, the user's line, the span in ms"
+has oom 'One call site grew through the event ring \(a suspected leak\): with no marker to divide it, the ring up to the failure \(seq [0-9]+\.\.[0-9]+\) cut into 8 windows' "the growth statement"
+has oom 'rising in [3-8] of [3-8] windows and never falling, from [0-9]+ allocations? \([^)]*\) at seq [0-9]+ to [0-9]+ allocations \([^)]*\) at seq [0-9]+, [0-9.]+ ms later: leak_nomarkers\.py:[0-9]+ in device_alloc, called from leak_nomarkers\.py:[0-9]+ in kept' "the site, the user's line, the span in ms"
 has oom 'in kept .*; \+[0-9.]+ [KMG]?i?B in all, 1\.00 MiB per allocation kept \(less than a second: too short a span for a rate per second\)' "the growth of a short run"
 hasnt oom 'per second over|B per second' "a rate per second over less than a second"
 hasnt oom 'lasts about|has room for about' "no projection once the device ran out"
@@ -47,7 +47,7 @@ hasnt oom 'loss\.item' "PyTorch's leak advice for a program without PyTorch"
 # The same leak over 2 s or more: a rate per second.
 traced "$TMP/slow" LEAK_ITER_S=0.025 python3 tests/py/leak_nomarkers.py oom
 report "$TMP/slow"
-has slow 'at seq [0-9]+, [0-9.]+ s later: leak_nomarkers\.py:[0-9]+ in device_alloc, called from leak_nomarkers\.py:[0-9]+ in kept \(stack [0-9]+\); \+[0-9.]+ [KMG]?i?B per second\.' "the rate per second of a long run"
+has slow 'at seq [0-9]+, [0-9.]+ s later: leak_nomarkers\.py:[0-9]+ in device_alloc, called from leak_nomarkers\.py:[0-9]+ in kept \(stack [0-9]+\); \+[0-9.]+ [KMG]?i?B in all, \+[0-9.]+ [KMG]?i?B per second; it holds [0-9.]+ [KMG]?i?B at the failure\.' "the rate per second of a long run"
 has slow 'Live memory grew by [0-9.]+ [KMG]?i?B per second over [0-9.]+ s' "the leak remedy per second"
 
 # The same leak through CuPy (a stand-in in a site-packages/cupy folder): CuPy's words.

@@ -27,9 +27,9 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
     if (!site || !(item_num(site, "frees_in_ring") || item_num(site, "framework_allocated") ||
                    !item_num(site, "allocator_on_stack")))
         return;
-    uint64_t from = item_num(site, "from_bytes"), to = item_num(site, "to_bytes"), n = item_num(site, "intervals");
+    uint64_t n = item_num(site, "intervals"), nsteps = item_num(site, "steps");
     char b3[32];
-    uint64_t site_growth = to > from ? to - from : 0, growth = site_growth;
+    uint64_t site_growth = item_num(site, "growth_bytes"), growth = site_growth;
     int64_t dev = (int64_t)item_num(site, "device_growth_bytes");
     /* Several sites grew together between markers (a summed loss keeps several tensors per step). Windows are
      * cut by event counts, not iterations: the first holds the program's start-up (its weights), which the
@@ -50,8 +50,9 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
     uint64_t kept = to_n > from_n ? to_n - from_n : 0;
     char sp[32];
     bool windows = item_num(site, "time_windows");
-    if (item_num(site, "step_markers"))
-        fprintf(b.f, "Live memory grew by %s per optimizer step over %" PRIu64 " steps", why_bytes(b1, growth / n), n);
+    if (nsteps)
+        fprintf(b.f, "Live memory grew by %s per %s over %" PRIu64 " step%s", why_bytes(b1, growth / nsteps),
+                item_num(site, "step_markers") ? "optimizer step" : "step", nsteps, nsteps == 1 ? "" : "s");
     else if (windows && why_rate_ok(ns))
         fprintf(b.f, "Live memory grew by %s per second over %.3g s", why_bytes(b1, (uint64_t)((double)growth / secs)), secs);
     else if (windows)
@@ -90,7 +91,8 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
               "let the old state go when a jitted step returns the new one (donate_argnums).", b.f);
     else
         fputs("free what the growing site allocates each iteration, or bound what it keeps.", b.f);
-    WHY_NUMS_U(&b, {"growth_bytes", growth}, {"bytes_per_interval", growth / n}, {"intervals", n});
+    WHY_NUMS_U(&b, {"growth_bytes", growth}, {"bytes_per_interval", growth / n}, {"intervals", n}, {"steps", nsteps},
+               {"bytes_per_step", nsteps ? growth / nsteps : 0});
     why_item_end(&b);
 }
 

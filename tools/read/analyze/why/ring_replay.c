@@ -20,45 +20,25 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-static void sample(const struct replay *r, struct site_state *x, size_t k)
+/* A site's rise or fall over the interval that ends at marker k. Its level at marker k-1 is where it was last
+ * sampled (nothing changed it since), or nothing: it was born in the interval. Falls count from its first
+ * rise on: the span of its growth. */
+static void sample(struct site_state *x, size_t k, size_t prev)
 {
-    if (k == 0 || x->mark_idx == NO_MARK) {
-        /* The first marker, or a site born in the interval that ends here (it was 0 at marker k-1). */
-        if (k > 0 && (x->cur_bytes > 0 || x->cur_count > 0)) {
-            x->run = 1;
-            x->run_start = k - 1;
-            x->run_from_count = 0;
-            x->run_from_bytes = 0;
-        } else {
-            x->run = 0;
-        }
-    } else {
-        /* An interval without change at this site broke the run, unless nothing at all happened on the device
-         * in it: a marker right after another (another thread's, a logger's) is no interval of the program's. */
-        if (x->mark_idx != k - 1 && r->mbusy[k - 1] != r->mbusy[x->mark_idx])
-            x->run = 0;
-        bool up = x->cur_bytes > x->mark_bytes || (x->cur_count > x->mark_count && x->cur_bytes >= x->mark_bytes);
+    if (prev != NO_MARK) {
+        uint64_t pc = x->mark_idx == NO_MARK ? 0 : x->mark_count, pb = x->mark_idx == NO_MARK ? 0 : x->mark_bytes;
+        bool up = x->cur_bytes > pb || (x->cur_count > pc && x->cur_bytes >= pb);
+        bool down = x->cur_bytes < pb || (x->cur_count < pc && x->cur_bytes <= pb);
         if (up) {
-            if (x->run == 0) {
-                x->run_start = k - 1;
-                x->run_from_count = x->mark_count;
-                x->run_from_bytes = x->mark_bytes;
+            if (!x->rises++) {
+                x->first_rise = prev;
+                x->first_count = pc;
+                x->first_bytes = pb;
             }
-            x->run++;
-        } else {
-            x->run = 0;
-        }
-    }
-    if (x->run > 0) {
-        uint64_t gain = x->cur_bytes - x->run_from_bytes, best_gain = x->best_to_bytes - x->best_from_bytes;
-        if (x->run > x->best_run || (x->run == x->best_run && gain > best_gain)) {
-            x->best_run = x->run;
-            x->best_start = x->run_start;
-            x->best_end = k;
-            x->best_from_count = x->run_from_count;
-            x->best_from_bytes = x->run_from_bytes;
-            x->best_to_count = x->cur_count;
-            x->best_to_bytes = x->cur_bytes;
+            x->rise_bytes = ot_sat_add(x->rise_bytes, x->cur_bytes - pb);
+            x->last_rise = k;
+        } else if (down && x->rises) {
+            x->falls++;
         }
     }
     x->mark_count = x->cur_count;
@@ -86,7 +66,25 @@ static bool step_label(struct ot_str l)
     return l.n > 5 && memcmp(l.p, "step ", 5) == 0 && l.p[5] >= '0' && l.p[5] <= '9';
 }
 
-static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, bool step)
+bool why_label_step(struct ot_str l, uint64_t *step)
+{
+    if (!step_label(l))
+        return false;
+    uint64_t v = 0;
+    size_t i = 5;
+    for (; i < l.n && l.p[i] >= '0' && l.p[i] <= '9'; i++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(l.p[i] - '0');
+    }
+    if (i < l.n && l.p[i] != ' ' && l.p[i] != ',' && l.p[i] != ':')
+        return false;
+    *step = v;
+    return true;
+}
+
+/* A marker: a program's (label), or a window's boundary (NULL). */
+static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, const struct ot_str *label)
 {
     if (!grow((void **)&r->mseq, &r->mcap, r->nm + 1, sizeof(uint64_t)) ||
         !grow((void **)&r->mtime, &r->tcap, r->nm + 1, sizeof(uint64_t)) ||
@@ -94,28 +92,44 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, bool ste
         !grow((void **)&r->mstep, &r->scap_, r->nm + 1, sizeof(bool)) ||
         !grow((void **)&r->mfrees, &r->fcap, r->nm + 1, sizeof(uint64_t)) ||
         !grow((void **)&r->mhigh, &r->hcap, r->nm + 1, sizeof(int64_t)) ||
-        !grow((void **)&r->mbusy, &r->bcap, r->nm + 1, sizeof(size_t))) {
+        !grow((void **)&r->mbusy, &r->bcap, r->nm + 1, sizeof(size_t)) ||
+        !grow((void **)&r->mbound, &r->ocap, r->nm + 1, sizeof(bool))) {
         r->sites_off = true;
         return;
     }
     size_t k = r->nm;
+    uint64_t stepno = 0;
+    bool numbered = label && why_label_step(*label, &stepno);
+    bool boundary = !(numbered && r->have_step && stepno == r->cur_step);
+    r->have_step = numbered;
+    r->cur_step = stepno;
+    r->group_busy |= r->w_allocs + r->w_frees > 0;
     r->mtime[k] = time_ns;
     r->mlive[k] = r->live;
-    r->mstep[k] = step;
+    r->mstep[k] = label && step_label(*label);
     r->mfrees[k] = r->w_frees;
     r->mhigh[k] = r->high;
-    r->mbusy[k] = (k ? r->mbusy[k - 1] : 0) + (r->w_allocs + r->w_frees > 0);
+    r->mbound[k] = boundary;
+    if (boundary) {
+        r->mbusy[k] = (r->nbound ? r->mbusy[r->last_bound] : 0) + r->group_busy;
+        r->group_busy = false;
+    } else {
+        r->mbusy[k] = k ? r->mbusy[k - 1] : 0;
+    }
     r->high = r->live;
     r->mseq[r->nm++] = seq;
     close_window(r, k == 0 ? NO_MARK : k - 1, k);
-    if (r->sites_off)
+    if (r->sites_off || !boundary)
         return;
+    size_t prev = r->nbound ? r->last_bound : NO_MARK;
     for (size_t i = 0; i < r->ndirty; i++) {
         struct site_state *x = &r->sites[r->dirty[i]];
-        sample(r, x, k);
+        sample(x, k, prev);
         x->dirty = false;
     }
     r->ndirty = 0;
+    r->last_bound = k;
+    r->nbound++;
 }
 
 static struct site_state *site_for(struct replay *r, uint64_t stack_id, uint32_t *idx)
@@ -230,13 +244,67 @@ static void visit(const struct ot_replay_step *st, void *ctx)
     r->last_seq = e->seq;
     r->last_time = e->time_ns;
     while (r->windows && r->next_w < WINDOWS && e->seq >= r->wb[r->next_w])
-        on_marker(r, r->wb[r->next_w++], e->time_ns, false);
+        on_marker(r, r->wb[r->next_w++], e->time_ns, NULL);
     if (e->kind == OT_EV_MARKER)
-        on_marker(r, e->seq, e->time_ns, step_label(e->label));
+        on_marker(r, e->seq, e->time_ns, &e->label);
     else if (st->tracked && e->kind == OT_EV_ALLOC)
         on_alloc(r, st);
     else if (st->tracked)
         on_free(r, st);
+}
+
+/* An allocation made before the ring's first kept event and live at the snapshot (or at the peak): its site
+ * starts the ring holding it, so levels are the live set's, not counts from zero (walk 7, #10), and its
+ * free in the ring is charged to it. */
+static void seed_one(struct replay *r, struct ot_replay *rp, const struct ot_record *rec, uint64_t first_seq)
+{
+    struct ot_addrval v;
+    if (rec->device != r->dev || !ot_category_is_device64(rec->category) || rec->seq >= first_seq ||
+        ot_addrmap_get(&rp->seeded, rec->address, &v))
+        return;
+    ot_replay_seed(rp, rec);
+    r->live = sat_step(r->live, rec->size, 1);
+    r->high = r->live;
+    r->seeded_count++;
+    r->seeded_bytes = ot_sat_add(r->seeded_bytes, rec->size);
+    uint32_t si;
+    struct site_state *x = r->sites_off ? NULL : site_for(r, rec->stack_id, &si);
+    if (!x) {
+        r->sites_off = true;
+        return;
+    }
+    x->seed_count++;
+    x->seed_bytes = ot_sat_add(x->seed_bytes, rec->size);
+    x->cur_count++;
+    x->cur_bytes = ot_sat_add(x->cur_bytes, rec->size);
+    touch(r, si);
+}
+
+static void seed(struct replay *r, struct ot_replay *rp)
+{
+    const struct ot_snapshot *s = r->a->s;
+    uint64_t first_seq = r->a->ev.decoded ? r->a->ev.first_seq : UINT64_MAX;
+    for (size_t i = 0; s->has_live && i < s->nlive; i++)
+        seed_one(r, rp, &s->live[i], first_seq);
+    const struct ot_peak *pk = ot_snapshot_peak(s, r->dev);
+    for (size_t i = 0; pk && i < pk->count; i++)
+        seed_one(r, rp, &pk->recs[i], first_seq);
+}
+
+/* What each site holds in the live set at the snapshot: growth it gave back before then was no leak. */
+static void holdings(struct replay *r)
+{
+    const struct ot_snapshot *s = r->a->s;
+    for (size_t i = 0; !r->sites_off && s->has_live && i < s->nlive; i++) {
+        const struct ot_record *rec = &s->live[i];
+        if (rec->device != r->dev || !ot_category_is_device64(rec->category))
+            continue;
+        uint32_t k = ot_u64map_get(&r->site_idx, rec->stack_id);
+        if (k == OT_U64MAP_NONE || k >= r->nsites)
+            continue;
+        r->sites[k].snap_count++;
+        r->sites[k].snap_bytes = ot_sat_add(r->sites[k].snap_bytes, rec->size);
+    }
 }
 
 int why_ring_replay(struct replay *r)
@@ -244,13 +312,15 @@ int why_ring_replay(struct replay *r)
     struct ot_replay rp = {.s = r->a->s, .last_seq = r->target, .track = on_device, .visit = visit, .ctx = r};
     char err[OT_ERRBUF];
     r->rp = &rp;
+    seed(r, &rp);
     int rc = ot_replay_run(&rp, err);
     r->rp = NULL;
     if (rc < 0)
         return -1;
+    holdings(r);
     if (r->windows && r->any_event) {
         /* The last window ends at the target (or the ring's end). */
-        on_marker(r, r->target == UINT64_MAX ? r->last_seq : r->target, r->last_time, false);
+        on_marker(r, r->target == UINT64_MAX ? r->last_seq : r->target, r->last_time, NULL);
         return 0;
     }
     r->tail_frees = r->w_frees;

@@ -19,13 +19,15 @@
 
 struct site_state {
     uint64_t stack_id;
-    uint64_t cur_count, cur_bytes;   /* live now (from allocations seen in the ring) */
-    uint64_t mark_count, mark_bytes; /* at the last marker it was sampled at */
+    uint64_t cur_count, cur_bytes;   /* live now: allocations seen in the ring, and those seeded before it */
+    uint64_t seed_count, seed_bytes; /* made before the ring's first kept event, live at the snapshot or the peak */
+    uint64_t mark_count, mark_bytes; /* at the last marker it was sampled at (its level at the latest marker) */
     size_t mark_idx;                 /* that marker, or NO_MARK */
-    size_t run, run_start;           /* growth intervals in a row ending at mark_idx, and where they began */
-    uint64_t run_from_count, run_from_bytes;
-    size_t best_run, best_start, best_end;
-    uint64_t best_from_count, best_from_bytes, best_to_count, best_to_bytes;
+    /* Over the complete intervals between markers: how often its live bytes rose and fell, from the marker
+     * before its first rise (and its level there), and the end of its latest rise. */
+    size_t rises, falls, first_rise, last_rise;
+    uint64_t first_count, first_bytes, rise_bytes; /* rise_bytes: the sum of its rises */
+    uint64_t snap_count, snap_bytes; /* in the live set at the snapshot */
     uint64_t allocs, frees;               /* in the ring: allocations made, and of those, freed (or replaced) */
     uint64_t first_time, last_alloc_seq; /* its first allocation's time (ns), its latest's seq */
     bool dirty;
@@ -39,13 +41,22 @@ struct replay {
     uint64_t *mseq;
     size_t nm, mcap;
     uint64_t *mtime;  /* each marker's time (ns) */
-    int64_t *mlive;   /* live bytes at each marker, relative to the ring's start */
+    int64_t *mlive;   /* live bytes at each marker (the ring's, plus the allocations seeded before it) */
     bool *mstep;      /* the companion's optimizer-step marker */
     uint64_t *mfrees; /* frees in the interval that ends at each marker */
     int64_t *mhigh;   /* the highest live bytes in the interval that ends at each marker */
     size_t *mbusy;    /* intervals up to each marker that held an allocation or free on the device */
-    size_t tcap, lcap, scap_, fcap, hcap, bcap;
-    int64_t live;     /* live bytes now, relative to the ring's start */
+    /* Sites are sampled at a marker that starts a step: one whose label numbers a step other than the
+     * marker's before it ("step 3 micro-batch 0" after "step 2 micro-batch 3"), or any not numbering one.
+     * A marker per micro-batch then makes intervals that are steps, and mbusy counts those. */
+    bool *mbound;
+    size_t tcap, lcap, scap_, fcap, hcap, bcap, ocap;
+    size_t last_bound; /* the latest marker that started a step (valid when nbound) */
+    size_t nbound;
+    bool group_busy;   /* the device saw an allocation or free since last_bound */
+    bool have_step;    /* the latest marker's label numbers a step: cur_step */
+    uint64_t cur_step;
+    int64_t live;     /* live bytes now (as mlive) */
     int64_t high;     /* the highest live bytes since the last marker */
     uint64_t tail_frees; /* frees after the last marker */
     /* no markers in the ring: window boundaries (seq) stand for them */
@@ -68,12 +79,16 @@ struct replay {
     size_t best_from, best_to; /* marker indexes; NO_MARK: ring start / the target */
     uint64_t best_allocs, best_frees;
     uint64_t ring_first_seq, last_seq, last_time;
+    uint64_t seeded_count, seeded_bytes; /* allocations made before the ring, live at the snapshot or the peak */
     bool any_event;
     /* the largest allocation */
     uint64_t big_size, big_seq, big_stack;
     uint64_t frees_on_dev;
     uint64_t last_alloc_seq; /* the device's latest allocation in the ring */
 };
+
+/* "step 12", "step 3 micro-batch 1", "step 7 seq_len=4096": the step a marker's label numbers. */
+bool why_label_step(struct ot_str label, uint64_t *step);
 
 /* Replays the ring into r (its a, dev, target and windows set): 0, or -1 when the ring could not be read. */
 int why_ring_replay(struct replay *r);
