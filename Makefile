@@ -133,13 +133,31 @@ install: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace-supervise
 		print("Python package: " + d + "/oomtrace" + ("" if d in sys.path else \
 		" (not on $(PYTHON)'"'"'s path: set PYTHONPATH=" + d + ", or pip install the wheel of make wheel)"))'
 
+# The wheel's library and reader need nothing beyond the C library, so that pip's users on a slim image (no
+# libunwind8, no libdw1) are not refused at every command (walk 8, #31). The reader links zstd, libdw and what
+# libdw needs statically. The library links zstd statically, its symbols hidden (--exclude-libs: the program's own
+# zstd is not interposed); Debian's libunwind.a is not position-independent, so libunwind.so.8 and what it needs
+# (liblzma) are copied beside it, found by its RPATH $ORIGIN: DT_RPATH (--disable-new-dtags), which the loader
+# also searches for the dependencies of libunwind itself, unlike DT_RUNPATH. The C library, libm, libgcc_s and
+# the loader are the system's (every glibc system has them; the wheel's tag is this machine's platform).
+WHEEL_BIN := $(B)/wheel-bin
+WHEEL_SYSTEM_LIBS := ^(libc|libm|libdl|libpthread|librt|libgcc_s)\.so|^linux-vdso|^/lib64/ld-linux
+$(WHEEL_BIN)/liboomtrace.so: $(LIB_OBJ)
+	@rm -rf $(WHEEL_BIN) && mkdir -p $(WHEEL_BIN)
+	$(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -Wl,-Bstatic -lzstd \
+		-Wl,-Bdynamic -ldl -Wl,--exclude-libs,libzstd.a -Wl,--disable-new-dtags,-rpath,'$$ORIGIN'
+	ldd $@ | awk '$$2 == "=>" && $$3 ~ /^\// { print $$1, $$3 }' | grep -v -E '$(WHEEL_SYSTEM_LIBS)' | \
+		while read -r name path; do cp -L "$$path" $(WHEEL_BIN)/"$$name" || exit 1; done
+$(WHEEL_BIN)/oomtrace-read: $(READ_OBJ) $(WHEEL_BIN)/liboomtrace.so
+	$(CC) -o $@ $(READ_OBJ) -Wl,-Bstatic -lzstd $(if $(READ_LIBS),-ldw -lelf -lz -llzma -lbz2) -Wl,-Bdynamic -lm
+
 # make wheel: build/oomtrace-VERSION-py3-none-linux_x86_64.whl, with the package, launcher, library and reader.
-wheel: $(B)/liboomtrace.so $(B)/oomtrace-read $(B)/oomtrace $(B)/oomtrace-report.sh $(B)/oomtrace-supervise $(PY_SRC) tools/make_wheel.py \
-		$(MAN_PAGES) $(DOC_FILES)
+wheel: $(WHEEL_BIN)/liboomtrace.so $(WHEEL_BIN)/oomtrace-read $(B)/oomtrace $(B)/oomtrace-report.sh \
+		$(B)/oomtrace-supervise $(PY_SRC) tools/make_wheel.py $(MAN_PAGES) $(DOC_FILES)
 	@rm -f $(B)/oomtrace-*.whl
 	@$(PYTHON) tools/make_wheel.py --out $(B) --package python/oomtrace \
-		--bin $(B)/oomtrace --bin $(B)/oomtrace-report.sh --bin $(B)/oomtrace-read --bin $(B)/liboomtrace.so \
-		--bin $(B)/oomtrace-supervise \
+		--bin $(B)/oomtrace --bin $(B)/oomtrace-report.sh --bin $(B)/oomtrace-supervise \
+		$(foreach f,$(wildcard $(WHEEL_BIN)/*),--bin $(f)) \
 		$(MAN_PAGES:%=--data share/man/man1=%) $(DOC_FILES:%=--data share/doc/oomtrace=%)
 
 clean:

@@ -9,8 +9,10 @@ The wheel holds the Python package, and the launcher, the library and the reader
 the dist-info files a wheel needs (PEP 427, PEP 376 RECORD, core metadata 2.1, entry_points.txt for the
 `oomtrace` and `oomtrace-read` console scripts). The --data files go to the environment's prefix (the
 wheel's .data/data/ directory): the manual pages to share/man/man1, where `man oomtrace` finds them beside
-the environment's bin/ on PATH, and the documents the --help texts name to share/doc/oomtrace. The binaries are built for this machine and load libunwind, zstd and libdw from
-it, so the tag is this platform's (linux_x86_64), not manylinux: pip installs it here and on machines like it.
+the environment's bin/ on PATH, and the documents the --help texts name to share/doc/oomtrace. The binaries are
+built for this machine (the Makefile's wheel rule: zstd and libdw linked in, libunwind and liblzma copied
+beside the library, which finds them by its RPATH $ORIGIN), so the tag is this platform's (linux_x86_64), not
+manylinux: pip installs it on machines with this C library or a newer one.
 """
 import argparse
 import base64
@@ -84,7 +86,7 @@ def main():
         "\n"
         "Preload liboomtrace.so into a CUDA program (`oomtrace run -- python train.py`) to record every device\n"
         "allocation and free with native and Python stacks, and read the snapshot written at out-of-memory.\n"
-        "`import oomtrace` gives mark() and dump(). Needs libunwind, libzstd and libdw on the machine.\n"
+        "`import oomtrace` gives mark() and dump(). Needs only the C library on the machine.\n"
     )
     wheel = f"Wheel-Version: 1.0\nGenerator: oomtrace tools/make_wheel.py\nRoot-Is-Purelib: false\nTag: {tag}\n"
     entry_points = (f"[console_scripts]\n{NAME} = {NAME}.__main__:main\n"

@@ -102,6 +102,30 @@ build/oomtrace-read "$dumped" >"$work/dump.out" 2>&1 || fail "reading the dump: 
 head -1 "$work/dump.out" | grep -q "^oomtrace: snapshot requested by the program (oomtrace.dump / oomtrace_dump) in pid " &&
     sed -n 2p "$work/dump.out" | grep -q "^  reason: after warm-up\$" || fail "the dump's title: $(head -2 "$work/dump.out")"
 
+# Walk 8, #31: the wheel carries what its library and reader need beyond the C library (a slim image has no
+# libunwind8 or libdw1, and a preloaded library whose dependency is missing ends every command at start):
+# libunwind and liblzma beside the library, found by its RPATH $ORIGIN; zstd, libdw and what it needs linked
+# into the reader, zstd into the library.
+pkgbin=$("$py" -c 'import os, oomtrace; print(os.path.join(os.path.dirname(oomtrace.__file__), "bin"))')
+for f in liboomtrace.so oomtrace-read; do
+    outside=$(ldd "$pkgbin/$f" | awk '$2 == "=>" { print $1, $3 }' |
+        grep -v -E "^(libc|libm|libdl|libpthread|librt|libgcc_s)\.so|^linux-vdso" | grep -v " $pkgbin/")
+    [ -z "$outside" ] || fail "the wheel's $f loads from outside the wheel: $(echo $outside)"
+done
+# The same run with the system's libunwind and libdw hidden (a private mount namespace: each bound over by
+# /dev/null, which the loader reads as "file too short"), where a mount namespace can be had.
+sysunw=$(readlink -f "$(ldd build/liboomtrace.so | awk '$1 == "libunwind.so.8" { print $3 }')")
+sysdw=$(readlink -f "$(ldd build/oomtrace-read | awk '$1 == "libdw.so.1" { print $3 }')")
+if [ -f "$sysunw" ] && [ -f "$sysdw" ] && unshare -rm true 2>/dev/null; then
+    (cd "$work" && unshare -rm sh -c 'mount --bind /dev/null "$1" && mount --bind /dev/null "$2" || exit 3
+        LD_PRELOAD="$3" /bin/true 2>/dev/null && exit 4 # hidden indeed: the library of the build tree fails to load
+        exec "$4" run --dir hidden -- "$5" train.py' sh "$sysunw" "$sysdw" "$OLDPWD/build/liboomtrace.so" \
+        "$work/venv/bin/oomtrace" "$py") >"$work/hidden.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 7 ] && grep -q "step 1 from the wheel" "$work/hidden.out" ||
+        fail "the wheel without the system's libunwind and libdw: status $rc: $(tail -3 "$work/hidden.out")"
+fi
+
 # Walk 6, #33: with standard error or standard output closed (a cron job, a daemon), the console scripts still
 # run the command, as it runs untraced, and the reader still reads.
 for closed in '2>&-' '>&-'; do
