@@ -203,6 +203,16 @@ static void sweep_leftovers(void)
     closedir(d);
 }
 
+/* One directory, 0700 whatever the umask: mkdir's mode is masked by it (0277 gave 0500, in which the next level
+ * could not be made). Only a directory this call made is changed, and not through a link. */
+static int make_one(const char *p)
+{
+    if (mkdir(p, 0700) != 0)
+        return errno == EEXIST ? 0 : errno;
+    (void)fchmodat(AT_FDCWD, p, 0700, AT_SYMLINK_NOFOLLOW);
+    return 0;
+}
+
 /* Creates a missing OOMTRACE_DIR and its missing parents with mode 0700, as heaptrack and PyTorch do for their
  * outputs: users point it at a fresh per-job directory, and finding it missing only at the first OOM, hours
  * later, would lose that snapshot. mkdir never follows a symbolic link as its last component (EEXIST), so a
@@ -218,11 +228,12 @@ int ot_dir_make(const char *dir)
         if (*c != '/')
             continue;
         *c = '\0';
-        if (mkdir(p, 0700) != 0 && errno != EEXIST)
-            return errno;
+        int err = make_one(p);
+        if (err)
+            return err;
         *c = '/';
     }
-    return mkdir(p, 0700) != 0 && errno != EEXIST ? errno : 0;
+    return make_one(p);
 }
 
 /* Never follow a link planted in the directory, never overwrite. The directory made again when it is gone
@@ -240,7 +251,13 @@ static int create_private(const char *path)
         errno = made;
         return -1;
     }
-    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    /* A directory that is there yet answers "no such file" to a new one (/proc, /sys) takes no files: said so,
+     * not as a missing directory. */
+    struct stat st;
+    if (fd < 0 && errno == ENOENT && stat(ot_opt.dir, &st) == 0 && S_ISDIR(st.st_mode))
+        errno = EOPNOTSUPP;
+    return fd;
 }
 
 /* Gives the finished file its name, never over another file's: the name takes a suffix when taken. */

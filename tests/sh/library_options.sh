@@ -18,6 +18,17 @@ ls "$work"/job/snaps/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "no OOM snapsho
 [ "$(stat -c %a "$work/job/snaps")" = 700 ] || fail "mode $(stat -c %a "$work/job/snaps"), want 700"
 grep -q 'not a writable directory' "$work/err" && fail "warned about a directory it could create"
 
+# Walk 8, #29a: under a restrictive umask (0277) the directories made are 0700 still, not 0500 (in which the next
+# level could not be made, except by root).
+(umask 0277 && traced "$work/um/snaps" oom) || fail "door_linked's status under umask 0277"
+[ "$(stat -c %a "$work/um")" = 700 ] && [ "$(stat -c %a "$work/um/snaps")" = 700 ] ||
+    fail "under umask 0277: modes $(stat -c %a "$work/um") and $(stat -c %a "$work/um/snaps"), want 700: $(cat "$work/err")"
+ls "$work"/um/snaps/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "under umask 0277: no OOM snapshot: $(cat "$work/err")"
+# Walk 8, #29b: a directory that takes no files (/proc) is said to be one, not "No such file or directory".
+traced /proc oom
+grep -q "^oomtrace: cannot write the out-of-memory snapshot to /proc: Operation not supported\$" "$work/err" ||
+    fail "OOMTRACE_DIR=/proc: $(cat "$work/err")"
+
 # 3: a dangling symbolic link as OOMTRACE_DIR is not followed: its target is not created.
 ln -s "$work/elsewhere" "$work/link"
 traced "$work/link" oom
