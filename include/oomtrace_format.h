@@ -13,7 +13,7 @@
 
 #define OT_MAGIC "OOMTRACE"
 #define OT_VERSION_MAJOR 1
-#define OT_VERSION_MINOR 3
+#define OT_VERSION_MINOR 4
 
 struct ot_file_header {
     char magic[8];          /* "OOMTRACE" */
@@ -75,7 +75,8 @@ struct ot_section_header {
     X(17, PEAK_REF, "PEAK_REF", "since 1.1: PEAK by reference to the live set")                    \
     X(18, FRAMEWORK, "FRAMEWORK", "since 1.2: the frameworks' own view, stored as the Python companion gave it") \
     X(19, PROBES, "PROBES", "since 1.2: with a framework OOM, the driver OOM snapshots since the last one") \
-    X(20, BORROWED, "BORROWED", "since 1.2: the thread each borrowed stack took its Python frames from")
+    X(20, BORROWED, "BORROWED", "since 1.2: the thread each borrowed stack took its Python frames from") \
+    X(21, CTX_FREED, "CTX_FREED", "since 1.4: the allocations each context destruction in the ring freed")
 
 enum ot_section {
 #define OT_X_ENUM(id, NAME, name, doc) OT_SEC_##NAME = id,
@@ -111,7 +112,8 @@ OT_NAME_FUNCTION(ot_trigger_name, OT_TRIGGER_LIST, NULL)
     X(3, FAILED, "failed", "an allocation call that returned an error; size = requested bytes")    \
     X(4, MARKER, "marker", "oomtrace_mark(); label follows")                                       \
     X(5, MAP, "map", "VMM: a handle mapped at an address range (takes no memory)")                 \
-    X(6, UNMAP, "unmap", "VMM: a range unmapped")
+    X(6, UNMAP, "unmap", "VMM: a range unmapped")                                                 \
+    X(7, CONTEXT_END, "context_end", "since 1.4: a context destroyed or a primary context reset; every allocation made in it freed with it (size = their device bytes, addr = the context)")
 
 enum ot_event_kind {
 #define OT_X_ENUM(id, NAME, name, doc) OT_EV_##NAME = id,
@@ -207,7 +209,10 @@ enum ot_flag {
     X(29, cuMemAddressReserve)                                                                     \
     X(30, cuMemAddressFree)                                                                        \
     X(31, oomtrace_mark)                                                                           \
-    X(32, framework_allocator)
+    X(32, framework_allocator)                                                                     \
+    X(33, cuCtxDestroy_v2)                                                                         \
+    X(34, cuDevicePrimaryCtxReset_v2)                                                              \
+    X(35, cuDevicePrimaryCtxRelease_v2)
 
 enum ot_api {
     OT_API_NONE = 0,

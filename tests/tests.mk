@@ -45,6 +45,13 @@ $(TEST_BIN)/families: tests/doors/families.c tests/doors/drv.c tests/doors/drv.h
 	@mkdir -p $(dir $@)
 	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $(filter %.c,$^) -ldl
 
+# A context's end frees what was made in it (tests/doors/contexts.c, checked by tests/e2e/test_contexts.c).
+$(TEST_BIN)/contexts: tests/doors/contexts.c tests/doors/drv.c tests/doors/drv.h include/oomtrace.h
+	@mkdir -p $(dir $@)
+	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -rdynamic -o $@ $(filter %.c,$^) -ldl
+$(TEST_BIN)/test_contexts: $(TEST_BIN)/contexts
+TEST_PROGS += $(TEST_BIN)/contexts $(TEST_BIN)/test_contexts
+
 $(TEST_BIN)/libpitfall.so: tests/doors/pitfall_lib.c
 	@mkdir -p $(dir $@)
 	$(DEPS) $(CC) $(CPPFLAGS) -O1 -g $(WARN) -fPIC -shared -o $@ $< -ldl

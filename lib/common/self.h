@@ -7,7 +7,14 @@ struct trace_thread {
     int busy;     /* reentrancy guard: set while the tracer itself runs on this thread */
     uint32_t tid; /* cached gettid() */
     int in_loader; /* inside a walk of the loaded objects (capture/loader.c) */
+    /* The device of the last context this thread allocated in, valid while ot_ctx_gen is ctx_gen: a
+     * context's device never changes, and ending a context (which may let a new one take its handle)
+     * moves ot_ctx_gen on. */
+    int ctx_dev;
+    uint64_t ctx, ctx_gen;
 };
+/* Moved on by every context end the tracer sees (driver/driver.c). */
+extern uint64_t ot_ctx_gen;
 extern __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
 uint32_t ot_tid_slow(void);
 static inline uint32_t ot_tid(void) /* this thread's id, from gettid() once */

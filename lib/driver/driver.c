@@ -9,6 +9,37 @@
 
 #define REAL(name) ((__typeof__(&name))ot_real.name)
 
+uint64_t ot_ctx_gen = 1; /* never 0: a thread's cache starts at 0, so its first question asks */
+
+/* The thread's current context is ctx (the caller asked); its device is asked and kept for next time. */
+int ot_drv_ctx_device_slow(uint64_t ctx)
+{
+    uint64_t gen = __atomic_load_n(&ot_ctx_gen, __ATOMIC_RELAXED);
+    int dev = ot_drv_current_device();
+    ot_self.ctx = ctx;
+    ot_self.ctx_dev = dev;
+    ot_self.ctx_gen = gen;
+    return dev;
+}
+
+int ot_drv_primary_active(int dev)
+{
+    unsigned flags = 0;
+    int active = 0;
+    return ot_real.cuDevicePrimaryCtxGetState && REAL(cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS &&
+           active;
+}
+
+uint64_t ot_drv_primary_ctx(int dev)
+{
+    CUcontext c = NULL;
+    if (!ot_real.cuDevicePrimaryCtxRetain || !ot_real.cuDevicePrimaryCtxRelease_v2 || !ot_drv_primary_active(dev) ||
+        REAL(cuDevicePrimaryCtxRetain)(&c, dev) != CUDA_SUCCESS)
+        return 0;
+    REAL(cuDevicePrimaryCtxRelease_v2)(dev);
+    return (uint64_t)(uintptr_t)c;
+}
+
 int ot_drv_has_context_query(void)
 {
     return ot_real.cuCtxGetDevice != NULL;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "common/defs.h"
+#include "common/self.h"
 #include "driver/cuda_api.h"
 #include "driver/real.h"
 
@@ -18,6 +19,33 @@ static inline int ot_drv_current_device(void)
     if (OT_UNLIKELY(!f) || ((__typeof__(&cuCtxGetDevice))f)(&d) != CUDA_SUCCESS)
         return 0;
     return d;
+}
+int ot_drv_ctx_device_slow(uint64_t ctx);
+
+/* The calling thread's current context (*ctx, 0 when none) and its device, as ot_drv_current_device. One
+ * driver call, as that one: a context's device is asked once per thread and context (common/self.h). */
+static inline int ot_drv_current(uint64_t *ctx)
+{
+    CUcontext c = NULL;
+    void *f = ot_real.cuCtxGetCurrent;
+    if (OT_UNLIKELY(!f) || ((__typeof__(&cuCtxGetCurrent))f)(&c) != CUDA_SUCCESS || OT_UNLIKELY(!c)) {
+        *ctx = 0;
+        return ot_drv_current_device();
+    }
+    *ctx = (uint64_t)(uintptr_t)c;
+    if (OT_LIKELY(*ctx == ot_self.ctx && ot_self.ctx_gen == __atomic_load_n(&ot_ctx_gen, __ATOMIC_RELAXED)))
+        return ot_self.ctx_dev;
+    return ot_drv_ctx_device_slow(*ctx);
+}
+/* Device dev's primary context, or 0 when it is not active (nothing can have been made in it). Asked
+ * with a retain and its release, which leave the count as it was: the driver has no other question. */
+uint64_t ot_drv_primary_ctx(int dev);
+/* 1 when device dev's primary context is active (0: not, or unknown). */
+int ot_drv_primary_active(int dev);
+/* A context ends: every thread's cached device of a context is stale (its handle may come back). */
+static inline void ot_drv_ctx_gen_next(void)
+{
+    __atomic_fetch_add(&ot_ctx_gen, 1, __ATOMIC_RELAXED);
 }
 int ot_drv_has_context_query(void);                     /* 1 when the driver has cuCtxGetDevice */
 int ot_drv_mem_info(size_t *free_bytes, size_t *total); /* the current context's device; 0 on success */

@@ -20,6 +20,9 @@ static const struct {
 #include "driver/hooks.def"
 #undef OT_REAL_FIELD
     {"cuCtxGetDevice", offsetof(struct ot_real, cuCtxGetDevice)},
+    {"cuCtxGetCurrent", offsetof(struct ot_real, cuCtxGetCurrent)},
+    {"cuDevicePrimaryCtxGetState", offsetof(struct ot_real, cuDevicePrimaryCtxGetState)},
+    {"cuDevicePrimaryCtxRetain", offsetof(struct ot_real, cuDevicePrimaryCtxRetain)},
     {"cuMemGetInfo_v2", offsetof(struct ot_real, cuMemGetInfo_v2)},
     {"cuDeviceGetCount", offsetof(struct ot_real, cuDeviceGetCount)},
     {"cuDeviceGetName", offsetof(struct ot_real, cuDeviceGetName)},

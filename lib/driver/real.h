@@ -10,6 +10,9 @@ struct ot_real {
 #undef OT_REAL_FIELD
     /* Driver functions called but not wrapped. */
     void *cuCtxGetDevice;
+    void *cuCtxGetCurrent;
+    void *cuDevicePrimaryCtxGetState;
+    void *cuDevicePrimaryCtxRetain;
     void *cuMemGetInfo_v2;
     void *cuDeviceGetCount;
     void *cuDeviceGetName;

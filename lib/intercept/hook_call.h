@@ -68,14 +68,31 @@ static inline void ot_leave_free(int saved_errno)
 
 void ot_first_use(int device); /* the baseline alone, for a call that names its device */
 
-/* The device a call will allocate on, with the device's baseline taken before its first allocation.
- * Inline, as ot_after_alloc below: every allocation passes here, and the calls cost as much as the rest. */
+/* Before an allocation on dev: the device's baseline, taken before its first allocation. Inline, as
+ * ot_after_alloc below: every allocation passes here, and the calls cost as much as the rest. */
+static inline void ot_pre_alloc_on(int dev)
+{
+    if (OT_UNLIKELY(ot_record_baseline_open(dev)))
+        ot_first_use(dev);
+}
+
+/* The device a call will allocate on (its stream's, for stream-ordered memory, which belongs to no
+ * context: the current context's device serves). */
 static inline int ot_pre_alloc(void)
 {
     OT_STAGE_BEGIN(t);
     int dev = ot_drv_current_device();
-    if (OT_UNLIKELY(ot_record_baseline_open(dev)))
-        ot_first_use(dev);
+    ot_pre_alloc_on(dev);
+    OT_STAGE_END(OT_ST_PRE_ALLOC, t);
+    return dev;
+}
+
+/* The same for memory that is the current context's (its end frees it): the context too, into *ctx. */
+static inline int ot_pre_alloc_in(uint64_t *ctx)
+{
+    OT_STAGE_BEGIN(t);
+    int dev = ot_drv_current(ctx);
+    ot_pre_alloc_on(dev);
     OT_STAGE_END(OT_ST_PRE_ALLOC, t);
     return dev;
 }

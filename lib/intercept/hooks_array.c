@@ -38,23 +38,24 @@ static uint64_t array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
     return total ? total : 1;
 }
 
-static void after_array(CUresult r, uint16_t api, int dev, uint64_t handle, uint64_t bytes)
+static void after_array(CUresult r, uint16_t api, int dev, uint64_t ctx, uint64_t handle, uint64_t bytes)
 {
-    struct ot_alloc_req q = {OT_NS_ARRAY, OT_CAT_ARRAY, api, OT_REC_SIZE_ESTIMATED, dev, handle, bytes};
+    struct ot_alloc_req q = {OT_NS_ARRAY, OT_CAT_ARRAY, api, OT_REC_SIZE_ESTIMATED, dev, handle, bytes, ctx};
     ot_after_alloc(r, &q);
 }
 
 OT_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
 {
     OT_HOOK_ENTER(cuArrayCreate_v2, (pHandle, pAllocateArray));
-    int dev = ot_pre_alloc();
+    uint64_t ctx;
+    int dev = ot_pre_alloc_in(&ctx);
     CUresult r = real(pHandle, pAllocateArray);
     uint64_t bytes = 1;
     if (pAllocateArray) {
         const CUDA_ARRAY_DESCRIPTOR *d = pAllocateArray;
         bytes = dim(d->Width) * dim(d->Height) * d->NumChannels * format_bytes(d->Format);
     }
-    after_array(r, OT_API_cuArrayCreate_v2, dev, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, bytes);
+    after_array(r, OT_API_cuArrayCreate_v2, dev, ctx, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, bytes);
     ot_leave(err);
     return r;
 }
@@ -62,10 +63,11 @@ OT_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTO
 OT_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
 {
     OT_HOOK_ENTER(cuArray3DCreate_v2, (pHandle, pAllocateArray));
-    int dev = ot_pre_alloc();
+    uint64_t ctx;
+    int dev = ot_pre_alloc_in(&ctx);
     CUresult r = real(pHandle, pAllocateArray);
     uint64_t bytes = pAllocateArray ? array3d_bytes(pAllocateArray, 1) : 1;
-    after_array(r, OT_API_cuArray3DCreate_v2, dev, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, bytes);
+    after_array(r, OT_API_cuArray3DCreate_v2, dev, ctx, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, bytes);
     ot_leave(err);
     return r;
 }
@@ -74,10 +76,11 @@ OT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_
                                           unsigned int numMipmapLevels)
 {
     OT_HOOK_ENTER(cuMipmappedArrayCreate, (pHandle, pDesc, numMipmapLevels));
-    int dev = ot_pre_alloc();
+    uint64_t ctx;
+    int dev = ot_pre_alloc_in(&ctx);
     CUresult r = real(pHandle, pDesc, numMipmapLevels);
     uint64_t bytes = pDesc ? array3d_bytes(pDesc, numMipmapLevels) : 1;
-    after_array(r, OT_API_cuMipmappedArrayCreate, dev, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
+    after_array(r, OT_API_cuMipmappedArrayCreate, dev, ctx, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
                 bytes);
     ot_leave(err);
     return r;

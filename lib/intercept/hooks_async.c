@@ -10,7 +10,7 @@ static inline __attribute__((always_inline)) CUresult alloc_async(void *realp, u
     OT_HOOK_START(__typeof__(&cuMemAllocAsync), realp, (dptr, bytesize, s));
     int dev = ot_pre_alloc();
     CUresult r = OT_STAGE_CALL(OT_ST_DRIVER_ALLOC, real(dptr, bytesize, s));
-    struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_ASYNC, api, 0, dev, r == CUDA_SUCCESS ? *dptr : 0, bytesize};
+    struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_ASYNC, api, 0, dev, r == CUDA_SUCCESS ? *dptr : 0, bytesize, 0};
     return ot_alloc_end(r, &q, err);
 }
 
@@ -22,7 +22,7 @@ static CUresult alloc_pool(void *realp, uint16_t api, CUdeviceptr *dptr, size_t 
     CUresult r = OT_STAGE_CALL(OT_ST_DRIVER_ALLOC, real(dptr, bytesize, pool, s));
     if (r == CUDA_SUCCESS)
         ot_pool_seen((uint64_t)(uintptr_t)pool, dev);
-    struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_ASYNC, api, 0, dev, r == CUDA_SUCCESS ? *dptr : 0, bytesize};
+    struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_ASYNC, api, 0, dev, r == CUDA_SUCCESS ? *dptr : 0, bytesize, 0};
     return ot_alloc_end(r, &q, err);
 }
 

@@ -37,10 +37,11 @@ void ot_after_alloc_failed(CUresult r, const struct ot_alloc_req *req)
 OT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     OT_HOOK_ENTER(cuMemAlloc_v2, (dptr, bytesize));
-    int dev = ot_pre_alloc();
+    uint64_t ctx;
+    int dev = ot_pre_alloc_in(&ctx);
     CUresult r = OT_STAGE_CALL(OT_ST_DRIVER_ALLOC, real(dptr, bytesize));
     struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, dev,
-                             r == CUDA_SUCCESS ? *dptr : 0, bytesize};
+                             r == CUDA_SUCCESS ? *dptr : 0, bytesize, ctx};
     return ot_alloc_end(r, &q, err);
 }
 
@@ -48,22 +49,24 @@ OT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
                                       unsigned int ElementSizeBytes)
 {
     OT_HOOK_ENTER(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-    int dev = ot_pre_alloc();
+    uint64_t ctx;
+    int dev = ot_pre_alloc_in(&ctx);
     CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     /* The pitched size is what the device gave up; a failure asked for at least the unpadded size. */
     size_t bytes = r == CUDA_SUCCESS ? *pPitch * Height : WidthInBytes * Height;
     struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAllocPitch_v2, 0, dev,
-                             r == CUDA_SUCCESS ? *dptr : 0, bytes};
+                             r == CUDA_SUCCESS ? *dptr : 0, bytes, ctx};
     return ot_alloc_end(r, &q, err);
 }
 
 OT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     OT_HOOK_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
-    int dev = ot_pre_alloc();
+    uint64_t ctx;
+    int dev = ot_pre_alloc_in(&ctx);
     CUresult r = real(dptr, bytesize, flags);
     struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_MANAGED, OT_API_cuMemAllocManaged, 0, dev,
-                             r == CUDA_SUCCESS ? *dptr : 0, bytesize};
+                             r == CUDA_SUCCESS ? *dptr : 0, bytesize, ctx};
     return ot_alloc_end(r, &q, err);
 }
 

@@ -5,17 +5,26 @@
 #include "intercept/hook_call.h"
 #include "record/rec.h"
 
-static void after_host(CUresult r, uint16_t api, void *p, size_t bytes)
+/* Pinned memory is the current context's: its end unpins (and, for the driver's own, frees) it. */
+static uint64_t current_ctx(void)
 {
-    struct ot_alloc_req q = {OT_NS_HOST, OT_CAT_HOST_PINNED, api, 0, -1, (uint64_t)(uintptr_t)p, bytes};
+    uint64_t ctx;
+    ot_drv_current(&ctx);
+    return ctx;
+}
+
+static void after_host(CUresult r, uint16_t api, void *p, size_t bytes, uint64_t ctx)
+{
+    struct ot_alloc_req q = {OT_NS_HOST, OT_CAT_HOST_PINNED, api, 0, -1, (uint64_t)(uintptr_t)p, bytes, ctx};
     ot_after_alloc(r, &q);
 }
 
 OT_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
     OT_HOOK_ENTER(cuMemAllocHost_v2, (pp, bytesize));
+    uint64_t ctx = current_ctx();
     CUresult r = real(pp, bytesize);
-    after_host(r, OT_API_cuMemAllocHost_v2, r == CUDA_SUCCESS ? *pp : NULL, bytesize);
+    after_host(r, OT_API_cuMemAllocHost_v2, r == CUDA_SUCCESS ? *pp : NULL, bytesize, ctx);
     ot_leave(err);
     return r;
 }
@@ -23,8 +32,9 @@ OT_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 OT_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
     OT_HOOK_ENTER(cuMemHostAlloc, (pp, bytesize, Flags));
+    uint64_t ctx = current_ctx();
     CUresult r = real(pp, bytesize, Flags);
-    after_host(r, OT_API_cuMemHostAlloc, r == CUDA_SUCCESS ? *pp : NULL, bytesize);
+    after_host(r, OT_API_cuMemHostAlloc, r == CUDA_SUCCESS ? *pp : NULL, bytesize, ctx);
     ot_leave(err);
     return r;
 }
@@ -32,8 +42,9 @@ OT_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags
 OT_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
     OT_HOOK_ENTER(cuMemHostRegister_v2, (p, bytesize, Flags));
+    uint64_t ctx = current_ctx();
     CUresult r = real(p, bytesize, Flags);
-    after_host(r, OT_API_cuMemHostRegister_v2, p, bytesize);
+    after_host(r, OT_API_cuMemHostRegister_v2, p, bytesize, ctx);
     ot_leave(err);
     return r;
 }
@@ -58,12 +69,14 @@ OT_EXPORT CUresult cuMemHostUnregister(void *p)
 OT_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
 {
     OT_HOOK_ENTER(cuIpcOpenMemHandle_v2, (pdptr, handle, Flags));
-    int dev = ot_drv_current_device();
+    uint64_t ctx;
+    int dev = ot_drv_current(&ctx);
     CUresult r = real(pdptr, handle, Flags);
     if (r == CUDA_SUCCESS) {
-        /* The exporter's allocation size is not in the handle; record one byte, flagged as estimated. */
+        /* The exporter's allocation size is not in the handle; record one byte, flagged as estimated. The
+         * mapping is the current context's: its end closes it. */
         struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_IMPORTED, OT_API_cuIpcOpenMemHandle_v2,
-                                 OT_REC_SIZE_ESTIMATED, dev, *pdptr, 1};
+                                 OT_REC_SIZE_ESTIMATED, dev, *pdptr, 1, ctx};
         ot_record_alloc(&q);
     }
     ot_leave(err);

@@ -21,7 +21,7 @@ OT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     }
     CUresult r = real(handle, size, prop, flags);
     struct ot_alloc_req q = {OT_NS_VMM, OT_CAT_VMM, OT_API_cuMemCreate, rflags, dev,
-                             r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size};
+                             r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size, 0};
     return ot_alloc_end(r, &q, err);
 }
 
@@ -68,7 +68,7 @@ OT_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
     CUresult r = real(handle, osHandle, shHandleType);
     if (r == CUDA_SUCCESS) {
         struct ot_alloc_req q = {OT_NS_VMM, OT_CAT_IMPORTED, OT_API_cuMemImportFromShareableHandle,
-                                 OT_REC_SIZE_ESTIMATED, dev, (uint64_t)*handle, 1};
+                                 OT_REC_SIZE_ESTIMATED, dev, (uint64_t)*handle, 1, 0};
         ot_record_alloc(&q);
     }
     ot_leave(err);

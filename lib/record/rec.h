@@ -19,6 +19,8 @@ struct ot_rec {
     uint16_t flags;
     uint32_t refs; /* VMM: references (create, retain) */
     uint32_t maps; /* VMM: live mappings */
+    uint64_t ctx;  /* the CUcontext it was made in, whose end frees it; 0: it belongs to none (stream-ordered
+                    * pool memory, cuMemCreate's, as the driver documents) */
 };
 
 struct ot_alloc_req {
@@ -29,5 +31,6 @@ struct ot_alloc_req {
     int device;
     uint64_t key;
     uint64_t size;
+    uint64_t ctx; /* as ot_rec's; left 0 by the requests of kinds that belong to no context */
 };
 #endif

@@ -126,6 +126,7 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     r->flags = a->flags;
     r->refs = a->ns == OT_NS_VMM ? 1 : 0;
     r->maps = 0;
+    r->ctx = a->ctx;
     if (OT_LIKELY(at != NULL)) {
         S.live.count++;
         struct trace_device *d = ot_devslot(a->device);
@@ -457,6 +458,62 @@ void ot_pool_seen(uint64_t pool, int device)
     ot_lock_give();
 }
 
+/* ---- contexts: a context's end frees every allocation made in it ---- */
+
+/* Notes one freed allocation in e's list; without memory for it, the list is cut (nkept < nfreed). */
+static void ctx_freed_push(struct ot_ctx_end *e, const struct ot_rec *r)
+{
+    e->nfreed++;
+    if (e->nkept < e->nfreed - 1 || e->nkept >= OT_CTX_FREED_KEEP)
+        return;
+    if (e->nkept == e->cap) {
+        uint64_t cap = e->cap ? e->cap * 2 : 64;
+        struct ot_ctx_freed *n = realloc(e->v, cap * sizeof *n);
+        if (!n)
+            return;
+        e->v = n;
+        e->cap = cap;
+    }
+    e->v[e->nkept++] = (struct ot_ctx_freed){r->key, r->size, r->device, r->cat, r->ns};
+}
+
+/* One event however many allocations go: a reset under a live set of 100k allocations must not push
+ * 100k events through the ring. The records are closed in place: a backward shift only moves records
+ * into the slot just emptied (checked again) or into slots already passed, which hold no record of ctx. */
+void ot_record_ctx_end(uint64_t ctx, int device, uint16_t api)
+{
+    uint64_t frames[OT_MAX_FRAMES];
+    unsigned sflags;
+    int n = capture(frames, &sflags);
+    uint32_t tid = ot_tid();
+
+    ot_lock_take();
+    uint32_t stack = ot_stack_intern(frames, n, sflags);
+    struct ot_ctx_end *e = &S.ctx_ends[S.nctx_ends % OT_MAX_CTX_ENDS];
+    free(e->v); /* the oldest list makes room */
+    *e = (struct ot_ctx_end){0};
+    uint64_t bytes = 0;
+    struct ot_liveset *s = &S.live;
+    for (uint64_t i = 0; ctx && s->slots && i <= s->mask;) {
+        struct ot_rec *r = &s->slots[i];
+        if (!r->size || r->ctx != ctx) {
+            i++;
+            continue;
+        }
+        if (device < 0 && r->device >= 0)
+            device = r->device;
+        if (ot_category_is_device(r->cat))
+            bytes += r->size;
+        ctx_freed_push(e, r);
+        ot_peak_on_free(ot_devslot(r->device), r);
+        ot_live_del(s, r);
+    }
+    e->seq = ++S.seq;
+    S.nctx_ends++;
+    emit_ev(OT_EV_CONTEXT_END, e->seq, ot_now_ns(), NULL, ctx, bytes, tid, stack, (int16_t)device, api, 0);
+    ot_lock_give();
+}
+
 /* The device's used memory before this process's first tracked allocation on it: what the context,
  * modules and other processes already held. Taken once, before the real call: the first caller claims it
  * and asks the driver. */
@@ -516,6 +573,10 @@ void ot_record_reset(int forked)
     S.failure.valid = 0;
     S.npools = 0;
     S.async_devices = 0;
+    for (int i = 0; i < OT_MAX_CTX_ENDS; i++)
+        free(S.ctx_ends[i].v);
+    memset(S.ctx_ends, 0, sizeof S.ctx_ends);
+    S.nctx_ends = 0;
     if (!forked)
         ot_lock_give();
 }

@@ -26,6 +26,21 @@ struct trace_failure {
     uint32_t tid, stack;
 };
 
+/* What one context's end freed, kept beside the ring (its one event says how much; this says which, for a
+ * reader's replay). The allocations' list is cut at OT_CTX_FREED_KEEP entries (nkept < nfreed). */
+#define OT_MAX_CTX_ENDS 64
+#define OT_CTX_FREED_KEEP (1u << 20)
+struct ot_ctx_freed {
+    uint64_t key, size;
+    int16_t device;
+    uint8_t cat, ns;
+};
+struct ot_ctx_end {
+    uint64_t seq; /* the event's */
+    uint64_t nfreed, nkept, cap;
+    struct ot_ctx_freed *v;
+};
+
 struct trace_pool {
     uint64_t handle;
     int device;
@@ -70,6 +85,10 @@ void ot_vmm_release(uint64_t handle, struct ot_undo *u);
 void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle);
 void ot_vmm_unmap(uint64_t va, uint64_t size, struct ot_undo *u);
 void ot_pool_seen(uint64_t pool, int device);
+/* Context ctx ended (destroyed, its primary context reset or released for the last time): every
+ * allocation made in it leaves the live set, as one event of kind context_end. device: ctx's, or -1
+ * when unknown (then the freed allocations' device). Called after the driver's call succeeded. */
+void ot_record_ctx_end(uint64_t ctx, int device, uint16_t api);
 /* A device's used memory before its first tracked allocation: claim (1 for the one caller that should
  * ask the driver, once per device), then set what the driver said (known = 0: it could not say). */
 int ot_record_baseline_claim(int device);
@@ -112,6 +131,9 @@ const struct trace_failure *ot_record_last_failure(void); /* the most recent fai
 /* The recent markers and those pinned at each device's peak, by seq, each once, into v (room for
  * OT_MARKERS_VIEW). */
 size_t ot_record_markers(const struct trace_marker **v);
+
+/* The most recent context ends (at most OT_MAX_CTX_ENDS), oldest first, into v (room for OT_MAX_CTX_ENDS). */
+size_t ot_record_ctx_ends(const struct ot_ctx_end **v);
 
 /* Any time, without the lock: the seq of the last event (a flush skips an unchanged state). */
 uint64_t ot_record_last_seq(void);

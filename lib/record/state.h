@@ -35,6 +35,8 @@ struct ot_state {
     uint64_t failures;
     struct trace_pool pools[OT_MAX_POOLS];
     int npools;
+    struct ot_ctx_end ctx_ends[OT_MAX_CTX_ENDS]; /* the most recent, by nctx_ends % OT_MAX_CTX_ENDS */
+    uint64_t nctx_ends;
 };
 extern struct ot_state ot_state;
 _Static_assert(__builtin_offsetof(struct ot_state, maps) == 64, "the line every event writes is one line");

@@ -88,6 +88,14 @@ size_t ot_record_markers(const struct trace_marker **v)
     return k;
 }
 
+size_t ot_record_ctx_ends(const struct ot_ctx_end **v)
+{
+    uint64_t n = S.nctx_ends < OT_MAX_CTX_ENDS ? S.nctx_ends : OT_MAX_CTX_ENDS;
+    for (uint64_t i = 0; i < n; i++)
+        v[i] = &S.ctx_ends[(S.nctx_ends - n + i) % OT_MAX_CTX_ENDS];
+    return (size_t)n;
+}
+
 uint64_t ot_record_last_seq(void)
 {
     return __atomic_load_n(&S.seq, __ATOMIC_RELAXED);

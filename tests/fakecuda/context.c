@@ -26,6 +26,60 @@ CUresult cur_dev(int *dev)
     return CUDA_SUCCESS;
 }
 
+/* Primary contexts' references (cuDevicePrimaryCtxRetain minus Release), under lock(). */
+static int prim_refs[MAX_DEVICES];
+/* Device 0's primary context was used by a thread that never set one: it stays active, as if retained
+ * once, until a reset (so that a retain and its release never end it). */
+static atomic_int prim_implicit;
+
+/* The context that something made now belongs to, as a handle (0: none). */
+uint64_t cur_ctx(void)
+{
+    if (tl_ctx_set)
+        return tl_ctx;
+    if (!cfg.ndev)
+        return 0;
+    atomic_store(&prim_implicit, 1);
+    return mk_handle(TAG_CTX, 0, 0);
+}
+
+static uint64_t primary_ctx(int dev) { return mk_handle(TAG_CTX, 0, dev); }
+
+static int of_ctx(const struct rec *r, const void *arg) { return r->ctx == *(const uint64_t *)arg; }
+
+/* A context ends (destroyed, or a primary context reset): what was made in it goes back, as the real
+ * driver does (cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocHost/cuMemHostAlloc, host
+ * registrations, arrays, opened IPC handles). Pool memory and cuMemCreate's belong to no context and
+ * stay. Caller holds lock(). */
+static void ctx_end_locked(uint64_t ctx)
+{
+    struct rec *r, *nx;
+    for (r = map_take_all(&mem_map, of_ctx, &ctx); r; r = nx) {
+        nx = r->next;
+        devs[r->dev].live--;
+        uncharge(r->dev, r->size);
+        free(r);
+    }
+    for (r = map_take_all(&array_map, of_ctx, &ctx); r; r = nx) {
+        nx = r->next;
+        devs[r->dev].live--;
+        uncharge(r->dev, r->size);
+        free(r);
+    }
+    for (r = map_take_all(&host_map, of_ctx, &ctx); r; r = nx) {
+        nx = r->next;
+        if (r->kind == R_HOST) {
+            host_bytes -= r->size;
+            free((void *)(uintptr_t)r->key);
+        }
+        free(r);
+    }
+    for (r = map_take_all(&ipc_map, of_ctx, &ctx); r; r = nx) {
+        nx = r->next;
+        free(r);
+    }
+}
+
 static int ctx_decode(CUcontext ctx, int *dev)
 {
     uint64_t h = (uint64_t)(uintptr_t)ctx;
@@ -180,14 +234,54 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (!dev_ok(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    *pctx = (CUcontext)(uintptr_t)mk_handle(TAG_CTX, 0, dev);
+    lock();
+    prim_refs[dev]++;
+    unlock();
+    *pctx = (CUcontext)(uintptr_t)primary_ctx(dev);
     return CUDA_SUCCESS;
 }
 
+/* The last release resets the primary context, as the real driver's does. A release without a retain is
+ * accepted and changes nothing (older tests release what they never retained). */
 API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     enter();
-    return dev_ok(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    lock();
+    if (prim_refs[dev] > 0 && --prim_refs[dev] == 0 && !(dev == 0 && atomic_load(&prim_implicit)))
+        ctx_end_locked(primary_ctx(dev));
+    unlock();
+    return CUDA_SUCCESS;
+}
+
+/* What cudaDeviceReset does: the primary context's memory goes back and its references are dropped. */
+API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    enter();
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    lock();
+    prim_refs[dev] = 0;
+    if (dev == 0)
+        atomic_store(&prim_implicit, 0);
+    ctx_end_locked(primary_ctx(dev));
+    unlock();
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    enter();
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_ok(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    lock();
+    *active = prim_refs[dev] > 0 || (dev == 0 && atomic_load(&prim_implicit));
+    unlock();
+    *flags = 0;
+    return CUDA_SUCCESS;
 }
 
 API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
@@ -212,6 +306,9 @@ API CUresult cuCtxDestroy_v2(CUcontext ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
     if (tl_ctx_set && tl_ctx == (uint64_t)(uintptr_t)ctx)
         tl_ctx = 0;
+    lock();
+    ctx_end_locked((uint64_t)(uintptr_t)ctx);
+    unlock();
     return CUDA_SUCCESS;
 }
 

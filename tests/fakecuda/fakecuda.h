@@ -25,6 +25,8 @@
 API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
 API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
+API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active);
 API CUresult cuStreamSynchronize_ptsz(CUstream hStream);
 API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
@@ -111,6 +113,8 @@ struct rec {
     CUmemAllocationProp prop; /* R_PHYS */
     uint64_t ipc_base;    /* R_IPC: exporter's address and pid identify the allocation */
     uint32_t ipc_pid;
+    uint64_t ctx;         /* the context it was made in, which frees it when destroyed or reset; 0 for
+                           * kinds that belong to no context (pool memory, cuMemCreate) */
 };
 
 struct map {
@@ -178,10 +182,12 @@ int map_put(struct map *m, struct rec *r);
 struct rec *map_get(const struct map *m, uint64_t key);
 void map_del(struct map *m, struct rec *r);
 struct rec *map_find(const struct map *m, int (*fn)(const struct rec *, const void *), const void *arg);
+struct rec *map_take_all(struct map *m, int (*fn)(const struct rec *, const void *), const void *arg);
 struct rec *rec_new(enum rec_kind kind, uint64_t key, int dev, size_t size);
 
 /* Contexts and streams (context.c). */
 CUresult cur_dev(int *dev);
+uint64_t cur_ctx(void);
 CUresult stream_dev(CUstream s, int *dev);
 uint64_t new_serial_locked(void);
 

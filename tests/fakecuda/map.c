@@ -72,6 +72,25 @@ struct rec *map_find(const struct map *m, int (*fn)(const struct rec *, const vo
     return NULL;
 }
 
+/* Unlinks every record fn accepts; returns them chained by next. */
+struct rec *map_take_all(struct map *m, int (*fn)(const struct rec *, const void *), const void *arg)
+{
+    struct rec *taken = NULL;
+    for (size_t i = 0; m->b && i < ((size_t)1 << m->bits); i++)
+        for (struct rec **pp = &m->b[i]; *pp;) {
+            struct rec *r = *pp;
+            if (!fn(r, arg)) {
+                pp = &r->next;
+                continue;
+            }
+            *pp = r->next;
+            m->n--;
+            r->next = taken;
+            taken = r;
+        }
+    return taken;
+}
+
 struct rec *rec_new(enum rec_kind kind, uint64_t key, int dev, size_t size)
 {
     struct rec *r = calloc(1, sizeof *r);
@@ -80,6 +99,10 @@ struct rec *rec_new(enum rec_kind kind, uint64_t key, int dev, size_t size)
         r->key = key;
         r->dev = dev;
         r->size = size;
+        /* Pool memory and cuMemCreate's belong to no context: a context's end leaves them (the driver's
+         * cuCtxDestroy documentation says so). */
+        if (kind != R_POOLMEM && kind != R_PHYS)
+            r->ctx = cur_ctx();
     }
     return r;
 }

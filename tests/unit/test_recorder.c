@@ -117,7 +117,7 @@ static void test_peak_set_is_exact(void **state)
             live_key[i] = 0;
         } else {
             uint64_t size = 512 * (1 + next() % 64);
-            struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, addr, size};
+            struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, addr, size, 0};
             addr += 1 << 20;
             ot_record_alloc(&q);
             live_key[i] = q.key;
@@ -150,7 +150,7 @@ static void test_vmm_reference_counts(void **state)
     (void)state;
     reset();
     uint64_t h = 0xabc, size = 64 << 20;
-    struct ot_alloc_req q = {OT_NS_VMM, OT_CAT_VMM, OT_API_cuMemCreate, 0, 0, h, size};
+    struct ot_alloc_req q = {OT_NS_VMM, OT_CAT_VMM, OT_API_cuMemCreate, 0, 0, h, size, 0};
     ot_record_alloc(&q);
     ot_vmm_map(0x200000000ull, size, 0, h);
     ot_vmm_retain(h);
@@ -174,7 +174,7 @@ static void test_vmm_reference_counts(void **state)
     assert_int_equal(ot_state.maps.count, 0);
 
     /* Host-located VMM memory never enters a device's totals. */
-    struct ot_alloc_req hq = {OT_NS_VMM, OT_CAT_VMM, OT_API_cuMemCreate, OT_REC_HOST_LOCATION, -1, 0x77, size};
+    struct ot_alloc_req hq = {OT_NS_VMM, OT_CAT_VMM, OT_API_cuMemCreate, OT_REC_HOST_LOCATION, -1, 0x77, size, 0};
     ot_record_alloc(&hq);
     assert_int_equal(ot_state.dev[0].cur, 0);
     assert_int_equal(ot_state.host.by_cat[OT_CAT_VMM], size);
@@ -185,7 +185,7 @@ static void test_host_pinned_is_not_device_memory(void **state)
 {
     (void)state;
     reset();
-    struct ot_alloc_req q = {OT_NS_HOST, OT_CAT_HOST_PINNED, OT_API_cuMemHostAlloc, 0, -1, 0x5000, 4096};
+    struct ot_alloc_req q = {OT_NS_HOST, OT_CAT_HOST_PINNED, OT_API_cuMemHostAlloc, 0, -1, 0x5000, 4096, 0};
     ot_record_alloc(&q);
     assert_int_equal(ot_state.host.by_cat[OT_CAT_HOST_PINNED], 4096);
     assert_int_equal(ot_state.host.cur, 0);
@@ -204,13 +204,13 @@ static void test_markers_before_peak_are_kept(void **state)
         snprintf(label, sizeof label, "step %d", i);
         ot_record_marker(label);
     }
-    struct ot_alloc_req big = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x1000, 1 << 30};
+    struct ot_alloc_req big = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x1000, 1 << 30, 0};
     ot_record_alloc(&big);
     ot_record_free(OT_NS_DEVPTR, 0x1000, OT_API_cuMemFree_v2, NULL);
     for (int i = 20; i < 3000; i++) {
         snprintf(label, sizeof label, "step %d", i);
         ot_record_marker(label);
-        struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x2000, 4096};
+        struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x2000, 4096, 0};
         ot_record_alloc(&q);
         ot_record_free(OT_NS_DEVPTR, 0x2000, OT_API_cuMemFree_v2, NULL);
     }

@@ -29,7 +29,7 @@ static void test_ring_counts_dropped_chunks(void **state)
     set_ring_bytes(4096);
     for (int i = 0; i < 30000; i++) {
         struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0,
-                                 0x10000000ull + (next() % 1000000) * 512, 512 + next() % 100000};
+                                 0x10000000ull + (next() % 1000000) * 512, 512 + next() % 100000, 0};
         ot_record_alloc(&q);
         ot_record_free(OT_NS_DEVPTR, q.key, OT_API_cuMemFree_v2, NULL);
     }
@@ -185,7 +185,7 @@ static void test_ring_keeps_events_exactly(void **state)
         }
         uint64_t key = 0x7f0000000000ull + (next() % 100000) * 512, size = 1 + next() % (1ull << 40);
         int dev = (int)(next() % 4);
-        struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_ASYNC, OT_API_cuMemAllocAsync, 0, dev, key, size};
+        struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_ASYNC, OT_API_cuMemAllocAsync, 0, dev, key, size, 0};
         ot_record_alloc(&q);
         ref[++seq] = (struct dec_event){.kind = OT_EV_ALLOC, .api = OT_API_cuMemAllocAsync, .cat = OT_CAT_ASYNC,
                                         .device = dev, .addr = key, .size = size};
@@ -243,10 +243,10 @@ static void test_reused_key_closes_the_old_record(void **state)
 {
     (void)state;
     reset();
-    struct ot_alloc_req a = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x7f0000001000ull, 100};
+    struct ot_alloc_req a = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x7f0000001000ull, 100, 0};
     ot_record_alloc(&a);
     for (int i = 0; i < 3000; i++) { /* neighbours, so that the close moves records the insert must not lose */
-        struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x7e0000000000ull + i * 512ull, 1};
+        struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_DEVICE, OT_API_cuMemAlloc_v2, 0, 0, 0x7e0000000000ull + i * 512ull, 1, 0};
         ot_record_alloc(&q);
     }
     a.size = 200;
