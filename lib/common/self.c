@@ -8,6 +8,7 @@
 
 __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
 uint64_t ot_start_ns;
+uint64_t ot_ctx_gen = 1; /* never 0: a thread's cache starts at 0, so its first question asks */
 
 uint32_t ot_tid_slow(void)
 {

@@ -13,7 +13,7 @@ struct trace_thread {
     int ctx_dev;
     uint64_t ctx, ctx_gen;
 };
-/* Moved on by every context end the tracer sees (driver/driver.c). */
+/* Moved on by every context end the tracer sees (driver/driver.h, ot_drv_ctx_gen_next). */
 extern uint64_t ot_ctx_gen;
 extern __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));
 uint32_t ot_tid_slow(void);

@@ -9,8 +9,6 @@
 
 #define REAL(name) ((__typeof__(&name))ot_real.name)
 
-uint64_t ot_ctx_gen = 1; /* never 0: a thread's cache starts at 0, so its first question asks */
-
 /* The thread's current context is ctx (the caller asked); its device is asked and kept for next time. */
 int ot_drv_ctx_device_slow(uint64_t ctx)
 {

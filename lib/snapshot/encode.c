@@ -223,6 +223,27 @@ static void put_mappings(struct ot_buf *b)
     }
 }
 
+/* What each recent context end freed, by its event's seq (docs/FORMAT.md, CTX_FREED). */
+static void put_ctx_freed(struct ot_buf *b, const struct ot_ctx_end *const *v, size_t n)
+{
+    ot_buf_uv(b, n);
+    for (size_t i = 0; i < n; i++) {
+        const struct ot_ctx_end *e = v[i];
+        ot_buf_uv(b, e->seq);
+        ot_buf_uv(b, e->nfreed);
+        ot_buf_uv(b, e->nkept);
+        uint64_t prev = 0;
+        for (uint64_t k = 0; k < e->nkept; k++) {
+            const struct ot_ctx_freed *f = &e->v[k];
+            ot_buf_sv(b, (int64_t)(f->key - prev));
+            prev = f->key;
+            ot_buf_uv(b, f->size);
+            ot_buf_sv(b, f->device);
+            ot_buf_uv(b, f->cat);
+        }
+    }
+}
+
 static void put_failure(struct ot_buf *b, const struct trace_failure *f)
 {
     ot_buf_uv(b, f->req.api);
@@ -359,6 +380,10 @@ int ot_encode(struct trace_sections *secs, const struct trace_facts *f, enum ot_
     put_markers(section(secs, OT_SEC_MARKERS));
     if (ot_record_mappings()->count)
         put_mappings(section(secs, OT_SEC_MAPPINGS));
+    const struct ot_ctx_end *ends[OT_MAX_CTX_ENDS];
+    size_t nends = ot_record_ctx_ends(ends);
+    if (nends)
+        put_ctx_freed(section(secs, OT_SEC_CTX_FREED), ends, nends);
     ot_record_release();
 
     put_pools(section(secs, OT_SEC_POOLS), f);

@@ -53,7 +53,7 @@ struct trace_section {
     uint32_t type;
     struct ot_buf b;
 };
-#define OT_MAX_SECTIONS (19 + OT_MAX_DEVICES)
+#define OT_MAX_SECTIONS (20 + OT_MAX_DEVICES)
 struct trace_sections {
     int n;
     struct trace_section s[OT_MAX_SECTIONS];

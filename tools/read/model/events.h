@@ -44,7 +44,7 @@ int ot_event_reader_next(struct ot_event_reader *r, const struct snap_event **ev
 void ot_event_reader_free(struct ot_event_reader *r);
 
 /* What a full pass over the ring tells the report. */
-#define OT_EV_KIND_MAX 6
+#define OT_EV_KIND_MAX 7
 struct ot_event_stats {
     uint64_t decoded;
     uint64_t by_kind[OT_EV_KIND_MAX + 1]; /* [0]: kinds this reader does not know */

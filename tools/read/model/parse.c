@@ -24,6 +24,7 @@ static const ot_section_parser section_parsers[] = {
     [OT_SEC_MAPPINGS] = parse_mappings, [OT_SEC_PROCESSES] = parse_processes, [OT_SEC_THREADS] = parse_threads,
     [OT_SEC_LIVE_SEQ] = parse_live_seq, [OT_SEC_PEAK_REF] = parse_peak_ref,
     [OT_SEC_FRAMEWORK] = parse_framework, [OT_SEC_PROBES] = parse_probes, [OT_SEC_BORROWED] = parse_borrowed,
+    [OT_SEC_CTX_FREED] = parse_ctx_freed,
 };
 #define OT_NPARSERS (sizeof(section_parsers) / sizeof(section_parsers[0]))
 
@@ -183,6 +184,7 @@ static const char *part_name(uint32_t type)
     case OT_SEC_FRAMEWORK: return "its framework's own view";
     case OT_SEC_PROBES: return "its earlier out-of-memory snapshots";
     case OT_SEC_BORROWED: return "its borrowed Python stacks";
+    case OT_SEC_CTX_FREED: return "what its context ends freed";
     default: return "a part this reader does not know";
     }
 }

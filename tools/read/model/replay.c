@@ -5,6 +5,22 @@ void ot_replay_seed(struct ot_replay *r, const struct ot_record *rec)
     ot_addrmap_set(&r->seeded, rec->address, (struct ot_addrval){rec->stack_id, rec->size});
 }
 
+static void step(struct ot_replay *r, const struct snap_event *e);
+
+/* A context's end frees, at its event, every allocation made in the context: each is visited as a free
+ * of that moment (api: the call that ended the context), from the list the snapshot keeps (CTX_FREED). */
+static void context_end(struct ot_replay *r, const struct snap_event *e)
+{
+    const struct ot_ctx_end *ce = ot_snapshot_ctx_end(r->s, e->seq);
+    for (size_t i = 0; ce && i < ce->n; i++) {
+        const struct ot_ctx_freed *f = &ce->v[i];
+        struct snap_event fe = {.seq = e->seq, .time_ns = e->time_ns, .kind = OT_EV_FREE, .api = e->api,
+                                .category = f->category, .device = f->device, .tid = e->tid,
+                                .addr = f->address, .size = f->size};
+        step(r, &fe);
+    }
+}
+
 static void step(struct ot_replay *r, const struct snap_event *e)
 {
     struct ot_replay_step st = {.e = e};
@@ -19,6 +35,8 @@ static void step(struct ot_replay *r, const struct snap_event *e)
         }
     }
     r->visit(&st, r->ctx);
+    if (e->kind == OT_EV_CONTEXT_END)
+        context_end(r, e);
 }
 
 int ot_replay_run(struct ot_replay *r, char errbuf[OT_ERRBUF])

@@ -1,6 +1,8 @@
 /* One replay of the event ring, shared by every reader of it that needs to know which allocation a free
  * frees (timeline, memviz trace, the Why ring statements): the events in seq order up to a moment,
- * each free matched by address to the allocation it frees, the map holding only what is live.
+ * each free matched by address to the allocation it frees, the map holding only what is live. A context's
+ * end is visited, then each allocation it freed as a free of its own at that moment (kind free, the api of
+ * the call that ended the context), from the snapshot's list of them.
  *
  * A free is matched first among the ring's own allocations, then among the seeded ones (allocations
  * made before the ring's first kept event, from PEAK records), else it is unmatched. An allocation at an

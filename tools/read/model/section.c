@@ -43,6 +43,7 @@ static const char *section_words(uint32_t type)
     case OT_SEC_FRAMEWORK: return "the framework's view";
     case OT_SEC_PROBES: return "the framework's probes";
     case OT_SEC_BORROWED: return "the borrowed stacks";
+    case OT_SEC_CTX_FREED: return "what the context ends freed";
     default: return "a part of the file";
     }
 }

@@ -66,6 +66,7 @@ int parse_threads(struct sec_ctx *x);
 int parse_framework(struct sec_ctx *x);
 int parse_probes(struct sec_ctx *x);
 int parse_borrowed(struct sec_ctx *x);
+int parse_ctx_freed(struct sec_ctx *x);
 
 /* After the last section: the peak sets of PEAK_REF sections, from the live set. */
 int sec_resolve_peak_refs(struct ot_snapshot *s, char *errbuf);

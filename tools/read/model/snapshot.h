@@ -123,6 +123,17 @@ struct ot_mapping {
     uint64_t address, size, handle, offset;
 };
 
+/* CTX_FREED: what one context's end (the context_end event of this seq) freed; n of nfreed listed. */
+struct ot_ctx_freed {
+    uint64_t address, size, category;
+    int64_t device;
+};
+struct ot_ctx_end {
+    uint64_t seq, nfreed;
+    size_t n;
+    struct ot_ctx_freed *v;
+};
+
 struct ot_process {
     int64_t device;
     uint64_t pid, used_bytes;
@@ -182,6 +193,8 @@ struct ot_snapshot {
     struct snap_pool *pools;
     size_t nmappings;
     struct ot_mapping *mappings;
+    size_t nctx_ends;
+    struct ot_ctx_end *ctx_ends; /* by seq, ascending */
 
     bool has_processes;
     uint64_t processes_source;
@@ -236,6 +249,8 @@ const struct ot_symbol *ot_snapshot_symbol(const struct ot_snapshot *s, uint64_t
 const struct ot_module *ot_snapshot_module(const struct ot_snapshot *s, uint64_t address);
 const struct snap_device *ot_snapshot_device(const struct ot_snapshot *s, int64_t ordinal);
 const struct ot_peak *ot_snapshot_peak(const struct ot_snapshot *s, int64_t device);
+/* What the context_end event of this seq freed (CTX_FREED), or NULL when the snapshot does not say. */
+const struct ot_ctx_end *ot_snapshot_ctx_end(const struct ot_snapshot *s, uint64_t seq);
 /* The thread's recorded name (its kernel comm); NULL when the snapshot names it not or with "". */
 const struct snap_thread *ot_snapshot_thread(const struct ot_snapshot *s, uint64_t tid);
 /* Markers are sorted by seq: the index of the first with seq >= seq (nmarkers when none); the one with

@@ -316,7 +316,8 @@ static void events(struct jx *x)
     if (ring) {
         ot_json_obj(j, "by_kind");
         for (int k = 1; k <= OT_EV_KIND_MAX; k++)
-            ot_json_u64(j, ot_event_kind_name(k), e->by_kind[k]);
+            if (k != OT_EV_CONTEXT_END || e->by_kind[k]) /* present only where a context ended (docs/JSON.md) */
+                ot_json_u64(j, ot_event_kind_name(k), e->by_kind[k]);
         ot_json_u64(j, "unknown", e->by_kind[0]);
         ot_json_obj_end(j);
     } else {

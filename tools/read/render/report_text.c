@@ -475,6 +475,8 @@ static void events(struct tx *t)
                 reltime(t1, s, e->first_time_ns), reltime(t2, s, e->last_time_ns));
         const char *sep = "";
         for (int k = 1; k <= OT_EV_KIND_MAX; k++) {
+            if (k == OT_EV_CONTEXT_END && !e->by_kind[k]) /* named only where a context ended */
+                continue;
             fprintf(o, "%s%s %s", sep, ot_event_kind_name(k), ot_fmt_count(b1, e->by_kind[k]));
             sep = ", ";
         }
