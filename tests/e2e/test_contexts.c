@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "model/replay.h"
 
 #define PROG "build/tests/contexts"
 
@@ -63,6 +64,36 @@ static size_t live_of_size(const struct loaded *l, uint64_t size)
     return count_recs(l->s.live, l->s.nlive, &m);
 }
 
+/* The ring's replay: the allocations each context end freed, visited as frees at that event. */
+struct ended {
+    uint64_t api, n, matched, bytes;
+};
+
+static bool every_event(const struct snap_event *e, void *ctx)
+{
+    (void)e, (void)ctx;
+    return true;
+}
+
+static void count_ended(const struct ot_replay_step *st, void *ctx)
+{
+    struct ended *c = ctx;
+    if (!st->tracked || st->e->kind != OT_EV_FREE || st->e->api != c->api)
+        return;
+    c->n++;
+    c->matched += st->matched;
+    c->bytes += st->e->size;
+}
+
+static struct ended replay_ended(const struct loaded *l, uint64_t api)
+{
+    struct ended c = {.api = api};
+    struct ot_replay rp = {.s = &l->s, .last_seq = UINT64_MAX, .track = every_event, .visit = count_ended, .ctx = &c};
+    char err[OT_ERRBUF];
+    assert_int_equal(ot_replay_run(&rp, err), 0);
+    return c;
+}
+
 static void test_destroy(void **st)
 {
     (void)st;
@@ -85,6 +116,11 @@ static void test_destroy(void **st)
     assert_int_equal(count_events(&l->s, OT_EV_CONTEXT_END, OT_API_cuCtxDestroy_v2, 0, &bytes), 1);
     assert_int_equal(bytes, gone);
     assert_int_equal(count_events(&l->s, OT_EV_FREE, 0, 0, NULL), 0);
+    /* The replay frees the six allocations there, each matched to its allocation (host pinned included). */
+    struct ended c = replay_ended(l, OT_API_cuCtxDestroy_v2);
+    assert_int_equal(c.n, 6);
+    assert_int_equal(c.matched, 6);
+    assert_int_equal(c.bytes, gone + 1 * MiB);
 
     /* 900 MiB in a new context: the peak is now that, not the sum of both phases. */
     l = by_reason(&snaps, "destroy-next");
@@ -107,6 +143,7 @@ static void test_reset(void **st)
     uint64_t bytes = 0;
     assert_int_equal(count_events(&l->s, OT_EV_CONTEXT_END, OT_API_cuDevicePrimaryCtxReset_v2, 0, &bytes), 1);
     assert_int_equal(bytes, 600 * MiB);
+    assert_int_equal(replay_ended(l, OT_API_cuDevicePrimaryCtxReset_v2).matched, 2);
     l = by_reason(&snaps, "reset-next");
     expect_dev0(l, 900 * MiB, 900 * MiB, run_u64(&run, "used-end")); /* not 1500 MiB: the phases' sum */
     assert_int_equal(l->s.nlive, 1);

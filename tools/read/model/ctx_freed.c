@@ -47,16 +47,3 @@ int parse_ctx_freed(struct sec_ctx *x)
     s->nctx_ends = (size_t)count;
     return 0;
 }
-
-const struct ot_ctx_end *ot_snapshot_ctx_end(const struct ot_snapshot *s, uint64_t seq)
-{
-    size_t lo = 0, hi = s->nctx_ends;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->ctx_ends[mid].seq < seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < s->nctx_ends && s->ctx_ends[lo].seq == seq ? &s->ctx_ends[lo] : NULL;
-}

@@ -1,6 +1,9 @@
 /* Lookups in a parsed snapshot (the format's names are oomtrace_format.h's). */
 #include "model/snapshot.h"
 
+#include <stddef.h>
+#include <string.h>
+
 const struct ot_stack *ot_snapshot_stack(const struct ot_snapshot *s, uint64_t id)
 {
     uint32_t i = ot_u64map_get(&s->stack_index, id);
@@ -61,17 +64,32 @@ const struct snap_thread *ot_snapshot_thread(const struct ot_snapshot *s, uint64
     return NULL;
 }
 
-size_t ot_snapshot_marker_from(const struct ot_snapshot *s, uint64_t seq)
+/* The first of n items (size bytes apart, ascending by the uint64_t seq at offset off) whose seq is at
+ * least seq; n when none. */
+static size_t seq_from(const void *items, size_t n, size_t size, size_t off, uint64_t seq)
 {
-    size_t lo = 0, hi = s->nmarkers;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->markers[mid].seq < seq)
+        uint64_t at;
+        memcpy(&at, (const char *)items + mid * size + off, sizeof at);
+        if (at < seq)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+size_t ot_snapshot_marker_from(const struct ot_snapshot *s, uint64_t seq)
+{
+    return seq_from(s->markers, s->nmarkers, sizeof(*s->markers), offsetof(struct snap_marker, seq), seq);
+}
+
+const struct ot_ctx_end *ot_snapshot_ctx_end(const struct ot_snapshot *s, uint64_t seq)
+{
+    size_t i = seq_from(s->ctx_ends, s->nctx_ends, sizeof(*s->ctx_ends), offsetof(struct ot_ctx_end, seq), seq);
+    return i < s->nctx_ends && s->ctx_ends[i].seq == seq ? &s->ctx_ends[i] : NULL;
 }
 
 const struct snap_marker *ot_snapshot_marker(const struct ot_snapshot *s, uint64_t seq)
