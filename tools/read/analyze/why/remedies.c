@@ -430,7 +430,9 @@ static void pool_trim(struct ot_why *w, const struct ot_analysis *a)
 }
 
 /* A request short of the free memory by less than what one call site holds live at the failure: that site's
- * memory, or a smaller request, makes it fit. Only when nothing else explains the failure. */
+ * memory, or a smaller request, makes it fit. Only when nothing else explains the failure. A smaller request
+ * is proposed only when the free memory is at least 1/MAKE_ROOM_PIECES of the request. */
+#define MAKE_ROOM_PIECES 8
 static void make_room(struct ot_why *w, const struct ot_analysis *a)
 {
     const struct ot_why_item *it = why_find(a->why, "request_exceeds_free");
@@ -450,15 +452,25 @@ static void make_room(struct ot_why *w, const struct ot_analysis *a)
             why_bytes(b2, short_b), why_bytes(b3, freeb), s->failure.device);
     why_put_headline(b.f, a, top->stack_id);
     fprintf(b.f, " held %s live at the failure (%s allocation%s): free what it holds (or move it to the host) before the "
-            "request, or make the request",
-            why_bytes(b4, top->bytes), ot_fmt_count(b1, top->count), top->count == 1 ? "" : "s");
-    if (s->failure.stack_id) {
-        fputs(" at ", b.f);
-        why_put_headline(b.f, a, s->failure.stack_id);
+            "request", why_bytes(b4, top->bytes), ot_fmt_count(b1, top->count), top->count == 1 ? "" : "s");
+    /* A smaller request is a remedy only while what is free holds a useful piece of it: "no larger than 0 B"
+     * is none (walk 8, #1). */
+    bool smaller = freeb && freeb >= req / MAKE_ROOM_PIECES;
+    if (smaller) {
+        fputs(", or make the request", b.f);
+        if (s->failure.stack_id) {
+            fputs(" at ", b.f);
+            why_put_headline(b.f, a, s->failure.stack_id);
+        }
+        fprintf(b.f, " no larger than %s (in pieces, or a smaller batch).", why_bytes(b1, freeb));
+    } else if (freeb) {
+        fprintf(b.f, ": with %s free, less than 1/%d of the request, a smaller request is no way out; the memory must be "
+                "freed first.", why_bytes(b1, freeb), MAKE_ROOM_PIECES);
+    } else {
+        fputs(": the device had nothing free, so no request of any size fits until memory is freed.", b.f);
     }
-    fprintf(b.f, " no larger than %s (in pieces, or a smaller batch).", why_bytes(b1, freeb));
     WHY_NUMS_U(&b, {"site_bytes", top->bytes}, {"stack_id", top->stack_id}, {"requested_bytes", req},
-               {"free_bytes", freeb}, {"short_bytes", short_b});
+               {"free_bytes", freeb}, {"short_bytes", short_b}, {"smaller_request", smaller});
     why_item_end(&b);
 }
 
