@@ -480,15 +480,10 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
     if (rc == 0 && s->has_live) {
         rc = add_records(&g, &id, NULL, s, &out->now, s->live, s->nlive, out->device, &sb_now);
         split_pools(s, &out->now, out->device);
-        if (rc == 0)
-            rc = ot_bd_site_parts(g.a, g.ids, g.n, &out->now, &sb_now);
-        uint64_t before = out->now.bytes[OT_BD_CACHE];
-        add_outside(a, &out->now, out->device);
-        out->cache_is_pools = !before && out->now.bytes[OT_BD_CACHE];
-        finish(&out->now);
     }
     const struct ot_peak_view *p = a->peak;
-    if (rc == 0 && p && p->device == out->device && p->section) {
+    bool at_peak = p && p->device == out->device && p->section;
+    if (rc == 0 && at_peak) {
         /* Identity holds at the peak only for allocations still live at the snapshot. */
         bool by_address = id.n && s->has_live;
         if (by_address) {
@@ -505,8 +500,17 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
         const struct snap_device *d = ot_snapshot_device(s, out->device);
         if (rc == 0 && d && s->has_live && d->tracked_bytes == p->bytes)
             split_pools(s, &out->peak, out->device);
-        if (rc == 0)
-            rc = ot_bd_site_parts(g.a, g.ids, g.n, &out->peak, &sb_peak);
+    }
+    /* Both moments' sites are known before either is named: one label per site across the two tables. */
+    if (rc == 0 && s->has_live) {
+        rc = ot_bd_site_parts(g.a, g.ids, g.n, &out->now, &sb_now, at_peak ? &sb_peak : NULL);
+        uint64_t before = out->now.bytes[OT_BD_CACHE];
+        add_outside(a, &out->now, out->device);
+        out->cache_is_pools = !before && out->now.bytes[OT_BD_CACHE];
+        finish(&out->now);
+    }
+    if (rc == 0 && at_peak) {
+        rc = ot_bd_site_parts(g.a, g.ids, g.n, &out->peak, &sb_peak, s->has_live ? &sb_now : NULL);
         out->peak.whole = p->bytes;
         finish(&out->peak);
     }

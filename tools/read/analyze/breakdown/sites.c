@@ -105,8 +105,13 @@ static void put_site_part(struct ot_bd_moment *m, size_t slot, const char *label
 
 /* The program row's split by call site, when the row is still exactly its sites' bytes (a framework's
  * pool that took some of it as cache, or JAX's arrays, say what it holds instead). */
+static bool has_site(const struct ot_bd_site_bytes *sb, size_t k)
+{
+    return sb && k < sb->cap && sb->v[k];
+}
+
 int ot_bd_site_parts(const struct ot_analysis *a, const uint64_t *ids, size_t nids, struct ot_bd_moment *m,
-                     const struct ot_bd_site_bytes *sb)
+                     const struct ot_bd_site_bytes *sb, const struct ot_bd_site_bytes *other)
 {
     uint64_t sum = 0;
     size_t nsites = 0;
@@ -120,27 +125,38 @@ int ot_bd_site_parts(const struct ot_analysis *a, const uint64_t *ids, size_t ni
     for (size_t i = 0; i < m->nparts; i++)
         if (m->parts[i].row == OT_BD_PROGRAM)
             return 0;
-    struct site_chain *c = calloc(nsites, sizeof(*c));
+    /* The other moment's sites (the peak's for the failure's table, and back) count in what names a site:
+     * one label per call site across both tables, so an allocation live at both is one row (walk 8, #32:
+     * the weights read "oldpeak.py:10" at the peak, where two sites shared the helper, and "oldpeak.py:7
+     * in alloc" at the failure). */
+    size_t nall = nsites;
+    for (size_t k = 0; other && k < other->cap && k < nids; k++)
+        nall += other->v[k] && !has_site(sb, k);
+    struct site_chain *c = calloc(nall, sizeof(*c));
     struct site_label *l = calloc(nsites, sizeof(*l));
     int rc = c && l ? 0 : -1;
-    size_t n = 0;
-    for (size_t k = 0; rc == 0 && k < sb->cap && k < nids; k++)
-        if (sb->v[k]) {
+    size_t n = 0, na = nsites;
+    for (size_t k = 0; rc == 0 && k < nids && (k < sb->cap || (other && k < other->cap)); k++) {
+        if (has_site(sb, k)) {
             chain_of(a, ids[k], &c[n]);
             c[n].stack_id = ids[k];
             c[n++].bytes = sb->v[k];
+        } else if (has_site(other, k)) {
+            chain_of(a, ids[k], &c[na]);
+            c[na++].stack_id = ids[k];
         }
+    }
     /* The innermost frames every site shares: none name a site. Sites whose frames are all the same (one
      * site, or paths that differ only below the program's line) are named by their innermost frame. */
     size_t common = rc == 0 ? c[0].n : 0;
     bool same = true;
-    for (size_t i = 1; i < n; i++) {
+    for (size_t i = 1; i < na; i++) {
         size_t j = 0;
         while (j < common && j < c[i].n && ot_frame_same_line(c[0].f[j], c[i].f[j]))
             j++;
         common = j;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < na; i++)
         same = same && c[i].n == common;
     if (same)
         common = 0;

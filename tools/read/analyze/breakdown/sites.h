@@ -13,9 +13,10 @@ struct ot_bd_site_bytes {
 };
 
 int ot_bd_site_add(struct ot_bd_site_bytes *sb, size_t k, uint64_t bytes); /* -1: out of memory */
-/* Splits m's program row by the call sites of sb (ids[k]: the stack of sb->v[k]); -1: out of memory. */
+/* Splits m's program row by the call sites of sb (ids[k]: the stack of sb->v[k]), naming each site as it is
+ * told apart from the sites of sb and of other (the other moment's, or NULL); -1: out of memory. */
 int ot_bd_site_parts(const struct ot_analysis *a, const uint64_t *ids, size_t nids, struct ot_bd_moment *m,
-                     const struct ot_bd_site_bytes *sb);
+                     const struct ot_bd_site_bytes *sb, const struct ot_bd_site_bytes *other);
 /* Adds bytes to m's part (row, label), or a new part; label must outlive m. */
 void ot_bd_add_part(struct ot_bd_moment *m, enum ot_bd_row row, struct ot_str label, uint64_t bytes);
 

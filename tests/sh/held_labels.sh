@@ -1,0 +1,57 @@
+#!/bin/sh
+# "What held the memory" names each call site once across its two moments (walk 8, #32): oldpeak.py allocates
+# through one helper; its weights (kept) and a workspace (freed before the failure) share it at the peak, and
+# the weights alone are live at the failure. The weights are one row, "oldpeak.py:9 in <module>", with their
+# bytes at the failure and at the peak, not the helper's line at the failure beside the caller's at the peak.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+READER=${READER:-$ROOT/build/oomtrace-read}
+LIB=$ROOT/build/liboomtrace.so
+for f in "$READER" "$LIB" "$ROOT/build/fake/libcuda.so.1"; do
+    [ -e "$f" ] || { echo "held_labels: $f is missing (make test-build)"; exit 1; }
+done
+command -v python3 >/dev/null 2>&1 || { echo "held_labels: skipped, no python3"; exit 0; }
+T=$(mktemp -d /tmp/oomtrace-heldlabels.XXXXXX)
+trap 'rm -rf "$T"' EXIT INT TERM
+cp tests/py/drv.py "$T/"
+cat >"$T/oldpeak.py" <<'PY'
+from drv import MiB, free, mark, try_alloc
+
+
+def alloc(mib):
+    rc, a = try_alloc(mib * MiB)
+    return a if rc == 0 else None
+
+
+weights = alloc(300)
+mark(b"warmup")
+workspace = alloc(650)
+free(workspace)
+for step in range(20):
+    mark(b"step %d" % step)
+    free(alloc(200))
+mark(b"export")
+assert alloc(800) is None
+PY
+mkdir "$T/op"
+env LD_LIBRARY_PATH="$ROOT/build/fake" FAKECUDA_CAPACITY=1G FAKECUDA_OTHER_USED=0 OOMTRACE_DIR="$T/op" OOMTRACE_QUIET=1 \
+    LD_PRELOAD="$LIB" python3 "$T/oldpeak.py" >"$T/programs.log" 2>&1
+"$READER" "$T"/op/*.oomt >"$T/r.txt" 2>&1 || { echo "held_labels: FAIL: exit $? reading the snapshot"; cat "$T/programs.log"; exit 1; }
+sed -n '/^What held the memory/,/^$/p' "$T/r.txt" >"$T/held.txt"
+failed=0
+grep -Eq '^      oldpeak\.py:9 in <module> +300 MiB +100\.0% +300 MiB +31\.6%$' "$T/held.txt" ||
+    { echo "held_labels: FAIL: the weights are not one row at both moments:"; cat "$T/held.txt"; failed=1; }
+grep -Eq '^      oldpeak\.py:11 in <module> +650 MiB +68\.4%$' "$T/held.txt" ||
+    { echo "held_labels: FAIL: the workspace's row at the peak:"; cat "$T/held.txt"; failed=1; }
+! grep -q 'in try_alloc' "$T/held.txt" || { echo "held_labels: FAIL: the helper's line names a row:"; cat "$T/held.txt"; failed=1; }
+"$READER" --format json "$T"/op/*.oomt | python3 -c '
+import json, sys
+b = json.load(sys.stdin)["breakdown"]
+parts = {m: {p["label"]: p["bytes"] for r in b[m]["rows"] for p in r["parts"]} for m in ("now", "peak")}
+MiB = 1 << 20
+assert parts["now"] == {"oldpeak.py:9 in <module>": 300 * MiB}, parts
+assert parts["peak"] == {"oldpeak.py:9 in <module>": 300 * MiB, "oldpeak.py:11 in <module>": 650 * MiB}, parts
+' || { echo "held_labels: FAIL: JSON breakdown parts"; failed=1; }
+[ "$failed" -eq 0 ] && echo "held_labels: ok"
+exit "$failed"
