@@ -5,16 +5,8 @@
 # bytes at the failure and at the peak, not the helper's line at the failure beside the caller's at the peak.
 set -u
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
-READER=${READER:-$ROOT/build/oomtrace-read}
-LIB=$ROOT/build/liboomtrace.so
-for f in "$READER" "$LIB" "$ROOT/build/fake/libcuda.so.1"; do
-    [ -e "$f" ] || { echo "held_labels: $f is missing (make test-build)"; exit 1; }
-done
-command -v python3 >/dev/null 2>&1 || { echo "held_labels: skipped, no python3"; exit 0; }
-T=$(mktemp -d /tmp/oomtrace-heldlabels.XXXXXX)
-trap 'rm -rf "$T"' EXIT INT TERM
-cp tests/py/drv.py "$T/"
+NAME=held_labels
+. tests/sh/lib/drv_programs.sh
 cat >"$T/oldpeak.py" <<'PY'
 from drv import MiB, free, mark, try_alloc
 
@@ -39,7 +31,6 @@ env LD_LIBRARY_PATH="$ROOT/build/fake" FAKECUDA_CAPACITY=1G FAKECUDA_OTHER_USED=
     LD_PRELOAD="$LIB" python3 "$T/oldpeak.py" >"$T/programs.log" 2>&1
 "$READER" "$T"/op/*.oomt >"$T/r.txt" 2>&1 || { echo "held_labels: FAIL: exit $? reading the snapshot"; cat "$T/programs.log"; exit 1; }
 sed -n '/^What held the memory/,/^$/p' "$T/r.txt" >"$T/held.txt"
-failed=0
 grep -Eq '^      oldpeak\.py:9 in <module> +300 MiB +100\.0% +300 MiB +31\.6%$' "$T/held.txt" ||
     { echo "held_labels: FAIL: the weights are not one row at both moments:"; cat "$T/held.txt"; failed=1; }
 grep -Eq '^      oldpeak\.py:11 in <module> +650 MiB +68\.4%$' "$T/held.txt" ||

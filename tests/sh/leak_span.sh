@@ -15,16 +15,8 @@
 #                that holds nothing.
 set -u
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
-READER=${READER:-$ROOT/build/oomtrace-read}
-LIB=$ROOT/build/liboomtrace.so
-for f in "$READER" "$LIB" "$ROOT/build/fake/libcuda.so.1"; do
-    [ -e "$f" ] || { echo "leak_span: $f is missing (make test-build)"; exit 1; }
-done
-command -v python3 >/dev/null 2>&1 || { echo "leak_span: skipped, no python3"; exit 0; }
-T=$(mktemp -d /tmp/oomtrace-leakspan.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT INT TERM
-failed=0
+NAME=leak_span
+. tests/sh/lib/drv_programs.sh
 traced() { # traced NAME [VAR=VALUE...] -- program $T/NAME.py under the tracer, its snapshot's report in $T/NAME.txt
     name=$1
     shift
@@ -42,7 +34,6 @@ has() {
 hasnt() {
     ! grep -Eq -- "$3" "$T/$1.txt" || { echo "leak_span: FAIL: $1: $2 ($(grep -Eo -- ".{0,80}$3.{0,80}" "$T/$1.txt" | head -1))"; failed=1; }
 }
-cp tests/py/drv.py "$T/"
 
 # steps.py: a step's pieces for the programs below: scratch (allocated and freed again) and keep (held in a list).
 cat >"$T/steps.py" <<'PY'

@@ -5,17 +5,8 @@
 # of REQUEST_MIB that fails.
 set -u
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
-READER=${READER:-$ROOT/build/oomtrace-read}
-LIB=$ROOT/build/liboomtrace.so
-for f in "$READER" "$LIB" "$ROOT/build/fake/libcuda.so.1"; do
-    [ -e "$f" ] || { echo "make_room: $f is missing (make test-build)"; exit 1; }
-done
-command -v python3 >/dev/null 2>&1 || { echo "make_room: skipped, no python3"; exit 0; }
-T=$(mktemp -d /tmp/oomtrace-makeroom.XXXXXX)
-trap 'rm -rf "$T"' EXIT INT TERM
-failed=0
-cp tests/py/drv.py "$T/"
+NAME=make_room
+. tests/sh/lib/drv_programs.sh
 cat >"$T/full.py" <<'PY'
 import sys
 from drv import MiB, try_alloc
