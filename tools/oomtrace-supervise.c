@@ -134,6 +134,13 @@ int main(int argc, char **argv)
         _exit(err == ENOENT ? 127 : 126);
     }
     child = pid;
+    /* The line said on passing a signal on goes to the launcher's standard error, which may be a pipe whose
+     * reader has gone (CMD 2>&1 | head -1): it must not end the launcher by SIGPIPE before CMD's status is
+     * known. Ignored here only, CMD having started with the launcher's dispositions; the report gets them back. */
+    struct sigaction pipe_ign, pipe_old;
+    memset(&pipe_ign, 0, sizeof pipe_ign);
+    pipe_ign.sa_handler = SIG_IGN;
+    int pipe_set = sigaction(SIGPIPE, &pipe_ign, &pipe_old) == 0;
     sigprocmask(SIG_SETMASK, &mask, NULL);
 
     int status = 0;
@@ -155,6 +162,8 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < NPASSED; k++)
         if (installed[k])
             sigaction(passed_on[k], &original[k], NULL);
+    if (pipe_set)
+        sigaction(SIGPIPE, &pipe_old, NULL);
     sigprocmask(SIG_SETMASK, &mask, NULL);
     char codes[3][16];
     snprintf(codes[0], sizeof codes[0], "%d", code);

@@ -184,6 +184,29 @@ for case in "|0|" "--max-peak 1G|0|gate --max-peak passed" "--max-peak 1M|1|gate
         fail "${case%%|*} into a closed pipe: status $rc, want ${want%%|*}; summary: $(head -c 300 "$work/pipe.md")"
 done
 
+# ... and a SIGTERM sent to the launcher then: its line "SIGTERM passed on" goes into the gone pipe, and the
+# launcher still waits for the command and ends with its status (143), not by SIGPIPE (141).
+rm -f "$work/l.pid" "$work/c.pid"
+( (sh -c 'echo $$ >"$0"; exec "$1" run --dir "$2" -- sh -c "echo \$\$ >\"\$0\"; exec sleep 30" "$3" 2>&1' \
+    "$work/l.pid" "$launcher" "$work/tp" "$work/c.pid"
+    echo $? >"$work/tp.rc") | true) &
+job=$!
+n=0
+until [ -s "$work/c.pid" ] && grep -q "^sleep" "/proc/$(cat "$work/c.pid")/cmdline" 2>/dev/null; do
+    n=$((n + 1))
+    [ "$n" -lt 200 ] || fail "the command under the launcher did not start"
+    sleep 0.05
+done
+kill -TERM "$(cat "$work/l.pid")"
+wait "$job"
+n=0
+while grep -q '^State:[^Z]*$' "/proc/$(cat "$work/c.pid")/status" 2>/dev/null; do
+    n=$((n + 1))
+    [ "$n" -lt 40 ] || { kill "$(cat "$work/c.pid")"; fail "SIGTERM into a closed pipe left the command running"; }
+    sleep 0.05
+done
+[ "$(cat "$work/tp.rc")" -eq 143 ] || fail "SIGTERM to the launcher whose stderr is a closed pipe: status $(cat "$work/tp.rc"), want 143"
+
 # #19c: a gate given twice is refused, not the last kept silently; #19e: a --summary that takes no write
 # (/dev/full) is refused before the command runs, not found missing after it.
 for case in "--max-peak 1G --max-peak 2G|oomtrace: --max-peak given twice (1G, then 2G): give one (see oomtrace --help)" \
