@@ -3,6 +3,7 @@
 # through one helper; its weights (kept) and a workspace (freed before the failure) share it at the peak, and
 # the weights alone are live at the failure. The weights are one row, "oldpeak.py:9 in <module>", with their
 # bytes at the failure and at the peak, not the helper's line at the failure beside the caller's at the peak.
+# Its "export" after the steps is a phase of another kind, not a step given a larger input.
 set -u
 cd "$(dirname "$0")/../.."
 NAME=held_labels
@@ -44,5 +45,11 @@ MiB = 1 << 20
 assert parts["now"] == {"oldpeak.py:9 in <module>": 300 * MiB}, parts
 assert parts["peak"] == {"oldpeak.py:9 in <module>": 300 * MiB, "oldpeak.py:11 in <module>": 650 * MiB}, parts
 ' || { echo "held_labels: FAIL: JSON breakdown parts"; failed=1; }
+# Its "export" after 20 steps asked for 4x a step: a phase of its own, not a step given a larger input.
+grep -Fq 'The phase under way at the failure asked for 4.0x the interval of another kind before it: after marker "export"' "$T/r.txt" ||
+    { echo "held_labels: FAIL: the export phase compared as a step: $(grep -F 'under way at the failure' "$T/r.txt")"; failed=1; }
+grep -Fq 'a phase of another kind, which fit: this phase is no larger step but work of its own. Give it less at once (a smaller batch for it, or its work in pieces), or free (or move to the host) what was live when it began (300 MiB) before it starts.' "$T/r.txt" ||
+    { echo "held_labels: FAIL: the export phase's remedy: $(grep -F 'What ran after' "$T/r.txt")"; failed=1; }
+! grep -Fq 'that step was given more' "$T/r.txt" || { echo "held_labels: FAIL: the export read as a step given a larger input"; failed=1; }
 [ "$failed" -eq 0 ] && echo "held_labels: ok"
 exit "$failed"

@@ -143,6 +143,7 @@ validate()
 PY
 traced validate
 hasnt validate "a phase's working set called a site that only adds" 'only added to what it held|only adds to what it holds'
+has validate "the validation pass as a phase of its own" 'a phase of another kind, which fit: this phase is no larger step but work of its own\. Give it less at once \(a smaller batch for it, or its work in pieces\), or free \(or move to the host\) what was live when it began \(600 MiB\) before it starts\.'
 
 cat >"$T/churn.py" <<'PY'
 from drv import MiB, free, try_alloc

@@ -226,9 +226,20 @@ void remedy_step_input(struct ot_why *w, const struct ot_analysis *a)
     fprintf(b.f, " asked for %s, %.1fx the %s of what ran after ", why_bytes(b1, demand), (double)demand / (double)before,
             why_bytes(b2, before));
     why_put_marker(b.f, a->s, item_num(it, "previous_marker_seq"));
+    if (!item_num(it, "same_kind")) {
+        uint64_t held = item_num(it, "live_before_bytes");
+        fputs(", a phase of another kind, which fit: this phase is no larger step but work of its own. Give it less at once "
+              "(a smaller batch for it, or its work in pieces)", b.f);
+        if (held)
+            fprintf(b.f, ", or free (or move to the host) what was live when it began (%s) before it starts", why_bytes(b1, held));
+        fputc('.', b.f);
+        WHY_NUMS_U(&b, {"step_demand_bytes", demand}, {"previous_demand_bytes", before}, {"same_kind", 0});
+        why_item_end(&b);
+        return;
+    }
     fputs(", which fit: that step was given more (a longer input, a larger batch) or did more. Bound the largest input one step gets (truncate it, or bucket inputs by "
           "size so that one long input cannot exceed what fits), or split such a step into micro-batches with gradient "
           "accumulation.", b.f);
-    WHY_NUMS_U(&b, {"step_demand_bytes", demand}, {"previous_demand_bytes", before});
+    WHY_NUMS_U(&b, {"step_demand_bytes", demand}, {"previous_demand_bytes", before}, {"same_kind", 1});
     why_item_end(&b);
 }

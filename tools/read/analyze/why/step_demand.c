@@ -21,6 +21,22 @@ static uint64_t rise(int64_t from, int64_t to)
     return to > from ? (uint64_t)to - (uint64_t)from : 0;
 }
 
+/* Markers of one kind: their labels agree up to the first digit ("step 19" and "step 20"; not "step 19" and
+ * "export"). A marker no longer kept is taken to be of the kind of the other. */
+static bool same_kind(const struct ot_snapshot *s, uint64_t a, uint64_t b)
+{
+    const struct snap_marker *x = ot_snapshot_marker(s, a), *y = ot_snapshot_marker(s, b);
+    if (!x || !y)
+        return true;
+    size_t i = 0;
+    for (; i < x->label.n && i < y->label.n && x->label.p[i] == y->label.p[i]; i++)
+        if (x->label.p[i] >= '0' && x->label.p[i] <= '9')
+            return true;
+    bool xend = i == x->label.n || (x->label.p[i] >= '0' && x->label.p[i] <= '9');
+    bool yend = i == y->label.n || (y->label.p[i] >= '0' && y->label.p[i] <= '9');
+    return xend && yend;
+}
+
 void why_step_demand(struct ot_why *w, const struct ot_analysis *a, int64_t dev, const struct why_interval *prev,
                      const struct why_interval *last)
 {
@@ -37,10 +53,13 @@ void why_step_demand(struct ot_why *w, const struct ot_analysis *a, int64_t dev,
     double used = (double)(d->total_bytes - d->free_bytes);
     if (!before || (double)demand < MIN_RATIO * (double)before || (double)demand * 100 < used * MIN_SHARE_PCT)
         return;
+    /* A phase of another kind after the steps (an export, a validation pass) asked for more than a step: said
+     * as a phase of its own, not as a step given a larger input (walk 8, #32). */
+    bool same = same_kind(s, prev->marker_seq, last->marker_seq);
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
-    if (!why_item_say(&b, w, "step_demand", "The interval under way at the failure asked for %.1fx the one before it: after ",
-                      (double)demand / (double)before))
+    if (!why_item_say(&b, w, "step_demand", "The %s under way at the failure asked for %.1fx the %s before it: after ",
+                      same ? "interval" : "phase", (double)demand / (double)before, same ? "one" : "interval of another kind"))
         return;
     why_put_marker(b.f, s, last->marker_seq);
     fprintf(b.f, " live memory on device %" PRId64 " rose by %s up to the failure, whose request asked for %s more (%s in all), "
@@ -49,6 +68,7 @@ void why_step_demand(struct ot_why *w, const struct ot_analysis *a, int64_t dev,
     fprintf(b.f, " it rose by %s at most, and that interval fit and freed its memory.", why_bytes(b1, before));
     why_num_i(&b, "device", dev);
     WHY_NUMS_U(&b, {"step_demand_bytes", demand}, {"previous_demand_bytes", before}, {"held_bytes", held},
-               {"marker_seq", last->marker_seq}, {"previous_marker_seq", prev->marker_seq});
+               {"marker_seq", last->marker_seq}, {"previous_marker_seq", prev->marker_seq}, {"same_kind", same},
+               {"live_before_bytes", last->start_live > 0 ? (uint64_t)last->start_live : 0});
     why_item_end(&b);
 }
