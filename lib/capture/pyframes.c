@@ -229,7 +229,7 @@ static inline struct plink *plink_set(struct mcache *mc, uint64_t gen, const voi
 /* The entry that the walk kept by place gen, this innermost frame and instruction name, when the thread's
  * chain is the one it was made of: frames filled, its length; -1 otherwise (the capture goes the usual
  * way). */
-static int merge_linked(struct py_thread *t, uint64_t gen, uint64_t *frames, int n, int max, unsigned *flags)
+static int merge_linked(struct py_thread *t, uint64_t gen, int n, int max, unsigned *flags, const uint64_t **src)
 {
     struct mcache *mc = t->mc;
     const struct layout *L = ot_py.L;
@@ -265,7 +265,7 @@ static int merge_linked(struct py_thread *t, uint64_t gen, uint64_t *frames, int
     t->last.n = 0;           /* the chain's last read is not this one: the next capture reads it whole */
     t->merged.ref = r;
     t->merged.valid = 1;
-    memcpy(frames, r->frames, (size_t)r->out * sizeof *frames);
+    *src = r->frames;
     *flags |= r->flags;
     ot_stack_hint = &r->sid;
     return r->out;
@@ -304,7 +304,8 @@ static void link_entry(struct py_thread *t, uint64_t gen, struct mentry *r)
  * merged stacks by place when the same native frames borrowed the same chain from the same lender (an
  * autograd thread's backward borrows the waiting main thread's chain for each of its ops), else merged and
  * kept there. */
-static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *c, unsigned bflags, unsigned *flags)
+static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *c, unsigned bflags, unsigned *flags,
+                          const uint64_t **src)
 {
     struct py_thread *t = ot_py_tls;
     struct mcache *mc = NULL;
@@ -317,7 +318,7 @@ static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *
             if (bkey_same(&set[w], h, frames, n, max, c, bflags)) {
                 OT_STAGE_CACHE(OT_C_PY_BORROWED, 1);
                 mc->older[h & (MSETS - 1)] = (uint8_t)!w;
-                memcpy(frames, set[w].frames, (size_t)set[w].out * sizeof *frames);
+                *src = set[w].frames;
                 *flags |= set[w].flags;
                 ot_stack_hint = &set[w].sid;
                 return set[w].out;
@@ -361,12 +362,12 @@ static void keep_merged(struct merged *m, const uint64_t *native, int n, int max
  * same chain: the merged stack is then the thread's last one, copied (struct merged), where the merge
  * read every native frame. Any difference in either, a Python frame's instruction included, merges
  * again. */
-static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, unsigned *flags)
+static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, unsigned *flags, const uint64_t **src)
 {
 #ifdef OT_PY_LINK
     const uint64_t gen = ot_backtrace_place();
     if (gen && ot_py_tls && ot_py_tls != PY_THREAD_NONE) {
-        const int out = merge_linked(ot_py_tls, gen, frames, n, max, flags);
+        const int out = merge_linked(ot_py_tls, gen, n, max, flags, src);
         if (out >= 0)
             return out;
     }
@@ -389,7 +390,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         }
         const unsigned bflags = OT_STACK_BORROWED | (lender & OT_STACK_LENDER_MAX) << OT_STACK_LENDER_SHIFT;
         *flags |= bflags;
-        return merge_borrowed(frames, n, max, &c, bflags, flags);
+        return merge_borrowed(frames, n, max, &c, bflags, flags, src);
     }
     struct py_thread *t = ot_py_tls;
     if (t == NULL || t == PY_THREAD_NONE) { /* no thread cache (ot_py_walk found none to be had) */
@@ -406,7 +407,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
               : m->n == n && m->max == max && memcmp(m->native, frames, (size_t)n * sizeof *frames) == 0) {
             OT_STAGE_CACHE(OT_C_PY_MERGED, 1);
             const int out = r ? r->out : m->out;
-            memcpy(frames, r ? r->frames : m->frames, (size_t)out * sizeof *frames);
+            *src = r ? r->frames : m->frames;
             *flags |= r ? r->flags : m->flags;
             if (r) {
                 ot_stack_hint = &r->sid;
@@ -438,7 +439,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
                     mc->older[h & (MSETS - 1)] = (uint8_t)!w;
                     m->ref = &set[w]; /* the thread's last merged stack, for a loop from here */
                     m->valid = 1;
-                    memcpy(frames, set[w].frames, (size_t)set[w].out * sizeof *frames);
+                    *src = set[w].frames;
                     *flags |= set[w].flags;
                     ot_stack_hint = &set[w].sid;
                     LINK_ENTRY(t, gen, &set[w]);
@@ -473,8 +474,9 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     return out;
 }
 
-int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
+int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags, const uint64_t **src)
 {
+    *src = frames;
     int state = __atomic_load_n(&ot_py_state, __ATOMIC_ACQUIRE);
     if (OT_UNLIKELY(state == PY_UNPROBED)) {
         pthread_once(&probe_once, ot_py_probe);
@@ -483,6 +485,6 @@ int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags)
     if (state != PY_ON)
         return n;
     ot_stack_hint = NULL; /* the native walk's (backtrace.c) names the frames before the Python ones */
-    return merge(frames, n, max, flags);
+    return merge(frames, n, max, flags, src);
 }
 

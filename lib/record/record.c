@@ -25,12 +25,13 @@ struct ot_state ot_state;
 extern struct ot_lock ot_lock __attribute__((alias("ot_state")));
 #define S ot_state
 
-static int capture(uint64_t *frames, unsigned *flags)
+/* The stack's frames at *src: in frames, or in the thread's capture cache (capture/python.h) */
+static int capture(uint64_t *frames, unsigned *flags, const uint64_t **src)
 {
     *flags = 0;
     ot_python_prefetch(); /* the Python frames arrive while the native walk runs */
     int n = OT_STAGE_CALL(OT_ST_BACKTRACE, ot_backtrace(frames, ot_opt.depth, flags));
-    return OT_STAGE_CALL(OT_ST_PYTHON, ot_python_merge(frames, n, OT_MAX_FRAMES, flags));
+    return OT_STAGE_CALL(OT_ST_PYTHON, ot_python_merge(frames, n, OT_MAX_FRAMES, flags, src));
 }
 
 /* One event into the ring: its slot's fields, written under the lock (the encode is the compressor's). */
@@ -97,8 +98,9 @@ static __attribute__((noinline)) struct ot_rec *close_stale(struct ot_rec *stale
 void ot_record_alloc(const struct ot_alloc_req *a)
 {
     uint64_t frames[OT_MAX_FRAMES];
+    const uint64_t *src;
     unsigned sflags;
-    int n = OT_STAGE_CALL(OT_ST_CAPTURE, capture(frames, &sflags));
+    int n = OT_STAGE_CALL(OT_ST_CAPTURE, capture(frames, &sflags, &src));
     uint32_t tid = ot_tid();
 
     OT_STAGE_BEGIN(tl);
@@ -117,7 +119,7 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     r->size = a->size;
     r->seq = seq;
     r->time_ns = t;
-    r->stack = OT_STAGE_CALL(OT_ST_INTERN, ot_stack_intern(frames, n, sflags));
+    r->stack = OT_STAGE_CALL(OT_ST_INTERN, ot_stack_intern(src, n, sflags));
     r->tid = tid;
     r->device = (int16_t)a->device;
     r->cat = a->cat;
@@ -275,13 +277,14 @@ void ot_undo_free(struct ot_undo *u)
 void ot_record_failure(const struct ot_alloc_req *a, int result)
 {
     uint64_t frames[OT_MAX_FRAMES];
+    const uint64_t *src;
     unsigned sflags;
-    int n = capture(frames, &sflags);
+    int n = capture(frames, &sflags, &src);
     uint32_t tid = ot_tid();
 
     ot_lock_take();
     struct ot_rec r = {
-        .key = 0, .size = a->size, .time_ns = ot_now_ns(), .stack = ot_stack_intern(frames, n, sflags),
+        .key = 0, .size = a->size, .time_ns = ot_now_ns(), .stack = ot_stack_intern(src, n, sflags),
         .tid = tid, .device = (int16_t)a->device, .cat = a->cat, .ns = a->ns, .api = a->api,
     };
     uint64_t seq = ++S.seq;
@@ -483,12 +486,13 @@ static void ctx_freed_push(struct ot_ctx_end *e, const struct ot_rec *r)
 void ot_record_ctx_end(uint64_t ctx, int device, uint16_t api)
 {
     uint64_t frames[OT_MAX_FRAMES];
+    const uint64_t *src;
     unsigned sflags;
-    int n = capture(frames, &sflags);
+    int n = capture(frames, &sflags, &src);
     uint32_t tid = ot_tid();
 
     ot_lock_take();
-    uint32_t stack = ot_stack_intern(frames, n, sflags);
+    uint32_t stack = ot_stack_intern(src, n, sflags);
     struct ot_ctx_end *e = &S.ctx_ends[S.nctx_ends % OT_MAX_CTX_ENDS];
     free(e->v); /* the oldest list makes room */
     *e = (struct ot_ctx_end){0};
