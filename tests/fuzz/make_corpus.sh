@@ -35,6 +35,7 @@ g valid-fw-driver $small --no-compress --framework torch,cupy
 g valid-fw-fraction $small --no-compress --framework torch --fraction 40 --trigger framework-oom
 g valid-fw-jax $small --no-compress --framework jax --trigger framework-oom
 g valid-borrowed $small --no-compress --borrowed
+g valid-ctx-ends $small --no-compress --ctx-ends
 
 # Every way snapgen can damage a file (the list is snapgen's own, from its --help).
 for mode in $("$SNAPGEN" --help | sed -n 's/^ *\(truncated,.*\)$/\1/p' | tr -d ','); do
@@ -62,6 +63,7 @@ traced door-linked build/tests/door_linked
 OOMTRACE_DUMP=oom,exit traced door-dlsym build/tests/door_dlsym
 traced python python3 tests/py/alloc_ctypes.py
 traced python-borrowed python3 tests/py/borrow_native.py build/tests/libnative_thread.so
+[ -x build/tests/contexts ] && traced contexts-reset build/tests/contexts reset
 for fam in async vmm host; do
     [ -x build/tests/families ] && traced "families-$fam" build/tests/families "$fam"
 done

@@ -87,6 +87,8 @@ check_valid nomarkers --events 3000 --markers-every 0
 check_valid real --real-stacks --stacks 20
 check_valid borrowed --borrowed
 check_valid borrowed-real --real-stacks --stacks 20 --borrowed --no-compress
+check_valid ctx-ends --ctx-ends --devices 2
+check_valid ctx-ends-plain --ctx-ends --no-compress --trigger exit --events 3000
 check_valid onechunk --events 1 --live 1 --chunk 1
 check_valid fw-torch --framework torch --trigger framework-oom
 check_valid fw-torch-driver --framework torch --live 300

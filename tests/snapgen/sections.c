@@ -421,6 +421,32 @@ static void write_rest(void)
     section(OT_SEC_THREADS, &b, false);
 }
 
+/* CTX_FREED: what each context end freed, oldest first. Damaged: two ends in the wrong order, a list longer
+ * than what the end freed, or a count that cannot fit. */
+static void write_ctx_freed(void)
+{
+    if (!cfg.ctx_ends)
+        return;
+    struct buf b = {0};
+    size_t n = sim.nctx_ends;
+    put_uv(&b, n + (cfg.corrupt == C_CTX_COUNT ? 100000 : 0) + (cfg.corrupt == C_CTX_ORDER ? 1 : 0));
+    for (size_t i = 0; i < n + (cfg.corrupt == C_CTX_ORDER ? 1 : 0); i++) {
+        const struct ctx_end *ce = &sim.ctx_ends[i < n ? i : 0];
+        put_uv(&b, ce->seq);
+        put_uv(&b, ce->n - (cfg.corrupt == C_CTX_OVERLIST && i == 0 ? 1 : 0));
+        put_uv(&b, ce->n);
+        uint64_t prev = 0;
+        for (size_t k = 0; k < ce->n; k++) {
+            put_sv(&b, (int64_t)(ce->v[k].addr - prev));
+            prev = ce->v[k].addr;
+            put_uv(&b, ce->v[k].size);
+            put_sv(&b, ce->v[k].dev);
+            put_uv(&b, ce->v[k].cat);
+        }
+    }
+    section(OT_SEC_CTX_FREED, &b, cfg.compress);
+}
+
 void write_file(void)
 {
     put_bytes(&snap, OT_MAGIC, 8);
@@ -447,4 +473,5 @@ void write_file(void)
     write_live_peaks();
     write_events();
     write_rest();
+    write_ctx_freed();
 }

@@ -181,6 +181,27 @@ static void free_temp(void)
             sim.dev[d].temp_bump = 0;
 }
 
+/* A context's end frees every temporary at once: one event, and the list for CTX_FREED. */
+static void end_context(void)
+{
+    struct ctx_end *ce = &sim.ctx_ends[sim.nctx_ends++];
+    uint64_t bytes = 0;
+    ce->n = sim.ntemps;
+    for (size_t i = 0; i < sim.ntemps; i++) {
+        const struct rec *r = &sim.temps[i];
+        ce->v[i] = *r;
+        bytes += r->size;
+        sim.dev[r->dev].tracked -= r->size;
+        sim.dev[r->dev].by_cat[r->cat] -= r->size;
+    }
+    emit(OT_EV_CONTEXT_END, OT_API_cuDevicePrimaryCtxReset_v2, 0, sim.temps[0].dev, 1000, 0xc7000000 + sim.nctx_ends,
+         bytes, stacks[0].id, NULL);
+    ce->seq = sim.seq;
+    sim.ntemps = 0;
+    for (uint64_t d = 0; d < cfg.devices; d++)
+        sim.dev[d].temp_bump = 0;
+}
+
 static void add_marker(uint64_t step)
 {
     struct marker *m = &sim.markers[sim.nmarkers++ % 1024];
@@ -228,7 +249,7 @@ void simulate(void)
     /* Persistent allocations are spread over the first half, so that the large step at 70% is the
      * peak rather than the end. */
     uint64_t spacing = cfg.live ? (n / 2) / cfg.live : 0, next_persist = 0;
-    uint64_t alloc_left = 0, free_left = 0;
+    uint64_t alloc_left = 0, free_left = 0, batches = 0;
     bool bulged = false, big = false;
     for (uint64_t i = 0; i < n; i++) {
         if (failed && i == n - 1) {
@@ -245,6 +266,15 @@ void simulate(void)
         } else if (alloc_left) {
             add_temp(big);
             alloc_left--;
+        } else if (free_left && cfg.ctx_ends && free_left == sim.ntemps && batches % 5 == 4 &&
+                   sim.nctx_ends < sizeof(sim.ctx_ends) / sizeof(sim.ctx_ends[0])) {
+            /* One event for the step's frees: the events it does not take go to more pairs (and a marker
+             * for an odd one), so that the run still has its number of events. */
+            uint64_t spare = free_left - 1;
+            end_context();
+            free_left = 0;
+            pairs += spare / 2;
+            markers_left += spare % 2;
         } else if (free_left) {
             free_temp();
             free_left--;
@@ -258,6 +288,7 @@ void simulate(void)
             if (k > pairs)
                 k = pairs;
             pairs -= k;
+            batches++;
             add_temp(big);
             alloc_left = k - 1;
             free_left = k;

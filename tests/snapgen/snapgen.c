@@ -56,12 +56,14 @@ static const char usage[] =
     "  --probes N          driver-level OOM snapshots listed before a framework OOM (default 3)\n"
     "  --no-probes         a framework OOM without that list\n"
     "  --borrowed          every fifth stack borrowed its Python frames from a waiting thread (BORROWED)\n"
+    "  --ctx-ends          every fifth step (up to 8) ends with its context's end, one event, instead of its\n"
+    "                      frees (context_end events and CTX_FREED)\n"
     "  --corrupt MODE      damage the file (the fw-* and probes-* modes imply --framework); MODE is one of:\n"
     "                      ";
 
 enum { O_SEED = 256, O_TRIGGER, O_EVENTS, O_LIVE, O_STACKS, O_DEVICES, O_CHUNK, O_DROP, O_MARKERS,
        O_INCOMPLETE, O_NOCOMPRESS, O_REAL, O_FUTURE, O_HOSTILE, O_CORRUPT, O_SEQ_ORDER, O_FRAMEWORK, O_FRACTION,
-       O_PROBES, O_NO_PROBES, O_BORROWED, O_HELP };
+       O_PROBES, O_NO_PROBES, O_BORROWED, O_CTX_ENDS, O_HELP };
 
 static uint64_t num(const char *opt, const char *s)
 {
@@ -85,6 +87,7 @@ int main(int argc, char **argv)
         {"seq-order", 0, 0, O_SEQ_ORDER}, {"help", 0, 0, O_HELP},          {"framework", 1, 0, O_FRAMEWORK},
         {"fraction", 1, 0, O_FRACTION},  {"probes", 1, 0, O_PROBES},         {"no-probes", 0, 0, O_NO_PROBES},
         {"borrowed", 0, 0, O_BORROWED},
+        {"ctx-ends", 0, 0, O_CTX_ENDS},
         {0, 0, 0, 0},
     };
     int c;
@@ -108,6 +111,7 @@ int main(int argc, char **argv)
         case O_PROBES: cfg.probes = num("--probes", optarg); break;
         case O_NO_PROBES: cfg.no_probes = true; break;
         case O_BORROWED: cfg.borrowed = true; break;
+        case O_CTX_ENDS: cfg.ctx_ends = true; break;
         case O_FRAMEWORK: {
             char *list = strdup(optarg), *save = NULL;
             for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
@@ -165,6 +169,8 @@ int main(int argc, char **argv)
     }
     if (cfg.corrupt >= C_BORROWED_STACK && cfg.corrupt <= C_BORROWED_COUNT)
         cfg.borrowed = true;
+    if (cfg.corrupt >= C_CTX_ORDER && cfg.corrupt <= C_CTX_COUNT)
+        cfg.ctx_ends = true;
     if (cfg.corrupt >= C_FW_LAYOUT) {
         cfg.frameworks |= cfg.frameworks ? 0 : FW_TORCH;
         cfg.frameworks |= cfg.corrupt == C_FW_ARRAYS_SHORT ? FW_JAX : 0;

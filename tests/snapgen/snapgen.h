@@ -82,6 +82,10 @@ enum corrupt {
     C_BORROWED_STACK,
     C_BORROWED_UNFLAGGED,
     C_BORROWED_COUNT,
+    /* These damage the context ends' list and imply --ctx-ends. */
+    C_CTX_ORDER,
+    C_CTX_OVERLIST,
+    C_CTX_COUNT,
     /* From here on the modes damage the frameworks' view and imply --framework torch when none is given. */
     C_FW_LAYOUT,
     C_FW_RECORD_PAST_END,
@@ -118,6 +122,7 @@ struct cfg {
     uint64_t probes;       /* driver-level OOM snapshots before a framework OOM */
     bool no_probes;        /* a framework OOM without its list of them (an older companion's) */
     bool borrowed;         /* some stacks borrowed their Python frames from a waiting thread (BORROWED) */
+    bool ctx_ends;         /* some steps end with a context's end instead of their frees (CTX_FREED) */
     enum corrupt corrupt;
     const char *out;
 };
@@ -210,6 +215,13 @@ struct sim {
     struct chunk *chunks;
     size_t nchunks, capchunks;
     ZSTD_CCtx *cctx;
+    /* context ends (--ctx-ends): each one's event and what it freed */
+    struct ctx_end {
+        uint64_t seq;
+        size_t n;
+        struct rec v[MAX_TEMPS];
+    } ctx_ends[8];
+    size_t nctx_ends;
     /* markers: the last 1024, as the tracer keeps them */
     struct marker markers[1024];
     uint64_t nmarkers;
