@@ -98,6 +98,11 @@ $(BENCH_BIN)/libstepmix.so: bench/stepmix/stepmix.c $(B)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(DEPS) $(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -fPIC -shared -pthread -o $@ $< -L$(B)/fake -lcuda -ldl
 bench-build: $(BENCH_BIN)/libstepmix.so
+# bench/vm_reads.c: a checked read's cost, buffers in one call against calls (issue 16's eighth pass)
+$(BENCH_BIN)/vm_reads: bench/vm_reads.c
+	@mkdir -p $(dir $@)
+	$(DEPS) $(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(WARN) -o $@ $<
+bench-build: $(BENCH_BIN)/vm_reads
 # bench/cold_capture.c: a traced allocation after the step's own work evicted the tracer's lines (issue 16)
 $(BENCH_BIN)/cold_capture: bench/cold_capture.c $(BENCH_BIN)/libstepmix.so
 	@mkdir -p $(dir $@)

@@ -98,16 +98,18 @@ static int gather_borrowed(void *frame, struct chain *c, const void **fa, uint16
 }
 
 /* A native thread's last borrow. While the lender still waits with the chain the walk read (every frame
- * at the address it was read from, each link, code object, instruction and run end, each code object's
- * qualname, the same thread state and _PyCFrame, and it does not hold the GIL), its chain is the one read
- * before: checked with one vectored read of those addresses instead of a walk (a walk reads each thread
- * state, frame and qualname with a system call of its own: on the H200 the first borrow of each backward
- * cost 10.9 us, run 28). While the lender has not run Python and allocated since the last check, its
- * innermost frame alone is read (fewer buffers: 3.9 and 3.10 read at each borrow, see borrow_quick), as is
- * a chain deeper than LENT_RAW frames. A full walk all the same every BORROW_RECHECK_NS, since another
- * thread may have started waiting; not where the lender is the main thread, which a walk picks over any
- * other, and its chain is kept whole (a deep chain's: a deeper frame could differ under an equal innermost
- * one). */
+ * at the address it was read from, each link, code object, instruction and run end, the same thread state
+ * and _PyCFrame, and it does not hold the GIL), its chain is the one read before: checked with one
+ * vectored read of those addresses instead of a walk (a walk reads each thread state, frame and qualname
+ * with a system call of its own: on the H200 the first borrow of each backward cost 10.9 us, run 28). A
+ * code object is known by its address, as the thread's own chain is (pywalk.c: same_as): a live frame
+ * holds it, and its qualname was read at the walk. Each buffer adds to the call's cost (bench/vm_reads.c:
+ * here a call 4-6 us, a buffer 0.2-0.4 us more), so the frames are read in spans and the qualnames not
+ * again. While the lender has not run Python and allocated since the last check, its innermost frame alone
+ * is read (3.9 and 3.10 read at each borrow, see borrow_quick), as is a chain deeper than LENT_RAW frames.
+ * A full walk all the same every BORROW_RECHECK_NS, since another thread may have started waiting; not
+ * where the lender is the main thread, which a walk picks over any other, and its chain is kept whole (a
+ * deep chain's: a deeper frame could differ under an equal innermost one). */
 static void *single; /* the interpreter's only thread state at the last walk, or NULL */
 #define BORROW_RECHECK_NS 10000000ull
 
@@ -141,7 +143,7 @@ static int still_there(const struct lent *l, const char *ts, const char *cf)
 /* The lender's whole chain, read in one vectored call at the addresses its walk read (struct lent: fa):
  * the thread state, its _PyCFrame, the frames (those within a page of each other in one span: a run of the
  * eval loop keeps its frames side by side in the thread's data stack; a span of at most a page never
- * crosses from one mapping over an unmapped one into another) and each code object's qualname. Each frame
+ * crosses from one mapping over an unmapped one into another). Each frame
  * is taken as the walk takes it (take_frame), and its link must name the next address read (the last's
  * none): 1 when the chain is the one kept, in c with its ids. */
 static int borrow_whole(struct lent *l, struct chain *c)
@@ -172,7 +174,7 @@ static int borrow_whole(struct lent *l, struct chain *c)
             lo = nlo;
             hi = nhi;
         }
-        if (used + (hi - lo) + (size_t)np * 8 > LENT_SCRATCH)
+        if (used + (hi - lo) > LENT_SCRATCH)
             return 0;
         for (int q = i; q < j; q++)
             l->at[q] = (uint32_t)(used + ((uintptr_t)l->fa[q] - lo));
@@ -182,13 +184,6 @@ static int borrow_whole(struct lent *l, struct chain *c)
         i = j;
     }
     total += used;
-    used = (used + 7) & ~(size_t)7;
-    const void **const names = (const void **)(void *)(l->scratch + used);
-    for (int q = 0; q < np; q++) {
-        lv[k] = (struct iovec){(void *)&names[q], sizeof names[q]};
-        rv[k++] = (struct iovec){(char *)(uintptr_t)l->c.code[q] + L->co_qualname, sizeof names[q]};
-    }
-    total += (size_t)np * sizeof names[0];
     if (process_vm_readv(ot_py_self_pid(), lv, (unsigned long)k, rv, (unsigned long)k, 0) != (ssize_t)total)
         return 0;
     if (!still_there(l, ts, cf) || l->frame != l->fa[0])
@@ -203,7 +198,7 @@ static int borrow_whole(struct lent *l, struct chain *c)
         return 0;
     c->entry[n - 1] = 1;
     if (memcmp(c->code, l->c.code, (size_t)n * sizeof c->code[0]) || memcmp(c->instr, l->c.instr, (size_t)n * sizeof c->instr[0]) ||
-        memcmp(c->entry, l->c.entry, (size_t)n) || memcmp(names, l->name, (size_t)n * sizeof names[0]))
+        memcmp(c->entry, l->c.entry, (size_t)n))
         return 0;
     c->n = n;
     c->cut = c->gap = c->gap_runs = 0;
@@ -379,8 +374,8 @@ int ot_py_borrow(struct chain *c, uint32_t *lender)
     }
     if (!tid && main_picked)
         tid = (uint32_t)ot_py_self_pid();
-    /* the frames' addresses and their code objects' qualnames, kept in l for borrow_whole (its fields are
-     * read only once l->ts names the lender again, below) */
+    /* the frames' addresses, kept in l for borrow_whole (its fields are read only once l->ts names the
+     * lender again, below) */
     uint16_t nraw = 0;
     if ((n = gather_borrowed(frame, c, l ? l->fa : NULL, &nraw)) <= 0)
         return 0;
@@ -392,8 +387,6 @@ int ot_py_borrow(struct chain *c, uint32_t *lender)
             return 0;
         if (!(c->id[i] = ot_py_frame_id(t ? t->cache : NULL, c->code[i], lasti, name)))
             return 0;
-        if (l && i < LENT_RAW)
-            l->name[i] = name;
     }
     c->n = n;
     *lender = tid;

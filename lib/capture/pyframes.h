@@ -109,12 +109,12 @@ struct chain {
     uint32_t id[MAXPY];
 };
 
-/* A native thread's last borrow (pyborrow.c). The chain's frames by address (fa, C-stack shims included)
- * and its code objects' qualnames, as the walk read them: a later borrow checks the whole chain in one
- * vectored read of those addresses (nraw 0: not kept, a chain deeper than LENT_RAW frames). */
+/* A native thread's last borrow (pyborrow.c). The chain's frames by address (fa, C-stack shims included),
+ * as the walk read them: a later borrow checks the whole chain in one vectored read of those addresses
+ * (nraw 0: not kept, a chain deeper than LENT_RAW frames). */
 #define LENT_RAW 96
-#define LENT_SCRATCH 16384 /* the check's buffer: the frames' spans, then the qualnames */
-#define LENT_IOV (2 + 2 * LENT_RAW)
+#define LENT_SCRATCH 16384 /* the check's buffer: the frames' spans */
+#define LENT_IOV (2 + LENT_RAW)
 struct lent {
     void *ts, *cframe, *frame;
     const void *code;
@@ -127,7 +127,6 @@ struct lent {
     uint8_t main;    /* the lender is the main thread: picked over any other waiting thread */
     struct chain c;
     const void *fa[LENT_RAW];
-    const void *name[LENT_RAW];
     /* the check's reads, here rather than on the borrowing thread's stack (it may be a small one) */
     uint32_t at[LENT_RAW]; /* frame i's bytes in scratch */
     struct iovec lv[LENT_IOV], rv[LENT_IOV];
