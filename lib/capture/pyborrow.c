@@ -151,41 +151,61 @@ static int borrow_whole(struct lent *l, struct chain *c)
     const struct layout *L = ot_py.L;
     const unsigned need = ot_py_frame_need(), ncf = L->cframe_current + 8, nts = L->ts_cframe + 8;
     const int nraw = l->nraw, np = l->c.n;
-    char ts[TS_BYTES], cf[64];
+    char ts[TS_BYTES];
     struct iovec *const lv = l->lv, *const rv = l->rv;
-    if (nts > sizeof ts || ncf > sizeof cf || need > 128)
+    if (nts > sizeof ts || need > 128)
         return 0;
     int k = 0;
-    size_t total = nts, used = 0;
-    lv[k] = (struct iovec){ts, nts};
-    rv[k++] = (struct iovec){l->ts, nts};
-    if (l->cframe) {
-        lv[k] = (struct iovec){cf, ncf};
-        rv[k++] = (struct iovec){l->cframe, ncf};
-        total += ncf;
+    size_t total = 0, used = 0;
+    /* The main thread's state lies in _PyRuntime: static, read with a plain load (as borrow_quick reads it) */
+    const uintptr_t tsa = (uintptr_t)l->ts;
+    if (tsa >= ot_py.runtime_lo && tsa + nts <= ot_py.runtime_hi) {
+        void *p = __atomic_load_n((void *const *)(tsa + L->ts_cframe), __ATOMIC_RELAXED);
+        memcpy(ts + L->ts_cframe, &p, sizeof p);
+    } else {
+        lv[k] = (struct iovec){ts, nts};
+        rv[k++] = (struct iovec){l->ts, nts};
+        total += nts;
     }
-    for (int i = 0; i < nraw;) {
-        uintptr_t lo = (uintptr_t)l->fa[i], hi = lo + need;
-        int j = i + 1;
-        for (; j < nraw; j++) {
-            const uintptr_t a = (uintptr_t)l->fa[j], nlo = a < lo ? a : lo, nhi = a + need > hi ? a + need : hi;
-            if (nhi - nlo > 4096)
+    /* The frames and the _PyCFrame (item nraw), each in the first span it fits in, a span at most a page
+     * long: 3.12's _PyCFrame and the C-stack shim frame of its run share the eval loop's C frame. */
+    const int nitems = nraw + (l->cframe != NULL);
+    int ns = 0;
+    for (int i = 0; i < nitems; i++) {
+        const uintptr_t a = (uintptr_t)(i < nraw ? l->fa[i] : l->cframe), e = a + (i < nraw ? need : ncf);
+        int s = 0;
+        for (; s < ns; s++) {
+            const uintptr_t nlo = a < l->lo[s] ? a : l->lo[s], nhi = e > l->hi[s] ? e : l->hi[s];
+            if (nhi - nlo <= 4096) {
+                l->lo[s] = nlo;
+                l->hi[s] = nhi;
                 break;
-            lo = nlo;
-            hi = nhi;
+            }
         }
-        if (used + (hi - lo) > LENT_SCRATCH)
+        if (s == ns) {
+            if (ns == LENT_IOV - 1)
+                return 0;
+            l->lo[s] = a;
+            l->hi[ns++] = e;
+        }
+        l->span[i] = (uint8_t)s;
+    }
+    for (int s = 0; s < ns; s++) {
+        const size_t len = l->hi[s] - l->lo[s];
+        if (used + len > LENT_SCRATCH)
             return 0;
-        for (int q = i; q < j; q++)
-            l->at[q] = (uint32_t)(used + ((uintptr_t)l->fa[q] - lo));
-        lv[k] = (struct iovec){l->scratch + used, hi - lo};
-        rv[k++] = (struct iovec){(void *)lo, hi - lo};
-        used += hi - lo;
-        i = j;
+        lv[k] = (struct iovec){l->scratch + used, len};
+        rv[k++] = (struct iovec){(void *)l->lo[s], len};
+        used += len;
+    }
+    for (int i = 0; i < nitems; i++) {
+        const uintptr_t a = (uintptr_t)(i < nraw ? l->fa[i] : l->cframe);
+        l->at[i] = (uint32_t)((size_t)((char *)lv[k - ns + l->span[i]].iov_base - l->scratch) + (a - l->lo[l->span[i]]));
     }
     total += used;
     if (process_vm_readv(ot_py_self_pid(), lv, (unsigned long)k, rv, (unsigned long)k, 0) != (ssize_t)total)
         return 0;
+    const char *const cf = l->cframe ? l->scratch + l->at[nraw] : NULL;
     if (!still_there(l, ts, cf) || l->frame != l->fa[0])
         return 0;
     int n = 0;

@@ -128,7 +128,9 @@ struct lent {
     struct chain c;
     const void *fa[LENT_RAW];
     /* the check's reads, here rather than on the borrowing thread's stack (it may be a small one) */
-    uint32_t at[LENT_RAW]; /* frame i's bytes in scratch */
+    uint32_t at[LENT_RAW + 1];  /* frame i's bytes in scratch (at[nraw]: the _PyCFrame's) */
+    uint8_t span[LENT_RAW + 1]; /* the span each is read in */
+    uintptr_t lo[LENT_IOV], hi[LENT_IOV];
     struct iovec lv[LENT_IOV], rv[LENT_IOV];
     char scratch[LENT_SCRATCH];
 };
