@@ -5,7 +5,7 @@
 #
 #   bash tests/gpu/run.sh [workload ...]        # from anywhere; all workloads by default
 #
-# Workloads: train_oom (+ its --segments-at-oom variant), train_oom_segments, vmm_nvcc, alloc_expandable,
+# Workloads: train_oom (+ its --segments-at-oom variant), train_oom_segments, vmm_nvcc, ctx_reset, alloc_expandable,
 # alloc_async, mark_steps, neighbour, cuda_graphs, cupy_alloc, jax_alloc (= jax_prealloc + jax_noprealloc),
 # cudnn_bench, nccl_allreduce and ddp_rank_oom (these two only with 2 GPUs visible); the framework layer's
 # fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes
@@ -149,6 +149,18 @@ wl_vmm_nvcc() {
     fi
     pair vmm_nvcc "$C1" "$WORK/vmm_nvcc"
 }
+wl_ctx_reset() {
+    begin ctx_reset compare=exact "note=cuCtxDestroy per kind, then cudaDeviceReset between 3 phases"
+    local nv home
+    nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+    home=$(dirname "$(dirname "$nv")")
+    if ! timeout 120 "$nv" -O2 -o "$WORK/ctx_reset" $T/ctx_reset.cu -L"$home/lib64/stubs" \
+        -L"$home/targets/x86_64-linux/lib/stubs" -lcuda >"$R/ctx_reset/build.log" 2>&1; then
+        echo "skipped=nvcc failed: $(grep -m1 -i error "$R/ctx_reset/build.log" | cut -c1-150)" >>"$R/ctx_reset/info.txt"
+        return
+    fi
+    pair ctx_reset "$C1" "$WORK/ctx_reset"
+}
 wl_alloc_expandable() {
     begin alloc_expandable compare=exact
     pair alloc_expandable "$C1" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$PY" $T/alloc_expandable.py
@@ -291,7 +303,7 @@ wl_bench() {
     "$PY" $T/bench_summary.py "$d" >"$d/bench_summary.txt" 2>&1
 }
 
-ALL=(train_oom train_oom_segments vmm_nvcc alloc_expandable alloc_async mark_steps neighbour cuda_graphs
+ALL=(train_oom train_oom_segments vmm_nvcc ctx_reset alloc_expandable alloc_async mark_steps neighbour cuda_graphs
     cupy_alloc jax_prealloc jax_noprealloc cudnn_bench nccl_allreduce ddp_rank_oom)
 FRAMEWORK=(fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes fw_async_backend)
 ALL+=("${FRAMEWORK[@]}")
