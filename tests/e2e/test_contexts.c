@@ -94,6 +94,31 @@ static struct ended replay_ended(const struct loaded *l, uint64_t api)
     return c;
 }
 
+/* The text report of the run's snapshot with this reason: holds `want`. */
+static void expect_report_line(const char *reason, const char *want)
+{
+    for (size_t i = 0; i < run.nsnaps; i++) {
+        char cmd[700], line[1024];
+        snprintf(cmd, sizeof(cmd), "build/oomtrace-read '%s' 2>&1", run.paths[i]);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        bool mine = false, found = false;
+        while (fgets(line, sizeof(line), p)) {
+            if (strstr(line, "  reason: ") && strstr(line, reason))
+                mine = true;
+            if (strstr(line, want))
+                found = true;
+        }
+        pclose(p);
+        if (mine) {
+            if (!found)
+                fail_msg("the report of %s has no line with: %s", reason, want);
+            return;
+        }
+    }
+    fail_msg("no snapshot with reason %s", reason);
+}
+
 static void test_destroy(void **st)
 {
     (void)st;
@@ -121,6 +146,9 @@ static void test_destroy(void **st)
     assert_int_equal(c.n, 6);
     assert_int_equal(c.matched, 6);
     assert_int_equal(c.bytes, gone + 1 * MiB);
+    /* The report says it in the user's words: which context, how, and what went with it. */
+    expect_report_line("destroy-after", "context end: a context of device 0 destroyed (cuCtxDestroy) at ");
+    expect_report_line("destroy-after", "606 MiB of device memory freed with it, 6 allocations");
 
     /* 900 MiB in a new context: the peak is now that, not the sum of both phases. */
     l = by_reason(&snaps, "destroy-next");
@@ -144,6 +172,8 @@ static void test_reset(void **st)
     assert_int_equal(count_events(&l->s, OT_EV_CONTEXT_END, OT_API_cuDevicePrimaryCtxReset_v2, 0, &bytes), 1);
     assert_int_equal(bytes, 600 * MiB);
     assert_int_equal(replay_ended(l, OT_API_cuDevicePrimaryCtxReset_v2).matched, 2);
+    expect_report_line("reset-after", "context end: the primary context of device 0 reset (cuDevicePrimaryCtxReset, "
+                                      "what cudaDeviceReset() does) at ");
     l = by_reason(&snaps, "reset-next");
     expect_dev0(l, 900 * MiB, 900 * MiB, run_u64(&run, "used-end")); /* not 1500 MiB: the phases' sum */
     assert_int_equal(l->s.nlive, 1);

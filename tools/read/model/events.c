@@ -313,6 +313,30 @@ int ot_event_reader_next(struct ot_event_reader *r, const struct snap_event **ev
     return 1;
 }
 
+/* Keeps e among the latest context ends (by seq) of st. */
+static void keep_ctx_end(struct ot_event_stats *st, const struct snap_event *e)
+{
+    size_t at = st->nctx_ends;
+    if (at == OT_EV_CTX_ENDS_KEPT) {
+        at = 0;
+        for (size_t i = 1; i < OT_EV_CTX_ENDS_KEPT; i++)
+            if (st->ctx_ends[i].seq < st->ctx_ends[at].seq)
+                at = i;
+        if (st->ctx_ends[at].seq > e->seq)
+            return;
+    } else {
+        st->nctx_ends++;
+    }
+    st->ctx_ends[at] = *e;
+    st->ctx_ends[at].label = (struct ot_str){NULL, 0};
+}
+
+static int cmp_event_seq(const void *a, const void *b)
+{
+    uint64_t x = ((const struct snap_event *)a)->seq, y = ((const struct snap_event *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
 /* One scanner's share of the statistics. first/last come from the lowest and highest chunk it saw. */
 struct scan_part {
     struct ot_event_stats st;
@@ -337,6 +361,8 @@ static void scan_with(struct ot_event_reader *r, struct scan_part *p)
                 st->alloc_bytes = ot_sat_add(st->alloc_bytes, e->size);
             else if (k == OT_EV_FREE)
                 st->free_bytes = ot_sat_add(st->free_bytes, e->size);
+            else if (k == OT_EV_CONTEXT_END)
+                keep_ctx_end(st, e);
         }
         if (!n)
             continue;
@@ -428,6 +454,8 @@ static int scan_threaded(const struct ot_snapshot *s, struct ot_event_stats *st,
             st->alloc_bytes = ot_sat_add(st->alloc_bytes, p->st.alloc_bytes);
             st->free_bytes = ot_sat_add(st->free_bytes, p->st.free_bytes);
             st->decoded += p->st.decoded;
+            for (size_t c = 0; c < p->st.nctx_ends; c++)
+                keep_ctx_end(st, &p->st.ctx_ends[c]);
             if (!p->st.decoded)
                 continue;
             if (p->first_chunk < first) {
@@ -453,8 +481,10 @@ int ot_events_scan(const struct ot_snapshot *s, struct ot_event_stats *st, char 
     memset(st, 0, sizeof(*st));
 #ifdef OT_THREADS
     int trc;
-    if (scan_threaded(s, st, errbuf, &trc) == 0)
+    if (scan_threaded(s, st, errbuf, &trc) == 0) {
+        qsort(st->ctx_ends, st->nctx_ends, sizeof(*st->ctx_ends), cmp_event_seq);
         return trc;
+    }
 #endif
     struct ot_event_reader r;
     ot_event_reader_init(&r, s);
@@ -462,6 +492,7 @@ int ot_events_scan(const struct ot_snapshot *s, struct ot_event_stats *st, char 
     scan_with(&r, &p);
     ot_event_reader_free(&r);
     *st = p.st;
+    qsort(st->ctx_ends, st->nctx_ends, sizeof(*st->ctx_ends), cmp_event_seq);
     if (p.rc < 0)
         memcpy(errbuf, p.err, OT_ERRBUF);
     return p.rc;

@@ -45,11 +45,16 @@ void ot_event_reader_free(struct ot_event_reader *r);
 
 /* What a full pass over the ring tells the report. */
 #define OT_EV_KIND_MAX 7
+#define OT_EV_CTX_ENDS_KEPT 8
 struct ot_event_stats {
     uint64_t decoded;
     uint64_t by_kind[OT_EV_KIND_MAX + 1]; /* [0]: kinds this reader does not know */
     uint64_t alloc_bytes, free_bytes;
     uint64_t first_seq, last_seq, first_time_ns, last_time_ns; /* valid when decoded > 0 */
+    /* The latest context ends in the ring (at most OT_EV_CTX_ENDS_KEPT), by seq: each freed every
+     * allocation made in its context (size: their device bytes). */
+    size_t nctx_ends;
+    struct snap_event ctx_ends[OT_EV_CTX_ENDS_KEPT]; /* label unset */
 };
 
 /* Decodes every chunk (validating all of them, on several threads where available) and fills *st. On a

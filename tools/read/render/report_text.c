@@ -84,6 +84,28 @@ static const char *reltime(char *buf, const struct ot_snapshot *s, uint64_t t)
 }
 
 
+/* A context's end in the user's words: which context ended and how, when, and what went with it. */
+static void put_ctx_end(FILE *o, const struct ot_snapshot *s, const struct snap_event *c)
+{
+    char dev[32], t[48], b[32], n[32];
+    if (c->device >= 0)
+        dev_name(dev, c->device);
+    else
+        snprintf(dev, sizeof(dev), "its device");
+    const char *how = c->api == OT_API_cuCtxDestroy_v2 ? "a context of %s destroyed (cuCtxDestroy)"
+                      : c->api == OT_API_cuDevicePrimaryCtxReset_v2
+                          ? "the primary context of %s reset (cuDevicePrimaryCtxReset, what cudaDeviceReset() does)"
+                          : "the primary context of %s released for the last time (cuDevicePrimaryCtxRelease)";
+    fputs("  context end: ", o);
+    fprintf(o, how, dev);
+    fprintf(o, " at %s (seq %" PRIu64 "), %s of device memory freed with it", reltime(t, s, c->time_ns), c->seq,
+            ot_fmt_bytes(b, c->size));
+    const struct ot_ctx_end *l = ot_snapshot_ctx_end(s, c->seq);
+    if (l)
+        fprintf(o, ", %s allocation%s", ot_fmt_count(n, l->nfreed), l->nfreed == 1 ? "" : "s");
+    fputc('\n', o);
+}
+
 static void put_stack(struct tx *t, uint64_t stack_id, const char *indent)
 {
     ot_text_stack(t->f, t->a, t->o, stack_id, indent);
@@ -484,6 +506,8 @@ static void events(struct tx *t)
             fprintf(o, ", unknown kinds %s", ot_fmt_count(b1, e->by_kind[0]));
         fputc('\n', o);
     }
+    for (size_t i = 0; i < e->nctx_ends; i++)
+        put_ctx_end(o, s, &e->ctx_ends[i]);
     if (s->nmarkers)
         fprintf(o, "  %zu marker%s kept\n", s->nmarkers, s->nmarkers == 1 ? "" : "s");
 }
