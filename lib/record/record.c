@@ -570,6 +570,8 @@ void ot_record_reset(int forked)
         ot_peak_reset(&S.dev[i]);
     ot_peak_reset(&S.host);
     __atomic_store_n(&ot_baseline_claimed, 0, __ATOMIC_RELAXED); /* the baselines are taken again */
+    /* A forked child's contexts are new ones, which may be given the handles the parent's threads cached. */
+    __atomic_fetch_add(&ot_ctx_gen, 1, __ATOMIC_RELAXED);
     ot_ring_reset(forked);
     S.seq = S.unknown_frees = S.untracked = S.nmarkers = S.failures = 0;
     memset(S.peak_markers, 0, sizeof S.peak_markers);
