@@ -52,7 +52,7 @@ for v in 9 10 11 12 13; do
 
     same "$py" dump "$d/dump"
     f=$(ls "$d/dump"/*-dump.oomt 2>/dev/null) || fail "3.$v: no dump"
-    check "$f" 'd["version"] == [1, 3] and d["framework"]["records"][0]["kind"] == "INFO" and
+    check "$f" 'd["version"] == [1, 4] and d["framework"]["records"][0]["kind"] == "INFO" and
         d["framework"]["records"][0]["framework"] == "cupy" and d["framework"]["records"][0]["reason"] == "api" and
         d["framework"]["records"][1]["stats"]["pool_used_bytes"] == 3 << 20' || fail "3.$v: dump's FRAMEWORK"
 
