@@ -3,7 +3,8 @@
 # through one helper; its weights (kept) and a workspace (freed before the failure) share it at the peak, and
 # the weights alone are live at the failure. The weights are one row, "oldpeak.py:9 in <module>", with their
 # bytes at the failure and at the peak, not the helper's line at the failure beside the caller's at the peak.
-# Its "export" after the steps is a phase of another kind, not a step given a larger input.
+# Its "export" after the steps is a phase of another kind, not a step given a larger input, and its peak (the
+# workspace) came long before the failure, which the peak's statements say.
 set -u
 cd "$(dirname "$0")/../.."
 NAME=held_labels
@@ -51,5 +52,10 @@ grep -Fq 'The phase under way at the failure asked for 4.0x the interval of anot
 grep -Fq 'a phase of another kind, which fit: this phase is no larger step but work of its own. Give it less at once (a smaller batch for it, or its work in pieces), or free (or move to the host) what was live when it began (300 MiB) before it starts.' "$T/r.txt" ||
     { echo "held_labels: FAIL: the export phase's remedy: $(grep -F 'What ran after' "$T/r.txt")"; failed=1; }
 ! grep -Fq 'that step was given more' "$T/r.txt" || { echo "held_labels: FAIL: the export read as a step given a larger input"; failed=1; }
+# Its peak (the workspace, freed 20 steps before the failure) is said as the peak's, not as the failure's cause.
+grep -Eq 'Most of the peak came from one call site: 650 MiB of the 950 MiB peak .*in <module> \(stack [0-9]+\); that peak \(seq [0-9]+\) came before the failure, which found 300 MiB live on the device, 0 B of it at this site \(freed since\)\.' "$T/r.txt" ||
+    { echo "held_labels: FAIL: the peak's site read as the failure's: $(grep -F 'Most of the peak came' "$T/r.txt")"; failed=1; }
+grep -Fq 'up to the peak (seq 3); that peak came before the failure, which found only 300 MiB live on the device.' "$T/r.txt" ||
+    { echo "held_labels: FAIL: the peak's phase read as the failure's: $(grep -F 'Most of the peak was' "$T/r.txt")"; failed=1; }
 [ "$failed" -eq 0 ] && echo "held_labels: ok"
 exit "$failed"

@@ -156,3 +156,26 @@ void why_put_marker(FILE *f, const struct ot_snapshot *s, uint64_t seq)
         fprintf(f, "the marker at seq %" PRIu64, seq);
     }
 }
+
+bool why_peak_long_before(const struct ot_analysis *a, uint64_t *live)
+{
+    const struct ot_snapshot *s = a->s;
+    const struct ot_peak_view *p = a->peak;
+    if (!p || !s->has_failure || s->failure.device != p->device || p->seq >= s->failure.seq ||
+        (s->meta.trigger != OT_TRIGGER_OOM && s->meta.trigger != OT_TRIGGER_FRAMEWORK_OOM))
+        return false;
+    const struct snap_device *d = ot_snapshot_device(s, p->device);
+    if (!d || d->tracked_bytes * 2 > p->bytes)
+        return false;
+    *live = d->tracked_bytes;
+    return true;
+}
+
+uint64_t why_site_live(const struct ot_snapshot *s, int64_t dev, uint64_t stack_id)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; s->has_live && i < s->nlive; i++)
+        if (s->live[i].device == dev && s->live[i].stack_id == stack_id && ot_category_is_device64(s->live[i].category))
+            v = ot_sat_add(v, s->live[i].size);
+    return v;
+}

@@ -35,6 +35,13 @@ void why_nums_u(struct why_item_b *b, const struct why_kv *kv, size_t n);
     why_nums_u((b), (const struct why_kv[]){__VA_ARGS__},                                                              \
                sizeof((const struct why_kv[]){__VA_ARGS__}) / sizeof(struct why_kv))
 
+/* The peak came well before an out-of-memory failure that found at most half of it live on the device (a
+ * workspace freed long before): the live bytes at the failure in *live. Statements about the peak then say
+ * so, rather than read as the failure's cause (walk 8, #32). */
+bool why_peak_long_before(const struct ot_analysis *a, uint64_t *live);
+/* A call site's live bytes on a device in the live set at the snapshot. */
+uint64_t why_site_live(const struct ot_snapshot *s, int64_t dev, uint64_t stack_id);
+
 /* A call site's one-line name and its stack id; a marker by its label, or by its seq when MARKERS no
  * longer keeps it. */
 void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id);

@@ -108,6 +108,11 @@ void why_peak_phase(struct ot_why *w, const struct ot_analysis *a)
         why_num_u(&b, "marker_seq", s->markers[last].seq);
         why_num_u(&b, "intervals", intervals);
     }
+    uint64_t live;
+    if (why_peak_long_before(a, &live)) {
+        fprintf(b.f, "; that peak came before the failure, which found only %s live on the device", why_bytes(b1, live));
+        why_num_u(&b, "failure_live_bytes", live);
+    }
     fputc('.', b.f);
     why_item_end(&b);
 out:
