@@ -3,6 +3,7 @@
  * follow CUDA_VISIBLE_DEVICES, NVML's do not. */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -136,7 +137,29 @@ static void nvml_close(void *(*sym)(void *, const char *), void *h)
         dlclose(h);
 }
 
+/* One query at a time in the process. Threads that fail together (16 ranks' workers, a data-parallel step)
+ * each take a snapshot, and each opened, initialized, shut down and closed NVML at once: the loader orders
+ * those dlopen and dlclose calls with its own lock, which ThreadSanitizer cannot see, so a program built
+ * with it reported a race inside the tracer and exited (tsan_host). A lock it sees orders them, and NVML is
+ * not initialized and shut down under itself. Reset in a forked child (its holder is not there). */
+static pthread_mutex_t query_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void ot_nvml_forked(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    query_mu = fresh;
+}
+
+static void query(struct ot_nvml *out, const struct ot_nvml_device *devs, int ndevs);
+
 void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int ndevs)
+{
+    pthread_mutex_lock(&query_mu);
+    query(out, devs, ndevs);
+    pthread_mutex_unlock(&query_mu);
+}
+
+static void query(struct ot_nvml *out, const struct ot_nvml_device *devs, int ndevs)
 {
     memset(out, 0, sizeof *out);
     void *h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);

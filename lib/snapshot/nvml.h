@@ -38,4 +38,6 @@ struct ot_nvml {
 /* Lists the compute processes on each device (by UUID), and each device's memory. Never fails: what it
  * could not learn is said in note. */
 void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int ndevs);
+/* In a forked child: the query's lock may have been held by a thread of the parent. */
+void ot_nvml_forked(void);
 #endif

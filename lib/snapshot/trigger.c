@@ -53,6 +53,7 @@ void ot_snapshot_forked(void)
     oom_written = framework_oom_written = 0;
     writing = writing_here = 0; /* the parent's writers are not in the child */
     writes_pid = 0;
+    ot_nvml_forked();
 }
 
 /* exit() or an exec while another thread writes its snapshot ended the write with the process, and lost the
