@@ -63,7 +63,6 @@ static void *dumper(void *arg)
 {
     (void)arg;
     ot_self.busy = 1; /* this thread's own driver calls are never recorded */
-    pthread_setname_np(pthread_self(), "oomtrace-signal"); /* so in a snapshot's thread names */
     for (;;) {
         while (sem_wait(&dump_sem) != 0 && errno == EINTR)
             ;
@@ -87,7 +86,6 @@ static void *flusher(void *arg)
 {
     (void)arg;
     ot_self.busy = 1;
-    pthread_setname_np(pthread_self(), "oomtrace-flush");
     uint64_t last_seq = ~0ull;
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
@@ -148,15 +146,19 @@ static int term_wake(void)
     return 1;
 }
 
-static void start_thread(void *(*fn)(void *), const char *what)
+/* Named here, before the creator goes on: named by itself, the thread could be listed under the program's
+ * name by a snapshot taken before it first ran (the golden run.json read so once under load). */
+static void start_thread(void *(*fn)(void *), const char *name, const char *what)
 {
     sigset_t all, old;
     sigfillset(&all);
     /* The thread must never run the program's signal handlers. */
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_t t;
-    if (pthread_create(&t, NULL, fn, NULL) == 0)
+    if (pthread_create(&t, NULL, fn, NULL) == 0) {
+        pthread_setname_np(t, name); /* so in a snapshot's thread names */
         pthread_detach(t);
+    }
     else
         ot_log("cannot start the %s thread; %s is off", what, what);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -166,9 +168,9 @@ static void start_threads(void)
 {
     __atomic_store_n(&threads_pid, (int)getpid(), __ATOMIC_RELEASE);
     if (ot_opt.signal || term_on)
-        start_thread(dumper, ot_opt.signal ? "OOMTRACE_SIGNAL snapshot" : "SIGTERM exit snapshot");
+        start_thread(dumper, "oomtrace-signal", ot_opt.signal ? "OOMTRACE_SIGNAL snapshot" : "SIGTERM exit snapshot");
     if (ot_opt.dump_crash)
-        start_thread(flusher, "crash-surviving flush");
+        start_thread(flusher, "oomtrace-flush", "crash-surviving flush");
 }
 
 static void finish_flush(void);
