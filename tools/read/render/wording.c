@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "render/doc.h"
+#include "render/report.h"
 #include "render/sitelabel.h"
 #include "analyze/stackview.h"
 
@@ -316,4 +317,44 @@ void ot_doc_subtitle(struct ot_doc *d, const struct ot_snapshot *s)
         ot_doc_printf(d, " \xc2\xb7 ");
         ot_doc_bold(d, unfinished);
     }
+}
+
+const char *ot_result_name(uint64_t r)
+{
+    switch (r) {
+    case 0:
+        return "CUDA_SUCCESS";
+    case 1:
+        return "CUDA_ERROR_INVALID_VALUE";
+    case 2:
+        return "CUDA_ERROR_OUT_OF_MEMORY";
+    case 3:
+        return "CUDA_ERROR_NOT_INITIALIZED";
+    case 101:
+        return "CUDA_ERROR_INVALID_DEVICE";
+    case 201:
+        return "CUDA_ERROR_INVALID_CONTEXT";
+    case 801:
+        return "CUDA_ERROR_NOT_SUPPORTED";
+    default:
+        return NULL;
+    }
+}
+
+const char *ot_fmt_uuid(char *buf, struct ot_str u)
+{
+    if (!u.p || u.n == 0)
+        return NULL;
+    const unsigned char *b = (const unsigned char *)u.p;
+    if (u.n == 16) {
+        snprintf(buf, 80,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        return buf;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < u.n && o + 3 < 80; i++)
+        o += (size_t)snprintf(buf + o, 80 - o, "%02x", b[i]);
+    buf[o] = 0;
+    return buf;
 }
