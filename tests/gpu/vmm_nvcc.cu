@@ -12,31 +12,10 @@
 #include <string.h>
 
 #include "../../include/oomtrace.h"
+#include "gpu_check.h"
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
-
-static int failures;
-
-#define RT(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            printf("FAIL %s: %s\n", #call, cudaGetErrorName(e_));                                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-#define DRV(call)                                                                                  \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *n_ = 0;                                                                    \
-            cuGetErrorName(r_, &n_);                                                               \
-            printf("FAIL %s: %s\n", #call, n_ ? n_ : "?");                                         \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static unsigned long long used_now(void)
 {
