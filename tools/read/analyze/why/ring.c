@@ -89,7 +89,7 @@ static bool growth_of(const struct replay *r, const struct site_state *x, struct
     if (x->mark_bytes <= x->first_bytes)
         return false;
     uint64_t gain = x->mark_bytes - x->first_bytes;
-    uint64_t held = r->a->s->has_live ? x->snap_bytes : x->cur_bytes;
+    uint64_t held = ot_sat_add(r->a->s->has_live ? x->snap_bytes : x->cur_bytes, x->ctx_end_bytes);
     if (x->rises * GROWTH_RISE_SHARE < n || x->falls * 2 > x->rises || gain * 2 < x->rise_bytes || held * 2 < gain)
         return false;
     if (r->windows && !frees_throughout(r, x->first_rise, end))
@@ -211,7 +211,11 @@ static void why_growth(struct ot_why *w, struct replay *r)
             fputs(" (less than a second: too short a span for a rate per second)", b.f);
     } else
         fprintf(b.f, ", +%s per interval", why_bytes(b5, gain / n));
-    fprintf(b.f, "; it holds %s %s", why_bytes(b5, best.held), at);
+    if (x->ctx_end_bytes)
+        fprintf(b.f, "; it held %s until its context ended, which freed %s of it: the program had not given it back",
+                why_bytes(b5, best.held), why_bytes(b4, x->ctx_end_bytes));
+    else
+        fprintf(b.f, "; it holds %s %s", why_bytes(b5, best.held), at);
     if (qualifying > 1) {
         fprintf(b.f, "; %zu other site%s grew so too", qualifying - 1, qualifying == 2 ? "" : "s");
         if (dev_gain > 0 && (uint64_t)dev_gain > gain) {
@@ -230,7 +234,8 @@ static void why_growth(struct ot_why *w, struct replay *r)
     const struct snap_device *d = ot_snapshot_device(s, r->dev);
     uint64_t rate = dev_gain > 0 && (uint64_t)dev_gain > gain ? (uint64_t)dev_gain : gain;
     bool going = r->mbusy[end] - r->mbusy[x->last_rise] <= 2 * n / x->rises + 1;
-    bool project = !s->has_failure && going && d && (d->flags & OT_DEV_MEMINFO_KNOWN) && rate;
+    /* Nor once a context's end freed the growth: the free memory at the snapshot is after it. */
+    bool project = !s->has_failure && going && !x->ctx_end_bytes && d && (d->flags & OT_DEV_MEMINFO_KNOWN) && rate;
     if (project && nsteps)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %" PRIu64 " more steps",
                 why_bytes(b5, d->free_bytes), d->free_bytes / (rate / nsteps ? rate / nsteps : 1));
@@ -259,7 +264,8 @@ static void why_growth(struct ot_why *w, struct replay *r)
                {"from_count", x->first_count}, {"from_bytes", x->first_bytes}, {"to_count", x->mark_count},
                {"to_bytes", x->mark_bytes}, {"growth_bytes", gain}, {"steps", nsteps}, {"held_bytes", best.held},
                {"from_marker_seq", r->mseq[start]}, {"to_marker_seq", r->mseq[end]}, {"sites", qualifying},
-               {"frees_in_ring", r->frees_on_dev}, {"dropped_events", r->ring_first_seq > 1 ? r->ring_first_seq - 1 : 0});
+               {"frees_in_ring", r->frees_on_dev}, {"dropped_events", r->ring_first_seq > 1 ? r->ring_first_seq - 1 : 0},
+               {"context_end_bytes", x->ctx_end_bytes});
     why_num_i(&b, "device_growth_bytes", dev_gain);
     why_num_u(&b, "step_markers", steps);
     why_num_u(&b, "time_windows", r->windows);

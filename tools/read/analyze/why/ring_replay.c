@@ -44,6 +44,7 @@ static void sample(struct site_state *x, size_t k, size_t prev)
     x->mark_count = x->cur_count;
     x->mark_bytes = x->cur_bytes;
     x->mark_idx = k;
+    x->ctx_end_bytes = 0;
 }
 
 static void close_window(struct replay *r, size_t from, size_t to)
@@ -224,6 +225,8 @@ static void on_free(struct replay *r, const struct ot_replay_step *st)
     x->cur_count -= x->cur_count ? 1 : 0;
     x->cur_bytes -= st->alloc.size <= x->cur_bytes ? st->alloc.size : x->cur_bytes;
     x->frees++;
+    if (r->any_ctx_end && st->e->seq == r->ctx_end_seq)
+        x->ctx_end_bytes = ot_sat_add(x->ctx_end_bytes, st->alloc.size);
     touch(r, si);
 }
 
@@ -233,10 +236,32 @@ static bool on_device(const struct snap_event *e, void *ctx)
     return e->device == r->dev && e->device >= 0 && ot_category_is_device64(e->category);
 }
 
+/* Past the target, only a context's end is heard: what it frees of a site counts as held by it (the
+ * program never gave it back), as when the end comes before the target. */
+static void after_target(struct replay *r, const struct ot_replay_step *st)
+{
+    const struct snap_event *e = st->e;
+    if (e->kind == OT_EV_CONTEXT_END) {
+        r->any_ctx_end = true;
+        r->ctx_end_seq = e->seq;
+        return;
+    }
+    if (r->sites_off || !st->tracked || !st->matched || e->kind != OT_EV_FREE || !r->any_ctx_end ||
+        e->seq != r->ctx_end_seq)
+        return;
+    uint32_t si = ot_u64map_get(&r->site_idx, st->alloc.id);
+    if (si != OT_U64MAP_NONE && si < r->nsites)
+        r->sites[si].ctx_end_bytes = ot_sat_add(r->sites[si].ctx_end_bytes, st->alloc.size);
+}
+
 static void visit(const struct ot_replay_step *st, void *ctx)
 {
     struct replay *r = ctx;
     const struct snap_event *e = st->e;
+    if (r->target != UINT64_MAX && e->seq > r->target) {
+        after_target(r, st);
+        return;
+    }
     if (!r->any_event) {
         r->any_event = true;
         r->ring_first_seq = e->seq;
@@ -245,6 +270,10 @@ static void visit(const struct ot_replay_step *st, void *ctx)
     r->last_time = e->time_ns;
     while (r->windows && r->next_w < WINDOWS && e->seq >= r->wb[r->next_w])
         on_marker(r, r->wb[r->next_w++], e->time_ns, NULL);
+    if (e->kind == OT_EV_CONTEXT_END) {
+        r->any_ctx_end = true;
+        r->ctx_end_seq = e->seq;
+    }
     if (e->kind == OT_EV_MARKER)
         on_marker(r, e->seq, e->time_ns, &e->label);
     else if (st->tracked && e->kind == OT_EV_ALLOC)
@@ -309,7 +338,9 @@ static void holdings(struct replay *r)
 
 int why_ring_replay(struct replay *r)
 {
-    struct ot_replay rp = {.s = r->a->s, .last_seq = r->target, .track = on_device, .visit = visit, .ctx = r};
+    /* With context ends in the snapshot, to the ring's end: one after the target may free a site's growth. */
+    struct ot_replay rp = {.s = r->a->s, .last_seq = r->a->s->nctx_ends ? UINT64_MAX : r->target, .track = on_device,
+                           .visit = visit, .ctx = r};
     char err[OT_ERRBUF];
     r->rp = &rp;
     seed(r, &rp);

@@ -28,6 +28,9 @@ struct site_state {
     size_t rises, falls, first_rise, last_rise;
     uint64_t first_count, first_bytes, rise_bytes; /* rise_bytes: the sum of its rises */
     uint64_t snap_count, snap_bytes; /* in the live set at the snapshot */
+    /* Freed by a context's end (cuCtxDestroy, a primary context's reset) since its latest sample: the program
+     * never gave it back, so it counts as held (a cudaDeviceReset() at the end of main hid a leak, walk 9 #14). */
+    uint64_t ctx_end_bytes;
     uint64_t allocs, frees;               /* in the ring: allocations made, and of those, freed (or replaced) */
     uint64_t first_time, last_alloc_seq; /* its first allocation's time (ns), its latest's seq */
     bool dirty;
@@ -85,6 +88,8 @@ struct replay {
     uint64_t big_size, big_seq, big_stack;
     uint64_t frees_on_dev;
     uint64_t last_alloc_seq; /* the device's latest allocation in the ring */
+    uint64_t ctx_end_seq;    /* the latest context end visited: the frees of that seq are its */
+    bool any_ctx_end;
 };
 
 /* "step 12", "step 3 micro-batch 1", "step 7 seq_len=4096": the step a marker's label numbers. */
