@@ -241,7 +241,7 @@ int ot_dir_make(const char *dir)
  * left behind) finds its run directory removed by the launcher, or by a job's cleanup, hours after the
  * first allocation made it; the snapshot it is about to write is the evidence. Made by the same rule as
  * then. When that fails too, errno is the mkdir's (a read-only file system says so, not ENOENT). */
-static int create_private(const char *path)
+static int create_once(const char *path)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0 || errno != ENOENT)
@@ -257,6 +257,16 @@ static int create_private(const char *path)
     struct stat st;
     if (fd < 0 && errno == ENOENT && stat(ot_opt.dir, &st) == 0 && S_ISDIR(st.st_mode))
         errno = EOPNOTSUPP;
+    return fd;
+}
+
+/* 0600 whatever the umask, as the directories are 0700 (walk 9, #5): open's mode is masked by it, and under
+ * umask 0777 the snapshot was made 000, which the launcher's own reader could not open. */
+static int create_private(const char *path)
+{
+    int fd = create_once(path);
+    if (fd >= 0)
+        (void)fchmod(fd, 0600);
     return fd;
 }
 

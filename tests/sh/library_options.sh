@@ -24,6 +24,11 @@ grep -q 'not a writable directory' "$work/err" && fail "warned about a directory
 [ "$(stat -c %a "$work/um")" = 700 ] && [ "$(stat -c %a "$work/um/snaps")" = 700 ] ||
     fail "under umask 0277: modes $(stat -c %a "$work/um") and $(stat -c %a "$work/um/snaps"), want 700: $(cat "$work/err")"
 ls "$work"/um/snaps/oomtrace-*-oom.oomt >/dev/null 2>&1 || fail "under umask 0277: no OOM snapshot: $(cat "$work/err")"
+# Walk 9, #5: the snapshot files are 0600 whatever the umask (under 0777 they were 000: the launcher's reader,
+# as the user, could not open them).
+(umask 0777 && traced "$work/um7" oom) || fail "door_linked's status under umask 0777"
+set -- "$work"/um7/oomtrace-*-oom.oomt
+[ -f "$1" ] && [ "$(stat -c %a "$1")" = 600 ] || fail "under umask 0777: snapshot $1 has mode $(stat -c %a "$1" 2>&1), want 600"
 # Walk 8, #29b: a directory that takes no files (/proc) is said to be one, not "No such file or directory".
 traced /proc oom
 grep -q "^oomtrace: cannot write the out-of-memory snapshot to /proc: Operation not supported\$" "$work/err" ||
