@@ -18,6 +18,7 @@ const struct ot_why_kind ot_why_kinds[] = {
     {"growing_site", "a call site rose in many intervals (steps, markers, else 8 windows), seldom fell, and holds it: a leak?"},
     {"unfreed_site", "a call site only added to what it held and freed nothing: a cache without a bound"},
     {"nothing_freed", "nothing was freed on the device in the ring, by 4 or more call sites none of which holds a quarter"},
+    {"context_ends_unlisted", "context ends whose frees the snapshot does not list: nothing judged from the ring after them"},
     {"largest_rise", "the marker interval with the largest rise of live bytes before the failure"},
     {"step_demand", "the interval under way at the failure asked for 1.5x or more of the one before"},
     {"largest_allocation", "without markers: the largest single allocation, when it adds to the above"},

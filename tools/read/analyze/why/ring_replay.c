@@ -273,6 +273,10 @@ static void visit(const struct ot_replay_step *st, void *ctx)
     if (e->kind == OT_EV_CONTEXT_END) {
         r->any_ctx_end = true;
         r->ctx_end_seq = e->seq;
+        if ((e->device == r->dev || e->device < 0) && e->size && !ot_snapshot_ctx_end(r->a->s, e->seq)) {
+            r->unlisted_ends++;
+            r->unlisted_bytes = ot_sat_add(r->unlisted_bytes, e->size);
+        }
     }
     if (e->kind == OT_EV_MARKER)
         on_marker(r, e->seq, e->time_ns, &e->label);

@@ -90,6 +90,9 @@ struct replay {
     uint64_t last_alloc_seq; /* the device's latest allocation in the ring */
     uint64_t ctx_end_seq;    /* the latest context end visited: the frees of that seq are its */
     bool any_ctx_end;
+    /* Context ends on the device before the target whose frees the snapshot does not list (it keeps the
+     * latest ends' lists): after them the replay's live bytes are too high, by what they freed. */
+    uint64_t unlisted_ends, unlisted_bytes;
 };
 
 /* "step 12", "step 3 micro-batch 1", "step 7 seq_len=4096": the step a marker's label numbers. */
