@@ -78,7 +78,13 @@ static char *usable_path(struct ot_str p)
 {
     if (!p.p || p.n == 0 || p.p[0] != '/' || p.n > 4096 || memchr(p.p, 0, p.n))
         return NULL;
-    char *s = strndup(p.p, p.n);
+    /* Copied by its length: the path may end the payload with no NUL after it, and strndup may look one
+     * byte further (ASan's strict string checks report it). */
+    char *s = malloc(p.n + 1);
+    if (s) {
+        memcpy(s, p.p, p.n);
+        s[p.n] = 0;
+    }
     struct stat st;
     if (s && (stat(s, &st) != 0 || !S_ISREG(st.st_mode))) {
         free(s);
