@@ -137,28 +137,26 @@ wl_train_oom_segments() {
     begin train_oom_segments compare=none expect_rc=1 "note=traced only: OOM caught, segments summed, dump, re-raise"
     run_mode train_oom_segments traced "$C1" "$PY" $T/train_oom.py --segments-at-oom
 }
-wl_vmm_nvcc() {
-    begin vmm_nvcc compare=exact
+# build_cu NAME: $T/NAME.cu built by nvcc into $WORK/NAME (the driver linked directly); 1, with a skip line in
+# the workload's info.txt, when nvcc fails.
+build_cu() {
     local nv home
     nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
     home=$(dirname "$(dirname "$nv")")
-    if ! timeout 120 "$nv" -O2 -o "$WORK/vmm_nvcc" $T/vmm_nvcc.cu -L"$home/lib64/stubs" \
-        -L"$home/targets/x86_64-linux/lib/stubs" -lcuda >"$R/vmm_nvcc/build.log" 2>&1; then
-        echo "skipped=nvcc failed: $(grep -m1 -i error "$R/vmm_nvcc/build.log" | cut -c1-150)" >>"$R/vmm_nvcc/info.txt"
-        return
+    if ! timeout 120 "$nv" -O2 -o "$WORK/$1" $T/$1.cu -L"$home/lib64/stubs" \
+        -L"$home/targets/x86_64-linux/lib/stubs" -lcuda >"$R/$1/build.log" 2>&1; then
+        echo "skipped=nvcc failed: $(grep -m1 -i error "$R/$1/build.log" | cut -c1-150)" >>"$R/$1/info.txt"
+        return 1
     fi
+}
+wl_vmm_nvcc() {
+    begin vmm_nvcc compare=exact
+    build_cu vmm_nvcc || return
     pair vmm_nvcc "$C1" "$WORK/vmm_nvcc"
 }
 wl_ctx_reset() {
     begin ctx_reset compare=exact "note=cuCtxDestroy per kind, then cudaDeviceReset between 3 phases"
-    local nv home
-    nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-    home=$(dirname "$(dirname "$nv")")
-    if ! timeout 120 "$nv" -O2 -o "$WORK/ctx_reset" $T/ctx_reset.cu -L"$home/lib64/stubs" \
-        -L"$home/targets/x86_64-linux/lib/stubs" -lcuda >"$R/ctx_reset/build.log" 2>&1; then
-        echo "skipped=nvcc failed: $(grep -m1 -i error "$R/ctx_reset/build.log" | cut -c1-150)" >>"$R/ctx_reset/info.txt"
-        return
-    fi
+    build_cu ctx_reset || return
     pair ctx_reset "$C1" "$WORK/ctx_reset"
 }
 wl_alloc_expandable() {
