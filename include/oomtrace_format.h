@@ -176,7 +176,8 @@ enum ot_flag {
 #define OT_TRACER_PYFILE_PREFIX "<oomtrace>/"
 
 /* The driver entry points oomtrace wraps. X(id, exact_name). Ids are stable across versions of the
- * format: append, never renumber. */
+ * format: append, never renumber. 33-35 also stand for the same context end through the older ABIs
+ * (cuCtxDestroy, cuDevicePrimaryCtxReset, cuDevicePrimaryCtxRelease without _v2). */
 #define OT_API_LIST(X)                                                                             \
     X(1, cuMemAlloc_v2)                                                                            \
     X(2, cuMemFree_v2)                                                                             \

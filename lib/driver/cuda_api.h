@@ -6,4 +6,13 @@
 #include <cuda.h>
 #undef cuGetProcAddress
 #undef cuDeviceGetUuid
+/* The pre-11.0 ABIs of a context's end: CUDA 13's static cudart still asks cuGetProcAddress for
+ * ("cuDevicePrimaryCtxReset", 7000) and ("cuDevicePrimaryCtxRelease", 7000), which name these, not the _v2
+ * functions (tests/gpu/ctx_reset.cu on the H200: every cudaDeviceReset went through them). */
+#undef cuCtxDestroy
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx);
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev);
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev);
 #endif

@@ -15,9 +15,16 @@ static int known_device(uint64_t ctx)
     return ctx && ctx == ot_self.ctx ? ot_self.ctx_dev : -1;
 }
 
-OT_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+/* Each end has two ABIs (the pre-11.0 one without _v2, which static cudart still asks for): one body each,
+ * the real function passed in, the event the same (the report speaks of the door, not its ABI). */
+typedef CUresult (*ctx_fn)(CUcontext);
+typedef CUresult (*dev_fn)(CUdevice);
+
+static CUresult destroy(ctx_fn real, CUcontext ctx)
 {
-    OT_HOOK_ENTER(cuCtxDestroy_v2, (ctx));
+    if (!ot_enter())
+        return real(ctx);
+    int err = errno;
     uint64_t c = (uint64_t)(uintptr_t)ctx;
     int dev = known_device(c);
     CUresult r = real(ctx);
@@ -29,9 +36,11 @@ OT_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
     return r;
 }
 
-OT_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+static CUresult reset(dev_fn real, CUdevice dev)
 {
-    OT_HOOK_ENTER(cuDevicePrimaryCtxReset_v2, (dev));
+    if (!ot_enter())
+        return real(dev);
+    int err = errno;
     uint64_t c = ot_drv_primary_ctx(dev); /* 0: not active, nothing can have been made in it */
     CUresult r = real(dev);
     if (r == CUDA_SUCCESS && c) {
@@ -43,9 +52,11 @@ OT_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 }
 
 /* Only the last release ends the context: the driver says so by reporting it inactive after the call. */
-OT_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+static CUresult release(dev_fn real, CUdevice dev)
 {
-    OT_HOOK_ENTER(cuDevicePrimaryCtxRelease_v2, (dev));
+    if (!ot_enter())
+        return real(dev);
+    int err = errno;
     uint64_t c = ot_drv_primary_ctx(dev);
     CUresult r = real(dev);
     if (r == CUDA_SUCCESS && c && !ot_drv_primary_active(dev)) {
@@ -55,3 +66,16 @@ OT_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     ot_leave(err);
     return r;
 }
+
+#define OT_CTX_END(name, type, arg, body)                                                              \
+    OT_EXPORT CUresult name(type arg)                                                                  \
+    {                                                                                                  \
+        __typeof__(&name) real = OT_REAL(name, __typeof__(&name));                                     \
+        return real ? body(real, arg) : CUDA_ERROR_NOT_INITIALIZED;                                    \
+    }
+OT_CTX_END(cuCtxDestroy_v2, CUcontext, ctx, destroy)
+OT_CTX_END(cuCtxDestroy, CUcontext, ctx, destroy)
+OT_CTX_END(cuDevicePrimaryCtxReset_v2, CUdevice, dev, reset)
+OT_CTX_END(cuDevicePrimaryCtxReset, CUdevice, dev, reset)
+OT_CTX_END(cuDevicePrimaryCtxRelease_v2, CUdevice, dev, release)
+OT_CTX_END(cuDevicePrimaryCtxRelease, CUdevice, dev, release)

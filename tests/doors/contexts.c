@@ -9,6 +9,10 @@
  *   contexts reset      the primary context: 2 x 300 MiB, cuDevicePrimaryCtxReset, then 900 MiB
  *   contexts release    the primary context retained twice: the first release keeps its 300 MiB, the
  *                       last one frees them; then 900 MiB
+ *   contexts destroy-v1, reset-v1, release-v1
+ *                       the same through each end's older ABI (cuCtxDestroy before 4.0, the primary
+ *                       context's release and reset before 11.0): CUDA 13's static cudart asks for
+ *                       ("cuDevicePrimaryCtxReset", 7000), a function of its own beside the _v2 one
  *
  * Run with the stand-in driver (FAKECUDA_CAPACITY=1G: the default). */
 #include "drv.h"
@@ -24,10 +28,12 @@ static void say(const char *key, unsigned long long v)
     printf("%s %llu\n", key, v);
 }
 
+static int v1; /* the ends' older ABIs */
+
 static int cmd_destroy(void)
 {
     GET(create, cuCtxCreate_v2, "cuCtxCreate", 3020, 0);
-    GET(destroy, cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0);
+    GET(destroy, cuCtxDestroy_v2, "cuCtxDestroy", v1 ? 3020 : 4000, 0);
     GET(alloc, cuMemAlloc_v2, "cuMemAlloc", 3020, 0);
     GET(pitch, cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0);
     GET(managed, cuMemAllocManaged, "cuMemAllocManaged", 6000, 0);
@@ -86,7 +92,7 @@ static int cmd_destroy(void)
 static int cmd_reset(void)
 {
     GET(retain, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, 0);
-    GET(reset, cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0);
+    GET(reset, cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", v1 ? 7000 : 11000, 0);
     GET(set_current, cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0);
     GET(alloc, cuMemAlloc_v2, "cuMemAlloc", 3020, 0);
 
@@ -113,7 +119,9 @@ static int cmd_reset(void)
 static int cmd_release(void)
 {
     GET(retain, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, 0);
-    SYM(release, cuDevicePrimaryCtxRelease_v2); /* the other door: dlsym on the driver's handle */
+    /* the other door: dlsym on the driver's handle */
+    __typeof__(&cuDevicePrimaryCtxRelease_v2) release =
+        (__typeof__(release))drv_sym(v1 ? "cuDevicePrimaryCtxRelease" : "cuDevicePrimaryCtxRelease_v2");
     GET(set_current, cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0);
     GET(alloc, cuMemAlloc_v2, "cuMemAlloc", 3020, 0);
 
@@ -141,7 +149,7 @@ static int cmd_release(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: contexts destroy|reset|release\n");
+        fprintf(stderr, "usage: contexts destroy|reset|release[-v1]\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -150,6 +158,11 @@ int main(int argc, char **argv)
     host_used = (size_t(*)(void))drv_sym("fakecuda_host_bytes");
     GET(init, cuInit, "cuInit", 2000, 0);
     OK(init(0));
+    size_t n = strlen(argv[1]);
+    if (n > 3 && strcmp(argv[1] + n - 3, "-v1") == 0) {
+        v1 = 1;
+        argv[1][n - 3] = '\0';
+    }
     if (strcmp(argv[1], "destroy") == 0)
         return cmd_destroy();
     if (strcmp(argv[1], "reset") == 0)

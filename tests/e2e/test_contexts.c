@@ -119,10 +119,9 @@ static void expect_report_line(const char *reason, const char *want)
     fail_msg("no snapshot with reason %s", reason);
 }
 
-static void test_destroy(void **st)
+static void destroy(const char *cmd)
 {
-    (void)st;
-    run_both("destroy", 3);
+    run_both(cmd, 3);
     const uint64_t other = 100 * MiB, pool = 2 * MiB, vmm = 2 * MiB;
     const uint64_t gone = 600 * MiB + 1 * MiB + 4 * MiB + 1 * MiB; /* device, pitched, managed, array */
     const uint64_t before = other + gone + pool + vmm;
@@ -159,10 +158,9 @@ static void test_destroy(void **st)
     assert_int_equal(live_of_size(l, 300 * MiB), 0);
 }
 
-static void test_reset(void **st)
+static void reset(const char *cmd)
 {
-    (void)st;
-    run_both("reset", 3);
+    run_both(cmd, 3);
     struct loaded *l = by_reason(&snaps, "reset-before");
     expect_dev0(l, 600 * MiB, 600 * MiB, run_u64(&run, "used-before"));
     l = by_reason(&snaps, "reset-after");
@@ -179,10 +177,9 @@ static void test_reset(void **st)
     assert_int_equal(l->s.nlive, 1);
 }
 
-static void test_release(void **st)
+static void release(const char *cmd)
 {
-    (void)st;
-    run_both("release", 3);
+    run_both(cmd, 3);
     struct loaded *l = by_reason(&snaps, "release-one");
     expect_dev0(l, 300 * MiB, 300 * MiB, 300 * MiB); /* a release that is not the last frees nothing */
     assert_int_equal(count_events(&l->s, OT_EV_CONTEXT_END, 0, 0, NULL), 0);
@@ -193,12 +190,31 @@ static void test_release(void **st)
     expect_dev0(l, 900 * MiB, 900 * MiB, run_u64(&run, "used-end"));
 }
 
+/* Each end through its _v2 ABI and through the older one: the same event, the same report. */
+#define BOTH_ABIS(name)                                                                                \
+    static void test_##name(void **st)                                                                 \
+    {                                                                                                  \
+        (void)st;                                                                                      \
+        name(#name);                                                                                   \
+    }                                                                                                  \
+    static void test_##name##_v1(void **st)                                                            \
+    {                                                                                                  \
+        (void)st;                                                                                      \
+        name(#name "-v1");                                                                             \
+    }
+BOTH_ABIS(destroy)
+BOTH_ABIS(reset)
+BOTH_ABIS(release)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_destroy, teardown),
         cmocka_unit_test_teardown(test_reset, teardown),
         cmocka_unit_test_teardown(test_release, teardown),
+        cmocka_unit_test_teardown(test_destroy_v1, teardown),
+        cmocka_unit_test_teardown(test_reset_v1, teardown),
+        cmocka_unit_test_teardown(test_release_v1, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

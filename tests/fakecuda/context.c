@@ -243,7 +243,7 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 /* The last release resets the primary context, as the real driver's does. A release without a retain is
  * accepted and changes nothing (older tests release what they never retained). */
-API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+static CUresult prim_release(CUdevice dev)
 {
     enter();
     if (!dev_ok(dev))
@@ -256,7 +256,7 @@ API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 }
 
 /* What cudaDeviceReset does: the primary context's memory goes back and its references are dropped. */
-API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+static CUresult prim_reset(CUdevice dev)
 {
     enter();
     if (!dev_ok(dev))
@@ -298,7 +298,7 @@ API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned
     return ctx_create(pctx, dev);
 }
 
-API CUresult cuCtxDestroy_v2(CUcontext ctx)
+static CUresult ctx_destroy(CUcontext ctx)
 {
     int dev;
     enter();
@@ -311,6 +311,20 @@ API CUresult cuCtxDestroy_v2(CUcontext ctx)
     unlock();
     return CUDA_SUCCESS;
 }
+
+/* Both ABIs of each end do the same to memory, as the real driver's do; each is its own exported function,
+ * at its own address, as there (a tracer must route each). */
+#define ENDS(name, type, arg, body)                                                                     \
+    API CUresult name(type arg)                                                                        \
+    {                                                                                                  \
+        return body(arg);                                                                              \
+    }
+ENDS(cuCtxDestroy, CUcontext, ctx, ctx_destroy)
+ENDS(cuCtxDestroy_v2, CUcontext, ctx, ctx_destroy)
+ENDS(cuDevicePrimaryCtxRelease, CUdevice, dev, prim_release)
+ENDS(cuDevicePrimaryCtxRelease_v2, CUdevice, dev, prim_release)
+ENDS(cuDevicePrimaryCtxReset, CUdevice, dev, prim_reset)
+ENDS(cuDevicePrimaryCtxReset_v2, CUdevice, dev, prim_reset)
 
 API CUresult cuCtxSetCurrent(CUcontext ctx)
 {

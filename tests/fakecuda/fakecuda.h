@@ -18,6 +18,9 @@
 /* cuda.h maps these names to their newest ABI; we export the old ABIs under the plain names too. */
 #undef cuGetProcAddress
 #undef cuDeviceGetUuid
+#undef cuCtxDestroy
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
 
 #define API __attribute__((visibility("default")))
 
@@ -26,6 +29,9 @@ API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, c
 API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
 API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
+API CUresult cuCtxDestroy(CUcontext ctx);                /* the pre-4.0 ABI */
+API CUresult cuDevicePrimaryCtxRelease(CUdevice dev);    /* the pre-11.0 ABIs, which static cudart asks */
+API CUresult cuDevicePrimaryCtxReset(CUdevice dev);      /* for with cudaVersion 7000 */
 API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active);
 API CUresult cuStreamSynchronize_ptsz(CUstream hStream);
 API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
