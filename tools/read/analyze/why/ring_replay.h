@@ -101,4 +101,7 @@ bool why_label_step(struct ot_str label, uint64_t *step);
 /* Replays the ring into r (its a, dev, target and windows set): 0, or -1 when the ring could not be read. */
 int why_ring_replay(struct replay *r);
 
+/* The growing_site statement from a replay (growth.c). */
+void why_growth(struct ot_why *w, struct replay *r);
+
 #endif

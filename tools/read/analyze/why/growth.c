@@ -1,0 +1,277 @@
+/* growing_site: a call site whose live allocations rose across the replay's markers (or windows), seldom fell,
+ * and still holds its growth: a suspected leak (ring.c replays the ring; ring_replay.c samples the sites).
+ *
+ * Growth is measured between markers: the program's own (oomtrace.mark) or the companion's optimizer-step
+ * markers ("step N"), whose intervals are steps. A ring with no marker at all is cut into WINDOWS windows
+ * of equal event counts instead, and growth is then stated per second when its run spans a second or more
+ * (why_rate_ok), else as bytes over the span and per allocation kept. */
+#include "analyze/why/ring_replay.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/breakdown.h"
+
+/* The companion recorded optimizer steps: its markers are then those labelled "step N". */
+static bool companion_steps(const struct ot_snapshot *s)
+{
+    for (size_t i = 0; i < s->fw.nsteps; i++)
+        if (ot_str_eq(s->fw.steps[i].framework, "torch"))
+            return true;
+    return false;
+}
+/* Where a run of growth starts or ends: a marker, or a window's boundary. */
+static void put_mark(FILE *f, const struct replay *r, size_t k)
+{
+    if (r->windows)
+        fprintf(f, "seq %" PRIu64, r->mseq[k]);
+    else
+        why_put_marker(f, r->a->s, r->mseq[k]);
+}
+
+/* Windows are not iterations: a program that builds a model or an optimizer's state grows through the
+ * windows as steadily as one that leaks. A loop that leaks also frees its temporaries as it goes, so
+ * without markers a site's growth counts only when every window of its span saw frees. */
+static bool frees_throughout(const struct replay *r, size_t from, size_t to)
+{
+    for (size_t k = from + 1; k <= to; k++)
+        if (!r->mfrees[k])
+            return false;
+    return true;
+}
+
+/* A caching allocator frees nothing to the driver: growth then may be its cache. Its own view tells:
+ * when its segments on the device hold less free space than a tenth of the growth, the growth is live
+ * tensors. */
+static bool framework_allocated(const struct ot_analysis *a, int64_t dev, uint64_t gain)
+{
+    if (!a->fw || !a->fw->present)
+        return false;
+    for (size_t i = 0; i < a->fw->ndevs; i++) {
+        const struct ot_fw_devview *v = &a->fw->devs[i];
+        if ((int64_t)v->device == dev && v->nsegments && v->free_bytes < gain / 10)
+            return true;
+    }
+    return false;
+}
+
+/* A marker's step: its label starts "step N" (the companion's "step 12", a program's "step 3 micro-batch 1"). */
+static bool marker_step(const struct ot_snapshot *s, uint64_t seq, uint64_t *step)
+{
+    const struct snap_marker *m = ot_snapshot_marker(s, seq);
+    return m && why_label_step(m->label, step);
+}
+
+/* A leak's shape, measured over the whole marked span from the marker before the site's first rise to the
+ * last marker (walk 8, #23), in steps where the markers' labels number them (a marker per micro-batch, "step
+ * 3 micro-batch 1", makes one interval a step): it rose in at least GROWTH_MIN_RISES intervals and in at
+ * least one in GROWTH_RISE_SHARE of the span's busy ones (a leak made every few steps, by an evaluation or a
+ * logger), fell in at most half as many as it rose (a cache whose eviction lags falls now and then), kept at
+ * least half of what its rises added, and still holds at least half of its net growth at the snapshot (walk
+ * 7, #26: churn that holds nothing at the end is no leak). */
+#define GROWTH_MIN_RISES 3
+#define GROWTH_RISE_SHARE 4
+
+struct growth {
+    const struct site_state *x;
+    size_t intervals;  /* busy intervals in its span */
+    uint64_t gain;     /* its net growth over the span */
+    uint64_t held;     /* its live bytes at the snapshot */
+};
+
+static bool growth_of(const struct replay *r, const struct site_state *x, struct growth *g)
+{
+    size_t end = r->last_bound;
+    if (x->rises < GROWTH_MIN_RISES || x->mark_idx == NO_MARK || x->first_rise >= end)
+        return false;
+    size_t n = r->mbusy[end] - r->mbusy[x->first_rise];
+    if (x->mark_bytes <= x->first_bytes)
+        return false;
+    uint64_t gain = x->mark_bytes - x->first_bytes;
+    uint64_t held = ot_sat_add(r->a->s->has_live ? x->snap_bytes : x->cur_bytes, x->ctx_end_bytes);
+    if (x->rises * GROWTH_RISE_SHARE < n || x->falls * 2 > x->rises || gain * 2 < x->rise_bytes || held * 2 < gain)
+        return false;
+    if (r->windows && !frees_throughout(r, x->first_rise, end))
+        return false;
+    *g = (struct growth){x, n, gain, held};
+    return true;
+}
+
+void why_growth(struct ot_why *w, struct replay *r)
+{
+    const struct ot_analysis *a = r->a;
+    const struct ot_snapshot *s = a->s;
+    if (r->sites_off || r->nbound < 4)
+        return;
+    struct growth best = {0}, g;
+    size_t qualifying = 0;
+    for (size_t i = 0; i < r->nsites; i++) {
+        if (!growth_of(r, &r->sites[i], &g))
+            continue;
+        qualifying++;
+        if (!best.x || g.gain > best.gain || (g.gain == best.gain && g.x->rises > best.x->rises) ||
+            (g.gain == best.gain && g.x->rises == best.x->rises && g.x->stack_id < best.x->stack_id))
+            best = g;
+    }
+    if (!best.x)
+        return;
+    const struct site_state *x = best.x;
+    size_t start = x->first_rise, end = r->last_bound;
+    /* The span's unit: optimizer steps when every marker it spans is the companion's step marker; steps when
+     * the markers' labels number them (the rate then per step: "step 3 micro-batch 1" are four intervals a
+     * step, grouped); seconds when the ring had no marker (windows); else marker intervals. */
+    bool steps = !r->windows && companion_steps(s), numbered = !r->windows;
+    for (size_t k = start; (steps || numbered) && k <= end; k++) {
+        steps = steps && r->mstep[k];
+        numbered = numbered && r->mstep[k];
+    }
+    uint64_t s0, s1, nsteps = 0;
+    if (numbered && marker_step(s, r->mseq[start], &s0) && marker_step(s, r->mseq[end], &s1) && s1 > s0)
+        nsteps = s1 - s0;
+    numbered = numbered && nsteps;
+    /* Counted in steps, a step without an allocation or free is a step still. */
+    if ((steps || numbered) && nsteps > best.intervals)
+        best.intervals = nsteps;
+    uint64_t t0 = r->mtime[start], t1 = r->mtime[end];
+    uint64_t ns = t1 > t0 ? t1 - t0 : 0;
+    double secs = (double)ns / 1e9;
+    bool per_second = r->windows && why_rate_ok(ns);
+    uint64_t gain = best.gain, n = best.intervals ? best.intervals : 1;
+    uint64_t kept = x->mark_count > x->first_count ? x->mark_count - x->first_count : 0;
+    const char *unit = r->windows ? "windows" : steps || numbered ? "steps" : "intervals";
+    char sp[32];
+    /* The device's growth over the same span, when it too rose far more often than it fell (sites that
+     * grew together, as a summed loss keeps several tensors per step). */
+    int64_t dev_gain;
+    if (__builtin_sub_overflow(r->mlive[end], r->mlive[start], &dev_gain))
+        dev_gain = 0; /* saturated levels (a hostile ring): no device growth to speak of */
+    size_t dev_up = 0, dev_down = 0;
+    for (size_t k = start + 1, prev = start; k <= end; k++) {
+        if (!r->mbound[k])
+            continue;
+        dev_up += r->mlive[k] > r->mlive[prev];
+        dev_down += r->mlive[k] < r->mlive[prev];
+        prev = k;
+    }
+    if (dev_down * 2 > dev_up)
+        dev_gain = 0;
+    /* No free on the device is a caching allocator's way (it never gives back to the driver) only when the
+     * growing site allocates through one: a program that calls the driver itself and frees nothing is the
+     * leak (walk 6, #17). */
+    bool cache_may_be = r->frees_on_dev == 0 && ot_stack_framework(a, x->stack_id) != NULL;
+    bool suspect = r->frees_on_dev || !cache_may_be;
+    const char *at = s->has_failure ? "at the failure" : "at the snapshot";
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    struct why_item_b b;
+    if (r->windows) {
+        if (!why_item_say(&b, w, "growing_site",
+                "One call site grew through the event ring%s: with no marker to divide it, the ring up to %s (seq %" PRIu64
+                "..%" PRIu64 ") cut into %d windows of equal event counts shows its live allocations on device %" PRId64
+                " rising in %zu of %zu windows",
+                suspect ? " (a suspected leak)" : "", s->has_failure ? "the failure" : r->target != UINT64_MAX ? "the peak" : "the snapshot",
+                r->mseq[0], r->mseq[end], WINDOWS, r->dev, x->rises, (size_t)n))
+            return;
+    } else if (!why_item_say(&b, w, "growing_site",
+            "One call site grew across %s%s: its live allocations on device %" PRId64 " rose in %zu of %zu %s",
+            steps ? "optimizer steps" : numbered ? "steps" : "marker intervals", suspect ? " (a suspected leak)" : "", r->dev, x->rises,
+            (size_t)n, unit)) {
+        return;
+    }
+    if (x->falls)
+        fprintf(b.f, r->windows ? " and falling in %zu" : " and fell in %zu", x->falls);
+    else
+        fputs(r->windows ? " and never falling" : " and never fell", b.f);
+    fprintf(b.f, ", from %s allocation%s (%s) at ", ot_fmt_count(b1, x->first_count), x->first_count == 1 ? "" : "s",
+            why_bytes(b2, x->first_bytes));
+    put_mark(b.f, r, start);
+    /* A ring that dropped its first events: the levels count the allocations made before them that were
+     * still live (the live set is exact), and the statement says the ring is not the whole run. */
+    if (r->ring_first_seq > 1)
+        fprintf(b.f, " (%s first %s events were dropped, and the counts include the allocations made before them "
+                "that were still live)", start == 0 ? "the ring's first kept marker: its" : "the ring's",
+                ot_fmt_count(b3, r->ring_first_seq - 1));
+    fprintf(b.f, " to %s allocation%s (%s) at ", ot_fmt_count(b3, x->mark_count), x->mark_count == 1 ? "" : "s",
+            why_bytes(b4, x->mark_bytes));
+    put_mark(b.f, r, end);
+    if (r->windows && ns)
+        fprintf(b.f, ", %s later", why_span(sp, sizeof sp, ns));
+    fputs(": ", b.f);
+    why_put_headline(b.f, a, x->stack_id);
+    /* The rate: the site's, and the whole device's over the same span when other sites grew with it. */
+    fprintf(b.f, "; +%s in all", why_bytes(b5, gain));
+    if (nsteps)
+        fprintf(b.f, ", +%s per step over %" PRIu64 " step%s", why_bytes(b5, gain / nsteps), nsteps, nsteps == 1 ? "" : "s");
+    else if (per_second)
+        fprintf(b.f, ", +%s per second", why_bytes(b5, (uint64_t)((double)gain / secs)));
+    else if (r->windows) {
+        if (kept)
+            fprintf(b.f, ", %s per allocation kept", why_bytes(b5, gain / kept));
+        if (ns)
+            fputs(" (less than a second: too short a span for a rate per second)", b.f);
+    } else
+        fprintf(b.f, ", +%s per interval", why_bytes(b5, gain / n));
+    if (x->ctx_end_bytes)
+        fprintf(b.f, "; it held %s until its context ended, which freed %s of it: the program had not given it back",
+                why_bytes(b5, best.held), why_bytes(b4, x->ctx_end_bytes));
+    else
+        fprintf(b.f, "; it holds %s %s", why_bytes(b5, best.held), at);
+    if (qualifying > 1) {
+        fprintf(b.f, "; %zu other site%s grew so too", qualifying - 1, qualifying == 2 ? "" : "s");
+        if (dev_gain > 0 && (uint64_t)dev_gain > gain) {
+            fprintf(b.f, ", and live memory on the device grew by %s over the same span", why_bytes(b5, (uint64_t)dev_gain));
+            if (nsteps)
+                fprintf(b.f, ", %s per step in all", why_bytes(b5, (uint64_t)dev_gain / nsteps));
+            else if (per_second)
+                fprintf(b.f, ", %s per second in all", why_bytes(b5, (uint64_t)((double)dev_gain / secs)));
+            else if (!r->windows)
+                fprintf(b.f, ", %s per interval in all", why_bytes(b5, (uint64_t)dev_gain / n));
+        }
+    }
+    /* How long the device's free memory lasts at this rate: only without a failure (with one it has run
+     * out already), while the growth is still going (its latest rise no further back than twice its
+     * average gap between rises), and with cuMemGetInfo's figure. */
+    const struct snap_device *d = ot_snapshot_device(s, r->dev);
+    uint64_t rate = dev_gain > 0 && (uint64_t)dev_gain > gain ? (uint64_t)dev_gain : gain;
+    bool going = r->mbusy[end] - r->mbusy[x->last_rise] <= 2 * n / x->rises + 1;
+    /* Nor once a context's end freed the growth: the free memory at the snapshot is after it. */
+    bool project = !s->has_failure && going && !x->ctx_end_bytes && d && (d->flags & OT_DEV_MEMINFO_KNOWN) && rate;
+    if (project && nsteps)
+        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %" PRIu64 " more steps",
+                why_bytes(b5, d->free_bytes), d->free_bytes / (rate / nsteps ? rate / nsteps : 1));
+    else if (project && per_second)
+        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %.3g more seconds",
+                why_bytes(b5, d->free_bytes), (double)d->free_bytes / ((double)rate / secs));
+    else if (project && r->windows && kept)
+        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) has room for about %" PRIu64
+                " more of its allocations", why_bytes(b5, d->free_bytes), d->free_bytes / (rate / kept ? rate / kept : 1));
+    else if (project && !r->windows)
+        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %" PRIu64 " more intervals",
+                why_bytes(b5, d->free_bytes), d->free_bytes / (rate / n ? rate / n : 1));
+    bool live = framework_allocated(a, r->dev, gain);
+    if (r->frees_on_dev == 0 && live)
+        fputs(" (the ring holds no free on this device, but the framework's allocator reports its segments allocated,"
+              " not cached: this is live tensors)", b.f);
+    else if (cache_may_be)
+        fputs(" (the ring holds no free on this device at all: a caching allocator keeps what it takes, so this may be its"
+              " cache growing rather than a leak)", b.f);
+    else if (r->frees_on_dev == 0)
+        fputs(" (the ring holds no free on this device at all, and no caching allocator is on the site's stack: the program"
+              " allocates from the driver itself and gives nothing back)", b.f);
+    fputc('.', b.f);
+    why_num_i(&b, "device", r->dev);
+    WHY_NUMS_U(&b, {"stack_id", x->stack_id}, {"intervals", n}, {"rises", x->rises}, {"falls", x->falls},
+               {"from_count", x->first_count}, {"from_bytes", x->first_bytes}, {"to_count", x->mark_count},
+               {"to_bytes", x->mark_bytes}, {"growth_bytes", gain}, {"steps", nsteps}, {"held_bytes", best.held},
+               {"from_marker_seq", r->mseq[start]}, {"to_marker_seq", r->mseq[end]}, {"sites", qualifying},
+               {"frees_in_ring", r->frees_on_dev}, {"dropped_events", r->ring_first_seq > 1 ? r->ring_first_seq - 1 : 0},
+               {"context_end_bytes", x->ctx_end_bytes});
+    why_num_i(&b, "device_growth_bytes", dev_gain);
+    why_num_u(&b, "step_markers", steps);
+    why_num_u(&b, "time_windows", r->windows);
+    if (r->windows)
+        why_num_u(&b, "duration_ns", ns);
+    why_num_u(&b, "framework_allocated", live);
+    why_num_u(&b, "allocator_on_stack", ot_stack_framework(a, x->stack_id) != NULL);
+    why_item_end(&b);
+}
