@@ -8,8 +8,8 @@
 #include "analyze/analysis.h"
 
 #define OT_WHY_MAX_ITEMS 16
-/* A statement's numbers: growing_site has 23. */
-#define OT_WHY_MAX_NUMBERS 24
+/* A statement's numbers: growing_site has up to 30 (with windows, and two more sites named). */
+#define OT_WHY_MAX_NUMBERS 32
 
 enum ot_why_numkind { OT_WHY_U64, OT_WHY_I64, OT_WHY_F64 };
 

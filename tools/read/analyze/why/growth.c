@@ -69,33 +69,131 @@ static bool marker_step(const struct ot_snapshot *s, uint64_t seq, uint64_t *ste
  * least one in GROWTH_RISE_SHARE of the span's busy ones (a leak made every few steps, by an evaluation or a
  * logger), fell in at most half as many as it rose (a cache whose eviction lags falls now and then), kept at
  * least half of what its rises added, and still holds at least half of its net growth at the snapshot (walk
- * 7, #26: churn that holds nothing at the end is no leak). */
+ * 7, #26: churn that holds nothing at the end is no leak). Its growth still goes on at the span's end: its
+ * latest rise no further back than twice its average gap between rises and one more (walk 9, #7: a warm-up
+ * that grew for 10 steps and then stayed flat read "rose in 10 of 40 intervals").
+ *
+ * Where markers of several kinds divide the ring, a site that does not qualify so is judged again over the
+ * intervals each kind began alone (walk 9, #13: what a validation pass every tenth step keeps rises in one
+ * interval of ten). */
 #define GROWTH_MIN_RISES 3
 #define GROWTH_RISE_SHARE 4
+/* The most sites a statement names. */
+#define GROWTH_NAMED 3
 
 struct growth {
     const struct site_state *x;
-    size_t intervals;  /* busy intervals in its span */
+    size_t intervals;  /* busy intervals in its span (with a kind: the intervals its kind began) */
     uint64_t gain;     /* its net growth over the span */
     uint64_t held;     /* its live bytes at the snapshot */
+    size_t start;      /* the marker that began its span */
+    size_t rises;
+    uint64_t from_count, from_bytes;
+    unsigned kind;     /* NO_KIND: every interval counts; else the kind of marker whose intervals it rose in */
 };
 
-static bool growth_of(const struct replay *r, const struct site_state *x, struct growth *g)
+/* Still growing at the span's end: the intervals since its latest rise (gap) are at most twice the span's
+ * intervals per rise, and one more. */
+static bool going(size_t gap, size_t rises, size_t n)
+{
+    return gap * rises <= 2 * n + rises;
+}
+
+static bool shaped(const struct replay *r, const struct site_state *x, struct growth *g)
+{
+    if (g->rises < GROWTH_MIN_RISES || x->mark_bytes <= g->from_bytes)
+        return false;
+    g->x = x;
+    g->gain = x->mark_bytes - g->from_bytes;
+    g->held = ot_sat_add(r->a->s->has_live ? x->snap_bytes : x->cur_bytes, x->ctx_end_bytes);
+    return g->rises * GROWTH_RISE_SHARE >= g->intervals && x->falls * 2 <= x->rises && g->gain * 2 >= x->rise_bytes &&
+           g->held * 2 >= g->gain;
+}
+
+/* The intervals markers of kind k began in [from, to): kc holds, for each marker, the boundaries of each kind
+ * before it. */
+static size_t kind_count(const uint32_t *kc, size_t from, size_t to, unsigned k)
+{
+    return kc[to * WHY_KINDS + k] - kc[from * WHY_KINDS + k];
+}
+
+static bool growth_of(const struct replay *r, const uint32_t *kc, const struct site_state *x, struct growth *g)
 {
     size_t end = r->last_bound;
-    if (x->rises < GROWTH_MIN_RISES || x->mark_idx == NO_MARK || x->first_rise >= end)
+    if (x->mark_idx == NO_MARK)
         return false;
-    size_t n = r->mbusy[end] - r->mbusy[x->first_rise];
-    if (x->mark_bytes <= x->first_bytes)
-        return false;
-    uint64_t gain = x->mark_bytes - x->first_bytes;
-    uint64_t held = ot_sat_add(r->a->s->has_live ? x->snap_bytes : x->cur_bytes, x->ctx_end_bytes);
-    if (x->rises * GROWTH_RISE_SHARE < n || x->falls * 2 > x->rises || gain * 2 < x->rise_bytes || held * 2 < gain)
-        return false;
-    if (r->windows && !frees_throughout(r, x->first_rise, end))
-        return false;
-    *g = (struct growth){x, n, gain, held};
-    return true;
+    if (x->rises && x->first_rise < end) {
+        *g = (struct growth){.intervals = r->mbusy[end] - r->mbusy[x->first_rise], .start = x->first_rise,
+                             .rises = x->rises, .from_count = x->first_count, .from_bytes = x->first_bytes, .kind = NO_KIND};
+        if (shaped(r, x, g) && going(r->mbusy[end] - r->mbusy[x->last_rise], x->rises, g->intervals) &&
+            (!r->windows || frees_throughout(r, x->first_rise, end)))
+            return true;
+    }
+    for (unsigned k = 0; kc && k < r->nkinds; k++) {
+        if (x->krises[k] < GROWTH_MIN_RISES || x->kfirst[k] >= end)
+            continue;
+        *g = (struct growth){.intervals = kind_count(kc, x->kfirst[k], end, k), .start = x->kfirst[k],
+                             .rises = x->krises[k], .from_count = x->kfirst_count[k], .from_bytes = x->kfirst_bytes[k],
+                             .kind = k};
+        if (shaped(r, x, g) && going(kind_count(kc, x->klast[k] + 1, end, k), x->krises[k], g->intervals))
+            return true;
+    }
+    return false;
+}
+
+/* Keeps the GROWTH_NAMED largest growths, largest first (then more rises, then the lower stack id). */
+static void rank(struct growth *top, size_t *ntop, const struct growth *g)
+{
+    size_t i = *ntop;
+    while (i > 0) {
+        const struct growth *p = &top[i - 1];
+        if (g->gain < p->gain || (g->gain == p->gain && (g->rises < p->rises ||
+                                  (g->rises == p->rises && g->x->stack_id > p->x->stack_id))))
+            break;
+        i--;
+    }
+    if (i >= GROWTH_NAMED)
+        return;
+    size_t last = *ntop < GROWTH_NAMED ? *ntop : GROWTH_NAMED - 1;
+    memmove(&top[i + 1], &top[i], (last - i) * sizeof(*top));
+    top[i] = *g;
+    if (*ntop < GROWTH_NAMED)
+        (*ntop)++;
+}
+
+/* For each marker, the boundaries of each kind before it; NULL with fewer than two kinds (or no memory). */
+static uint32_t *kind_counts(const struct replay *r)
+{
+    if (r->windows || r->nkinds < 2 || r->nm >= UINT32_MAX)
+        return NULL;
+    uint32_t *kc = calloc((r->nm + 1) * WHY_KINDS, sizeof(*kc));
+    for (size_t k = 0; kc && k < r->nm; k++) {
+        memcpy(&kc[(k + 1) * WHY_KINDS], &kc[k * WHY_KINDS], WHY_KINDS * sizeof(*kc));
+        if (r->mbound[k] && r->mkind[k] != NO_KIND)
+            kc[(k + 1) * WHY_KINDS + r->mkind[k]]++;
+    }
+    return kc;
+}
+
+/* The most live memory rose above a step's start (a marker that starts one) in the span, the step under way
+ * included: what each step needs at its height besides what it keeps, a validation pass's too. *now: how far
+ * the step under way has risen (its allocations that the snapshot's free memory already leaves out). */
+static uint64_t step_height(const struct replay *r, size_t start, uint64_t *now)
+{
+    uint64_t h = 0, cur = 0;
+    int64_t base = r->mlive[start], top = base;
+    for (size_t k = start + 1; k <= r->nm; k++) {
+        int64_t hi = k < r->nm ? r->mhigh[k] : r->high;
+        if (hi > top)
+            top = hi;
+        cur = top > base ? (uint64_t)top - (uint64_t)base : 0;
+        if (cur > h)
+            h = cur;
+        if (k < r->nm && r->mbound[k])
+            base = top = r->mlive[k];
+    }
+    *now = cur;
+    return h;
 }
 
 void why_growth(struct ot_why *w, struct replay *r)
@@ -104,24 +202,27 @@ void why_growth(struct ot_why *w, struct replay *r)
     const struct ot_snapshot *s = a->s;
     if (r->sites_off || r->nbound < 4)
         return;
-    struct growth best = {0}, g;
-    size_t qualifying = 0;
+    struct growth top[GROWTH_NAMED], g;
+    size_t ntop = 0, qualifying = 0;
+    uint32_t *kc = kind_counts(r);
     for (size_t i = 0; i < r->nsites; i++) {
-        if (!growth_of(r, &r->sites[i], &g))
+        if (!growth_of(r, kc, &r->sites[i], &g))
             continue;
         qualifying++;
-        if (!best.x || g.gain > best.gain || (g.gain == best.gain && g.x->rises > best.x->rises) ||
-            (g.gain == best.gain && g.x->rises == best.x->rises && g.x->stack_id < best.x->stack_id))
-            best = g;
+        rank(top, &ntop, &g);
     }
-    if (!best.x)
+    free(kc);
+    if (!ntop)
         return;
+    struct growth best = top[0];
     const struct site_state *x = best.x;
-    size_t start = x->first_rise, end = r->last_bound;
+    bool kind = best.kind != NO_KIND;
+    size_t start = best.start, end = r->last_bound;
     /* The span's unit: optimizer steps when every marker it spans is the companion's step marker; steps when
      * the markers' labels number them (the rate then per step: "step 3 micro-batch 1" are four intervals a
-     * step, grouped); seconds when the ring had no marker (windows); else marker intervals. */
-    bool steps = !r->windows && companion_steps(s), numbered = !r->windows;
+     * step, grouped); seconds when the ring had no marker (windows); the intervals one kind of marker began;
+     * else marker intervals. */
+    bool steps = !r->windows && !kind && companion_steps(s), numbered = !r->windows && !kind;
     for (size_t k = start; (steps || numbered) && k <= end; k++) {
         steps = steps && r->mstep[k];
         numbered = numbered && r->mstep[k];
@@ -138,7 +239,7 @@ void why_growth(struct ot_why *w, struct replay *r)
     double secs = (double)ns / 1e9;
     bool per_second = r->windows && why_rate_ok(ns);
     uint64_t gain = best.gain, n = best.intervals ? best.intervals : 1;
-    uint64_t kept = x->mark_count > x->first_count ? x->mark_count - x->first_count : 0;
+    uint64_t kept = x->mark_count > best.from_count ? x->mark_count - best.from_count : 0;
     const char *unit = r->windows ? "windows" : steps || numbered ? "steps" : "intervals";
     char sp[32];
     /* The device's growth over the same span, when it too rose far more often than it fell (sites that
@@ -170,11 +271,18 @@ void why_growth(struct ot_why *w, struct replay *r)
                 "..%" PRIu64 ") cut into %d windows of equal event counts shows its live allocations on device %" PRId64
                 " rising in %zu of %zu windows",
                 suspect ? " (a suspected leak)" : "", s->has_failure ? "the failure" : r->target != UINT64_MAX ? "the peak" : "the snapshot",
-                r->mseq[0], r->mseq[end], WINDOWS, r->dev, x->rises, (size_t)n))
+                r->mseq[0], r->mseq[end], WINDOWS, r->dev, best.rises, (size_t)n))
             return;
+    } else if (kind) {
+        if (!why_item_begin(&b, w, "growing_site"))
+            return;
+        fputs("One call site grew after each marker ", b.f);
+        why_put_kind(b.f, s, r->mseq[start]);
+        fprintf(b.f, "%s: its live allocations on device %" PRId64 " rose in %zu of the %zu intervals such a marker began",
+                suspect ? " (a suspected leak)" : "", r->dev, best.rises, (size_t)n);
     } else if (!why_item_say(&b, w, "growing_site",
             "One call site grew across %s%s: its live allocations on device %" PRId64 " rose in %zu of %zu %s",
-            steps ? "optimizer steps" : numbered ? "steps" : "marker intervals", suspect ? " (a suspected leak)" : "", r->dev, x->rises,
+            steps ? "optimizer steps" : numbered ? "steps" : "marker intervals", suspect ? " (a suspected leak)" : "", r->dev, best.rises,
             (size_t)n, unit)) {
         return;
     }
@@ -182,8 +290,8 @@ void why_growth(struct ot_why *w, struct replay *r)
         fprintf(b.f, r->windows ? " and falling in %zu" : " and fell in %zu", x->falls);
     else
         fputs(r->windows ? " and never falling" : " and never fell", b.f);
-    fprintf(b.f, ", from %s allocation%s (%s) at ", ot_fmt_count(b1, x->first_count), x->first_count == 1 ? "" : "s",
-            why_bytes(b2, x->first_bytes));
+    fprintf(b.f, ", from %s allocation%s (%s) at ", ot_fmt_count(b1, best.from_count), best.from_count == 1 ? "" : "s",
+            why_bytes(b2, best.from_bytes));
     put_mark(b.f, r, start);
     /* A ring that dropped its first events: the levels count the allocations made before them that were
      * still live (the live set is exact), and the statement says the ring is not the whole run. */
@@ -209,6 +317,8 @@ void why_growth(struct ot_why *w, struct replay *r)
             fprintf(b.f, ", %s per allocation kept", why_bytes(b5, gain / kept));
         if (ns)
             fputs(" (less than a second: too short a span for a rate per second)", b.f);
+    } else if (kind) {
+        fprintf(b.f, ", +%s per such interval", why_bytes(b5, gain / n));
     } else
         fprintf(b.f, ", +%s per interval", why_bytes(b5, gain / n));
     if (x->ctx_end_bytes)
@@ -216,8 +326,14 @@ void why_growth(struct ot_why *w, struct replay *r)
                 why_bytes(b5, best.held), why_bytes(b4, x->ctx_end_bytes));
     else
         fprintf(b.f, "; it holds %s %s", why_bytes(b5, best.held), at);
+    /* The others that grew so, by name up to GROWTH_NAMED in all (walk 9, #10d: two leaking sites, one named). */
     if (qualifying > 1) {
         fprintf(b.f, "; %zu other site%s grew so too", qualifying - 1, qualifying == 2 ? "" : "s");
+        for (size_t i = 1; i < ntop; i++) {
+            fputs(i == 1 ? (qualifying > ntop ? ", the largest: " : ": ") : i + 1 == ntop ? " and " : ", ", b.f);
+            why_put_headline(b.f, a, top[i].x->stack_id);
+            fprintf(b.f, " (+%s in all, holding %s)", why_bytes(b5, top[i].gain), why_bytes(b4, top[i].held));
+        }
         if (dev_gain > 0 && (uint64_t)dev_gain > gain) {
             fprintf(b.f, ", and live memory on the device grew by %s over the same span", why_bytes(b5, (uint64_t)dev_gain));
             if (nsteps)
@@ -229,16 +345,24 @@ void why_growth(struct ot_why *w, struct replay *r)
         }
     }
     /* How long the device's free memory lasts at this rate: only without a failure (with one it has run
-     * out already), while the growth is still going (its latest rise no further back than twice its
-     * average gap between rises), and with cuMemGetInfo's figure. */
+     * out already), and with cuMemGetInfo's figure. Between markers, what a step rises to above its start
+     * (a validation pass's too) must stay free besides: the steps last until the growth leaves less than
+     * that (walk 9, #3: "311 more steps" where each step also needed 100 MiB ran 263). */
     const struct snap_device *d = ot_snapshot_device(s, r->dev);
     uint64_t rate = dev_gain > 0 && (uint64_t)dev_gain > gain ? (uint64_t)dev_gain : gain;
-    bool going = r->mbusy[end] - r->mbusy[x->last_rise] <= 2 * n / x->rises + 1;
+    uint64_t now = 0, height = r->windows ? 0 : step_height(r, start, &now);
+    /* The step under way holds part of its height already (live at the snapshot, not in its free memory), up
+     * to what the device holds above the step's start. */
+    int64_t above = d ? (int64_t)(d->tracked_bytes > INT64_MAX ? INT64_MAX : d->tracked_bytes) - r->mlive[r->last_bound] : 0;
+    if (above < 0 || (uint64_t)above < now)
+        now = above > 0 ? (uint64_t)above : 0;
+    uint64_t room = d ? ot_sat_add(d->free_bytes, now) : 0;
+    room = room > height ? room - height : 0;
     /* Nor once a context's end freed the growth: the free memory at the snapshot is after it. */
-    bool project = !s->has_failure && going && !x->ctx_end_bytes && d && (d->flags & OT_DEV_MEMINFO_KNOWN) && rate;
+    bool project = !s->has_failure && !x->ctx_end_bytes && d && (d->flags & OT_DEV_MEMINFO_KNOWN) && rate;
     if (project && nsteps)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %" PRIu64 " more steps",
-                why_bytes(b5, d->free_bytes), d->free_bytes / (rate / nsteps ? rate / nsteps : 1));
+                why_bytes(b5, d->free_bytes), room / (rate / nsteps ? rate / nsteps : 1));
     else if (project && per_second)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %.3g more seconds",
                 why_bytes(b5, d->free_bytes), (double)d->free_bytes / ((double)rate / secs));
@@ -246,8 +370,10 @@ void why_growth(struct ot_why *w, struct replay *r)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) has room for about %" PRIu64
                 " more of its allocations", why_bytes(b5, d->free_bytes), d->free_bytes / (rate / kept ? rate / kept : 1));
     else if (project && !r->windows)
-        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %" PRIu64 " more intervals",
-                why_bytes(b5, d->free_bytes), d->free_bytes / (rate / n ? rate / n : 1));
+        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %" PRIu64 " more %s",
+                why_bytes(b5, d->free_bytes), room / (rate / n ? rate / n : 1), kind ? "such intervals" : "intervals");
+    if (project && !r->windows && height)
+        fprintf(b.f, ", as each %s also needs up to %s at its height", nsteps ? "step" : "interval", why_bytes(b5, height));
     bool live = framework_allocated(a, r->dev, gain);
     if (r->frees_on_dev == 0 && live)
         fputs(" (the ring holds no free on this device, but the framework's allocator reports its segments allocated,"
@@ -260,12 +386,16 @@ void why_growth(struct ot_why *w, struct replay *r)
               " allocates from the driver itself and gives nothing back)", b.f);
     fputc('.', b.f);
     why_num_i(&b, "device", r->dev);
-    WHY_NUMS_U(&b, {"stack_id", x->stack_id}, {"intervals", n}, {"rises", x->rises}, {"falls", x->falls},
-               {"from_count", x->first_count}, {"from_bytes", x->first_bytes}, {"to_count", x->mark_count},
+    WHY_NUMS_U(&b, {"stack_id", x->stack_id}, {"intervals", n}, {"rises", best.rises}, {"falls", x->falls},
+               {"from_count", best.from_count}, {"from_bytes", best.from_bytes}, {"to_count", x->mark_count},
                {"to_bytes", x->mark_bytes}, {"growth_bytes", gain}, {"steps", nsteps}, {"held_bytes", best.held},
                {"from_marker_seq", r->mseq[start]}, {"to_marker_seq", r->mseq[end]}, {"sites", qualifying},
                {"frees_in_ring", r->frees_on_dev}, {"dropped_events", r->ring_first_seq > 1 ? r->ring_first_seq - 1 : 0},
-               {"context_end_bytes", x->ctx_end_bytes});
+               {"context_end_bytes", x->ctx_end_bytes}, {"marker_kind", kind}, {"height_bytes", height});
+    for (size_t i = 1; i < ntop; i++) {
+        why_num_u(&b, i == 1 ? "second_stack_id" : "third_stack_id", top[i].x->stack_id);
+        why_num_u(&b, i == 1 ? "second_growth_bytes" : "third_growth_bytes", top[i].gain);
+    }
     why_num_i(&b, "device_growth_bytes", dev_gain);
     why_num_u(&b, "step_markers", steps);
     why_num_u(&b, "time_windows", r->windows);

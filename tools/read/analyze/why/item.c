@@ -157,6 +157,27 @@ void why_put_marker(FILE *f, const struct ot_snapshot *s, uint64_t seq)
     }
 }
 
+size_t why_label_kind(struct ot_str l)
+{
+    size_t i = 0;
+    while (i < l.n && !(l.p[i] >= '0' && l.p[i] <= '9'))
+        i++;
+    return i;
+}
+
+void why_put_kind(FILE *f, const struct ot_snapshot *s, uint64_t seq)
+{
+    const struct snap_marker *m = ot_snapshot_marker(s, seq);
+    if (!m) {
+        fprintf(f, "of the marker at seq %" PRIu64, seq);
+        return;
+    }
+    size_t n = why_label_kind(m->label);
+    fputc('"', f);
+    ot_fput_safe_max(f, (struct ot_str){m->label.p, n}, 60);
+    fputs(n < m->label.n ? "N\"" : "\"", f);
+}
+
 bool why_peak_long_before(const struct ot_analysis *a, uint64_t *live)
 {
     const struct ot_snapshot *s = a->s;

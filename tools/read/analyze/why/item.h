@@ -46,6 +46,11 @@ uint64_t why_site_live(const struct ot_snapshot *s, int64_t dev, uint64_t stack_
  * longer keeps it. */
 void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id);
 void why_put_marker(FILE *f, const struct ot_snapshot *s, uint64_t seq);
+/* A label's kind: its bytes up to the first digit (all of them when it has none); "valid 3" and "valid 4" are
+ * of one kind, "step 3" of another. */
+size_t why_label_kind(struct ot_str label);
+/* The kind of the marker at seq, quoted as its label up to the first digit and "N": "valid N". */
+void why_put_kind(FILE *f, const struct ot_snapshot *s, uint64_t seq);
 /* "pid 629 (python3, a child of this process)": another process on the device as NVML listed it, with
  * its name and how it is related to this process where the snapshot says (others.c). */
 void why_put_process(FILE *f, const struct ot_snapshot *s, const struct ot_process *p);

@@ -15,7 +15,7 @@ const struct ot_why_kind ot_why_kinds[] = {
     {"peak_site", "one call site holds at least half of the peak"},
     {"peak_phase", "at least half of the peak was allocated after the markers of one label"},
     {"step_inputs", "the optimizer step under way at the failure had other inputs than the one before"},
-    {"growing_site", "a call site rose in many intervals (steps, markers, else 8 windows), seldom fell, and holds it: a leak?"},
+    {"growing_site", "a call site rose in many intervals (steps, markers, those one kind of marker began, else 8 windows), seldom fell, still grows, and holds it: a leak?"},
     {"unfreed_site", "a call site only added to what it held and freed nothing: a cache without a bound"},
     {"nothing_freed", "nothing was freed on the device in the ring, by 4 or more call sites none of which holds a quarter"},
     {"context_ends_unlisted", "context ends whose frees the snapshot does not list: nothing judged from the ring after them"},

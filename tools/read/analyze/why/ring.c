@@ -291,6 +291,7 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     free(r.mhigh);
     free(r.mbusy);
     free(r.mbound);
+    free(r.mkind);
     free(r.sites);
     free(r.dirty);
     ot_u64map_free(&r.site_idx);

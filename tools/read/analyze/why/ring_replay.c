@@ -23,7 +23,7 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
 /* A site's rise or fall over the interval that ends at marker k. Its level at marker k-1 is where it was last
  * sampled (nothing changed it since), or nothing: it was born in the interval. Falls count from its first
  * rise on: the span of its growth. */
-static void sample(struct site_state *x, size_t k, size_t prev)
+static void sample(struct site_state *x, size_t k, size_t prev, uint8_t kind)
 {
     if (prev != NO_MARK) {
         uint64_t pc = x->mark_idx == NO_MARK ? 0 : x->mark_count, pb = x->mark_idx == NO_MARK ? 0 : x->mark_bytes;
@@ -37,6 +37,14 @@ static void sample(struct site_state *x, size_t k, size_t prev)
             }
             x->rise_bytes = ot_sat_add(x->rise_bytes, x->cur_bytes - pb);
             x->last_rise = k;
+            if (kind != NO_KIND) {
+                if (!x->krises[kind]++) {
+                    x->kfirst[kind] = (uint32_t)prev;
+                    x->kfirst_count[kind] = pc;
+                    x->kfirst_bytes[kind] = pb;
+                }
+                x->klast[kind] = (uint32_t)prev;
+            }
         } else if (down && x->rises) {
             x->falls++;
         }
@@ -84,6 +92,21 @@ bool why_label_step(struct ot_str l, uint64_t *step)
     return true;
 }
 
+/* A marker's kind, added to the kinds seen when there is room (marker indexes past 32 bits have none). */
+static uint8_t kind_of(struct replay *r, const struct ot_str *label, size_t k)
+{
+    if (!label || k >= UINT32_MAX)
+        return NO_KIND;
+    struct ot_str p = {label->p, why_label_kind(*label)};
+    for (size_t i = 0; i < r->nkinds; i++)
+        if (r->kinds[i].n == p.n && memcmp(r->kinds[i].p, p.p, p.n) == 0)
+            return (uint8_t)i;
+    if (r->nkinds == WHY_KINDS)
+        return NO_KIND;
+    r->kinds[r->nkinds] = p;
+    return (uint8_t)r->nkinds++;
+}
+
 /* A marker: a program's (label), or a window's boundary (NULL). */
 static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, const struct ot_str *label)
 {
@@ -94,7 +117,8 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, const st
         !grow((void **)&r->mfrees, &r->fcap, r->nm + 1, sizeof(uint64_t)) ||
         !grow((void **)&r->mhigh, &r->hcap, r->nm + 1, sizeof(int64_t)) ||
         !grow((void **)&r->mbusy, &r->bcap, r->nm + 1, sizeof(size_t)) ||
-        !grow((void **)&r->mbound, &r->ocap, r->nm + 1, sizeof(bool))) {
+        !grow((void **)&r->mbound, &r->ocap, r->nm + 1, sizeof(bool)) ||
+        !grow((void **)&r->mkind, &r->kcap, r->nm + 1, sizeof(uint8_t))) {
         r->sites_off = true;
         return;
     }
@@ -111,6 +135,7 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, const st
     r->mfrees[k] = r->w_frees;
     r->mhigh[k] = r->high;
     r->mbound[k] = boundary;
+    r->mkind[k] = kind_of(r, label, k);
     if (boundary) {
         r->mbusy[k] = (r->nbound ? r->mbusy[r->last_bound] : 0) + r->group_busy;
         r->group_busy = false;
@@ -125,7 +150,7 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, const st
     size_t prev = r->nbound ? r->last_bound : NO_MARK;
     for (size_t i = 0; i < r->ndirty; i++) {
         struct site_state *x = &r->sites[r->dirty[i]];
-        sample(x, k, prev);
+        sample(x, k, prev, prev == NO_MARK ? NO_KIND : r->mkind[prev]);
         x->dirty = false;
     }
     r->ndirty = 0;

@@ -17,6 +17,12 @@
  * consecutive rises a growing site needs, with windows still long enough to hold a loop's iterations. */
 #define WINDOWS 8
 
+/* Kinds of markers: labels alike up to their first digit ("valid 3" and "valid 4", not "step 3"). The intervals
+ * each kind begins are judged apart too: a leak made only in the validation pass every tenth step rises in
+ * one interval of ten (walk 9, #13). Past this many kinds, a marker has none. */
+#define WHY_KINDS 4
+#define NO_KIND 0xff
+
 struct site_state {
     uint64_t stack_id;
     uint64_t cur_count, cur_bytes;   /* live now: allocations seen in the ring, and those seeded before it */
@@ -27,6 +33,10 @@ struct site_state {
      * before its first rise (and its level there), and the end of its latest rise. */
     size_t rises, falls, first_rise, last_rise;
     uint64_t first_count, first_bytes, rise_bytes; /* rise_bytes: the sum of its rises */
+    /* The same by the kind of marker that began the interval: rises, the marker that began the first and
+     * the latest rising interval, and its level at the first's start. */
+    uint32_t krises[WHY_KINDS], kfirst[WHY_KINDS], klast[WHY_KINDS];
+    uint64_t kfirst_count[WHY_KINDS], kfirst_bytes[WHY_KINDS];
     uint64_t snap_count, snap_bytes; /* in the live set at the snapshot */
     /* Freed by a context's end (cuCtxDestroy, a primary context's reset) since its latest sample: the program
      * never gave it back, so it counts as held (a cudaDeviceReset() at the end of main hid a leak, walk 9 #14). */
@@ -53,7 +63,10 @@ struct replay {
      * marker's before it ("step 3 micro-batch 0" after "step 2 micro-batch 3"), or any not numbering one.
      * A marker per micro-batch then makes intervals that are steps, and mbusy counts those. */
     bool *mbound;
-    size_t tcap, lcap, scap_, fcap, hcap, bcap, ocap;
+    uint8_t *mkind;  /* each marker's kind (an index into kinds), or NO_KIND */
+    struct ot_str kinds[WHY_KINDS]; /* each kind's label up to its first digit */
+    size_t nkinds;
+    size_t tcap, lcap, scap_, fcap, hcap, bcap, ocap, kcap;
     size_t last_bound; /* the latest marker that started a step (valid when nbound) */
     size_t nbound;
     bool group_busy;   /* the device saw an allocation or free since last_bound */
