@@ -12,7 +12,11 @@
 #undef cuCtxDestroy
 #undef cuDevicePrimaryCtxRelease
 #undef cuDevicePrimaryCtxReset
+#undef cuIpcOpenMemHandle
 CUresult CUDAAPI cuCtxDestroy(CUcontext ctx);
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev);
 CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev);
+/* The same for ("cuIpcOpenMemHandle", 4010), which the dynamic cudart of PyTorch and CuPy asks for beside
+ * the _v2 (run 34 on the H200). */
+CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
 #endif

@@ -66,9 +66,11 @@ OT_EXPORT CUresult cuMemHostUnregister(void *p)
     return host_release(OT_REAL(cuMemHostUnregister, void *), OT_API_cuMemHostUnregister, p);
 }
 
-OT_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+/* Both ABIs (the pre-11.0 one without _v2 has its own address); recorded alike. */
+typedef CUresult (*ipc_open_fn)(CUdeviceptr *, CUipcMemHandle, unsigned int);
+static CUresult ipc_open(ipc_open_fn realp, CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
 {
-    OT_HOOK_ENTER(cuIpcOpenMemHandle_v2, (pdptr, handle, Flags));
+    OT_HOOK_START(ipc_open_fn, realp, (pdptr, handle, Flags));
     uint64_t ctx;
     int dev = ot_drv_current(&ctx);
     CUresult r = real(pdptr, handle, Flags);
@@ -81,6 +83,16 @@ OT_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle hand
     }
     ot_leave(err);
     return r;
+}
+
+OT_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    return ipc_open(OT_REAL(cuIpcOpenMemHandle_v2, ipc_open_fn), pdptr, handle, Flags);
+}
+
+OT_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    return ipc_open(OT_REAL(cuIpcOpenMemHandle, ipc_open_fn), pdptr, handle, Flags);
 }
 
 OT_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)

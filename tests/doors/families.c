@@ -258,6 +258,8 @@ static int cmd_vmm(void)
 
 /* ---- import: a VMM export imported back, and an IPC handle opened; the exporter holds the memory ---- */
 
+static int ipc_v1; /* cuIpcOpenMemHandle's pre-11.0 ABI, which cudart asks for too */
+
 static int cmd_import(void)
 {
     struct vmm v;
@@ -268,7 +270,7 @@ static int cmd_import(void)
     SYM(alloc, cuMemAlloc_v2);
     SYM(mfree, cuMemFree_v2);
     GET(ipc_get, cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, 0);
-    GET(ipc_open, cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, 0);
+    GET(ipc_open, cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", ipc_v1 ? 4010 : 11000, 0);
     GET(ipc_close, cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, 0);
 
     CUmemAllocationProp dev = prop_at(CU_MEM_LOCATION_TYPE_DEVICE, 0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -308,6 +310,12 @@ static int cmd_import(void)
 }
 
 /* ---- arrays: sizes from the descriptor, the same rule the driver charges by ---- */
+
+static int cmd_import_v1(void)
+{
+    ipc_v1 = 1;
+    return cmd_import();
+}
 
 static int cmd_arrays(void)
 {
@@ -386,7 +394,7 @@ static int cmd_host(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: families device|async|vmm|import|arrays|host\n");
+        fprintf(stderr, "usage: families device|async|vmm|import|import-v1|arrays|host\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -396,7 +404,7 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(void);
     } cmds[] = {
-        {"device", cmd_device}, {"async", cmd_async}, {"vmm", cmd_vmm}, {"import", cmd_import}, {"arrays", cmd_arrays},
+        {"device", cmd_device}, {"async", cmd_async}, {"vmm", cmd_vmm}, {"import", cmd_import}, {"import-v1", cmd_import_v1}, {"arrays", cmd_arrays},
         {"host", cmd_host},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)

@@ -314,10 +314,9 @@ static void test_vmm(void **st)
 
 /* cuMemImportFromShareableHandle and cuIpcOpenMemHandle_v2: imported, never this process's own bytes;
  * the import's size is learnt from its mapping. */
-static void test_imports(void **st)
+static void imports(const char *cmd)
 {
-    (void)st;
-    run_family("import", 3);
+    run_family(cmd, 3);
     const uint64_t h = run_u64(&run, "h"), hi = run_u64(&run, "hi");
     const uint64_t d = run_u64(&run, "d"), o = run_u64(&run, "o");
 
@@ -348,6 +347,19 @@ static void test_imports(void **st)
     assert_int_equal(l->s.nlive, 2);
     assert_int_equal(count_events(&l->s, OT_EV_FREE, OT_API_cuMemRelease, hi, NULL), 1);
     assert_int_equal(count_events(&l->s, OT_EV_FREE, OT_API_cuIpcCloseMemHandle, o, NULL), 1);
+}
+
+static void test_imports(void **st)
+{
+    (void)st;
+    imports("import");
+}
+
+/* The same with the IPC handle opened through cuIpcOpenMemHandle's pre-11.0 ABI (cudart asks for both). */
+static void test_imports_v1(void **st)
+{
+    (void)st;
+    imports("import-v1");
 }
 
 /* cuArrayCreate_v2, cuArray3DCreate_v2, cuMipmappedArrayCreate: the descriptor's size (every mip level,
@@ -446,6 +458,7 @@ int main(void)
         cmocka_unit_test_teardown(test_stream_ordered, teardown),
         cmocka_unit_test_teardown(test_vmm, teardown),
         cmocka_unit_test_teardown(test_imports, teardown),
+        cmocka_unit_test_teardown(test_imports_v1, teardown),
         cmocka_unit_test_teardown(test_arrays, teardown),
         cmocka_unit_test_teardown(test_pinned_host, teardown),
         cmocka_unit_test_teardown(test_stack_truncated, teardown),

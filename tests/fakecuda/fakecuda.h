@@ -21,6 +21,7 @@
 #undef cuCtxDestroy
 #undef cuDevicePrimaryCtxRelease
 #undef cuDevicePrimaryCtxReset
+#undef cuIpcOpenMemHandle
 
 #define API __attribute__((visibility("default")))
 
@@ -32,6 +33,7 @@ API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
 API CUresult cuCtxDestroy(CUcontext ctx);                /* the pre-4.0 ABI */
 API CUresult cuDevicePrimaryCtxRelease(CUdevice dev);    /* the pre-11.0 ABIs, which static cudart asks */
 API CUresult cuDevicePrimaryCtxReset(CUdevice dev);      /* for with cudaVersion 7000 */
+API CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags); /* pre-11.0 */
 API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active);
 API CUresult cuStreamSynchronize_ptsz(CUstream hStream);
 API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);

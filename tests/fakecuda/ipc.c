@@ -108,6 +108,13 @@ API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, un
     return ipc_open(pdptr, &handle, Flags);
 }
 
+/* The pre-11.0 ABI, at its own address as on the real driver. */
+API CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    enter();
+    return ipc_open(pdptr, &handle, Flags);
+}
+
 API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
     enter();

@@ -87,6 +87,7 @@ static const struct proc procs[] = {
     P("cuMipmappedArrayCreate", 5000, cuMipmappedArrayCreate),
     P("cuMipmappedArrayDestroy", 5000, cuMipmappedArrayDestroy),
     P("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),
+    P("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle),
     P("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
     P("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
 };
