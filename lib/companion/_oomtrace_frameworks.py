@@ -60,6 +60,10 @@ READ_SPACING = 10000
 UNREADY_RECHECK_NS = 1000000000
 
 
+def _step_number(entry):
+    return entry[0]
+
+
 class Sampled:
     """When a costly read may run again: `due` is the clock (ns) from which it may; read(fn) runs fn
     and moves `due` READ_SPACING times the least cost seen so far past its end (the least: one read
@@ -85,6 +89,22 @@ class Sampled:
             self.reads += 1
 
 
+class WatchedSampled(Sampled):
+    """Sampled whose `due` calls watch() when set: the step hook in C keeps a copy of it
+    (lib/runtime/companion_step.c, load)."""
+    watch = None
+
+    @property
+    def due(self):
+        return self._due
+
+    @due.setter
+    def due(self, value):
+        self._due = value
+        if self.watch is not None:
+            self.watch()
+
+
 class Torch:
     name = "torch"
 
@@ -95,6 +115,7 @@ class Torch:
         self.step_hook = False
         self.stacks = os.environ.get("OOMTRACE_TORCH_STACKS", "") == "python"
         self.steps = collections.deque(maxlen=STEPS_KEPT)
+        self.c_entries = None  # the step hook in C: entries() -> its ring's STEPS entries (common steps)
         # The latest entry with sampled inputs and the latest with counters: the statements name them, and a
         # sample once a second is ~250 steps of 4 ms, past what `steps` keeps (on_step keeps them: the C
         # path leaves both kinds of step to it).
@@ -103,7 +124,8 @@ class Torch:
         self.raises_seen = False  # its OutOfMemoryError is seen where it reaches Python, caught or not
         self.observer_attached = False
         self.cuda_ready = False
-        self.counters = Sampled()  # when on_step next reads the allocator's counters
+        # when on_step next reads the allocator's counters
+        self.counters = WatchedSampled() if getattr(comp, "step_hook", None) is not None else Sampled()
         self.labels = {}  # input shapes -> the marker label's tail, encoded
         self.step_failed = False  # on_step said its failure once
         self.backend_name = None  # the allocator's backend, once asked (backend())
@@ -178,7 +200,11 @@ class Torch:
 
         def c_hook(hook):
             try:
-                return make(hook, self.steps.append, self.counters)
+                made = make(hook, self.counters)
+                if isinstance(made, tuple) and len(made) == 4:
+                    self.c_entries = made[3]
+                    self.counters.watch = made[1]
+                return made
             except Exception:
                 return None
         return c_hook
@@ -241,9 +267,13 @@ class Torch:
                 _say("optimizer step hook failed (%s: %s); the program continues" % (type(e).__name__, e))
 
     def step_record(self):
-        """The STEPS entries: the last STEPS_KEPT steps (one copy under the GIL: a step may append), and
-        before them the latest step with sampled inputs and the latest with counters, where those are older."""
+        """The STEPS entries: the last STEPS_KEPT steps (the C hook's ring of common steps and on_step's deque
+        of the others, merged by step), and before them the latest step with sampled inputs and the latest
+        with counters, where those are older."""
         kept = list(self.steps)
+        entries = self.c_entries
+        if entries is not None:
+            kept = sorted(entries() + kept, key=_step_number)[-STEPS_KEPT:]
         first = kept[0][0] if kept else None
         older = {e[0]: e for e in (self.last_read, self.last_sampled) if e is not None and (first is None or e[0] < first)}
         return [older[k] for k in sorted(older)] + kept
@@ -275,8 +305,9 @@ class Torch:
                 records.append(rec_stats("torch", ALL_DEVICES, stats))
             if settings:
                 records.append(rec_settings("torch", settings))
-        if self.steps:
-            records.append(rec_steps("torch", self.step_record()))
+        kept = self.step_record()
+        if kept:
+            records.append(rec_steps("torch", kept))
         roles = sys.modules.get("_oomtrace_roles")
         if roles is not None:
             got = roles.collect(self.torch)

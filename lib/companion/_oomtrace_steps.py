@@ -4,8 +4,10 @@ Part of the companion embedded in liboomtrace.so (registered as the module `_oom
 _oomtrace_roles). The torch adapter (_oomtrace_frameworks) calls `install_step_hook(torch, on_step,
 make_fast)` once torch is imported, and `step_in_progress()` at an OOM.
 
-What runs at every step is one callback: torch's global optimizer-step post hook (torch >= 2.0), which counts
-the step and hands its STEPS entry and marker to the library (one C call, lib/runtime/companion_step.c).
+What runs at every step is one callback: torch's global optimizer-step post hook (torch >= 2.0), a function of
+the library (lib/runtime/companion_step.c) that counts the step, keeps its STEPS entry in a C ring and writes
+its marker, with no Python code run and no Python object made; the steps it leaves to Python are the first,
+the sampled ones and those whose counters are read.
 Nothing is added to the model: no hook in its own hook dicts, so a copy or a pickle of it
 (copy.deepcopy(model), torch.save(model)) is exactly what it is untraced, and its calls keep torch's fast
 path. The model's inputs are read where they are free:
@@ -36,6 +38,9 @@ _SHAPES_MAX = 200
 # compares the failing step's inputs with one earlier step's, which a second-old sample serves as well.
 SAMPLE_SPACING_NS = 1000 * 1000 * 1000
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+# What the C hook's common path depends on (lib/runtime/companion_step.c, load()): whenever one is set, the
+# hook's state in C is read again.
+_C_STATE = frozenset(("off", "broken", "watched", "primary", "seen", "due"))
 
 
 def _shape_text(args, kwargs, torch):
@@ -113,9 +118,11 @@ class _StepHook:
     post_step runs at every step of the program, where the step's work has left the caches cold (a Python
     call costs ten times what it costs in a loop: tests/gpu/bench_step_hooks.py): its common path is a few
     attribute reads and the C call. `off` (the benchmarks) makes every callback return at once;
-    register()/unregister() add and remove the hooks themselves through torch's handles."""
+    register()/unregister() add and remove the hooks themselves through torch's handles. With the hook in C,
+    the instance is a _CStepHook."""
 
     def __init__(self, torch, on_step, make_fast=None, make_hook=None):
+        self.c_post = self.c_load = self.c_count = self.c_entries = None
         self.torch = torch
         self.on_step = on_step
         self.primary = None
@@ -145,8 +152,13 @@ class _StepHook:
         # done nothing, when the counters or this hook (`due`: the next sample) are due
         self.fast = make_fast(self) if make_fast is not None else None
         # post_step itself in C (lib/runtime/companion_step.c, _step_hook): torch calls it straight; it hands
-        # every case but the common one to post_step and slow_step. None: post_step is the hook.
-        self.c_post = make_hook(self) if make_hook is not None else None
+        # every case but the common one to post_step, slow_step and arm. None: post_step is the hook.
+        made = make_hook(self) if make_hook is not None else None
+        if isinstance(made, tuple) and len(made) == 4:
+            step = self.step
+            self.c_post, self.c_load, self.c_count, self.c_entries = made
+            self.c_count(step)
+            self.c_load()
 
     def is_root(self, m):
         if not self.roots:
@@ -186,14 +198,15 @@ class _StepHook:
                     return
             if not self.watched:
                 self.watch_roots(opt)
-            self.step += 1
+            n = self.step + 1  # one read and one store: with the hook in C the count lives there
+            self.step = n
             shapes = self.seen
             if shapes:
                 self.seen = ""
             fast = self.fast
             # A sampled step's entry is on_step's to keep (Torch.last_sampled): not the C path's.
-            if shapes or fast is None or not fast(self.step, shapes):
-                self.slow_step(self.step, shapes)
+            if shapes or fast is None or not fast(n, shapes):
+                self.slow_step(n, shapes)
         except Exception as e:
             self.broken = True
             _warn("the optimizer step hook", e)
@@ -335,6 +348,33 @@ class _StepHook:
                 remove()
 
 
+class _CStepHook(_StepHook):
+    """The hook with its post hook in C (lib/runtime/companion_step.c): the step count lives in C (`step`
+    reads and sets it there), the common steps' STEPS entries in its ring (c_entries), and what its common
+    path depends on (_C_STATE) is read again by C whenever Python sets it. A class of its own, so that the
+    Python path without the library's builtins pays for neither."""
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if name in _C_STATE:
+            load = self.__dict__.get("c_load")
+            if load is not None:
+                load()
+
+    @property
+    def step(self):
+        c = self.c_count
+        return self._step if c is None else c()
+
+    @step.setter
+    def step(self, n):
+        c = self.__dict__.get("c_count")
+        if c is None:
+            self._step = n
+        else:
+            c(n)
+
+
 _hook = None
 
 
@@ -347,7 +387,7 @@ def install_step_hook(torch, on_step, make_fast=None, make_hook=None):
     global _hook
     try:
         import torch.optim.optimizer as optmod  # the attribute exists only once imported by name
-        hook = _StepHook(torch, on_step, make_fast, make_hook)
+        hook = (_StepHook if make_hook is None else _CStepHook)(torch, on_step, make_fast, make_hook)
         if not hook.register(optmod):
             return False
         _hook = hook

@@ -299,13 +299,19 @@ void ot_record_failure(const struct ot_alloc_req *a, int result)
 
 void ot_record_marker(const char *label)
 {
+    ot_record_marker_n(label, strnlen(label, OT_LABEL_MAX - 1));
+}
+
+void ot_record_marker_n(const char *label, size_t n)
+{
     uint32_t tid = ot_tid();
+    if (n > OT_LABEL_MAX - 1)
+        n = OT_LABEL_MAX - 1;
     ot_lock_take();
     struct trace_marker *m = &S.markers[S.nmarkers % OT_MAX_MARKERS];
     m->seq = ++S.seq;
     m->time_ns = ot_now_ns();
     m->tid = tid;
-    size_t n = strnlen(label, OT_LABEL_MAX - 1);
     memcpy(m->label, label, n);
     m->label[n] = 0;
     S.nmarkers++;

@@ -80,6 +80,7 @@ static inline void ot_undo_done(struct ot_undo *u)
 }
 void ot_record_failure(const struct ot_alloc_req *a, int result); /* the event only; no snapshot */
 void ot_record_marker(const char *label);
+void ot_record_marker_n(const char *label, size_t n); /* n: label's length, cut at OT_LABEL_MAX - 1 */
 void ot_vmm_retain(uint64_t handle);
 void ot_vmm_release(uint64_t handle, struct ot_undo *u);
 void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle);

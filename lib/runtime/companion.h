@@ -2,6 +2,8 @@
 #ifndef OOMTRACE_RUNTIME_COMPANION_H
 #define OOMTRACE_RUNTIME_COMPANION_H
 
+#include <stddef.h>
+
 enum ot_poke { OT_POKE_ALLOC = 1, OT_POKE_DRIVER_OOM = 2 };
 void ot_companion_poke(enum ot_poke why); /* never from signal context, never with the recorder's lock held */
 
@@ -10,4 +12,6 @@ typedef struct _object PyObject;
  * and step marker's common path in C) into the companion's module; sym looks up the interpreter's C API.
  * Called once ot_cpy (runtime/cpython.h) is filled; without every symbol it needs, it adds nothing. */
 void ot_companion_step_builtins(PyObject *mod, void *(*sym)(const char *));
+/* api.c: oomtrace_mark for a label of n bytes (n < OT_LABEL_MAX), 0 when recorded. */
+int ot_mark_n(const char *label, size_t n);
 #endif

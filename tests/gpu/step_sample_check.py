@@ -191,7 +191,7 @@ def main():
            "step 2's call fired it once and removed it (%d samples, %d in the table)" % (hook.samples, len(table)))
     train_step(model, opt, small)
     comp = sys.modules["_oomtrace_companion"]._companion
-    kept = [(s[0], s[4]) for s in comp.attached["torch"].steps]
+    kept = [(s[0], s[4]) for s in comp.attached["torch"].step_record()]  # the C hook's ring and on_step's deque
     expect(kept[-3:] == [(1, ""), (2, "input_ids=(2, 128), labels=(2, 128)"), (3, "")],
            "STEPS: only the sampled step carries the inputs: %s" % kept[-3:])
 

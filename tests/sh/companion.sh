@@ -142,6 +142,16 @@ print(type(make).__name__, got, [(s, z1, z2, len(sh)) for s, t, z1, z2, sh in st
 sys.exit([m["label"] for m in json.load(sys.stdin)["markers"]] != ["step 5 (2, 8)", "step 6", "step 7 " + "x" * 248, "step 13 " + "x" * 246, "step 10 (2, 8)", "step 15"])' ||
         fail "3.$v: the step's C path's markers"
 
+    # The step hook itself in C (lib/runtime/companion_step.c, _step_hook): its state, ring and hand-offs to
+    # Python (tests/py/step_hook_c.py); its markers "step N" from the snapshot the script dumps.
+    mkdir -p "$d/hookc"
+    got=$(OOMTRACE_DIR="$d/hookc" OOMTRACE_QUIET=1 OOMTRACE_DUMP=none LD_PRELOAD="$LIB" "$py" tests/py/step_hook_c.py 2>&1)
+    [ "$got" = ok ] || fail "3.$v: the step hook in C: $got"
+    f=$(ls "$d/hookc"/*.oomt 2>/dev/null | head -1)
+    build/oomtrace-read --format json "$f" | python3 -c 'import json, sys
+sys.exit([m["label"] for m in json.load(sys.stdin)["markers"]] != ["step %d" % n for n in list(range(11, 81)) + [82, 83, 84]])' ||
+        fail "3.$v: the step hook in C's markers"
+
     # CuPy imported after the companion started: its OutOfMemoryError, left uncaught, is seen (at its creation).
     same "$py" late-cupy "$d/late"
     f=$(ls "$d/late"/*-framework-oom.oomt 2>/dev/null) || fail "3.$v: cupy imported later: no fatal snapshot"
