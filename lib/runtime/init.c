@@ -37,7 +37,7 @@ static sem_t dump_sem;
 static volatile sig_atomic_t dump_pending;
 static int threads_pid; /* the process whose helper threads run; a forked child starts its own */
 static int helpers_on;  /* handlers installed and threads started (at the first device allocation) */
-static int term_on;     /* SIGTERM taken for the exit snapshot (sigchain.c), so the snapshot thread runs */
+static int term_on;     /* SIGTERM or SIGINT taken for the exit snapshot (sigchain.c), so the snapshot thread runs */
 static volatile sig_atomic_t term_pending;
 
 /* Crash-surviving trace (OOMTRACE_DUMP=crash): a thread flushes the state to one file twice per
@@ -66,11 +66,12 @@ static void *dumper(void *arg)
     for (;;) {
         while (sem_wait(&dump_sem) != 0 && errno == EINTR)
             ;
-        if (term_pending) { /* SIGTERM: the exit snapshot, then the process ends (sigchain.c) */
+        int ended = term_pending;
+        if (ended) { /* SIGTERM or SIGINT: the exit snapshot, then the process ends (sigchain.c) */
             term_pending = 0;
             ot_snapshot_exit_bounded();
-            ot_snapshot_trigger(OT_TRIGGER_EXIT, "ended by SIGTERM");
-            ot_sigterm_written();
+            ot_snapshot_trigger(OT_TRIGGER_EXIT, ended == SIGINT ? "ended by SIGINT" : "ended by SIGTERM");
+            ot_sigend_written(ended);
             continue;
         }
         int sig = dump_pending;
@@ -137,11 +138,11 @@ static void on_crash(int sig, siginfo_t *info, void *uctx)
 }
 
 /* From on_term, in signal context: sem_post and getpid only. */
-static int term_wake(void)
+static int term_wake(int sig)
 {
     if (__atomic_load_n(&threads_pid, __ATOMIC_ACQUIRE) != (int)getpid())
         return 0;
-    term_pending = 1;
+    term_pending = sig;
     sem_post(&dump_sem);
     return 1;
 }
@@ -168,7 +169,7 @@ static void start_threads(void)
 {
     __atomic_store_n(&threads_pid, (int)getpid(), __ATOMIC_RELEASE);
     if (ot_opt.signal || term_on)
-        start_thread(dumper, "oomtrace-signal", ot_opt.signal ? "OOMTRACE_SIGNAL snapshot" : "SIGTERM exit snapshot");
+        start_thread(dumper, "oomtrace-signal", ot_opt.signal ? "OOMTRACE_SIGNAL snapshot" : "SIGTERM and SIGINT exit snapshot");
     if (ot_opt.dump_crash)
         start_thread(flusher, "oomtrace-flush", "crash-surviving flush");
 }
@@ -186,9 +187,10 @@ static void install_handlers(void)
             ot_opt.signal = 0;
         }
     }
-    /* The crash mode's handlers take SIGTERM for a last flush; OOMTRACE_SIGNAL=TERM writes a snapshot of its own. */
-    if (ot_opt.dump_exit && !ot_opt.dump_crash && ot_opt.signal != SIGTERM)
-        term_on = ot_sigterm_install(term_wake);
+    /* The crash mode's handlers take SIGTERM for a last flush; OOMTRACE_SIGNAL=TERM (or INT) writes a snapshot
+     * of its own. */
+    if (ot_opt.dump_exit && !ot_opt.dump_crash)
+        term_on = ot_sigend_install(term_wake, ot_opt.signal);
     if (ot_opt.dump_crash) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);

@@ -164,30 +164,41 @@ int ot_sigchain_install(int sig, void (*wake)(int))
     return 0;
 }
 
-/* ---- SIGTERM at its default: the exit snapshot first (walk 7, #33) ----
+/* ---- SIGTERM and SIGINT at their default: the exit snapshot first (walk 7, #33; walk 9, #9) ----
  * multiprocessing's Pool ends its workers with SIGTERM (terminate(), at the end of a `with` block), and
  * torchrun and Slurm stop the other ranks with it: such a process runs no exit handler, so it wrote no exit
- * snapshot and the launcher saw nothing of what it held. With exit snapshots asked for and SIGTERM left at its
- * default, the tracer's handler has the snapshot thread write the exit snapshot (waiting at most WAIT_MS),
- * then the default action ends the process by SIGTERM as it would have. The program reads its own
- * disposition (SIG_DFL); one it sets replaces the tracer's handler, which then never runs. In sigchain.c, not
- * a file of its own: the exported sigaction reads term_state, and must not reach instrumented code while
- * TSan's runtime starts (tests/fuzz/fuzz.mk). */
-enum { TERM_NONE, TERM_TAKEN, TERM_GONE };
-static int term_state;
-static struct sigaction term_prog; /* the program's disposition: SIG_DFL, with its flags and mask */
-static int (*term_wake)(void);
-static volatile sig_atomic_t term_written;
+ * snapshot and the launcher saw nothing of what it held. Ctrl-C of a Python job whose KeyboardInterrupt goes
+ * uncaught is the same with SIGINT: Python finalizes, sets SIGINT back to its default and kills itself with it
+ * (status 130), and no snapshot at all was written. With exit snapshots asked for, a signal of the two at its
+ * default is taken: the tracer's handler has the snapshot thread write the exit snapshot (waiting at most
+ * WAIT_MS), then the default action ends the process by the signal as it would have. The program reads its own
+ * disposition (SIG_DFL); one it sets replaces the tracer's handler, which then never runs, until the program
+ * sets the default again (Python's exit path above): then it is taken again. In sigchain.c, not a file of its
+ * own: the exported sigaction reads term_state, and must not reach instrumented code while TSan's runtime
+ * starts (tests/fuzz/fuzz.mk). */
+enum { TERM_NONE, TERM_TAKEN, TERM_GONE }; /* GONE: the program's own disposition, its default watched for */
+static const int term_sigs[2] = {SIGTERM, SIGINT};
+static int term_state[2];
+static struct sigaction term_prog[2]; /* the program's disposition while taken: SIG_DFL, with its flags and mask */
+static int (*term_wake)(int);
+static volatile sig_atomic_t term_written[2];
+static pid_t term_pid; /* the process that installed: the only one that takes a signal again */
+
+static int term_index(int sig)
+{
+    return sig == SIGTERM ? 0 : sig == SIGINT ? 1 : -1;
+}
 
 static void on_term(int sig, siginfo_t *info, void *uctx)
 {
     (void)info;
     (void)uctx;
     int saved = errno;
+    int t = term_index(sig);
     /* 0 from term_wake: no snapshot thread in this process (a forked child that never allocated) */
-    if (__atomic_load_n(&term_state, __ATOMIC_ACQUIRE) == TERM_TAKEN && term_wake()) {
+    if (t >= 0 && __atomic_load_n(&term_state[t], __ATOMIC_ACQUIRE) == TERM_TAKEN && term_wake(sig)) {
         struct timespec ms = {0, 1000 * 1000};
-        for (int i = 0; i < WAIT_MS && !term_written; i++)
+        for (int i = 0; i < WAIT_MS && !term_written[t]; i++)
             nanosleep(&ms, NULL);
     }
     /* The default action, unless the program set a disposition of its own meanwhile; never this handler again
@@ -197,7 +208,8 @@ static void on_term(int sig, siginfo_t *info, void *uctx)
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
-        __atomic_store_n(&term_state, TERM_GONE, __ATOMIC_RELEASE);
+        if (t >= 0)
+            __atomic_store_n(&term_state[t], TERM_GONE, __ATOMIC_RELEASE);
         ot_sig_real(sig, &dfl, NULL);
     }
     /* Blocked until this handler returns: then the default action, or the program's disposition. */
@@ -205,52 +217,98 @@ static void on_term(int sig, siginfo_t *info, void *uctx)
     errno = saved;
 }
 
-int ot_sigterm_install(int (*wake)(void))
+static int term_take(int t, const struct sigaction *prog_now)
 {
-    struct sigaction p, sa;
-    if (ot_sig_real(SIGTERM, NULL, &p) != 0 || (p.sa_flags & SA_SIGINFO) || p.sa_handler != SIG_DFL)
-        return 0;
-    term_prog = p;
-    term_wake = wake;
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_term;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    __atomic_store_n(&term_state, TERM_TAKEN, __ATOMIC_RELEASE);
-    if (ot_sig_real(SIGTERM, &sa, NULL) != 0) {
-        __atomic_store_n(&term_state, TERM_NONE, __ATOMIC_RELEASE);
+    term_prog[t] = *prog_now;
+    term_written[t] = 0;
+    __atomic_store_n(&term_state[t], TERM_TAKEN, __ATOMIC_RELEASE);
+    if (ot_sig_real(term_sigs[t], &sa, NULL) != 0) {
+        __atomic_store_n(&term_state[t], TERM_GONE, __ATOMIC_RELEASE);
+        return -1;
+    }
+    return 0;
+}
+
+static int at_default(const struct sigaction *p)
+{
+    return !(p->sa_flags & SA_SIGINFO) && p->sa_handler == SIG_DFL;
+}
+
+int ot_sigend_install(int (*wake)(int), int except)
+{
+    int on = 0;
+    term_wake = wake;
+    term_pid = getpid();
+    for (int t = 0; t < 2; t++) {
+        struct sigaction p;
+        if (term_sigs[t] == except || ot_sig_real(term_sigs[t], NULL, &p) != 0)
+            continue;
+        if (!at_default(&p) || term_take(t, &p) != 0)
+            __atomic_store_n(&term_state[t], TERM_GONE, __ATOMIC_RELEASE);
+        on = 1;
+    }
+    return on;
+}
+
+void ot_sigend_written(int sig)
+{
+    int t = term_index(sig);
+    if (t >= 0)
+        term_written[t] = 1;
+}
+
+/* The program's sigaction(SIGTERM or SIGINT) once the tracer watches it. While taken: SIG_DFL set again keeps
+ * it (the program asks for what the handler does); anything else is the program's from then on. While the
+ * program's: SIG_DFL takes it again, read back as the program set it. */
+static int term_sigaction(int t, const struct sigaction *act, struct sigaction *old)
+{
+    int sig = term_sigs[t];
+    if (__atomic_load_n(&term_state[t], __ATOMIC_ACQUIRE) != TERM_TAKEN) {
+        /* Not in another process: a vfork child shares this memory (Python's subprocess resets every handler
+         * to SIG_DFL there before its exec), and taking the signal there marked it taken in the parent, whose
+         * own disposition stayed its handler: Python's exit then raised SIGINT into it after finalizing, and
+         * crashed (SIGSEGV in _PyEval_SignalReceived). */
+        if (!act || !at_default(act) || getpid() != term_pid)
+            return ot_sig_real(sig, act, old);
+        struct sigaction was;
+        if (ot_sig_real(sig, NULL, &was) != 0)
+            return -1;
+        if (term_take(t, act) != 0)
+            return ot_sig_real(sig, act, old);
+        if (old)
+            *old = was;
         return 0;
     }
-    return 1;
-}
-
-void ot_sigterm_written(void)
-{
-    term_written = 1;
-}
-
-/* The program's sigaction(SIGTERM) while the tracer's handler is in place: SIG_DFL set again keeps it (the
- * program asks for what the handler does); anything else is the program's from then on. */
-static int term_sigaction(const struct sigaction *act, struct sigaction *old)
-{
-    struct sigaction was = term_prog;
-    if (act && (act->sa_handler != SIG_DFL || (act->sa_flags & SA_SIGINFO))) {
-        int rc = ot_sig_real(SIGTERM, act, NULL);
+    struct sigaction was = term_prog[t];
+    if (act && !at_default(act)) {
+        int rc = ot_sig_real(sig, act, NULL);
         if (rc != 0)
             return rc;
-        __atomic_store_n(&term_state, TERM_GONE, __ATOMIC_RELEASE);
+        __atomic_store_n(&term_state[t], TERM_GONE, __ATOMIC_RELEASE);
     } else if (act) {
-        term_prog = *act;
+        term_prog[t] = *act;
     }
     if (old)
         *old = was;
     return 0;
 }
 
+static int term_watched(int sig)
+{
+    int t = term_index(sig);
+    return t >= 0 && __atomic_load_n(&term_state[t], __ATOMIC_ACQUIRE) != TERM_NONE ? t : -1;
+}
+
 int ot_sigchain_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    if (sig == SIGTERM && __atomic_load_n(&term_state, __ATOMIC_ACQUIRE) == TERM_TAKEN)
-        return term_sigaction(act, old);
+    int t = term_watched(sig);
+    if (t >= 0)
+        return term_sigaction(t, act, old);
     if (sig <= 0 || sig != __atomic_load_n(&chained_sig, __ATOMIC_ACQUIRE))
         return ot_sig_real(sig, act, old);
     /* Signals blocked and one writer at a time: sigaction may be called from a handler. */
@@ -276,8 +334,7 @@ int ot_sigchain_sigaction(int sig, const struct sigaction *act, struct sigaction
 /* glibc's signal(): BSD semantics, the signal blocked in its handler, calls restarted. */
 __sighandler_t ot_sigchain_signal(int sig, __sighandler_t handler)
 {
-    if (sig <= 0 || (sig != __atomic_load_n(&chained_sig, __ATOMIC_ACQUIRE) &&
-                     !(sig == SIGTERM && __atomic_load_n(&term_state, __ATOMIC_ACQUIRE) == TERM_TAKEN))) {
+    if (sig <= 0 || (sig != __atomic_load_n(&chained_sig, __ATOMIC_ACQUIRE) && term_watched(sig) < 0)) {
         static __sighandler_t (*real)(int, __sighandler_t);
         if (!__atomic_load_n(&real, __ATOMIC_ACQUIRE)) {
             void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();

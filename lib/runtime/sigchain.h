@@ -14,11 +14,12 @@ int ot_sigchain_install(int sig, void (*wake)(int));
 /* The snapshot thread, once the snapshot asked for by tickets up to TICKET is written. */
 void ot_sigchain_done(unsigned ticket);
 unsigned ot_sigchain_requested(void);
-/* With exit snapshots asked for: takes SIGTERM when the program left it at its default, so that a process
- * ended by it writes its exit snapshot first. wake() asks the snapshot thread for it (0: none runs in this
- * process), which calls ot_sigterm_written() once done; the process then ends by SIGTERM. 1 when taken. */
-int ot_sigterm_install(int (*wake)(void));
-void ot_sigterm_written(void);
+/* With exit snapshots asked for: takes SIGTERM and SIGINT (but EXCEPT) whenever the program has them at their
+ * default, now or once it sets it again, so that a process ended by one writes its exit snapshot first.
+ * wake(sig) asks the snapshot thread for it (0: none runs in this process), which calls ot_sigend_written(sig)
+ * once done; the process then ends by the signal. 1 when either is watched (the snapshot thread must run). */
+int ot_sigend_install(int (*wake)(int), int except);
+void ot_sigend_written(int sig);
 /* The exported sigaction and signal: for the chained signal, the program reads and sets its own disposition
  * (the one the tracer's handler goes on to); any other signal is the C library's call. */
 int ot_sigchain_sigaction(int sig, const struct sigaction *act, struct sigaction *old);

@@ -122,4 +122,61 @@ PY
 traced oom,exit sh -c 'trap "" TERM; exec /usr/bin/python3 "$0"' "$work/ign.py"
 [ "$st" -eq 0 ] && [ "$(cat "$work/out")" = "went on" ] && [ "$(reasons)" = "exit 100" ] ||
     fail "SIGTERM inherited as ignored: status $st, $(cat "$work/out" "$work/err"), exit snapshots $(reasons)"
+# Walk 9, #9: Ctrl-C of a Python job whose KeyboardInterrupt goes uncaught. Python then finalizes, sets SIGINT
+# back to its default and kills itself with it (status 130): no exit handler of the C library runs, and no
+# snapshot was written at all. SIGINT at its default is taken like SIGTERM: the exit snapshot "ended by SIGINT"
+# first, then the default action; so when the program sets it back to its default after a handler of its own.
+cat >"$work/kbint.py" <<'PY'
+import os, signal, time
+from drv import try_alloc, MiB
+assert try_alloc(300 * MiB)[0] == 0
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(5)
+print("not reached")
+PY
+# dflint CMD...: CMD with SIGINT at its default, as a terminal's shell starts it (sh's background commands ignore it)
+cat >"$work/dflint" <<'PY'
+#!/usr/bin/python3
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])
+PY
+chmod +x "$work/dflint"
+dflint=$work/dflint
+traced oom,exit "$dflint" /usr/bin/python3 "$work/kbint.py"
+[ "$st" -eq 130 ] && [ ! -s "$work/out" ] || fail "KeyboardInterrupt uncaught: status $st (want 130), $(cat "$work/out" "$work/err")"
+[ "$(reasons)" = "ended by SIGINT 300" ] || fail "KeyboardInterrupt's exit snapshot: '$(reasons)'; $(cat "$work/err")"
+cat >"$work/dfl.py" <<'PY'
+import os, signal
+from drv import try_alloc, MiB
+assert try_alloc(200 * MiB)[0] == 0
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.kill(os.getpid(), signal.SIGINT)
+PY
+traced oom,exit "$dflint" /usr/bin/python3 "$work/dfl.py"
+[ "$st" -eq 130 ] && [ "$(reasons)" = "ended by SIGINT 200" ] || fail "SIGINT set to its default: status $st, '$(reasons)'"
+# The launcher: the report, the gate judging the peak, the command's own status. The run's table (several
+# processes) says which signal ended each, as its JSON's stopped_by.
+lrun() { OOMTRACE_QUIET=1 LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G "$dflint" tools/oomtrace run "$@"; }
+lrun --dir "$work/l" --max-peak 1G -- /usr/bin/python3 "$work/kbint.py" >"$work/l.out" 2>&1
+st=$?
+[ "$st" -eq 130 ] && grep -q "gate --max-peak passed: peak 300 MiB" "$work/l.out" &&
+    grep -q "^== oomtrace: /usr/bin/python3 was killed by SIGINT; the launcher's status is 130 (the command's own failure: the gate passed)\$" "$work/l.out" ||
+    fail "oomtrace run --max-peak 1G, KeyboardInterrupt: status $st: $(grep '^oomtrace\|^==' "$work/l.out")"
+grep -q "ended by SIGINT" "$work/l.out" || fail "the report does not say it ended by SIGINT: $(head -20 "$work/l.out")"
+cat >"$work/kbtwo.py" <<'PY'
+import os, subprocess, sys
+from drv import try_alloc, MiB
+assert try_alloc(100 * MiB)[0] == 0
+subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "kbint.py")])
+raise KeyboardInterrupt
+PY
+lrun --dir "$work/l2" -- /usr/bin/python3 "$work/kbtwo.py" >"$work/l2.out" 2>&1
+build/oomtrace-read "$work"/l2/run-* >"$work/table" 2>&1
+got=$(awk '$1 == "?" { print $(NF - 2) }' "$work/table" | sort | tr '\n' ' ')
+[ "$got" = "SIGINT SIGINT " ] || fail "two processes ended by SIGINT, the run's table: '$got': $(cat "$work/table")"
+got=$(build/oomtrace-read --format json "$work"/l2/run-* | /usr/bin/python3 -c '
+import json, sys
+print(sorted("%s" % r["stopped_by"] for r in json.load(sys.stdin)["ranks"]))')
+[ "$got" = "['SIGINT', 'SIGINT']" ] || fail "two processes ended by SIGINT, in JSON: stopped_by $got"
 echo "term_exit: ok"

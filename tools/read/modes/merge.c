@@ -79,7 +79,9 @@ static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
                      m->reason.p ? m->reason.p : "");
         x->no_last_flush = !by_crash;
     }
-    x->by_sigterm = m->trigger == OT_TRIGGER_EXIT && ot_str_eq(m->reason, "ended by SIGTERM");
+    x->ended_by = m->trigger != OT_TRIGGER_EXIT ? NULL
+                  : ot_str_eq(m->reason, "ended by SIGTERM") ? "SIGTERM"
+                  : ot_str_eq(m->reason, "ended by SIGINT") ? "SIGINT" : NULL;
     x->fatal = m->trigger == OT_TRIGGER_FRAMEWORK_OOM;
     if (x->fatal && s->probes.present) {
         x->probes_known = x->probes_listed = true;
@@ -401,7 +403,7 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
             p->kept = u.order[i];
         if (x->trigger == OT_TRIGGER_EXIT && x->complete) {
             p->has_exit = true;
-            p->stopped = x->by_sigterm;
+            p->stopped = x->ended_by;
         }
         if (!x->complete)
             p->has_incomplete = true;

@@ -44,9 +44,10 @@ struct snapinfo {
     const char *crash_signal;
     char crash_words[64];
     bool no_last_flush;
-    /* An exit snapshot written as SIGTERM at its default ended the process (the writer's reason "ended by
-     * SIGTERM", lib/runtime/init.c): how torchrun, Slurm and multiprocessing's Pool stop a process. */
-    bool by_sigterm;
+    /* "SIGTERM" or "SIGINT": an exit snapshot written as that signal at its default ended the process (the
+     * writer's reason "ended by SIGTERM", lib/runtime/init.c): how torchrun, Slurm and multiprocessing's Pool
+     * stop a process, and Ctrl-C a Python job whose KeyboardInterrupt went uncaught. NULL otherwise. */
+    const char *ended_by;
     /* What held the memory (analyze/breakdown.h), copied: the snapshot is freed once read. has_device
      * false: none (no device known, or no memory to build it). */
     struct ot_breakdown bd;
@@ -56,7 +57,7 @@ struct proc {
     size_t first, n; /* members in the sorted index */
     size_t kept;     /* index into infos */
     bool has_exit, has_incomplete;
-    bool stopped; /* its exit snapshot was written as SIGTERM ended it (by_sigterm): it did not finish */
+    const char *stopped; /* the signal whose end wrote its exit snapshot (ended_by): it did not finish */
     /* How it ended when not by exit: its crash-surviving flush (index into infos) says it crashed, or that
      * it was killed without a last flush. */
     bool crashed, killed;

@@ -32,7 +32,7 @@ static void json_rank(struct ot_json *j, const struct run *u, const struct proc 
         ot_json_bool(j, "finished", p->has_exit);
     else
         ot_json_null(j, "finished");
-    ot_json_cstr(j, "stopped_by", p->stopped ? "SIGTERM" : NULL);
+    ot_json_cstr(j, "stopped_by", p->stopped);
     ot_json_cstr(j, "snapshot", x->path);
     ot_json_cstr(j, "trigger", ot_trigger_name(x->trigger));
     ot_json_u64(j, "snapshots", p->n);

@@ -47,7 +47,7 @@ static void doc_rank(struct ot_doc *d, const struct snapinfo *x)
 
 static const char *finished_word(const struct proc *p)
 {
-    return p->stopped ? "SIGTERM" : p->has_exit ? "yes" : p->has_incomplete ? "no" : "?";
+    return p->stopped ? p->stopped : p->has_exit ? "yes" : p->has_incomplete ? "no" : "?";
 }
 
 /* The failed column: out of memory, else how a process that did not exit ended. */
@@ -163,9 +163,11 @@ static void doc_one_process(struct ot_doc *d, const struct run *u)
         if (e->crash_signal[0])
             ot_doc_printf(d, " (%s)", e->crash_signal);
     } else {
-        ot_doc_printf(d, "%s", p->stopped ? "; it was ended by SIGTERM (its exit snapshot was written then)"
-                               : p->has_exit ? "; it finished (exit snapshot)"
-                               : p->has_incomplete ? "; it did not finish (a crash-surviving flush remains)" : "");
+        if (p->stopped)
+            ot_doc_printf(d, "; it was ended by %s (its exit snapshot was written then)", p->stopped);
+        else
+            ot_doc_printf(d, "%s", p->has_exit ? "; it finished (exit snapshot)"
+                                   : p->has_incomplete ? "; it did not finish (a crash-surviving flush remains)" : "");
     }
     ot_doc_printf(d, ". Reported: %s, ", x->fatal ? "its framework's out-of-memory" : x->failed ? "its first out-of-memory"
                                          : p->crashed ? "its state at the crash" : "its latest snapshot");
@@ -189,8 +191,8 @@ static void text_table(FILE *f, struct run *u)
     fputs("  (peak: the process's largest high-water mark of tracked device memory over its snapshots, on the device\n"
           "   shown; at failure: live on it when the allocation failed; failed: yes when it ran out of memory, crashed\n"
           "   when a fatal signal ended it, killed when it ended without a last flush; finished: yes with an exit\n"
-          "   snapshot, SIGTERM when SIGTERM ended it (its exit snapshot written then), no when a crash-surviving\n"
-          "   flush remains, ? otherwise)\n",
+          "   snapshot, SIGTERM or SIGINT when that signal ended it (its exit snapshot written then), no when a\n"
+          "   crash-surviving flush remains, ? otherwise)\n",
           f);
     fprintf(f, "  %-6s %-16s %-8s %-24s %-10s %-11s %-6s %-8s %s\n", "rank", "host", "pid", "device", "peak", "at failure",
             "failed", "finished", "snapshot (files)");
@@ -540,7 +542,7 @@ static void doc_run(struct ot_doc *d, const struct run *u)
     ot_doc_printf(d, "Peak: the process's largest high-water mark of tracked device memory over its snapshots, on the "
                   "device shown. At failure: live on it when the allocation failed. Failed: yes when it ran out of "
                   "memory, crashed when a fatal signal ended it, killed when it ended without a last flush. Finished: "
-                  "yes with an exit snapshot, SIGTERM when SIGTERM ended it (its exit snapshot written then), no when a "
+                  "yes with an exit snapshot, SIGTERM or SIGINT when that signal ended it (its exit snapshot written then), no when a "
                   "crash-surviving flush remains, ? otherwise.");
     ot_doc_para_end(d);
     summary(d, (struct run *)u);
