@@ -27,6 +27,10 @@ PARTS = [
     ("  Python frames", lambda k: ours(k) and "/capture/py" in "/" + k[0]),
     ("  stack table", lambda k: ours(k) and k[0].endswith("capture/stacks.c")),
     ("  record, ring, clock", lambda k: ours(k) and ("/record/" in k[0] or "/common/" in k[0])),
+    # by function (what is inlined into it counts there): the record stages under the lock, the wrappers
+    ("  record_alloc", lambda k: ours(k) and k[1] == "ot_record_alloc"),
+    ("  record_free", lambda k: ours(k) and k[1] == "ot_record_free"),
+    ("  the wrappers", lambda k: ours(k) and "/intercept/" in "/" + k[0]),
     ("libc memcmp, memcpy", lambda k: k[1].startswith(("__memcmp", "__memcpy"))),
     ("whole process", lambda k: True),
 ]

@@ -19,7 +19,7 @@ void ot_clock_tune(uint64_t cal_ns, uint64_t anchor_ns); /* tests: shorter calib
 struct ot_clock_line {
     uint32_t seq;
     uint64_t tsc0, ns0, mult, span;
-};
+} __attribute__((aligned(64))); /* one line: unaligned, span fell on the next line, a second miss an event */
 extern struct ot_clock_line ot_clock_line;
 uint64_t ot_clock_slow(void); /* clock.c: a read the line could not answer */
 

@@ -12,7 +12,14 @@ struct trace_thread {
      * moves ot_ctx_gen on. */
     int ctx_dev;
     uint64_t ctx, ctx_gen;
-};
+    /* record/record.c's hint, kept here so that reading it costs no line the event does not read already:
+     * where the thread's next event will most likely write, as its last one left things under the lock */
+    struct {
+        uintptr_t slots, ring; /* the live set's table and the ring's next slot */
+        uint64_t mask;
+        int device;
+    } near;
+} __attribute__((aligned(64))); /* one line, which every wrapper reads (busy) */
 /* Moved on by every context end the tracer sees (driver/driver.h, ot_drv_ctx_gen_next). */
 extern uint64_t ot_ctx_gen;
 extern __thread struct trace_thread ot_self __attribute__((tls_model("initial-exec")));

@@ -21,7 +21,7 @@ static inline struct ot_ring_event *ot_ring_next(uint64_t seq, uint64_t time_ns)
     struct ot_ring_event *e = ot_state.ring_next;
     if (OT_LIKELY(e < ot_state.ring_end)) {
         ot_state.ring_next = e + 1;
-        __builtin_prefetch(e + 4, 1, 3);
+        ot_prefetch_w(e + 4);
         return e;
     }
     return ot_ring_next_slow(seq, time_ns);

@@ -410,6 +410,34 @@ static void test_event_state_is_one_line(void **state)
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         assert_int_equal((uintptr_t)dev[i] / 64, dl);
     assert_true(dl > line);
+    /* The clock every event reads: one line (its span fell on the next one, a second miss an event). */
+    assert_int_equal((uintptr_t)&ot_clock_line % 64, 0);
+    assert_int_equal((uintptr_t)&ot_clock_line.span / 64, (uintptr_t)&ot_clock_line / 64);
+    /* The thread's own line: every wrapper reads busy, and the hint of where its event will write is read
+     * before the lock (record.c, prefetch_event) from the same line. */
+    assert_int_equal((uintptr_t)&ot_self % 64, 0);
+    assert_int_equal((uintptr_t)(&ot_self.near + 1) - 1 - (uintptr_t)&ot_self < 64, 1);
+}
+
+/* A device is listed once it had a tracked allocation: an allocation of device memory reads only its
+ * counters' line (the peak says it was seen), so the other kinds, and those long freed, must still list it. */
+static void test_devices_seen(void **state)
+{
+    (void)state;
+    struct trace_sources src;
+    reset();
+    struct ot_alloc_req imp = {OT_NS_DEVPTR, OT_CAT_IMPORTED, OT_API_cuIpcOpenMemHandle_v2, 0, 2, 0x9000, 4096, 0};
+    ot_record_alloc(&imp);
+    ot_record_free(OT_NS_DEVPTR, 0x9000, OT_API_cuIpcCloseMemHandle, NULL);
+    struct ot_alloc_req dev = {OT_NS_DEVPTR, OT_CAT_ASYNC, OT_API_cuMemAllocAsync, 0, 3, 0xa000, 512, 0};
+    ot_record_alloc(&dev);
+    ot_record_free(OT_NS_DEVPTR, 0xa000, OT_API_cuMemFreeAsync, NULL);
+    assert_int_equal(ot_record_sources(&src, 0), 0);
+    assert_int_equal(src.devices, 1ull << 2 | 1ull << 3);
+    assert_int_equal(src.async_devices, 1ull << 3);
+    reset();
+    assert_int_equal(ot_record_sources(&src, 0), 0);
+    assert_int_equal(src.devices, 0);
 }
 
 int main(void)
@@ -425,6 +453,7 @@ int main(void)
         cmocka_unit_test(test_clock_from_tsc_follows_monotonic),
         cmocka_unit_test(test_lock_excludes_and_gives_up),
         cmocka_unit_test(test_event_state_is_one_line),
+        cmocka_unit_test(test_devices_seen),
     };
     return cmocka_run_group_tests_name("recorder", tests, NULL, NULL);
 }
