@@ -172,6 +172,7 @@ static void reset(const char *cmd)
     assert_int_equal(replay_ended(l, OT_API_cuDevicePrimaryCtxReset_v2).matched, 2);
     expect_report_line("reset-after", "context end: the primary context of device 0 reset (cuDevicePrimaryCtxReset, "
                                       "what cudaDeviceReset() does) at ");
+    expect_report_line("reset-after", ", context end 1"); /* the ring's counts in words, not "context_end" */
     l = by_reason(&snaps, "reset-next");
     expect_dev0(l, 900 * MiB, 900 * MiB, run_u64(&run, "used-end")); /* not 1500 MiB: the phases' sum */
     assert_int_equal(l->s.nlive, 1);

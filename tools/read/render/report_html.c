@@ -271,7 +271,7 @@ static void events_section(struct hx *h)
                 ot_fmt_reltime(t1, e->first_time_ns, m->start_mono_ns), ot_fmt_reltime(t2, e->last_time_ns, m->start_mono_ns));
         for (int k = 1; k <= OT_EV_KIND_MAX; k++)
             if (k != OT_EV_CONTEXT_END || e->by_kind[k]) /* named only where a context ended */
-                fprintf(f, "%s%s %s", k > 1 ? ", " : "", ot_event_kind_name(k), ot_fmt_count(b1, e->by_kind[k]));
+                fprintf(f, "%s%s %s", k > 1 ? ", " : "", ot_event_kind_words(k), ot_fmt_count(b1, e->by_kind[k]));
     }
     fputs(".</p>\n", f);
     if (s->nmarkers) {

@@ -171,7 +171,7 @@ static void events(struct md *m)
         fputs(" · ", f);
         for (int k = 1; k <= OT_EV_KIND_MAX; k++)
             if (k != OT_EV_CONTEXT_END || e->by_kind[k]) /* named only where a context ended */
-                fprintf(f, "%s%s %s", k > 1 ? ", " : "", ot_event_kind_name(k), ot_fmt_count(b1, e->by_kind[k]));
+                fprintf(f, "%s%s %s", k > 1 ? ", " : "", ot_event_kind_words(k), ot_fmt_count(b1, e->by_kind[k]));
     }
     fputs("\n", f);
     if (m->a->notes.n)

@@ -459,7 +459,7 @@ static void events(struct tx *t)
         for (int k = 1; k <= OT_EV_KIND_MAX; k++) {
             if (k == OT_EV_CONTEXT_END && !e->by_kind[k]) /* named only where a context ended */
                 continue;
-            fprintf(o, "%s%s %s", sep, ot_event_kind_name(k), ot_fmt_count(b1, e->by_kind[k]));
+            fprintf(o, "%s%s %s", sep, ot_event_kind_words(k), ot_fmt_count(b1, e->by_kind[k]));
             sep = ", ";
         }
         if (e->by_kind[0])

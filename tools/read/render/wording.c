@@ -358,3 +358,8 @@ const char *ot_fmt_uuid(char *buf, struct ot_str u)
     buf[o] = 0;
     return buf;
 }
+
+const char *ot_event_kind_words(int kind)
+{
+    return kind == OT_EV_CONTEXT_END ? "context end" : ot_event_kind_name(kind);
+}

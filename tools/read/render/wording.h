@@ -33,6 +33,10 @@ const char *ot_flush_crash_signal(const struct ot_snapshot *s);
  * flush"); NULL for a finished one. *by_crash: a crash wrote it, and its reason names the signal. */
 const char *ot_unfinished_words(const struct ot_snapshot *s, bool *by_crash);
 
+/* An event kind's name in the ring's counts ("alloc", "free", "context end"): the format's names but for
+ * context_end. NULL for a kind the format does not define. */
+const char *ot_event_kind_words(int kind);
+
 /* Who made the failed request: the driver entry point ("cuMemAlloc_v2"), or for a framework's own refusal
  * "PyTorch's allocator". */
 void ot_failure_api(char *buf, size_t len, const struct ot_analysis *a);
