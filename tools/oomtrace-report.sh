@@ -184,7 +184,7 @@ summary_gate_lines() {
 
 # After CMD ended: removes what dead processes left half-written, says in one line why there is no report, or
 # prints the report and applies the gate. Uses rundir, peak, baseline, growth, cmd, dump, summary, rc (CMD's
-# status), sig (the signal that ended it, 0 when it exited).
+# status), sig (the signal that ended it, 0 when it exited), passed (the last signal passed on to it, 0: none).
 report_run() {
     gate=""
     [ -n "$peak$baseline" ] && gate=yes
@@ -310,14 +310,25 @@ EOF
     fi
     # A failed command's status is the launcher's: said last, with the gates', so that a red CI step reads as the
     # command's failure when the gate passed.
+    # A command ended by the signal the launcher passed on (kill PID of the launcher, a CI cancel) did not fail of
+    # itself: said as what happened.
     status_line=""
     if [ "$rc" -ne 0 ]; then
-        if [ "$sig" -ne 0 ]; then
+        ours=""
+        [ "${passed:-0}" -ne 0 ] && { [ "$sig" -eq "$passed" ] || { [ "$sig" -eq 0 ] && [ "$rc" -eq $((128 + passed)) ]; }; } &&
+            ours="SIG$(kill -l "$passed")"
+        if [ -n "$ours" ] && [ "$sig" -ne 0 ]; then
+            status_line="$cmd was ended by $ours, which oomtrace passed on from its own $ours; the launcher's status is $rc"
+        elif [ -n "$ours" ]; then
+            status_line="$cmd exited with status $rc after the $ours oomtrace passed on from its own, the launcher's status too"
+        elif [ "$sig" -ne 0 ]; then
             status_line="$cmd was killed by SIG$(kill -l "$sig"); the launcher's status is $rc"
         else
             status_line="$cmd exited with status $rc, the launcher's status too"
         fi
-        if [ -n "$gate" ] && [ "$grc" -eq 0 ]; then
+        if [ -n "$gate" ] && [ "$grc" -eq 0 ] && [ -n "$ours" ]; then
+            status_line="$status_line (the gate passed)"
+        elif [ -n "$gate" ] && [ "$grc" -eq 0 ]; then
             status_line="$status_line (the command's own failure: the gate passed)"
         elif [ -n "$gate" ]; then
             status_line="$status_line (and the gate failed)"

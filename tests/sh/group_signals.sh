@@ -135,4 +135,24 @@ got = open(log).read().replace("\n", ";") if os.path.exists(log) else ""
 if got != "start SIGINT;saved;" or os.waitstatus_to_exitcode(status) != 0:
     sys.exit("the handler ran %r, status %d: %r" % (got, os.waitstatus_to_exitcode(status), out))
 PY
+# Walk 9, #10b: a command ended by the signal the launcher passed on is not "the command's own failure": the
+# last line (and the summary) says what happened.
+rm -f "$work/cmd.pid"
+LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G python3 "$work/spawn.py" "$launcher" run --dir "$work/d" \
+    --max-peak 1G --summary "$work/sum.md" -- sh -c '"$1"; echo $$ >"$0"; exec sleep 30' "$work/cmd.pid" \
+    "$PWD/build/tests/door_linked" >"$work/pass.out" 2>&1 &
+pid=$!
+i=0
+until [ -s "$work/cmd.pid" ] && grep -q "^sleep" "/proc/$(cat "$work/cmd.pid")/cmdline" 2>/dev/null; do
+    i=$((i + 1))
+    [ "$i" -lt 600 ] || { kill -KILL -- "-$pid"; fail "door_linked then sleep did not start: $(cat "$work/pass.out")"; }
+    sleep 0.05
+done
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+want="sh was ended by SIGTERM, which oomtrace passed on from its own SIGTERM; the launcher's status is 143 (the gate passed)"
+[ "$rc" -eq 143 ] && [ "$(tail -1 "$work/pass.out")" = "== oomtrace: $want" ] ||
+    fail "SIGTERM passed on, with a gate: status $rc, last line '$(tail -1 "$work/pass.out")', want '== oomtrace: $want'"
+grep -qF "**$want**" "$work/sum.md" || fail "SIGTERM passed on: the summary: $(grep 'oomtrace run' "$work/sum.md")"
 echo "group_signals: ok"
