@@ -208,6 +208,12 @@ PY
 traced manyresets
 has manyresets "the unlisted context ends said" '6 context ends on device 0 before the failure freed 1\.76 GiB that the snapshot does not list'
 hasnt manyresets "a leak or a rise from live bytes that the unlisted ends freed" 'grew across|Live memory grew|largest rise'
+# The HTML timeline starts after the last unlisted end (walk 9, #1): before it, it drew 0 B (levels below zero).
+"$READER" --format html -o "$T/manyresets.html" "$T"/manyresets/*.oomt || { echo "leak_span: FAIL: manyresets HTML"; failed=1; }
+grep -q '6 context ends of this device freed allocations that the snapshot does not list.*the timeline starts just after the last' \
+    "$T/manyresets.html" || { echo "leak_span: FAIL: manyresets: the timeline does not say where it starts"; failed=1; }
+! grep -q 'a level fell below zero' "$T/manyresets.html" ||
+    { echo "leak_span: FAIL: manyresets: the timeline's levels before the unlisted ends fell below zero"; failed=1; }
 
 [ "$failed" -eq 0 ] && echo "leak_span: ok (7 programs)"
 exit "$failed"

@@ -92,7 +92,18 @@ struct walk {
     struct build *b;
     struct state st;
     uint64_t ord;
+    size_t cut_point; /* the first point after the last unlisted context end */
+    const struct ot_snapshot *s;
 };
+
+/* A context end of the device whose frees the snapshot does not list in full. */
+static bool unlisted_end(const struct ot_timeline *tl, const struct ot_snapshot *s, const struct snap_event *e)
+{
+    if (e->kind != OT_EV_CONTEXT_END || (e->device != tl->device && e->device != -1) || !e->size)
+        return false;
+    const struct ot_ctx_end *ce = ot_snapshot_ctx_end(s, e->seq);
+    return !ce || ce->n < ce->nfreed;
+}
 
 static bool on_device(const struct snap_event *e, void *ctx)
 {
@@ -106,8 +117,19 @@ static void visit(const struct ot_replay_step *rs, void *ctx)
     struct ot_timeline *tl = w->tl;
     struct state *st = &w->st;
     const struct snap_event *e = rs->e;
-    if (!rs->tracked)
+    if (!rs->tracked) {
+        if (unlisted_end(tl, w->s, e)) {
+            flush(w->b);
+            tl->cut_ends++;
+            tl->cut_seq = e->seq;
+            tl->cut_t_ns = e->time_ns;
+            w->cut_point = tl->npoints;
+            st->t = e->time_ns;
+            st->ord = w->ord++;
+            record(w->b, st); /* the level just after it: the chart's first point */
+        }
         return;
+    }
     if (tl->events++ == 0) {
         st->t = e->time_ns;
         st->ord = w->ord++;
@@ -189,7 +211,7 @@ int ot_timeline_build(struct ot_timeline *tl, const struct ot_analysis *a, int64
 
     /* Allocations live at the peak that the ring never saw being made: their frees can still be
      * charged to the right site. */
-    struct walk w = {.tl = tl, .b = &b};
+    struct walk w = {.tl = tl, .b = &b, .s = s};
     struct ot_replay rp = {.s = s, .last_seq = UINT64_MAX, .track = on_device, .visit = visit, .ctx = &w};
     uint64_t first_seq = a->ev.decoded ? a->ev.first_seq : UINT64_MAX;
     const struct ot_peak *pk = ot_snapshot_peak(s, device);
@@ -215,6 +237,11 @@ int ot_timeline_build(struct ot_timeline *tl, const struct ot_analysis *a, int64
     st.t = t_end;
     push(&b, &st);
 
+    if (w.cut_point) { /* the levels before the last unlisted end are unknown: drop them */
+        tl->npoints -= w.cut_point;
+        memmove(b.t, b.t + w.cut_point, tl->npoints * sizeof(uint64_t));
+        memmove(b.net, b.net + w.cut_point * b.ns, tl->npoints * b.ns * sizeof(uint64_t));
+    }
     set_end(tl, a, st.net);
     for (size_t p = 0; p < tl->npoints; p++) {
         uint64_t total = 0;

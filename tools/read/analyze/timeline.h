@@ -10,6 +10,10 @@
  * by address among the ring's allocations, then among the PEAK records made before the ring starts),
  * else to "other".
  *
+ * A context end frees what the snapshot lists for it (CTX_FREED). One whose list is missing or short
+ * freed allocations the replay cannot name: every level before it would be off by what it freed, so
+ * the points start just after the last such end.
+ *
  * The points are downsampled in one pass so that millions of events give at most max_points points:
  * time is cut into buckets and each bucket keeps the moments of its lowest and highest total, so the
  * peak survives. With few enough events every event is a point. */
@@ -33,6 +37,10 @@ struct ot_timeline {
     bool downsampled;
     bool negative;                   /* a level fell below zero (an inconsistent snapshot) and shows as 0 */
     bool end_from_live;              /* end[] from LIVE records, else from DEVICES tracked_bytes */
+    /* A context end of this device whose frees the snapshot does not list (past the latest it keeps, or
+     * more than it lists for one end): the levels before it cannot be told, so the points start at the
+     * last such end (its seq and time; cut_ends: how many there were). */
+    uint64_t cut_ends, cut_seq, cut_t_ns;
     uint64_t max_total, max_total_t_ns;
     const struct ot_sites *top;      /* the sites the series are the first of (ot_timeline_of), or NULL */
     struct ot_sites own;             /* top's storage when no table of the analysis serves */

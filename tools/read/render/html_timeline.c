@@ -230,6 +230,12 @@ void h_timeline_section(struct hx *h)
                 "sites\".</p>\n", ot_fmt_count(b1, tl->unmatched_frees),
                 tl->unmatched_frees == 1 ? "free is of an allocation" : "frees are of allocations",
                 tl->unmatched_frees == 1 ? "it is" : "they are");
+    if (tl->cut_ends)
+        fprintf(f, "<p class=\"note warn\">%s context end%s of this device freed allocations that the snapshot does not "
+                "list (it keeps the lists of the latest context ends, each up to a bound): the levels before %s cannot "
+                "be told, so the timeline starts just after the last, at %s (seq %" PRIu64 ").</p>\n",
+                ot_fmt_count(b1, tl->cut_ends), tl->cut_ends == 1 ? "" : "s", tl->cut_ends == 1 ? "it" : "them",
+                ot_fmt_reltime(tb, tl->cut_t_ns, m->start_mono_ns), tl->cut_seq);
     if (tl->negative)
         fputs("<p class=\"note warn\">The events and the live set disagree (a level fell below zero and is drawn as "
               "zero): see the notes.</p>\n", f);
