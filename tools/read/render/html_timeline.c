@@ -236,9 +236,9 @@ void h_timeline_section(struct hx *h)
                 "be told, so the timeline starts just after the last, at %s (seq %" PRIu64 ").</p>\n",
                 ot_fmt_count(b1, tl->cut_ends), tl->cut_ends == 1 ? "" : "s", tl->cut_ends == 1 ? "it" : "them",
                 ot_fmt_reltime(tb, tl->cut_t_ns, m->start_mono_ns), tl->cut_seq);
-    if (tl->negative)
-        fputs("<p class=\"note warn\">The events and the live set disagree (a level fell below zero and is drawn as "
-              "zero): see the notes.</p>\n", f);
+    if (tl->negative) /* the notes are where the analysis said why, when it did */
+        fprintf(f, "<p class=\"note warn\">The events and the live set disagree (a level fell below zero and is drawn "
+                "as zero).%s</p>\n", h->a->notes.n ? " The notes below may say why." : "");
     timeline_json(h);
     fputs("</section>\n", f);
 }
