@@ -162,6 +162,7 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
     out->flags = st->flags;
     const struct ot_frame *first_native = NULL, *first_named = NULL, *first_meaningful = NULL, *first_own = NULL;
     const struct ot_frame *via_candidate = NULL;
+    const struct ot_frame *callee = NULL; /* the Python frame inside x */
     bool seen_py = false, caller_settled = false;
     struct ot_frame_walk w;
     for (ot_walk_begin(&w, res, st, OT_WALK_ALL); ot_walk_next(&w);) {
@@ -169,6 +170,7 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
         out->nframes++;
         if (w.py) {
             out->npy++;
+            out->mp_worker = out->mp_worker || ot_frame_is_multiprocessing(x);
             if (!seen_py) {
                 seen_py = true;
                 out->head = x;
@@ -180,10 +182,11 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
             } else {
                 caller_settled = true;
             }
-            if (!out->user && ot_walk_is_user(&w)) {
+            if (!out->user && ot_frame_is_user_calling(x, callee)) {
                 out->user = x;
                 out->user_depth = out->npy - 1;
             }
+            callee = x;
             continue;
         }
         out->nnative++;
@@ -266,6 +269,14 @@ void ot_put_headline(FILE *f, const struct ot_stack_info *si, bool with_caller)
         ot_put_short_frame(f, si->user);
         fputs(" \xe2\x86\x92 ", f); /* " → " */
         ot_put_short_frame(f, si->head);
+        return;
+    }
+    if (!si->user && si->mp_worker && si->head->kind == OT_FRAME_PY) {
+        fputs("a multiprocessing worker", f);
+        if (!ot_frame_is_multiprocessing(si->head)) {
+            fputs(" \xe2\x86\x92 ", f);
+            ot_put_short_frame(f, si->head);
+        }
         return;
     }
     ot_put_short_frame(f, si->head);

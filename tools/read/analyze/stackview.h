@@ -76,6 +76,7 @@ struct ot_stack_info {
     const struct ot_frame *user;   /* the innermost frame of the program's own code (userline.h), or NULL;
                                     * equal to head when the innermost Python frame is the user's */
     size_t user_depth;             /* Python frames inside user (0: user is head) */
+    bool mp_worker;                /* a Python frame is the standard library's multiprocessing (userline.h) */
     uint64_t flags;                /* OT_STACK_* */
 };
 
@@ -87,7 +88,10 @@ void ot_stack_info(struct ot_resolver *res, const struct ot_snapshot *s, uint64_
  * parameter lists dropped), "0x7f.. (libfoo.so+0x12)" without a name. */
 void ot_put_short_frame(FILE *f, const struct ot_frame *fr);
 /* The headline: the user's line first, then the library frame it went through ("h8.py:19 in evaluate →
- * linear.py:134 in Linear.forward"); head alone when it is the user's own frame or no user frame exists.
+ * linear.py:134 in Linear.forward"); head alone when it is the user's own frame or no user frame exists;
+ * "a multiprocessing worker → head" without a user's frame in a worker multiprocessing started (spawned:
+ * the line that made the Pool is in another process), "a multiprocessing worker" alone when head is
+ * multiprocessing's own (a task that is a C function: its Pool's line that called it is no one's site).
  * with_caller adds ", called from <caller>" for such a head. "(unknown stack)" when none. */
 void ot_put_headline(FILE *f, const struct ot_stack_info *si, bool with_caller);
 /* The same as a malloc'd NUL-terminated string (NULL when out of memory). */

@@ -51,6 +51,45 @@ bool ot_frame_is_user(const struct ot_frame *f)
     return f->kind == OT_FRAME_PY && (f->file.p || f->function.p) && !ot_frame_is_library(f);
 }
 
+bool ot_frame_is_multiprocessing(const struct ot_frame *f)
+{
+    return f->kind == OT_FRAME_PY && f->file.p && in_stdlib(f->file) && ot_str_contains(f->file, "/multiprocessing/");
+}
+
+static bool ends_with(struct ot_str s, const char *tail)
+{
+    size_t k = strlen(tail);
+    return s.p && s.n >= k && memcmp(s.p + s.n - k, tail, k) == 0;
+}
+
+bool ot_frame_is_user_calling(const struct ot_frame *f, const struct ot_frame *callee)
+{
+    if (!ot_frame_is_user(f))
+        return false;
+    if (!callee || !ot_frame_is_multiprocessing(callee) || !f->file.p || !ot_str_starts(f->file, "<"))
+        return true;
+    struct ot_str fn = callee->function;
+    bool start = (ends_with(callee->file, "/multiprocessing/spawn.py") && fn.p && fn.n == 10 &&
+                  memcmp(fn.p, "spawn_main", 10) == 0) ||
+                 (ends_with(callee->file, "/multiprocessing/forkserver.py") && fn.p && fn.n == 4 &&
+                  memcmp(fn.p, "main", 4) == 0);
+    return !start;
+}
+
+size_t ot_user_frame_index(const struct ot_frame *const *fr, size_t n, bool *mp)
+{
+    size_t user = n;
+    *mp = false;
+    for (size_t i = 0; i < n; i++) {
+        if (fr[i]->kind != OT_FRAME_PY)
+            continue;
+        *mp = *mp || ot_frame_is_multiprocessing(fr[i]);
+        if (user == n && ot_frame_is_user_calling(fr[i], i ? fr[i - 1] : NULL))
+            user = i;
+    }
+    return user;
+}
+
 static const char *find_sub(struct ot_str s, const char *needle, size_t from)
 {
     size_t k = strlen(needle);

@@ -15,6 +15,20 @@ bool ot_frame_is_user(const struct ot_frame *f);
 /* True for a Python frame inside the standard library, an installed package or a framework. */
 bool ot_frame_is_library(const struct ot_frame *f);
 
+/* True for a Python frame of the standard library's multiprocessing (its Pool's worker loop, a Process's
+ * bootstrap): a stack with one runs in a worker that multiprocessing started. */
+bool ot_frame_is_multiprocessing(const struct ot_frame *f);
+
+/* ot_frame_is_user, knowing the Python frame F called (CALLEE, the next one inward; NULL for none): a process
+ * that multiprocessing spawned (or its forkserver started) runs `python -c "from multiprocessing.spawn import
+ * spawn_main; spawn_main(...)"`, whose "<string>:1 in <module>" frame calls spawn_main. That frame is
+ * multiprocessing's start-up, not the user's line (walk 9, #10c). */
+bool ot_frame_is_user_calling(const struct ot_frame *f, const struct ot_frame *callee);
+
+/* The user's frame among FR[0..N) (Python frames innermost first): its index, or N when none. *mp: whether a
+ * frame is multiprocessing's (without a user's frame, the site reads "a multiprocessing worker"). */
+size_t ot_user_frame_index(const struct ot_frame *const *fr, size_t n, bool *mp);
+
 /* "torch/nn/modules/linear.py" for ".../site-packages/torch/nn/modules/linear.py" (the last site-packages
  * or dist-packages in the path: a virtualenv inside one is read from its own root); other paths whole. */
 struct ot_str ot_package_path(struct ot_str path);

@@ -197,20 +197,29 @@ static int site_names(const struct ot_analysis *a, uint64_t stack_id, size_t max
     } else {
         const struct ot_frame *fr[OT_LBL_FRAMES];
         size_t n = meaningful(a, st, fr, OT_LBL_FRAMES);
-        /* The user's own line leads when the innermost Python frame is a library's (userline.h). */
+        /* The user's own line leads when the innermost Python frame is a library's (userline.h); without one,
+         * in a worker multiprocessing started, "a multiprocessing worker" does (stackview.h's headline). */
         size_t user = 0;
-        if (n && fr[0]->kind == OT_FRAME_PY && !ot_frame_is_user(fr[0]))
-            for (size_t i = 1; i < n && !user; i++)
-                if (ot_frame_is_user(fr[i]))
-                    user = i;
+        bool mp = false, worker = false;
+        if (n && fr[0]->kind == OT_FRAME_PY) {
+            user = ot_user_frame_index(fr, n, &mp);
+            worker = user == n && mp;
+            if (user == n)
+                user = 0;
+        }
         for (size_t i = 0; i < n; i++) {
             char *name = capped_frame(fr[i], max_bytes);
             if (!name)
                 return -1;
-            if (i == 0 && user) {
-                char *u = capped_frame(fr[user], max_bytes);
+            if (i == 0 && worker && ot_frame_is_multiprocessing(fr[0])) {
+                free(name);
+                name = strdup("a multiprocessing worker");
+                if (!name)
+                    return -1;
+            } else if (i == 0 && (user || worker)) {
+                char *u = user ? capped_frame(fr[user], max_bytes) : NULL;
                 struct ot_sb both = {0};
-                ot_sb_cstr(&both, u ? u : "?");
+                ot_sb_cstr(&both, u ? u : worker ? "a multiprocessing worker" : "?");
                 ot_sb_cstr(&both, " \xe2\x86\x92 "); /* " → " */
                 ot_sb_cstr(&both, name);
                 free(u);
