@@ -97,13 +97,14 @@ static uint8_t kind_of(struct replay *r, const struct ot_str *label, size_t k)
 {
     if (!label || k >= UINT32_MAX)
         return NO_KIND;
-    struct ot_str p = {label->p, why_label_kind(*label)};
+    size_t n = why_label_kind(*label), cmp = n < WHY_KIND_BYTES ? n : WHY_KIND_BYTES;
     for (size_t i = 0; i < r->nkinds; i++)
-        if (r->kinds[i].n == p.n && memcmp(r->kinds[i].p, p.p, p.n) == 0)
+        if (r->kind_len[i] == n && memcmp(r->kinds[i], label->p, cmp) == 0)
             return (uint8_t)i;
     if (r->nkinds == WHY_KINDS)
         return NO_KIND;
-    r->kinds[r->nkinds] = p;
+    memcpy(r->kinds[r->nkinds], label->p, cmp);
+    r->kind_len[r->nkinds] = n;
     return (uint8_t)r->nkinds++;
 }
 

@@ -22,6 +22,7 @@
  * one interval of ten (walk 9, #13). Past this many kinds, a marker has none. */
 #define WHY_KINDS 4
 #define NO_KIND 0xff
+#define WHY_KIND_BYTES 64
 
 struct site_state {
     uint64_t stack_id;
@@ -64,7 +65,10 @@ struct replay {
      * A marker per micro-batch then makes intervals that are steps, and mbusy counts those. */
     bool *mbound;
     uint8_t *mkind;  /* each marker's kind (an index into kinds), or NO_KIND */
-    struct ot_str kinds[WHY_KINDS]; /* each kind's label up to its first digit */
+    /* Each kind's label up to its first digit: its length, and a copy of its first WHY_KIND_BYTES (an event's
+     * label lives only while its chunk is decoded). Kinds alike in these and in length are one. */
+    char kinds[WHY_KINDS][WHY_KIND_BYTES];
+    size_t kind_len[WHY_KINDS];
     size_t nkinds;
     size_t tcap, lcap, scap_, fcap, hcap, bcap, ocap, kcap;
     size_t last_bound; /* the latest marker that started a step (valid when nbound) */
