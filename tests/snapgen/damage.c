@@ -35,6 +35,7 @@ const char *const corrupt_names[C_COUNT] = {
     [C_CTX_ORDER] = "ctx-freed-order",
     [C_CTX_OVERLIST] = "ctx-freed-overlist",
     [C_CTX_COUNT] = "ctx-freed-count",
+    [C_CTX_SIZE] = "ctx-freed-size",
     [C_FW_LAYOUT] = "fw-layout",
     [C_FW_RECORD_PAST_END] = "fw-record-past-end",
     [C_FW_BODY_LEFTOVER] = "fw-body-leftover",

@@ -422,7 +422,7 @@ static void write_rest(void)
 }
 
 /* CTX_FREED: what each context end freed, oldest first. Damaged: two ends in the wrong order, a list longer
- * than what the end freed, or a count that cannot fit. */
+ * than what the end freed, a count that cannot fit, or a listed size of 2^62 (more than its event freed). */
 static void write_ctx_freed(void)
 {
     if (!cfg.ctx_ends)
@@ -439,7 +439,7 @@ static void write_ctx_freed(void)
         for (size_t k = 0; k < ce->n; k++) {
             put_sv(&b, (int64_t)(ce->v[k].addr - prev));
             prev = ce->v[k].addr;
-            put_uv(&b, ce->v[k].size);
+            put_uv(&b, cfg.corrupt == C_CTX_SIZE && i == 0 && k == 0 ? 1ull << 62 : ce->v[k].size);
             put_sv(&b, ce->v[k].dev);
             put_uv(&b, ce->v[k].cat);
         }

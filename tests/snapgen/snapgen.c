@@ -169,7 +169,7 @@ int main(int argc, char **argv)
     }
     if (cfg.corrupt >= C_BORROWED_STACK && cfg.corrupt <= C_BORROWED_COUNT)
         cfg.borrowed = true;
-    if (cfg.corrupt >= C_CTX_ORDER && cfg.corrupt <= C_CTX_COUNT)
+    if (cfg.corrupt >= C_CTX_ORDER && cfg.corrupt <= C_CTX_SIZE)
         cfg.ctx_ends = true;
     if (cfg.corrupt >= C_FW_LAYOUT) {
         cfg.frameworks |= cfg.frameworks ? 0 : FW_TORCH;

@@ -86,6 +86,7 @@ enum corrupt {
     C_CTX_ORDER,
     C_CTX_OVERLIST,
     C_CTX_COUNT,
+    C_CTX_SIZE,
     /* From here on the modes damage the frameworks' view and imply --framework torch when none is given. */
     C_FW_LAYOUT,
     C_FW_RECORD_PAST_END,

@@ -331,6 +331,30 @@ static void keep_ctx_end(struct ot_event_stats *st, const struct snap_event *e)
     st->ctx_ends[at].label = (struct ot_str){NULL, 0};
 }
 
+/* A context end's listed frees (CTX_FREED) agree with its event: their device bytes add up to the event's
+ * (at most, when the list is short). A hand-edited or damaged list would otherwise move the replay's live
+ * bytes and the chart by what no allocation held. */
+static int check_ctx_end(const struct ot_snapshot *s, const struct snap_event *e, char *err)
+{
+    const struct ot_ctx_end *ce = ot_snapshot_ctx_end(s, e->seq);
+    if (!ce)
+        return 0;
+    uint64_t sum = 0;
+    bool over = false;
+    for (size_t i = 0; i < ce->n; i++)
+        if (ot_category_is_device64(ce->v[i].category)) {
+            over |= sum + ce->v[i].size < sum;
+            sum += ce->v[i].size;
+        }
+    if (!over && (ce->n < ce->nfreed ? sum <= e->size : sum == e->size))
+        return 0;
+    snprintf(err, OT_ERRBUF,
+             "the context end at seq %" PRIu64 " freed %" PRIu64 " bytes of device memory, but the allocations the "
+             "snapshot lists for it add up to %s%" PRIu64,
+             e->seq, e->size, over ? "more than 2^64: " : "", sum);
+    return -1;
+}
+
 static int cmp_event_seq(const void *a, const void *b)
 {
     uint64_t x = ((const struct snap_event *)a)->seq, y = ((const struct snap_event *)b)->seq;
@@ -361,8 +385,13 @@ static void scan_with(struct ot_event_reader *r, struct scan_part *p)
                 st->alloc_bytes = ot_sat_add(st->alloc_bytes, e->size);
             else if (k == OT_EV_FREE)
                 st->free_bytes = ot_sat_add(st->free_bytes, e->size);
-            else if (k == OT_EV_CONTEXT_END)
+            else if (k == OT_EV_CONTEXT_END) {
                 keep_ctx_end(st, e);
+                if (check_ctx_end(r->snap, e, p->err) < 0) {
+                    p->rc = -1;
+                    return;
+                }
+            }
         }
         if (!n)
             continue;
