@@ -97,30 +97,37 @@ static inline __attribute__((always_inline)) void near_note(int device)
 }
 
 /* The lines an event will touch under the lock, fetched before it: after the step's own work they are all
- * cold (issue 16: record_alloc ~400 ns and record_free ~380 ns after a long gap on the H200, ~330 after a
- * mid one), and under the lock each miss waited for the one before (the lock's line, then the live-set slot
- * it names, the device's counters the slot names, the ring's slot), the lock's exchange letting no later
- * load start early. From the thread's hint all of them are fetched at once, the lock's line among them, so
- * their misses overlap each other and, for an allocation, the capture. A prefetch never faults, and nothing
- * is read from these addresses here. A free's device is its record's, not read yet: the thread's last is
- * the guess. */
-static inline __attribute__((always_inline)) void prefetch_event(uint8_t ns, uint64_t key, int device, int is_free)
+ * cold (issue 16: record_alloc ~400 ns and record_free ~380 ns after a long gap on the H200), and under the
+ * lock the misses waited for the lock's exchange, which lets no later load start early, and then for each
+ * other (a free's slot names its device). From the thread's hint (common/self.h) they are fetched at once, so
+ * that their misses overlap each other and the exchange's own. A prefetch never faults, and nothing is read
+ * from these addresses here.
+ * The lines only this event will write, and the clock's, which no event writes: the key's live-set slot (a
+ * free's delete reads the next one too, ot_live_del). An allocation fetches them before its capture. */
+static inline __attribute__((always_inline)) void prefetch_own(uint8_t ns, uint64_t key, int is_free)
 {
-    ot_prefetch_w(&ot_state);
     if (OT_LIKELY(ot_self.near.slots != 0)) {
         const struct ot_liveset l = {.mask = ot_self.near.mask};
         const uint64_t i = ot_live_slot_of(&l, ns, key);
         ot_prefetch_w((const void *)(ot_self.near.slots + i * sizeof(struct ot_rec)));
-        if (is_free) /* the delete reads the next slot (ot_live_del); the last slot's next is the first */
+        if (is_free) /* the last slot's next is the first */
             __builtin_prefetch((const void *)(ot_self.near.slots + (i == l.mask ? 0 : i + 1) * sizeof(struct ot_rec)),
                                0, 3);
     }
-    if (OT_LIKELY(ot_self.near.ring != 0)) { /* an event is 48 bytes: it may end on the next line */
+    __builtin_prefetch(&ot_clock_line, 0, 3);
+}
+
+/* The lines every event writes under the lock (the ring's next slot, both lines of its 48 bytes, and the
+ * device's counters; a free's device is its record's, not read yet: the thread's last is the guess), fetched
+ * just before taking it: fetched earlier, while another thread holds the lock, they would be taken from it
+ * mid-event. (The lock's own line is the exchange's to fetch.) */
+static inline __attribute__((always_inline)) void prefetch_shared(int device)
+{
+    if (OT_LIKELY(ot_self.near.ring != 0)) {
         ot_prefetch_w((const void *)ot_self.near.ring);
         ot_prefetch_w((const void *)(ot_self.near.ring + sizeof(struct ot_ring_event) - 1));
     }
     ot_prefetch_w(ot_devslot(device));
-    __builtin_prefetch(&ot_clock_line, 0, 3);
 }
 
 /* The allocation's stale record (the driver reused a key we still hold: its free went through a door we do
@@ -137,9 +144,10 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     uint64_t frames[OT_MAX_FRAMES];
     const uint64_t *src;
     unsigned sflags;
-    prefetch_event(a->ns, a->key, a->device, 0); /* they arrive while the capture runs */
+    prefetch_own(a->ns, a->key, 0); /* they arrive while the capture runs */
     int n = OT_STAGE_CALL(OT_ST_CAPTURE, capture(frames, &sflags, &src));
     uint32_t tid = ot_tid();
+    prefetch_shared(a->device);
 
     OT_STAGE_BEGIN(tl);
     ot_lock_take();
@@ -232,7 +240,8 @@ static inline __attribute__((always_inline)) void close_undoable(struct ot_rec *
 void ot_record_free(uint8_t ns, uint64_t key, uint16_t api, struct ot_undo *u)
 {
     OT_STAGE_BEGIN(t);
-    prefetch_event(ns, key, ot_self.near.device, 1);
+    prefetch_own(ns, key, 1);
+    prefetch_shared(ot_self.near.device);
     uint32_t tid = ot_tid();
     ot_lock_take();
     struct ot_rec *r = ot_live_find(&S.live, ns, key);
