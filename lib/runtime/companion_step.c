@@ -221,7 +221,6 @@ struct hook_state {
     char label[32]; /* "step " and the digits */
 };
 
-
 static struct hook_state *state_of(PyObject *self)
 {
     PyObject *cap = py.tuple_getitem(self, 0);
@@ -268,12 +267,10 @@ static void load_state(struct hook_state *s, PyObject *hook, PyObject *counters)
     ssize_t seen_len = seen ? py.unicode_len(seen) : -1;
     if (seen_len < 0 && ot_cpy.occurred())
         ot_cpy.clear();
-    PyObject *was = s->primary; /* let go of after the new one is in place: a decref may run Python code */
+    PyObject *was = s->primary; /* let go of once the state is whole: a decref may run Python code */
     s->primary = primary && primary != py.none ? primary : NULL;
     if (s->primary)
         py.incref(s->primary);
-    if (was)
-        ot_cpy.decref(was);
     s->due = due_ns(due);
     s->counters_due = due_ns(cdue);
     if (off == py.true_ || broken == py.true_)
@@ -282,7 +279,7 @@ static void load_state(struct hook_state *s, PyObject *hook, PyObject *counters)
         s->mode = MODE_COMMON;
     else
         s->mode = MODE_PYTHON;
-    PyObject *held[] = {off, broken, watched, primary, seen, due, cdue};
+    PyObject *held[] = {was, off, broken, watched, primary, seen, due, cdue};
     for (size_t i = 0; i < sizeof held / sizeof *held; i++)
         if (held[i])
             ot_cpy.decref(held[i]);
