@@ -207,5 +207,7 @@ PY
 traced twoleak ""
 has twoleak-oom "both sites named, the larger first" 'twoleak\.py:8 in keep_grad \(stack [0-9]+\); \+5[0-9]{2} MiB in all, \+6\.00 MiB per step .*; 1 other site grew so too: .*twoleak\.py:6 in keep_loss \(stack [0-9]+\) \(\+1[0-9]{2} MiB in all, holding 1[0-9]{2} MiB\)'
 
+has twoleak-oom "the remedy's total, kept by both" 'Live memory grew by 8\.00 MiB per step over [0-9]+ steps \(7[0-9]{2} MiB in all; the growing sites above kept 7[0-9]{2} MiB of it\)'
+
 [ "$failed" -eq 0 ] && echo "leak_shapes: ok (8 programs)"
 exit "$failed"

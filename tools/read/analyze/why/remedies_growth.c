@@ -51,6 +51,9 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
     char sp[32];
     bool windows = item_num(site, "time_windows"), kind = item_num(site, "marker_kind");
     uint64_t dropped = item_num(site, "dropped_events"), held = item_num(site, "held_bytes");
+    /* What the sites the statement names kept together (walk 9, #10d). */
+    uint64_t named = ot_sat_add(ot_sat_add(site_growth, item_num(site, "second_growth_bytes")),
+                                item_num(site, "third_growth_bytes"));
     /* Growth only in the intervals one kind of marker began (a validation pass's): said per such interval,
      * with the site that keeps it (walk 9, #13: the report blamed the validation pass's size instead). */
     if (kind) {
@@ -77,6 +80,8 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
         fprintf(b.f, " (%s per allocation kept, at the growing site above): ", why_bytes(b2, growth / kept));
     else if (windows && !why_rate_ok(ns))
         fputs(" (at the growing site above): ", b.f);
+    else if (growth > site_growth && named > site_growth)
+        fprintf(b.f, " (%s in all; the growing sites above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, named));
     else if (growth > site_growth)
         fprintf(b.f, " (%s in all; the growing site above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, site_growth));
     else if (dropped && held > growth)
