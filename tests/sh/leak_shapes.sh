@@ -11,49 +11,12 @@
 #   project.py    4 MiB kept a step, each step also needs 100 MiB at its height (or every 10th step a 300 MiB
 #                 validation pass); a snapshot at step 60, then on to the OOM: the projected steps are the ones
 #                 the program ran (#3: 19% and 2x too long), in steps also where "valid N" markers come between.
-#   steady.py     1 MiB kept a step with a 4K ring that dropped most events: the remedy's total is over the
-#                 events kept, beside what the site holds (#4).
 #   twoleak.py    two sites keep 6 and 2 MiB a step: both are named, the larger first (#10d).
 set -u
 cd "$(dirname "$0")/../.."
 NAME=leak_shapes
 . tests/sh/lib/drv_programs.sh
-traced() { # traced NAME "ARGS" [VAR=VALUE...] -- program $T/NAME.py under the tracer; reports of its snapshots in $T/NAME-*.txt
-    name=$1 args=$2
-    shift 2
-    mkdir -p "$T/$name"
-    # shellcheck disable=SC2086 # ARGS are words
-    env LD_LIBRARY_PATH="$ROOT/build/fake" FAKECUDA_CAPACITY=1G FAKECUDA_OTHER_USED=0 OOMTRACE_DIR="$T/$name" \
-        OOMTRACE_QUIET=1 LD_PRELOAD="$LIB" "$@" python3 "$T/$name.py" $args >"$T/$name.out" 2>>"$T/programs.log"
-    for f in "$T/$name"/*.oomt; do
-        [ -f "$f" ] || { echo "leak_shapes: FAIL: $name wrote no snapshot"; cat "$T/programs.log"; exit 1; }
-        kind=${f##*-}
-        "$READER" "$f" >"$T/$name-${kind%.oomt}.txt" 2>&1 || { echo "leak_shapes: FAIL: exit $? reading $f"; failed=1; }
-        "$READER" --format json "$f" >"$T/$name-${kind%.oomt}.json" 2>&1 || { echo "leak_shapes: FAIL: exit $? reading $f (JSON)"; failed=1; }
-    done
-}
-has() {
-    grep -Eq -- "$3" "$T/$1.txt" || { echo "leak_shapes: FAIL: $1: $2 (no line matching: $3)"; failed=1; }
-}
-hasnt() {
-    ! grep -Eq -- "$3" "$T/$1.txt" || { echo "leak_shapes: FAIL: $1: $2 ($(grep -Eo -- ".{0,80}$3.{0,80}" "$T/$1.txt" | head -1))"; failed=1; }
-}
-
-cat >"$T/steps.py" <<'PY'
-from drv import MiB, dump, free, mark, try_alloc  # noqa: F401
-def scratch(mib):
-    rc, a = try_alloc(mib * MiB)
-    if rc:
-        return False
-    free(a)
-    return True
-def keep(held, mib):
-    rc, a = try_alloc(mib * MiB)
-    if rc:
-        return False
-    held.append(a)
-    return True
-PY
+. tests/sh/lib/leak_programs.sh
 
 cat >"$T/evalleak.py" <<'PY'
 from steps import keep, mark, scratch
@@ -73,7 +36,7 @@ while True:
         if not validate():
             raise SystemExit(1)
 PY
-traced evalleak ""
+traced evalleak
 has evalleak-oom "the growth after each validation marker" 'One call site grew after each marker "valid N" \(a suspected leak\): its live allocations on device 0 rose in 7[0-9] of the 7[0-9] intervals such a marker began and never fell, from 0 allocations \(0 B\) at marker "valid 1" \(seq [0-9]+\) to 7[0-9] allocations \(7[0-9]0 MiB\) at marker "step 7[0-9]0" \(seq [0-9]+\): .*evalleak\.py:6 in validate \(stack [0-9]+\); \+7[0-9]0 MiB in all, \+10\.0 MiB per such interval; it holds 7[0-9]0 MiB at the failure\.'
 has evalleak-oom "the remedy names the site that keeps it" 'Live memory grew by 10\.0 MiB after each marker "valid N", over 7[0-9] of them \(7[0-9]0 MiB in all\), kept by .*evalleak\.py:6 in validate \(stack [0-9]+\): free what it allocates after each such marker'
 hasnt evalleak-oom "the validation pass's size or a larger input blamed" 'Give it less at once|given more'
@@ -92,7 +55,7 @@ for step in range(1, 200):
 mark(b"export")
 assert not scratch(900)
 PY
-traced validfree ""
+traced validfree
 hasnt validfree-oom "a leak in a validation pass that frees all it takes" 'suspected leak|Live memory grew|grew after each'
 
 cat >"$T/warmup.py" <<'PY'
@@ -108,7 +71,7 @@ for step in range(20):
 mark(b"step 20")
 assert not scratch(900)
 PY
-traced warmup ""
+traced warmup
 hasnt warmup-oom "a warm-up called a leak" 'suspected leak|Live memory grew'
 
 cat >"$T/slowleak.py" <<'PY'
@@ -127,7 +90,7 @@ while True:
         raise SystemExit(1)
     step += 1
 PY
-traced slowleak ""
+traced slowleak
 has slowleak-oom "a slow leak spread out" 'One call site grew across steps \(a suspected leak\): its live allocations on device 0 rose in 1[0-9]{2} of 2[0-9]{2} steps'
 
 cat >"$T/project.py" <<'PY'
@@ -163,30 +126,16 @@ projected() {
     [ -n "$said" ] && [ "$ran" -gt 0 ] && [ $((said * 100)) -ge $((ran * $2)) ] && [ $((said * 100)) -le $((ran * $3)) ] ||
         { echo "leak_shapes: FAIL: $4: projected ${said:-no} $1, ran $ran steps"; failed=1; }
 }
-traced project "100 0"
+ARGS="100 0"
+traced project
 projected steps 97 103 project
 has project-dump "what a step needs at its height" 'more steps, as each step also needs up to 100 MiB at its height'
 mv "$T/project" "$T/project100"
-traced project "16 300"
+ARGS="16 300"
+traced project
+ARGS=
 projected steps 85 103 project
 has project-dump "what a validation pass needs at its height" '\+4\.00 MiB per step over 60 steps and the 5 intervals other markers began; .* lasts about [0-9]+ more steps, as each step also needs up to 300 MiB at its height'
-
-cat >"$T/steady.py" <<'PY'
-from steps import keep, mark, scratch
-weights = []
-assert keep(weights, 200)
-history = []
-def keep_history():
-    return keep(history, 1)
-step = 0
-while True:
-    mark(b"step %d" % step)
-    if not scratch(24) or not keep_history():
-        raise SystemExit(1)
-    step += 1
-PY
-traced steady "" OOMTRACE_RING=4K
-has steady-oom "the remedy's total qualified by the dropped events" 'Live memory grew by 1\.00 MiB per step over [0-9]+ steps \([0-9]+ MiB in all over the events the ring kept, its first [0-9,]+ dropped; the growing site above holds [78][0-9]{2} MiB at the failure\)'
 
 cat >"$T/twoleak.py" <<'PY'
 from steps import keep, mark, scratch
@@ -204,10 +153,10 @@ while True:
         raise SystemExit(1)
     step += 1
 PY
-traced twoleak ""
+traced twoleak
 has twoleak-oom "both sites named, the larger first" 'twoleak\.py:8 in keep_grad \(stack [0-9]+\); \+5[0-9]{2} MiB in all, \+6\.00 MiB per step .*; 1 other site grew so too: .*twoleak\.py:6 in keep_loss \(stack [0-9]+\) \(\+1[0-9]{2} MiB in all, holding 1[0-9]{2} MiB\)'
 
 has twoleak-oom "the remedy's total, kept by both" 'Live memory grew by 8\.00 MiB per step over [0-9]+ steps \(7[0-9]{2} MiB in all; the growing sites above kept 7[0-9]{2} MiB of it\)'
 
-[ "$failed" -eq 0 ] && echo "leak_shapes: ok (8 programs)"
+[ "$failed" -eq 0 ] && echo "leak_shapes: ok (7 programs)"
 exit "$failed"

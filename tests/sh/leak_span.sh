@@ -8,7 +8,8 @@
 #   evict.py     8 MiB kept a step, every 5th step evicts the two oldest: a leak over the whole run, not "4
 #                consecutive intervals, 32 MiB in all".
 #   dropped.py   1 MiB kept a step with a small ring that dropped its first events: the counts are the live
-#                set's (256 allocations at the ring's first kept marker), not counted from 0.
+#                set's (256 allocations at the ring's first kept marker), not counted from 0, and the remedy's
+#                total is over the events kept, beside what the site holds.
 #   validate.py  a validation pass whose 3 allocations in the interval under way exceed the free memory:
 #                not a site that "only adds".
 #   churn.py     a queue that grows through the run, then is drained before the snapshot: no leak at a site
@@ -23,40 +24,7 @@ set -u
 cd "$(dirname "$0")/../.."
 NAME=leak_span
 . tests/sh/lib/drv_programs.sh
-traced() { # traced NAME [VAR=VALUE...] -- program $T/NAME.py under the tracer, its snapshot's report in $T/NAME.txt
-    name=$1
-    shift
-    mkdir -p "$T/$name"
-    env LD_LIBRARY_PATH="$ROOT/build/fake" FAKECUDA_CAPACITY=1G FAKECUDA_OTHER_USED=0 OOMTRACE_DIR="$T/$name" \
-        OOMTRACE_QUIET=1 LD_PRELOAD="$LIB" "$@" python3 "$T/$name.py" >>"$T/programs.log" 2>&1
-    set -- "$T/$name"/*.oomt
-    [ -f "$1" ] || { echo "leak_span: FAIL: $name wrote no snapshot"; cat "$T/programs.log"; exit 1; }
-    "$READER" "$1" >"$T/$name.txt" 2>&1 || { echo "leak_span: FAIL: exit $? reading $1"; failed=1; }
-    "$READER" --format json "$1" >"$T/$name.json" 2>&1 || { echo "leak_span: FAIL: exit $? reading $1 (JSON)"; failed=1; }
-}
-has() {
-    grep -Eq -- "$3" "$T/$1.txt" || { echo "leak_span: FAIL: $1: $2 (no line matching: $3)"; failed=1; }
-}
-hasnt() {
-    ! grep -Eq -- "$3" "$T/$1.txt" || { echo "leak_span: FAIL: $1: $2 ($(grep -Eo -- ".{0,80}$3.{0,80}" "$T/$1.txt" | head -1))"; failed=1; }
-}
-
-# steps.py: a step's pieces for the programs below: scratch (allocated and freed again) and keep (held in a list).
-cat >"$T/steps.py" <<'PY'
-from drv import MiB, free, mark, try_alloc  # noqa: F401
-def scratch(mib):
-    rc, a = try_alloc(mib * MiB)
-    if rc:
-        return False
-    free(a)
-    return True
-def keep(held, mib):
-    rc, a = try_alloc(mib * MiB)
-    if rc:
-        return False
-    held.append(a)
-    return True
-PY
+. tests/sh/lib/leak_programs.sh
 
 cat >"$T/accum.py" <<'PY'
 from steps import keep, mark, scratch
@@ -122,6 +90,7 @@ PY
 traced dropped OOMTRACE_RING=8K
 has dropped "the counts from the live set, and the dropped events said" 'rose in [0-9]+ of [0-9]+ steps and never fell, from [1-9][0-9]+ allocations \([1-9][0-9]+ MiB\) at marker "step [1-9][0-9]+" \(seq [0-9]+\) \(the ring.s first kept marker: its first [0-9,]+ events were dropped, and the counts include the allocations made before them that were still live\) to [78][0-9]{2} allocations \([78][0-9]{2} MiB\) at marker "step [78][0-9]{2}"'
 hasnt dropped "a leak counted from zero" 'from 0 allocations \(0 B\) at marker'
+has dropped "the remedy's total over the events kept, beside what the site holds (walk 9, #4)" 'Live memory grew by 1\.00 MiB per step over [0-9]+ steps \([0-9]+ MiB in all over the events the ring kept, its first [0-9,]+ dropped; the growing site above holds [78][0-9]{2} MiB at the failure\)'
 
 cat >"$T/validate.py" <<'PY'
 from drv import MiB, free, mark, try_alloc
