@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "analyze/breakdown.h"
+#include "analyze/stackview.h"
 
 /* The companion recorded optimizer steps: its markers are then those labelled "step N". */
 static bool companion_steps(const struct ot_snapshot *s)
@@ -88,7 +89,7 @@ struct growth {
     uint64_t held;     /* its live bytes at the snapshot */
     size_t start;      /* the marker that began its span */
     size_t rises;
-    uint64_t from_count, from_bytes;
+    uint64_t from_count, from_bytes, to_count, to_bytes;
     unsigned kind;     /* NO_KIND: every interval counts; else the kind of marker whose intervals it rose in */
 };
 
@@ -105,6 +106,8 @@ static bool shaped(const struct replay *r, const struct site_state *x, struct gr
         return false;
     g->x = x;
     g->gain = x->mark_bytes - g->from_bytes;
+    g->to_count = x->mark_count;
+    g->to_bytes = x->mark_bytes;
     g->held = ot_sat_add(r->a->s->has_live ? x->snap_bytes : x->cur_bytes, x->ctx_end_bytes);
     return g->rises * GROWTH_RISE_SHARE >= g->intervals && x->falls * 2 <= x->rises && g->gain * 2 >= x->rise_bytes &&
            g->held * 2 >= g->gain;
@@ -161,6 +164,29 @@ static void rank(struct growth *top, size_t *ntop, const struct growth *g)
         (*ntop)++;
 }
 
+/* Sites the site table shows as one row (at the failure): those under one line of the program. Past this many
+ * members the group is not looked into. */
+#define GROUP_MAX 4096
+
+static bool in_group(const struct ot_sites *t, const struct ot_site_group *g, uint64_t stack_id)
+{
+    for (size_t m = 0; m < g->n; m++)
+        if (t->v[t->member[g->first + m]].stack_id == stack_id)
+            return true;
+    return false;
+}
+
+static const struct ot_site_group *group_of(const struct ot_analysis *a, uint64_t stack_id)
+{
+    const struct ot_sites *t = &a->at_failure;
+    for (size_t i = 0; a->has_at_failure && i < t->ngroups; i++) {
+        const struct ot_site_group *g = &t->groups[i];
+        if (g->key != OT_GROUP_SITE && g->n > 1 && g->n <= GROUP_MAX && in_group(t, g, stack_id))
+            return g;
+    }
+    return NULL;
+}
+
 /* For each marker, the boundaries of each kind before it; NULL with fewer than two kinds (or no memory). */
 static uint32_t *kind_counts(const struct replay *r)
 {
@@ -211,10 +237,42 @@ void why_growth(struct ot_why *w, struct replay *r)
         qualifying++;
         rank(top, &ntop, &g);
     }
-    free(kc);
-    if (!ntop)
+    if (!ntop) {
+        free(kc);
         return;
+    }
     struct growth best = top[0];
+    /* Sites of one row of the site table (under one line of the program) that grew alike are said as that
+     * line, with their sums (an H200 run's three stacks under "ut_summed_loss.py:19 in train" kept 256 MiB a
+     * step each, and the statement named one of them for the 769 MiB a step). */
+    const struct ot_site_group *grp = group_of(a, best.x->stack_id);
+    size_t grouped = 0;
+    for (size_t i = 0; grp && i < r->nsites; i++) {
+        if (!growth_of(r, kc, &r->sites[i], &g) || g.kind != best.kind || !in_group(&a->at_failure, grp, g.x->stack_id))
+            continue;
+        if (grouped++ == 0) {
+            best.gain = best.held = best.from_count = best.from_bytes = best.to_count = best.to_bytes = 0;
+        }
+        best.gain = ot_sat_add(best.gain, g.gain);
+        best.held = ot_sat_add(best.held, g.held);
+        best.from_count = ot_sat_add(best.from_count, g.from_count);
+        best.from_bytes = ot_sat_add(best.from_bytes, g.from_bytes);
+        best.to_count = ot_sat_add(best.to_count, g.to_count);
+        best.to_bytes = ot_sat_add(best.to_bytes, g.to_bytes);
+    }
+    free(kc);
+    if (grouped > 1) {
+        qualifying -= grouped - 1;
+        size_t k = 1;
+        for (size_t i = 1; i < ntop; i++)
+            if (!in_group(&a->at_failure, grp, top[i].x->stack_id))
+                top[k++] = top[i];
+        ntop = k;
+    } else {
+        grouped = 0;
+        best = top[0];
+    }
+    const char *subject = grouped ? "The call sites under one line" : "One call site", *its = grouped ? "their" : "its";
     const struct site_state *x = best.x;
     bool kind = best.kind != NO_KIND;
     size_t start = best.start, end = r->last_bound;
@@ -283,22 +341,22 @@ void why_growth(struct ot_why *w, struct replay *r)
     struct why_item_b b;
     if (r->windows) {
         if (!why_item_say(&b, w, "growing_site",
-                "One call site grew through the event ring%s: with no marker to divide it, the ring up to %s (seq %" PRIu64
-                "..%" PRIu64 ") cut into %d windows of equal event counts shows its live allocations on device %" PRId64
-                " rising in %zu of %zu windows",
+                "%s grew through the event ring%s: with no marker to divide it, the ring up to %s (seq %" PRIu64
+                "..%" PRIu64 ") cut into %d windows of equal event counts shows %s live allocations on device %" PRId64
+                " rising in %zu of %zu windows", subject,
                 suspect ? " (a suspected leak)" : "", s->has_failure ? "the failure" : r->target != UINT64_MAX ? "the peak" : "the snapshot",
-                r->mseq[0], r->mseq[end], WINDOWS, r->dev, best.rises, (size_t)n))
+                r->mseq[0], r->mseq[end], WINDOWS, its, r->dev, best.rises, (size_t)n))
             return;
     } else if (kind) {
         if (!why_item_begin(&b, w, "growing_site"))
             return;
-        fputs("One call site grew after each marker ", b.f);
+        fprintf(b.f, "%s grew after each marker ", subject);
         why_put_kind(b.f, s, r->mseq[start]);
-        fprintf(b.f, "%s: its live allocations on device %" PRId64 " rose in %zu of the %zu intervals such a marker began",
-                suspect ? " (a suspected leak)" : "", r->dev, best.rises, (size_t)n);
+        fprintf(b.f, "%s: %s live allocations on device %" PRId64 " rose in %zu of the %zu intervals such a marker began",
+                suspect ? " (a suspected leak)" : "", its, r->dev, best.rises, (size_t)n);
     } else if (!why_item_say(&b, w, "growing_site",
-            "One call site grew across %s%s: its live allocations on device %" PRId64 " rose in %zu of %zu %s",
-            steps ? "optimizer steps" : numbered ? "steps" : "marker intervals", suspect ? " (a suspected leak)" : "", r->dev, best.rises,
+            "%s grew across %s%s: %s live allocations on device %" PRId64 " rose in %zu of %zu %s", subject,
+            steps ? "optimizer steps" : numbered ? "steps" : "marker intervals", suspect ? " (a suspected leak)" : "", its, r->dev, best.rises,
             (size_t)n, unit)) {
         return;
     }
@@ -315,13 +373,19 @@ void why_growth(struct ot_why *w, struct replay *r)
         fprintf(b.f, " (%s first %s events were dropped, and the counts include the allocations made before them "
                 "that were still live)", start == 0 ? "the ring's first kept marker: its" : "the ring's",
                 ot_fmt_count(b3, r->ring_first_seq - 1));
-    fprintf(b.f, " to %s allocation%s (%s) at ", ot_fmt_count(b3, x->mark_count), x->mark_count == 1 ? "" : "s",
-            why_bytes(b4, x->mark_bytes));
+    fprintf(b.f, " to %s allocation%s (%s) at ", ot_fmt_count(b3, best.to_count), best.to_count == 1 ? "" : "s",
+            why_bytes(b4, best.to_bytes));
     put_mark(b.f, r, end);
     if (r->windows && ns)
         fprintf(b.f, ", %s later", why_span(sp, sizeof sp, ns));
     fputs(": ", b.f);
-    why_put_headline(b.f, a, x->stack_id);
+    if (grouped) {
+        ot_put_short_frame(b.f, grp->line);
+        fprintf(b.f, " (%zu call sites %s, the largest stack %" PRIu64 ")", grouped,
+                grp->key == OT_GROUP_USER_LINE ? "below this line" : "with this headline", x->stack_id);
+    } else {
+        why_put_headline(b.f, a, x->stack_id);
+    }
     /* The rate: the site's, and the whole device's over the same span when other sites grew with it. */
     fprintf(b.f, "; +%s in all", why_bytes(b5, gain));
     if (nsteps)
@@ -345,7 +409,7 @@ void why_growth(struct ot_why *w, struct replay *r)
         fprintf(b.f, "; it held %s until its context ended, which freed %s of it: the program had not given it back",
                 why_bytes(b5, best.held), why_bytes(b4, x->ctx_end_bytes));
     else
-        fprintf(b.f, "; it holds %s %s", why_bytes(b5, best.held), at);
+        fprintf(b.f, "; %s %s %s", grouped ? "they hold" : "it holds", why_bytes(b5, best.held), at);
     /* The others that grew so, by name up to GROWTH_NAMED in all (walk 9, #10d: two leaking sites, one named). */
     if (qualifying > 1) {
         fprintf(b.f, "; %zu other site%s grew so too", qualifying - 1, qualifying == 2 ? "" : "s");
@@ -407,8 +471,8 @@ void why_growth(struct ot_why *w, struct replay *r)
     fputc('.', b.f);
     why_num_i(&b, "device", r->dev);
     WHY_NUMS_U(&b, {"stack_id", x->stack_id}, {"intervals", n}, {"rises", best.rises}, {"falls", x->falls},
-               {"from_count", best.from_count}, {"from_bytes", best.from_bytes}, {"to_count", x->mark_count},
-               {"to_bytes", x->mark_bytes}, {"growth_bytes", gain}, {"steps", nsteps}, {"held_bytes", best.held},
+               {"from_count", best.from_count}, {"from_bytes", best.from_bytes}, {"to_count", best.to_count},
+               {"to_bytes", best.to_bytes}, {"growth_bytes", gain}, {"steps", nsteps}, {"held_bytes", best.held},
                {"from_marker_seq", r->mseq[start]}, {"to_marker_seq", r->mseq[end]}, {"sites", qualifying},
                {"frees_in_ring", r->frees_on_dev}, {"dropped_events", r->ring_first_seq > 1 ? r->ring_first_seq - 1 : 0},
                {"context_end_bytes", x->ctx_end_bytes}, {"marker_kind", kind}, {"height_bytes", height});
@@ -416,6 +480,7 @@ void why_growth(struct ot_why *w, struct replay *r)
         why_num_u(&b, i == 1 ? "second_stack_id" : "third_stack_id", top[i].x->stack_id);
         why_num_u(&b, i == 1 ? "second_growth_bytes" : "third_growth_bytes", top[i].gain);
     }
+    why_num_u(&b, "line_sites", grouped);
     why_num_i(&b, "device_growth_bytes", dev_gain);
     why_num_u(&b, "step_markers", steps);
     why_num_u(&b, "time_windows", r->windows);

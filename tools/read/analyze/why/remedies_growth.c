@@ -80,7 +80,7 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
         fprintf(b.f, " (%s per allocation kept, at the growing site above): ", why_bytes(b2, growth / kept));
     else if (windows && !why_rate_ok(ns))
         fputs(" (at the growing site above): ", b.f);
-    else if (growth > site_growth && named > site_growth)
+    else if (growth > site_growth && (named > site_growth || item_num(site, "line_sites")))
         fprintf(b.f, " (%s in all; the growing sites above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, named));
     else if (growth > site_growth)
         fprintf(b.f, " (%s in all; the growing site above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, site_growth));
