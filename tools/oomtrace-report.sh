@@ -321,6 +321,15 @@ EOF
             status_line="$cmd was ended by $ours, which oomtrace passed on from its own $ours; the launcher's status is $rc"
         elif [ -n "$ours" ]; then
             status_line="$cmd exited with status $rc after the $ours oomtrace passed on from its own, the launcher's status too"
+        elif [ "$sig" -eq 2 ] || [ "$sig" -eq 15 ] || [ "$sig" -eq 1 ]; then
+            # a request to end (Ctrl-C, timeout, a scheduler's stop), sent to the command itself: not a failure
+            ours="SIG$(kill -l "$sig")"
+            case $sig in
+            2) how="Ctrl-C or a SIGINT to its process group" ;;
+            1) how="its terminal hung up, or a SIGHUP to its process group" ;;
+            *) how="a SIGTERM sent to it or its process group" ;;
+            esac
+            status_line="$cmd was ended by $ours ($how); the launcher's status is $rc"
         elif [ "$sig" -ne 0 ]; then
             status_line="$cmd was killed by SIG$(kill -l "$sig"); the launcher's status is $rc"
         else

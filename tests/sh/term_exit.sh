@@ -161,7 +161,7 @@ lrun() { OOMTRACE_QUIET=1 LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G
 lrun --dir "$work/l" --max-peak 1G -- /usr/bin/python3 "$work/kbint.py" >"$work/l.out" 2>&1
 st=$?
 [ "$st" -eq 130 ] && grep -q "gate --max-peak passed: peak 300 MiB" "$work/l.out" &&
-    grep -q "^== oomtrace: /usr/bin/python3 was killed by SIGINT; the launcher's status is 130 (the command's own failure: the gate passed)\$" "$work/l.out" ||
+    grep -q "^== oomtrace: /usr/bin/python3 was ended by SIGINT (Ctrl-C or a SIGINT to its process group); the launcher's status is 130 (the gate passed)\$" "$work/l.out" ||
     fail "oomtrace run --max-peak 1G, KeyboardInterrupt: status $st: $(grep '^oomtrace\|^==' "$work/l.out")"
 grep -q "ended by SIGINT" "$work/l.out" || fail "the report does not say it ended by SIGINT: $(head -20 "$work/l.out")"
 cat >"$work/kbtwo.py" <<'PY'
