@@ -80,10 +80,17 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
         fprintf(b.f, " (%s per allocation kept, at the growing site above): ", why_bytes(b2, growth / kept));
     else if (windows && !why_rate_ok(ns))
         fputs(" (at the growing site above): ", b.f);
-    else if (growth > site_growth && (named > site_growth || item_num(site, "line_sites")))
-        fprintf(b.f, " (%s in all; the growing sites above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, named));
-    else if (growth > site_growth)
-        fprintf(b.f, " (%s in all; the growing site above kept %s of it): ", why_bytes(b2, growth), why_bytes(b3, site_growth));
+    else if (growth > site_growth) {
+        bool several = named > site_growth || item_num(site, "line_sites");
+        fprintf(b.f, " (%s in all", why_bytes(b2, growth));
+        if (dropped)
+            fprintf(b.f, " over the events the ring kept, its first %s dropped", ot_fmt_count(b3, dropped));
+        fprintf(b.f, "; the growing site%s above kept %s of it", several ? "s" : "", why_bytes(b3, several ? named : site_growth));
+        if (dropped && held > site_growth)
+            fprintf(b.f, ", and %s %s %s", several ? "the largest holds" : "holds", why_bytes(b4, held),
+                    a->s->has_failure ? "at the failure" : "at the snapshot");
+        fputs("): ", b.f);
+    }
     else if (dropped && held > growth)
         fprintf(b.f, " (%s in all over the events the ring kept, its first %s dropped; the growing site above holds %s %s): ",
                 why_bytes(b2, growth), ot_fmt_count(b3, dropped), why_bytes(b4, held),
