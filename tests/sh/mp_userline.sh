@@ -23,14 +23,18 @@ PY
 cat >"$work/pool.py" <<'PY'
 import multiprocessing as mp, os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "site-packages"))
-import holdlib
-from drv import try_alloc, MiB
+import ctypes, holdlib
+from drv import cuda, try_alloc, MiB
 def mine(n):
     try_alloc(n)
     time.sleep(60)
+def direct(n):
+    p = ctypes.c_uint64()
+    cuda.cuMemAlloc_v2(ctypes.byref(p), n)
+    time.sleep(60)
 if __name__ == "__main__":
     ctx = mp.get_context(sys.argv[1])
-    task = holdlib.hold if sys.argv[2] == "library" else mine
+    task = {"library": holdlib.hold, "mine": mine, "direct": direct}[sys.argv[2]]
     with ctx.Pool(1) as pool:
         pool.apply_async(task, (300 * MiB,))
         for _ in range(400):
@@ -55,8 +59,14 @@ got=$(site spawn library)
 grep -v '^ *#' "$work/rep-spawn-library" | grep -q "<string>" &&
     fail "spawn: multiprocessing's start-up named as the user's line: $(grep -v '^ *#' "$work/rep-spawn-library" | grep '<string>' | head -3)"
 got=$(site fork library)
-[ "$got" = "pool.py:11 in <module> → alloclib.py:17 in try_alloc" ] || fail "fork, a library's task: '$got'"
+[ "$got" = "pool.py:15 in <module> → alloclib.py:17 in try_alloc" ] || fail "fork, a library's task: '$got'"
 got=$(site spawn mine)
 [ "$got" = "drv.py:17 in try_alloc" ] || fail "spawn, the user's task: '$got'"
 grep -q "called from pool.py:6 in mine" "$work/rep-spawn-mine" || fail "spawn, the user's task: $(grep -m1 'Most of the peak' "$work/rep-spawn-mine")"
+# The task itself allocates: its caller is multiprocessing's worker loop (its pool.py, named as the user's file
+# here), which says nothing of the user's code and is not named (walk 10, #15).
+got=$(site spawn direct)
+[ "$got" = "pool.py:10 in direct" ] || fail "spawn, the task allocates itself: '$got'"
+grep -q "called from pool.py:[0-9]* in mapstar\|called from pool.py:[0-9]* in worker" "$work/rep-spawn-direct" &&
+    fail "spawn, the task allocates itself: multiprocessing's frame named as its caller: $(grep -m1 'called from' "$work/rep-spawn-direct")"
 echo "mp_userline: ok"

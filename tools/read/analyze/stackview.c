@@ -280,7 +280,9 @@ void ot_put_headline(FILE *f, const struct ot_stack_info *si, bool with_caller)
         return;
     }
     ot_put_short_frame(f, si->head);
-    if (with_caller && si->caller) {
+    /* multiprocessing's worker loop calling a task says nothing of the program (and its "pool.py" reads as the
+     * user's file when theirs has that name) */
+    if (with_caller && si->caller && !ot_frame_is_multiprocessing(si->caller)) {
         fputs(", called from ", f);
         ot_put_short_frame(f, si->caller);
     }
