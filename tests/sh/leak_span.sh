@@ -120,6 +120,33 @@ traced validate
 hasnt validate "a phase's working set called a site that only adds" 'only added to what it held|only adds to what it holds'
 has validate "the validation pass as a phase of its own" 'a phase of another kind, which fit: this phase is no larger step but work of its own\. Give it less at once \(a smaller batch for it, or its work in pieces\), or free \(or move to the host\) what was live when it began \(600 MiB\) before it starts\.'
 
+# A validation pass every 3 steps that needs 300 MiB and frees it, while the steps keep 20 MiB each: the pass
+# that fails asked for what the passes before it asked, and is not compared with a step (walk 10, #11: "asked for
+# 3.1x the interval of another kind" at every validation).
+cat >"$T/validevery.py" <<'PY'
+from drv import MiB, free, mark, try_alloc
+def alloc(n):
+    rc, a = try_alloc(n)
+    if rc:
+        raise SystemExit(1)
+    return a
+model = alloc(200 * MiB)
+kept = []
+for step in range(100):
+    mark(b"step %d" % step)
+    acts = [alloc(50 * MiB) for _ in range(3)]
+    kept.append(alloc(20 * MiB))
+    for a in acts:
+        free(a)
+    if step % 3 == 2:
+        mark(b"validation %d" % step)
+        outs = [alloc(100 * MiB) for _ in range(3)]
+        for o in outs:
+            free(o)
+PY
+traced validevery
+hasnt validevery "a validation pass compared with a step" 'interval of another kind'
+
 cat >"$T/churn.py" <<'PY'
 from drv import MiB, free, try_alloc
 rc, keep = try_alloc(100 * MiB)

@@ -99,7 +99,12 @@ struct why_interval {
     uint64_t marker_seq;
     int64_t start_live, high_live, end_live;
     uint64_t frees;
+    bool adjacent; /* the interval just before the failing one (else the last of the failing one's kind) */
 };
+/* Of markers mseq[0..nm) (nm >= 2), the one that began the interval to compare the failing one with: the one
+ * before it, or, when that is of another kind (a step before a validation pass), the last of its own kind
+ * (the previous validation pass): a phase is judged against its own kind when it had one. */
+size_t why_step_demand_prev(const struct ot_snapshot *s, const uint64_t *mseq, size_t nm);
 void why_step_demand(struct ot_why *w, const struct ot_analysis *a, int64_t dev, const struct why_interval *prev,
                      const struct why_interval *last);
 /* The frameworks' view (allocview.h). */

@@ -277,11 +277,13 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         why_nothing_freed(w, &r);
         why_rise(w, &r, what);
         /* The last two marker intervals: the one the failure ended and the one before it. */
-        if (s->has_failure && !r.windows && r.nm >= 2 && r.mseq[r.nm - 1] < r.target)
+        if (s->has_failure && !r.windows && r.nm >= 2 && r.mseq[r.nm - 1] < r.target) {
+            size_t p = why_step_demand_prev(s, r.mseq, r.nm);
             why_step_demand(w, a, dev,
-                &(struct why_interval){r.mseq[r.nm - 2], r.mlive[r.nm - 2], r.mhigh[r.nm - 1], r.mlive[r.nm - 1],
-                                       r.mfrees[r.nm - 1]},
-                &(struct why_interval){r.mseq[r.nm - 1], r.mlive[r.nm - 1], r.high, r.live, r.tail_frees});
+                &(struct why_interval){r.mseq[p], r.mlive[p], r.mhigh[p + 1], r.mlive[p + 1], r.mfrees[p + 1],
+                                       p == r.nm - 2},
+                &(struct why_interval){r.mseq[r.nm - 1], r.mlive[r.nm - 1], r.high, r.live, r.tail_frees, true});
+        }
     }
     free(r.mseq);
     free(r.mtime);

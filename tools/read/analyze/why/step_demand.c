@@ -37,6 +37,17 @@ static bool same_kind(const struct ot_snapshot *s, uint64_t a, uint64_t b)
     return xend && yend;
 }
 
+size_t why_step_demand_prev(const struct ot_snapshot *s, const uint64_t *mseq, size_t nm)
+{
+    size_t last = nm - 1;
+    if (same_kind(s, mseq[last - 1], mseq[last]))
+        return last - 1;
+    for (size_t j = last - 1; j-- > 0;)
+        if (same_kind(s, mseq[j], mseq[last]))
+            return j;
+    return last - 1;
+}
+
 void why_step_demand(struct ot_why *w, const struct ot_analysis *a, int64_t dev, const struct why_interval *prev,
                      const struct why_interval *last)
 {
@@ -58,8 +69,9 @@ void why_step_demand(struct ot_why *w, const struct ot_analysis *a, int64_t dev,
     bool same = same_kind(s, prev->marker_seq, last->marker_seq);
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
-    if (!why_item_say(&b, w, "step_demand", "The %s under way at the failure asked for %.1fx the %s before it: after ",
-                      same ? "interval" : "phase", (double)demand / (double)before, same ? "one" : "interval of another kind"))
+    if (!why_item_say(&b, w, "step_demand", "The %s under way at the failure asked for %.1fx the %s: after ",
+                      same ? "interval" : "phase", (double)demand / (double)before,
+                      !same ? "interval of another kind before it" : prev->adjacent ? "one before it" : "last one of its kind"))
         return;
     why_put_marker(b.f, s, last->marker_seq);
     fprintf(b.f, " live memory on device %" PRId64 " rose by %s up to the failure, whose request asked for %s more (%s in all), "
