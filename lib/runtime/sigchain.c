@@ -416,7 +416,9 @@ int ot_exit_here_safe(const char **why)
     const unsigned char *insn = (const unsigned char *)pc;
     if (insn[-2] == 0x0f && insn[-1] == 0x05)
         return 1;
-    void *driver = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+    /* The driver's own function: dlsym(RTLD_DEFAULT) would give the tracer's wrapper, preloaded first, and an
+     * interrupted driver call (its lock held) then passed as safe: the exit snapshot's cuMemGetInfo hung. */
+    void *driver = ot_real.cuMemAlloc_v2;
     if (same_module(pc, (const void *)ot_exit_here_safe) || same_module(pc, (const void *)malloc) ||
         same_module(pc, (const void *)dladdr) || (driver && same_module(pc, driver))) {
         *why = "exit() was called from a signal handler that interrupted the C library, the loader, the driver "

@@ -133,6 +133,7 @@ static void init(void)
         cfg.granularity = 2ull << 20;
     }
     cfg.driver_version = (int)env_long("FAKECUDA_DRIVER_VERSION", 13000, 1000, 1000000);
+    cfg.alarm_in_free = (int)env_long("FAKECUDA_ALARM_IN_FREE", 0, 0, 1);
     pthread_atfork(fork_prepare, fork_done, fork_done);
 
     for (int d = 0; d < MAX_DEVICES; d++) {

@@ -82,6 +82,7 @@ struct fake_cfg {
     int ndev;
     size_t capacity, baseline, other, granularity;
     int driver_version;
+    int alarm_in_free; /* FAKECUDA_ALARM_IN_FREE=1: a SIGALRM lands inside cuMemFree, its lock held */
 };
 extern struct fake_cfg cfg;
 

@@ -1,4 +1,5 @@
 /* fakecuda: device memory (cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemFree, cuMemGetInfo). */
+#include <sys/time.h>
 #include "fakecuda.h"
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -69,6 +70,15 @@ CUresult mem_free(CUdeviceptr dptr)
         return CUDA_ERROR_INVALID_VALUE;
     }
     map_del(&mem_map, r);
+    /* A timer's signal whose handler runs while the driver holds its lock, as it may on the real driver: what a
+     * handler that calls exit() then must not wait for (tests/sh/signal_chain.sh). The wait is a plain loop, so
+     * the signal interrupts the driver's own code, not a system call. */
+    if (cfg.alarm_in_free) {
+        struct itimerval once = {{0, 0}, {0, 100}};
+        setitimer(ITIMER_REAL, &once, NULL);
+        for (volatile unsigned long spin = 0; spin < 20000000ul; spin++)
+            ;
+    }
     devs[r->dev].live--;
     if (r->kind == R_POOLMEM)
         pool_put_used_locked(r->pool, r->size);

@@ -99,6 +99,18 @@ PY
     [ "$(snapshots)" -eq 1 ] || fail "SIG$sig under its default action: no snapshot: $(cat "$work/err")"
 done
 
+# The same, every SIGALRM raised inside the driver's cuMemFree with its lock held (the stand-in's
+# FAKECUDA_ALARM_IN_FREE): the exit snapshot would wait for that lock in cuMemGetInfo. The tracer took
+# dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"), its own wrapper, for the driver, and hung ~1 run in 50 (CI, 2026-12-02).
+for i in 1 2 3; do
+    mkdir "$work/drv$i"
+    LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_ALARM_IN_FREE=1 OOMTRACE_DIR="$work/drv$i" OOMTRACE_DUMP=oom,exit \
+        LD_PRELOAD="$PWD/build/liboomtrace.so" timeout 10 build/tests/hostile sigexit >/dev/null 2>"$work/err"
+    st=$?
+    [ "$st" -eq 3 ] && grep -q "interrupted the C library, the loader, the driver or the tracer" "$work/err" ||
+        fail "exit(3) from a SIGALRM handler inside the driver: status $st ($(cat "$work/err"))"
+done
+
 # Walk 7, #35: a handler that calls exit() while the program allocates. Under the exit snapshot it hung (the
 # recorder's lock or malloc's held by the interrupted code) or aborted in malloc about half the time. Now the
 # exit snapshot is left out there, with one line, and the status is the program's, every time. A handler that
