@@ -125,12 +125,17 @@ static void proc_name(unsigned pid, struct ot_nvml_proc *o, nvmlReturn_t (*nvml_
     }
 }
 
-/* NVML, once loaded, stays loaded (nvmlShutdown after each query releases what nvmlInit took). Closing it
- * each time let the loader unmap it with calls ThreadSanitizer does not see, and the next snapshot's buffers
- * (live_seq.c's mmap) or NVML itself loaded again then took the same addresses: a program built with it
- * reported a race between another thread's mmap and NVML's reads (tsan_host, 2 rounds of 3 in the
- * fresh-clone CI of 2026-12-02). Opened under query_mu. */
-static void *nvml_handle;
+/* NVML is the tracer's own load, so it is closed by the C library's dlclose, not by the exported one: that
+ * one keeps an unloaded library's record for the program's stacks (walk 7, #27), and the tracer's own library
+ * would then be listed in every snapshot as one the program had unloaded. No stack holds NVML's frames. */
+static void nvml_close(void *(*sym)(void *, const char *), void *h)
+{
+    int (*close_fn)(void *) = sym ? (int (*)(void *))sym(RTLD_NEXT, "dlclose") : NULL;
+    if (close_fn)
+        close_fn(h);
+    else
+        dlclose(h);
+}
 
 /* One query at a time in the process. Threads that fail together (16 ranks' workers, a data-parallel step)
  * each take a snapshot, and each opened, initialized, shut down and closed NVML at once: the loader orders
@@ -157,9 +162,7 @@ void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int n
 static void query(struct ot_nvml *out, const struct ot_nvml_device *devs, int ndevs)
 {
     memset(out, 0, sizeof *out);
-    if (!nvml_handle)
-        nvml_handle = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
-    void *h = nvml_handle;
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (!h) {
         snprintf(out->note, sizeof out->note, "libnvidia-ml.so.1 not found");
         return;
@@ -179,11 +182,13 @@ static void query(struct ot_nvml *out, const struct ot_nvml_device *devs, int nd
         sym ? (nvmlReturn_t(*)(nvmlDevice_t, struct nvml_memory *))sym(h, "nvmlDeviceGetMemoryInfo") : NULL;
     if (!init || !by_uuid || !procs) {
         snprintf(out->note, sizeof out->note, "libnvidia-ml.so.1 lacks the calls needed");
+        nvml_close(sym, h);
         return;
     }
     int rc = init();
     if (rc != 0) {
         snprintf(out->note, sizeof out->note, "nvmlInit failed (NVML error %d)", rc);
+        nvml_close(sym, h);
         return;
     }
     out->source = OT_PROCESSES_NVML;
@@ -224,4 +229,5 @@ static void query(struct ot_nvml *out, const struct ot_nvml_device *devs, int nd
     }
     if (shutdown)
         shutdown();
+    nvml_close(sym, h);
 }
