@@ -20,11 +20,9 @@ static int known_device(uint64_t ctx)
 typedef CUresult (*ctx_fn)(CUcontext);
 typedef CUresult (*dev_fn)(CUdevice);
 
-static CUresult destroy(ctx_fn real, CUcontext ctx)
+static CUresult destroy(ctx_fn realp, CUcontext ctx)
 {
-    if (!ot_enter())
-        return real(ctx);
-    int err = errno;
+    OT_HOOK_START(ctx_fn, realp, (ctx));
     uint64_t c = (uint64_t)(uintptr_t)ctx;
     int dev = known_device(c);
     CUresult r = real(ctx);
@@ -36,11 +34,9 @@ static CUresult destroy(ctx_fn real, CUcontext ctx)
     return r;
 }
 
-static CUresult reset(dev_fn real, CUdevice dev)
+static CUresult reset(dev_fn realp, CUdevice dev)
 {
-    if (!ot_enter())
-        return real(dev);
-    int err = errno;
+    OT_HOOK_START(dev_fn, realp, (dev));
     uint64_t c = ot_drv_primary_ctx(dev); /* 0: not active, nothing can have been made in it */
     CUresult r = real(dev);
     if (r == CUDA_SUCCESS && c) {
@@ -52,11 +48,9 @@ static CUresult reset(dev_fn real, CUdevice dev)
 }
 
 /* Only the last release ends the context: the driver says so by reporting it inactive after the call. */
-static CUresult release(dev_fn real, CUdevice dev)
+static CUresult release(dev_fn realp, CUdevice dev)
 {
-    if (!ot_enter())
-        return real(dev);
-    int err = errno;
+    OT_HOOK_START(dev_fn, realp, (dev));
     uint64_t c = ot_drv_primary_ctx(dev);
     CUresult r = real(dev);
     if (r == CUDA_SUCCESS && c && !ot_drv_primary_active(dev)) {
@@ -70,8 +64,7 @@ static CUresult release(dev_fn real, CUdevice dev)
 #define OT_CTX_END(name, type, arg, body)                                                              \
     OT_EXPORT CUresult name(type arg)                                                                  \
     {                                                                                                  \
-        __typeof__(&name) real = OT_REAL(name, __typeof__(&name));                                     \
-        return real ? body(real, arg) : CUDA_ERROR_NOT_INITIALIZED;                                    \
+        return body(OT_REAL(name, __typeof__(&name)), arg);                                            \
     }
 OT_CTX_END(cuCtxDestroy_v2, CUcontext, ctx, destroy)
 OT_CTX_END(cuCtxDestroy, CUcontext, ctx, destroy)
