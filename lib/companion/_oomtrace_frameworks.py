@@ -123,6 +123,7 @@ class Torch:
         self.pending = None  # (request, device, records, text) of the last observer call not yet raised
         self.raises_seen = False  # its OutOfMemoryError is seen where it reaches Python, caught or not
         self.observer_attached = False
+        self.queued = False  # attach_observer is queued for torch's CUDA setup
         self.cuda_ready = False
         # when on_step next reads the allocator's counters
         self.counters = WatchedSampled() if getattr(comp, "step_hook", None) is not None else Sampled()
@@ -146,9 +147,34 @@ class Torch:
         if steps is not None and not self.step_hook:
             self.step_hook = True
             steps.install_step_hook(self.torch, self.on_step, self.step_fast(), self.step_hook_c())
-        # The observer list exists once torch set up CUDA; attaching earlier would be lost.
-        if self.observer or not self.ready():
+        if self.observer:
             return
+        # The observer list exists once torch set up CUDA; attaching earlier would be lost. Before that,
+        # torch's own queue of calls made when CUDA is set up (torch.cuda._lazy_call, what its manual_seed
+        # uses) attaches it: after torch's CUDA init and before the allocation that set CUDA up runs, so
+        # that a program whose first allocation fails, or is refused inside the pool (a memory fraction), is
+        # seen. Waiting for the next scan instead missed those: they come at most once a second.
+        if not self.ready():
+            self.attach_at_init()
+            return
+        self.attach_observer()
+
+    def attach_at_init(self):
+        if self.queued:
+            return
+        self.queued = True
+        lazy_call = getattr(self.cuda, "_lazy_call", None)
+        if lazy_call is not None:
+            # Called inside torch's _lazy_init, where an exception would fail the program's CUDA setup:
+            # guarded, it never raises.
+            lazy_call(self.comp.guard("torch OOM observer at CUDA setup", self.at_cuda_init))
+
+    def at_cuda_init(self):
+        # torch.cuda.is_initialized() is still False in its queued calls, though its allocator is set up.
+        if not self.observer and self.comp.attached.get("torch") is self:
+            self.attach_observer()
+
+    def attach_observer(self):
         attach = getattr(self.torch._C, "_cuda_attach_out_of_memory_observer", None)
         self.observer = True  # tried once
         why = "torch %s has no OOM observer" % self.version()

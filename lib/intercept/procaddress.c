@@ -7,6 +7,7 @@
 #include "common/options.h"
 #include "intercept/hook_call.h"
 #include "intercept/route.h"
+#include "runtime/companion.h"
 
 #undef cuGetProcAddress
 OT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
@@ -20,6 +21,8 @@ OT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     CUresult r = real(symbol, pfn, cudaVersion, flags);
     if (r == CUDA_SUCCESS && pfn && *pfn && !ot_opt.disabled)
         *pfn = ot_route(*pfn);
+    if (ot_opt.frameworks)
+        ot_companion_poke(OT_POKE_LOOKUP);
     return r;
 }
 
@@ -33,5 +36,7 @@ OT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
     CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
     if (r == CUDA_SUCCESS && pfn && *pfn && !ot_opt.disabled)
         *pfn = ot_route(*pfn);
+    if (ot_opt.frameworks)
+        ot_companion_poke(OT_POKE_LOOKUP);
     return r;
 }

@@ -222,6 +222,11 @@ void ot_companion_poke(enum ot_poke why)
     int s = __atomic_load_n(&cstate, __ATOMIC_ACQUIRE);
     if (OT_LIKELY(s == C_ABSENT || s == C_FAILED))
         return;
+    /* Started at the runtime's start, the companion attaches to a framework before its first allocation:
+     * one whose first allocation fails, or is refused inside its pool with no driver call (a PyTorch memory
+     * fraction), had no snapshot when the first successful allocation started it. */
+    if (why == OT_POKE_LOOKUP && s != C_NEW)
+        return;
     uint64_t now = ot_now_ns();
     if (why == OT_POKE_ALLOC && s != C_NEW &&
         now - __atomic_load_n(&last_poke_ns, __ATOMIC_RELAXED) < POKE_INTERVAL_NS)
@@ -236,7 +241,8 @@ void ot_companion_poke(enum ot_poke why)
         return;
     if (__atomic_exchange_n(&scheduled, 1, __ATOMIC_ACQ_REL))
         return;
-    __atomic_store_n(&last_poke_ns, now, __ATOMIC_RELAXED);
+    if (why != OT_POKE_LOOKUP) /* the first allocation still asks: a framework imported by then is found */
+        __atomic_store_n(&last_poke_ns, now, __ATOMIC_RELAXED);
     if (py.add_pending(run_pending, (void *)(intptr_t)why) != 0)
         __atomic_store_n(&scheduled, 0, __ATOMIC_RELEASE); /* the queue was full: the next poke retries */
 }

@@ -4,7 +4,9 @@
 
 #include <stddef.h>
 
-enum ot_poke { OT_POKE_ALLOC = 1, OT_POKE_DRIVER_OOM = 2 };
+/* OT_POKE_LOOKUP: the CUDA runtime looking up driver functions (cuGetProcAddress), which it does when it
+ * starts, before any allocation: it only starts the companion. */
+enum ot_poke { OT_POKE_ALLOC = 1, OT_POKE_DRIVER_OOM = 2, OT_POKE_LOOKUP = 3 };
 void ot_companion_poke(enum ot_poke why); /* never from signal context, never with the recorder's lock held */
 
 typedef struct _object PyObject;

@@ -86,7 +86,26 @@ def main():
         return 0
     if mode == "steps":
         return steps()
+    if mode == "pool-first":
+        return pool_first()
     return 2
+
+
+def pool_first():
+    """torch refuses its first allocation inside its pool (a memory fraction): no driver allocation is ever
+    made. The runtime's lookups at its start (cuGetProcAddress) are the only driver calls before it."""
+    torch = fakefw.fake_torch(initialized=False)
+    fakefw.install(torch)
+    lookup = cuda.cuGetProcAddress_v2
+    lookup.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64,
+                       ctypes.c_void_p]
+    fn = ctypes.c_void_p()
+    print("lookup", lookup(b"cuMemAlloc", ctypes.byref(fn), 12000, 0, None))
+    settle()
+    torch.lazy_init()  # what the first tensor on the device does before its allocation
+    for fn in torch.observers:  # the pool's refusal: the observer, then the OutOfMemoryError raised
+        fn(0, 4 << 30, 0, 900 * MiB)
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB. 40.00 MiB allowed")
 
 
 def steps():

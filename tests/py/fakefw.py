@@ -127,11 +127,26 @@ def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True
 
     memory = types.SimpleNamespace(_snapshot=snapshot_fn, _record_memory_history=lambda **kw: None)
     props = types.SimpleNamespace(total_memory=1 << 30)
+    torch.queued = []  # torch.cuda._queued_calls: run by torch.lazy_init() (torch.cuda._lazy_init)
+
+    def lazy_call(fn, **kwargs):
+        if torch.cuda.is_initialized():
+            fn()
+        else:
+            torch.queued.append(fn)
+
+    def lazy_init():  # torch's order: CUDA set up, the queued calls (still "not initialized"), then the flag
+        for fn in torch.queued:
+            fn()
+        torch.queued.clear()
+        torch.cuda.is_initialized = lambda: True
+
+    torch.lazy_init = lazy_init
     torch.cuda = types.SimpleNamespace(
         is_initialized=lambda: initialized, memory=memory, memory_stats=memory_stats,
         current_device=lambda: 0, get_device_properties=lambda d: props,
         get_per_process_memory_fraction=lambda d=None: fraction,
-        get_allocator_backend=lambda: backend)
+        get_allocator_backend=lambda: backend, _lazy_call=lazy_call)
     return torch
 
 

@@ -106,6 +106,29 @@ run_with({"torch": t}, c.scan)
 expect("torch" in c.attached and not t.observers, "no observer before torch set up CUDA")
 c.refresh("api")
 expect([x["kind"] for x in records(lib.states[-1])] == ["INFO"], "uninitialized torch: INFO only")
+# ... but queued in torch's own calls at CUDA's setup (torch.cuda._lazy_call), once however often scanned, where
+# it attaches though torch does not yet say it is initialized.
+run_with({"torch": t}, c.scan)
+expect(len(t.queued) == 1 and not t.observers, "one call queued for CUDA's setup, nothing attached yet")
+t.lazy_init()
+expect(len(t.observers) == 1 and c.attached["torch"].observer_attached, "attached at CUDA's setup")
+run_with({"torch": t}, c.scan)
+expect(len(t.observers) == 1 and not t.queued, "attached once")
+# A queued call that fails inside torch's setup never raises into it.
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch(initialized=False)
+run_with({"torch": t}, c.scan)
+
+
+def broken(fn):
+    raise ValueError("oomtrace test: the observer cannot attach")
+
+
+t._C._cuda_attach_out_of_memory_observer = broken
+c.watch_exceptions = lambda fallback=True, classes=(): 1 / 0
+t.lazy_init()
+expect(c.attached["torch"].observer and not t.observers, "a failing queued call: said, not raised")
 
 # No observer API: one line, the rest still works.
 clear_modules()
@@ -536,6 +559,9 @@ if real_torch is not None:
     expect("torch" in c.attached, "real torch attached")
     c.refresh("api")
     expect(not real_torch.cuda.is_initialized(), "the companion never initializes CUDA")
+    queued = [q for q in getattr(real_torch.cuda, "_queued_calls", [])
+              if getattr(q[0], "__qualname__", "").startswith("Companion.guard.")]
+    expect(len(queued) == 1, "the observer queued for real torch's CUDA setup: %r" % queued)
     r = records(lib.states[-1])
     expect(r[0]["kind"] == "INFO" and r[0]["version"] == real_torch.__version__, "real torch INFO")
     steps = []

@@ -2,8 +2,9 @@
 # The Python framework companion's injection path on the stand-in driver, under every CPython 3.9-3.13 the
 # machine has (/usr/bin/python3.N, pyenv's versions): it starts under plain LD_PRELOAD, a dump carries a
 # FRAMEWORK section, a framework imported later is found, a framework OOM writes the fatal snapshot with its
-# probes, OOMTRACE_FRAMEWORKS=0 stops it, and the program's output and exit status never change (also when
-# the companion fails: OOMTRACE_TEST_COMPANION_FAIL). Versions the machine lacks are said, not failed.
+# probes, a refusal inside torch's pool before any allocation is seen, OOMTRACE_FRAMEWORKS=0 stops it, and the
+# program's output and exit status never change (also when the companion fails: OOMTRACE_TEST_COMPANION_FAIL).
+# Versions the machine lacks are said, not failed.
 set -u
 cd "$(dirname "$0")/../.."
 fail() { echo "companion: FAIL: $*"; exit 1; }
@@ -78,6 +79,13 @@ for v in 9 10 11 12 13; do
         d["framework"]["records"][3]["segments"]["pool_id"] == [0, (1 << 32) ^ 2] and
         d["framework"]["records"][5]["stats"]["memory_fraction_limit_bytes"] == int(0.4 * (1 << 30)) and
         d["framework"]["records"][6]["settings"]["backend"] == "native"' || fail "3.$v: torch's fatal snapshot"
+
+    # A refusal inside torch's pool before any allocation (a memory fraction): the companion started at the
+    # runtime's driver lookups, and attached its observer in torch's own queue of calls at CUDA's setup.
+    same "$py" pool-first "$d/pool"
+    f=$(ls "$d/pool"/*-framework-oom.oomt 2>/dev/null) || fail "3.$v: pool-first: no fatal snapshot ($(ls "$d/pool"))"
+    check "$f" 'd["reason"] == "torch" and d["failure"]["requested"] == 4 << 30 and
+        "SETTINGS" in [r["kind"] for r in d["framework"]["records"]]' || fail "3.$v: pool-first's fatal snapshot"
 
     # The allocator's counters are read only every 10000 x a read's cost (the first read here takes 50 ms):
     # steps 2-70 carry none, and the statement about the inputs that changed says which step's they are. The
