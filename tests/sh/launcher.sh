@@ -210,6 +210,15 @@ grep -q "went on after" "$work/bs2.out" && fail "a program that a script ran is 
 grep -q "^== oomtrace: the gate's peak is in oomtrace-[^ ]*-exit\.oomt, not in the snapshot reported above; its call sites at the peak:\$" "$work/bs.out" ||
     fail "a failed gate does not show what made its peak: $(grep '^==' "$work/bs.out")"
 grep -q "^Top call sites at the peak of device 0: 712 MiB" "$work/bs.out" || fail "no call sites at the gate's peak"
+# ... only those: the other snapshot's own Why and What to try would stand beside the reported one's (run 36).
+[ "$(sed -n "/^== oomtrace: the gate's peak is in/,\$p" "$work/bs.out" | grep -c '^Why\|^What to try\|^Failed request')" -eq 0 ] ||
+    fail "the gate's snapshot is shown whole: $(sed -n "/^== oomtrace: the gate's peak is in/,\$p" "$work/bs.out" | head -12)"
+# Run 36: a torch OOM writes the driver's snapshot first, then the framework's (reported); both carry the same
+# peak, and the gate naming the first is not a second snapshot to show.
+run --dir "$work/fw" --max-peak 1M -- python3 tests/py/companion_workload.py torch >"$work/fw.out" 2>&1
+grep -q "^oomtrace: gate --max-peak failed: peak 16.0 MiB" "$work/fw.out" && grep -q "OUT OF MEMORY in a framework's allocator" "$work/fw.out" ||
+    fail "the torch program's gate or report: $(grep 'gate\|OUT OF' "$work/fw.out")"
+grep -q "the gate's peak is in" "$work/fw.out" && fail "the same peak shown again: $(grep -A3 "the gate's peak is in" "$work/fw.out")"
 grep -q "^\`oomtrace run\`: the process went on after its out-of-memory and exited 0" "$work/bs.md" ||
     fail "the summary does not say the process went on: $(head -8 "$work/bs.md")"
 
