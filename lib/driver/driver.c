@@ -103,3 +103,15 @@ int ot_drv_pool_usage(uint64_t pool, uint64_t *reserved, uint64_t *used)
         bad = 1;
     return bad ? -1 : 0;
 }
+
+int ot_drv_range_from(uint64_t ptr, uint64_t *bytes)
+{
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (!ot_real.cuMemGetAddressRange_v2 || REAL(cuMemGetAddressRange_v2)(&base, &size, (CUdeviceptr)ptr) != CUDA_SUCCESS)
+        return -1;
+    if (ptr < base || ptr - base >= size) /* a driver's answer that does not hold ptr is no answer */
+        return -1;
+    *bytes = base + size - ptr;
+    return 0;
+}

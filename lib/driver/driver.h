@@ -55,4 +55,7 @@ int ot_drv_device_uuid(int ordinal, unsigned char uuid[16]);
 int ot_drv_default_pool(int ordinal, uint64_t *pool);   /* 0 on success */
 /* A pool's reserved and used bytes; 0 when both were read. */
 int ot_drv_pool_usage(uint64_t pool, uint64_t *reserved, uint64_t *used);
+/* The bytes of the allocation that holds ptr, from ptr to its end (cuMemGetAddressRange_v2); 0 on
+ * success. */
+int ot_drv_range_from(uint64_t ptr, uint64_t *bytes);
 #endif

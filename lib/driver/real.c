@@ -33,6 +33,7 @@ static const struct {
     {"cuDeviceGetDefaultMemPool", offsetof(struct ot_real, cuDeviceGetDefaultMemPool)},
     {"cuDeviceGet", offsetof(struct ot_real, cuDeviceGet)},
     {"cuArrayGetDescriptor_v2", offsetof(struct ot_real, cuArrayGetDescriptor_v2)},
+    {"cuMemGetAddressRange_v2", offsetof(struct ot_real, cuMemGetAddressRange_v2)},
 };
 
 typedef void *(*dlsym_fn)(void *, const char *);

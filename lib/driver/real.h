@@ -23,6 +23,7 @@ struct ot_real {
     void *cuDeviceGetDefaultMemPool;
     void *cuDeviceGet;
     void *cuArrayGetDescriptor_v2;
+    void *cuMemGetAddressRange_v2;
 };
 extern struct ot_real ot_real;
 int ot_resolve(void);          /* fills ot_real from the loaded libcuda; 0 on success */

@@ -75,10 +75,13 @@ static CUresult ipc_open(ipc_open_fn realp, CUdeviceptr *pdptr, CUipcMemHandle h
     int dev = ot_drv_current(&ctx);
     CUresult r = real(pdptr, handle, Flags);
     if (r == CUDA_SUCCESS) {
-        /* The exporter's allocation size is not in the handle; record one byte, flagged as estimated. The
+        /* The exporter's size is not in the handle, but the driver knows the mapping's range. Where it
+         * cannot say, one byte flagged as estimated stands for it (the reader says "size not known"). The
          * mapping is the current context's: its end closes it. */
+        uint64_t bytes = 0;
+        int known = ot_drv_range_from(*pdptr, &bytes) == 0 && bytes;
         struct ot_alloc_req q = {OT_NS_DEVPTR, OT_CAT_IMPORTED, OT_API_cuIpcOpenMemHandle_v2,
-                                 OT_REC_SIZE_ESTIMATED, dev, *pdptr, 1, ctx};
+                                 known ? 0 : OT_REC_SIZE_ESTIMATED, dev, *pdptr, known ? bytes : 1, ctx};
         ot_record_alloc(&q);
     }
     ot_leave(err);

@@ -6,7 +6,7 @@
  * is the tracer's error, not the scenario's. It prints "key value" lines (handles, addresses) that the
  * test compares with the snapshot's records.
  *
- *   families device|async|vmm|import|arrays|host
+ *   families device|async|vmm|import|import-v1|import-unsized|arrays|host
  *
  * Run with the stand-in driver (FAKECUDA_CAPACITY=1G, granularity 2 MiB: the defaults). */
 #include <unistd.h>
@@ -258,7 +258,8 @@ static int cmd_vmm(void)
 
 /* ---- import: a VMM export imported back, and an IPC handle opened; the exporter holds the memory ---- */
 
-static int ipc_v1; /* cuIpcOpenMemHandle's pre-11.0 ABI, which cudart asks for too */
+static int ipc_v1;      /* cuIpcOpenMemHandle's pre-11.0 ABI, which cudart asks for too */
+static int ipc_unsized; /* the driver refuses to tell the opened mapping's range */
 
 static int cmd_import(void)
 {
@@ -284,19 +285,23 @@ static int cmd_import(void)
     CUipcMemHandle ih;
     OK(alloc(&d, 8 * MiB));
     OK(ipc_get(&ih, d));
+    if (ipc_unsized)
+        ((void (*)(const char *))drv_sym("fakecuda_refuse_next"))("cuMemGetAddressRange_v2");
     OK(ipc_open(&o, ih, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     CHECK(used(0) == 12 * MiB && live(0) == 2); /* the import and the open take nothing */
     put("h", h);
     put("hi", hi);
     put("d", d);
     put("o", o);
-    dump("imported"); /* own: vmm 4 MiB + device 8 MiB; imported: 1 + 1 byte (sizes unknown yet) */
+    /* own: vmm 4 MiB + device 8 MiB; imported: 1 byte (the VMM import's size is unknown until mapped) + the
+     * IPC mapping's 8 MiB (cuMemGetAddressRange's), or 1 byte when the driver would not say */
+    dump("imported");
 
     CUdeviceptr va;
     OK(v.reserve(&va, 4 * MiB, 0, 0, 0));
     OK(v.map(va, 4 * MiB, 0, hi, 0));
     put("va", va);
-    dump("imported-mapped"); /* the mapping tells the import's size: 4 MiB imported + 1 byte (IPC) */
+    dump("imported-mapped"); /* the mapping tells the import's size: 4 MiB imported + the IPC mapping's */
 
     OK(v.unmap(va, 4 * MiB));
     OK(v.release(hi));
@@ -314,6 +319,12 @@ static int cmd_import(void)
 static int cmd_import_v1(void)
 {
     ipc_v1 = 1;
+    return cmd_import();
+}
+
+static int cmd_import_unsized(void)
+{
+    ipc_unsized = 1;
     return cmd_import();
 }
 
@@ -394,7 +405,7 @@ static int cmd_host(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: families device|async|vmm|import|import-v1|arrays|host\n");
+        fprintf(stderr, "usage: families device|async|vmm|import|import-v1|import-unsized|arrays|host\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -404,8 +415,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(void);
     } cmds[] = {
-        {"device", cmd_device}, {"async", cmd_async}, {"vmm", cmd_vmm}, {"import", cmd_import}, {"import-v1", cmd_import_v1}, {"arrays", cmd_arrays},
-        {"host", cmd_host},
+        {"device", cmd_device}, {"async", cmd_async}, {"vmm", cmd_vmm}, {"import", cmd_import}, {"import-v1", cmd_import_v1},
+        {"import-unsized", cmd_import_unsized}, {"arrays", cmd_arrays}, {"host", cmd_host},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(argv[1], cmds[i].name) == 0)

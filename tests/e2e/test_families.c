@@ -313,22 +313,26 @@ static void test_vmm(void **st)
 }
 
 /* cuMemImportFromShareableHandle and cuIpcOpenMemHandle_v2: imported, never this process's own bytes;
- * the import's size is learnt from its mapping. */
-static void imports(const char *cmd)
+ * the import's size is learnt from its mapping, the IPC mapping's from cuMemGetAddressRange (the
+ * exporter's 8 MiB), or one byte flagged as estimated when the driver does not answer (sized = false). */
+static void imports(const char *cmd, bool sized)
 {
+    const uint64_t ipc = sized ? 8 * MiB : 1;
+    const uint16_t ipc_flags = sized ? 0 : OT_REC_SIZE_ESTIMATED;
     run_family(cmd, 3);
     const uint64_t h = run_u64(&run, "h"), hi = run_u64(&run, "hi");
     const uint64_t d = run_u64(&run, "d"), o = run_u64(&run, "o");
 
     struct loaded *l = by_reason(&snaps, "imported");
-    expect_device(l, (uint64_t[OT_CAT_COUNT]){[OT_CAT_DEVICE] = 8 * MiB, [OT_CAT_VMM] = 4 * MiB, [OT_CAT_IMPORTED] = 2},
+    expect_device(l,
+                  (uint64_t[OT_CAT_COUNT]){[OT_CAT_DEVICE] = 8 * MiB, [OT_CAT_VMM] = 4 * MiB, [OT_CAT_IMPORTED] = 1 + ipc},
                   12 * MiB);
     expect_driver_used(l, 12 * MiB);
     assert_int_equal(l->s.nlive, 4);
     expect_live(l, rec(OT_API_cuMemCreate, OT_CAT_VMM, 4 * MiB, h, 0, 0));
     expect_live(l, rec(OT_API_cuMemAlloc_v2, OT_CAT_DEVICE, 8 * MiB, d, 0, 0));
     expect_live(l, rec(OT_API_cuMemImportFromShareableHandle, OT_CAT_IMPORTED, 1, hi, OT_REC_SIZE_ESTIMATED, 0));
-    expect_live(l, rec(OT_API_cuIpcOpenMemHandle_v2, OT_CAT_IMPORTED, 1, o, OT_REC_SIZE_ESTIMATED, 0));
+    expect_live(l, rec(OT_API_cuIpcOpenMemHandle_v2, OT_CAT_IMPORTED, ipc, o, ipc_flags, 0));
     const struct ot_peak *p = ot_snapshot_peak(&l->s, 0);
     assert_int_equal(count_recs(p->recs, p->count, &(struct rec_match){.category = OT_CAT_IMPORTED, .any_device = true,
                                                                        .any_flags = true}),
@@ -337,7 +341,7 @@ static void imports(const char *cmd)
     l = by_reason(&snaps, "imported-mapped");
     expect_device(l,
                   (uint64_t[OT_CAT_COUNT]){[OT_CAT_DEVICE] = 8 * MiB, [OT_CAT_VMM] = 4 * MiB,
-                                           [OT_CAT_IMPORTED] = 4 * MiB + 1},
+                                           [OT_CAT_IMPORTED] = 4 * MiB + ipc},
                   12 * MiB);
     expect_live(l, rec(OT_API_cuMemImportFromShareableHandle, OT_CAT_IMPORTED, 4 * MiB, hi, OT_REC_SIZE_ESTIMATED, 0));
 
@@ -352,14 +356,21 @@ static void imports(const char *cmd)
 static void test_imports(void **st)
 {
     (void)st;
-    imports("import");
+    imports("import", true);
 }
 
 /* The same with the IPC handle opened through cuIpcOpenMemHandle's pre-11.0 ABI (cudart asks for both). */
 static void test_imports_v1(void **st)
 {
     (void)st;
-    imports("import-v1");
+    imports("import-v1", true);
+}
+
+/* The driver refuses cuMemGetAddressRange for the opened mapping: one byte, flagged as estimated. */
+static void test_imports_unsized(void **st)
+{
+    (void)st;
+    imports("import-unsized", false);
 }
 
 /* cuArrayCreate_v2, cuArray3DCreate_v2, cuMipmappedArrayCreate: the descriptor's size (every mip level,
@@ -459,6 +470,7 @@ int main(void)
         cmocka_unit_test_teardown(test_vmm, teardown),
         cmocka_unit_test_teardown(test_imports, teardown),
         cmocka_unit_test_teardown(test_imports_v1, teardown),
+        cmocka_unit_test_teardown(test_imports_unsized, teardown),
         cmocka_unit_test_teardown(test_arrays, teardown),
         cmocka_unit_test_teardown(test_pinned_host, teardown),
         cmocka_unit_test_teardown(test_stack_truncated, teardown),

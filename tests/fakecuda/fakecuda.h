@@ -205,4 +205,7 @@ CUresult mem_new_locked(int dev, size_t size, enum rec_kind kind, struct pool *p
 void pool_delete_locked(struct pool *p);
 CUresult mem_free(CUdeviceptr dptr);
 
+/* The VMM mapping that holds address a, or NULL (vmm.c). */
+struct mapping *mapping_at_locked(uint64_t a);
+
 #endif

@@ -1,4 +1,5 @@
-/* fakecuda: IPC memory handles (cuIpcGetMemHandle, cuIpcOpenMemHandle, cuIpcCloseMemHandle). */
+/* fakecuda: IPC memory handles (cuIpcGetMemHandle, cuIpcOpenMemHandle, cuIpcCloseMemHandle), and
+ * cuMemGetAddressRange, the one question that tells an opened mapping's size. */
 #include "fakecuda.h"
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -121,3 +122,49 @@ API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     return ipc_close(dptr);
 }
 
+
+/* ---------------------------------------------------------------------------------------------- */
+/* cuMemGetAddressRange                                                                             */
+
+static int holds(const struct rec *r, const void *arg)
+{
+    uint64_t a = *(const uint64_t *)arg;
+    return a >= r->key && a - r->key < r->size;
+}
+
+/* The allocation that holds dptr: device memory (cuMemAlloc, pitched, managed, a pool's), an IPC
+ * mapping (the exporter's size, which its handle carries), or a VMM mapping. */
+static CUresult address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    uint64_t a = dptr, base = 0, size = 0;
+    lock();
+    const struct rec *r = map_find(&mem_map, holds, &a);
+    if (!r)
+        r = map_find(&ipc_map, holds, &a);
+    if (r) {
+        base = r->key;
+        size = r->size;
+    } else {
+        const struct mapping *m = mapping_at_locked(a);
+        if (m) {
+            base = m->base;
+            size = m->size;
+        }
+    }
+    unlock();
+    if (!size)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = base;
+    if (psize)
+        *psize = size;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    enter();
+    if (refused("cuMemGetAddressRange_v2"))
+        return CUDA_ERROR_INVALID_VALUE;
+    return address_range(pbase, psize, dptr);
+}

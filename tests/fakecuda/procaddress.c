@@ -61,6 +61,7 @@ static const struct proc procs[] = {
     P("cuMemHostRegister", 6050, cuMemHostRegister_v2),
     P("cuMemHostUnregister", 4000, cuMemHostUnregister),
     P("cuMemHostGetDevicePointer", 3020, cuMemHostGetDevicePointer_v2),
+    P("cuMemGetAddressRange", 3020, cuMemGetAddressRange_v2),
     PT("cuMemAllocAsync", 11020, cuMemAllocAsync, cuMemAllocAsync_ptsz),
     PT("cuMemFreeAsync", 11020, cuMemFreeAsync, cuMemFreeAsync_ptsz),
     PT("cuMemAllocFromPoolAsync", 11020, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz),

@@ -104,7 +104,7 @@ static CUresult vmm_release(CUmemGenericAllocationHandle h)
     return CUDA_SUCCESS;
 }
 
-static struct mapping *mapping_at_locked(uint64_t a)
+struct mapping *mapping_at_locked(uint64_t a)
 {
     for (struct mapping *m = mappings; m; m = m->next)
         if (a >= m->base && a - m->base < m->size)

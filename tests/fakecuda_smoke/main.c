@@ -210,6 +210,7 @@ static void test_get_proc_address(void)
         {"cuMemHostAlloc", "cuMemHostAlloc", 2020}, {"cuMemFreeHost", "cuMemFreeHost", 2000},
         {"cuMemHostRegister", "cuMemHostRegister_v2", 6050}, {"cuMemHostUnregister", "cuMemHostUnregister", 4000},
         {"cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer_v2", 3020},
+        {"cuMemGetAddressRange", "cuMemGetAddressRange_v2", 3020},
         {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020},
         {"cuMemPoolCreate", "cuMemPoolCreate", 11020}, {"cuMemPoolDestroy", "cuMemPoolDestroy", 11020},
         {"cuMemPoolTrimTo", "cuMemPoolTrimTo", 11020}, {"cuMemPoolGetAttribute", "cuMemPoolGetAttribute", 11020},

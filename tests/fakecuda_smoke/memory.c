@@ -225,6 +225,14 @@ void test_ipc(void)
     OK(f_cuIpcOpenMemHandle_v2(&o1, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     OK(f_cuIpcOpenMemHandle_v2(&o2, h, 0));
     CHECK(o1 == o2 && o1 != a && used(0) == 3 * MiB && live(0) == 1);
+    /* The opened mapping's range is the exporter's allocation's, as the allocation's own is. */
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    OK(f_cuMemGetAddressRange_v2(&base, &size, a + 512));
+    CHECK(base == a && size == 3 * MiB);
+    OK(f_cuMemGetAddressRange_v2(&base, &size, o1 + 1));
+    CHECK(base == o1 && size == 3 * MiB);
+    ERR(f_cuMemGetAddressRange_v2(&base, &size, o1 + 3 * MiB), CUDA_ERROR_NOT_FOUND);
     memset(&junk, 0, sizeof junk);
     ERR(f_cuIpcOpenMemHandle_v2(&p, junk, 0), CUDA_ERROR_INVALID_VALUE);
     CHECK(p == SENTINEL);

@@ -46,7 +46,7 @@
     X(cuMipmappedArrayCreate) X(cuArrayDestroy) X(cuMipmappedArrayDestroy) X(cuMemAllocHost_v2)            \
     X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister_v2) X(cuMemHostUnregister)                      \
     X(cuMemHostGetDevicePointer_v2) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)   \
-    X(cuDeviceGraphMemTrim) X(cuGetProcAddress_v2)
+    X(cuDeviceGraphMemTrim) X(cuGetProcAddress_v2) X(cuMemGetAddressRange_v2)
 #define SMOKE_DECL(n) extern __typeof__(&n) f_##n;
 SMOKE_DRIVER_FUNCS(SMOKE_DECL)
 #undef SMOKE_DECL
