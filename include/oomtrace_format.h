@@ -159,7 +159,7 @@ static inline int ot_category_is_device(uint64_t c)
     X(STACK, TRUNCATED, 0x1, "STACKS: the backtrace was cut at the maximum depth")                 \
     X(STACK, NO_PYTHON, 0x2, "STACKS: the process runs Python, this thread had no Python frames")  \
     X(STACK, BORROWED, 0x4, "STACKS: since 1.2, the Python frames are another thread's, which waited meanwhile") \
-    X(REC, SIZE_ESTIMATED, 0x1, "record: size computed from a descriptor (arrays, imported memory)") \
+    X(REC, SIZE_ESTIMATED, 0x1, "record: size estimated (arrays: descriptor; imported: a mapping, size 1 = not known)") \
     X(REC, HOST_LOCATION, 0x2, "record: VMM memory whose location is the host")                    \
     X(POOL, DEFAULT, 0x1, "POOLS: the device's default pool")                                      \
     X(POOL, UNREADABLE, 0x2, "POOLS: the pool's attributes could not be read")                     \

@@ -38,6 +38,19 @@ uint64_t ot_other_process_bytes(const struct ot_snapshot *s, int64_t device, siz
     return b;
 }
 
+struct ot_imported ot_imported_on(const struct ot_snapshot *s, const struct snap_device *d)
+{
+    struct ot_imported m = {d->ncat > OT_CAT_IMPORTED ? d->by_category[OT_CAT_IMPORTED] : 0, 0};
+    uint64_t stand_ins = 0;
+    for (size_t i = 0; s->has_live && i < s->nlive; i++)
+        if (s->live[i].device == d->ordinal && ot_size_unknown(&s->live[i])) {
+            m.unsized++;
+            stand_ins = ot_sat_add(stand_ins, s->live[i].size);
+        }
+    m.bytes = m.bytes >= stand_ins ? m.bytes - stand_ins : 0;
+    return m;
+}
+
 void ot_untracked_of(const struct ot_snapshot *s, const struct snap_device *d, struct ot_untracked *u)
 {
     memset(u, 0, sizeof(*u));
@@ -145,8 +158,11 @@ static int add_live(struct ot_analysis *a)
             a->host_pinned_bytes = ot_sat_add(a->host_pinned_bytes, r->size);
             a->host_pinned_count++;
         } else if (r->category == OT_CAT_IMPORTED) {
-            a->imported_bytes = ot_sat_add(a->imported_bytes, r->size);
             a->imported_count++;
+            if (ot_size_unknown(r))
+                a->imported_unsized++;
+            else
+                a->imported_bytes = ot_sat_add(a->imported_bytes, r->size);
         } else if (!(ot_category_is_device64(r->category))) {
             a->other_bytes = ot_sat_add(a->other_bytes, r->size);
             a->other_count++;

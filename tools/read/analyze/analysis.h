@@ -42,7 +42,8 @@ struct ot_analysis {
     struct ot_sites at_failure; /* LIVE, device memory on the failing device */
     struct ot_sites live;       /* LIVE, device memory on every device */
     uint64_t host_pinned_bytes, host_pinned_count;
-    uint64_t imported_bytes, imported_count;
+    uint64_t imported_bytes, imported_count; /* bytes: the imports whose size is known */
+    uint64_t imported_unsized;                 /* imports whose size is not known (ot_size_unknown) */
     uint64_t other_bytes, other_count; /* unknown categories */
 
     struct ot_allocview *fw; /* allocview.h: the frameworks' segments joined to the driver's records */
@@ -67,6 +68,22 @@ void ot_analysis_release(struct ot_analysis *a);
 
 /* Pools of one device. */
 struct ot_pool_totals ot_pools_of(const struct ot_snapshot *s, int64_t device);
+
+/* An imported record whose size the tracer could not learn: an IPC mapping the driver would not size
+ * (cuMemGetAddressRange failed), a VMM import not mapped yet. The tracer records one byte flagged as
+ * estimated in its place, a stand-in that no report may show as a measured size. */
+static inline bool ot_size_unknown(const struct ot_record *r)
+{
+    return r->category == OT_CAT_IMPORTED && (r->flags & OT_REC_SIZE_ESTIMATED) && r->size <= 1;
+}
+
+/* Imported memory on one device as a report states it: the device's imported bytes less the stand-ins
+ * of the imports whose size is not known (unsized of them). With no live set the stand-ins cannot be
+ * told apart: unsized is 0 and bytes the device's count. */
+struct ot_imported {
+    uint64_t bytes, unsized;
+};
+struct ot_imported ot_imported_on(const struct ot_snapshot *s, const struct snap_device *d);
 
 /* Device memory this process's allocation calls do not explain, one formula for every report:
  * used (cuMemGetInfo: total - free) - baseline (used before the first allocation, when measured) -

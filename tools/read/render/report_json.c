@@ -229,9 +229,11 @@ static void device(struct jx *x, const struct snap_device *d)
             snprintf(key, sizeof(key), "%s", ot_category_name((unsigned)c));
         else
             snprintf(key, sizeof(key), "category_%zu", c);
-        ot_json_u64(j, key, d->by_category[c]);
+        /* Imported bytes without the one-byte stand-ins of imports whose size is not known. */
+        ot_json_u64(j, key, c == OT_CAT_IMPORTED ? ot_imported_on(s, d).bytes : d->by_category[c]);
     }
     ot_json_obj_end(j);
+    ot_json_u64(j, "imported_size_unknown", ot_imported_on(s, d).unsized);
     struct ot_pool_totals pt = ot_pools_of(s, d->ordinal);
     ot_json_obj(j, "pools");
     ot_json_u64(j, "count", pt.count);
@@ -467,6 +469,7 @@ int ot_report_json(FILE *f, const struct ot_analysis *a, const struct ot_report_
         ot_json_obj(j, "imported");
         ot_json_u64(j, "bytes", a->imported_bytes);
         ot_json_u64(j, "count", a->imported_count);
+        ot_json_u64(j, "size_unknown", a->imported_unsized);
         ot_json_obj_end(j);
     } else {
         ot_json_null(j, "live");

@@ -291,7 +291,16 @@ static void device_block(struct tx *t, const struct snap_device *d)
     for (size_t c = 1; c < d->ncat; c++) {
         if (!d->by_category[c])
             continue;
-        fprintf(o, "%s%s %s", sep, ot_category_name64(c), ot_fmt_bytes(b1, d->by_category[c]));
+        struct ot_imported m = {0, 0};
+        if (c == OT_CAT_IMPORTED && (m = ot_imported_on(s, d)).unsized) {
+            /* The tracer's one-byte stand-ins are no measured size: count them instead. */
+            fprintf(o, "%simported ", sep);
+            if (m.bytes)
+                fprintf(o, "%s + ", ot_fmt_bytes(b1, m.bytes));
+            fprintf(o, "%s allocation%s (size not known)", ot_fmt_count(b2, m.unsized), m.unsized == 1 ? "" : "s");
+        } else {
+            fprintf(o, "%s%s %s", sep, ot_category_name64(c), ot_fmt_bytes(b1, d->by_category[c]));
+        }
         sep = ", ";
     }
     fputc('\n', o);
@@ -348,10 +357,18 @@ static void devices(struct tx *t)
     fprintf(o, "Host pinned memory (page-locked host RAM, never in device totals): %s in %s allocation%s\n",
             ot_fmt_bytes(b1, a->host_pinned_bytes), ot_fmt_count(b2, a->host_pinned_count),
             a->host_pinned_count == 1 ? "" : "s");
+    uint64_t sized = a->imported_count - a->imported_unsized;
     if (a->imported_count)
-        fprintf(o, "Imported memory (another process's allocations mapped here, not counted): %s in %s allocation%s\n",
-                ot_fmt_bytes(b1, a->imported_bytes), ot_fmt_count(b2, a->imported_count),
-                a->imported_count == 1 ? "" : "s");
+        fputs("Imported memory (another process's allocations mapped here, not counted): ", o);
+    if (sized)
+        fprintf(o, "%s in %s allocation%s", ot_fmt_bytes(b1, a->imported_bytes), ot_fmt_count(b2, sized),
+                sized == 1 ? "" : "s");
+    if (a->imported_unsized)
+        fprintf(o, "%s%s%s whose size is not known (neither the driver nor a mapping gave it)", sized ? ", and " : "",
+                ot_fmt_count(b2, a->imported_unsized),
+                sized ? " more" : a->imported_unsized == 1 ? " allocation" : " allocations");
+    if (a->imported_count)
+        fputc('\n', o);
 }
 
 static void markers_before(struct tx *t, uint64_t seq, const char *what)
