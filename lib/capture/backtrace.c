@@ -20,6 +20,7 @@
 #include "capture/stacks.h"
 #include "capture/walker.h"
 #include "common/defs.h"
+#include "common/pages.h"
 #include "common/stage.h"
 
 static uintptr_t self_lo, self_hi;
@@ -41,7 +42,7 @@ static void walker_free(void *p)
 {
     walker_tls = NULL;
     walker_failed = 1;
-    munmap(p, sizeof(struct walker));
+    ot_unmap(p, sizeof(struct walker));
 }
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *data)

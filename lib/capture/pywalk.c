@@ -11,6 +11,7 @@
 #include "common/defs.h"
 #include "common/stage.h"
 #include "common/log.h"
+#include "common/pages.h"
 
 static int validated; /* one walk has confirmed the layout: plain loads from now on */
 uint64_t ot_py_stamp;
@@ -47,8 +48,8 @@ static void py_thread_free(void *p)
     ot_stack_hint = NULL; /* (it may name an entry unmapped below) */
     struct mcache *mc = ((struct py_thread *)p)->mc;
     if (mc && mc != MAP_FAILED)
-        munmap(mc, sizeof *mc); /* (MSETS x 2 entries of ~4 KB: 4 MB of address space, the pages used resident) */
-    munmap(p, sizeof(struct py_thread));
+        ot_unmap(mc, sizeof *mc); /* (MSETS x 2 entries of ~4 KB: 4 MB of address space, the pages used resident) */
+    ot_unmap(p, sizeof(struct py_thread));
 }
 
 static void py_key_make(void)

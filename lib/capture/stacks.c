@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "capture/stacks.h"
+#include "common/pages.h"
 #include "common/stage.h"
 
 struct entry {
@@ -61,7 +62,7 @@ static void *grow(void *p, size_t old_bytes, size_t new_bytes)
         return NULL;
     if (p) {
         memcpy(q, p, old_bytes);
-        munmap(p, old_bytes);
+        ot_unmap(p, old_bytes);
     }
     return q;
 }
@@ -78,7 +79,7 @@ static int rehash(uint64_t newcap)
         idx[i] = id;
     }
     if (index_)
-        munmap(index_, (index_mask + 1) * sizeof *index_);
+        ot_unmap(index_, (index_mask + 1) * sizeof *index_);
     index_ = idx;
     index_mask = newcap - 1;
     return 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/pages.h"
 #include "record/liveset.h"
 #include "record/rec.h"
 
@@ -23,7 +24,7 @@ static int resize(struct ot_liveset *s, uint64_t cap)
         if (s->slots[i].size)
             ot_live_put(&n, &s->slots[i]);
     if (s->slots)
-        munmap(s->slots, (s->mask + 1) * sizeof *s->slots);
+        ot_unmap(s->slots, (s->mask + 1) * sizeof *s->slots);
     *s = n;
     return 0;
 }
@@ -76,6 +77,6 @@ void ot_live_del_shift(struct ot_liveset *s, struct ot_rec *r)
 void ot_live_clear(struct ot_liveset *s)
 {
     if (s->slots)
-        munmap(s->slots, (s->mask + 1) * sizeof *s->slots);
+        ot_unmap(s->slots, (s->mask + 1) * sizeof *s->slots);
     memset(s, 0, sizeof *s);
 }

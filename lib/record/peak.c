@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/pages.h"
 #include "record/peak.h"
 #include "record/rec.h"
 
@@ -29,7 +30,7 @@ void ot_peak_retain(struct trace_device *d, const struct ot_rec *r)
         }
         if (d->retained) {
             memcpy(n, d->retained, d->nretained * sizeof *n);
-            munmap(d->retained, d->capretained * sizeof *n);
+            ot_unmap(d->retained, d->capretained * sizeof *n);
         }
         d->retained = n;
         d->capretained = nc;
@@ -40,6 +41,6 @@ void ot_peak_retain(struct trace_device *d, const struct ot_rec *r)
 void ot_peak_reset(struct trace_device *d)
 {
     if (d->retained)
-        munmap(d->retained, d->capretained * sizeof *d->retained);
+        ot_unmap(d->retained, d->capretained * sizeof *d->retained);
     memset(d, 0, sizeof *d);
 }

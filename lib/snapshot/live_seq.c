@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include "common/defs.h"
+#include "common/pages.h"
 #include "record/rec.h"
 #include "snapshot/writer.h"
 
@@ -68,7 +69,7 @@ static int sort_slots_by_seq(uint32_t *order, const uint64_t *seqs, uint64_t n, 
         for (uint64_t j = 0; j < range && k < n; j++)
             if (at[j])
                 order[k++] = at[j] - 1;
-        munmap(at, range * sizeof *at);
+        ot_unmap(at, range * sizeof *at);
         return dup || k != n ? -1 : 0;
     }
     struct seq_slot *a = scratch(2 * n * sizeof *a);
@@ -79,7 +80,7 @@ static int sort_slots_by_seq(uint32_t *order, const uint64_t *seqs, uint64_t n, 
     struct seq_slot *sorted = sort_by_seq(a, a + n, n, max_seq);
     for (uint64_t k = 0; k < n; k++)
         order[k] = (uint32_t)sorted[k].slot;
-    munmap(a, 2 * n * sizeof *a);
+    ot_unmap(a, 2 * n * sizeof *a);
     return 0;
 }
 
@@ -113,7 +114,7 @@ uint32_t ot_encode_live(struct ot_buf *b, uint64_t peak_shared[OT_MAX_DEVICES])
     }
     int ordered = seqs && k == n && sort_slots_by_seq(order, seqs, n, min_seq, max_seq) == 0;
     if (seqs)
-        munmap(seqs, n * sizeof *seqs);
+        ot_unmap(seqs, n * sizeof *seqs);
     /* Column by column (docs/FORMAT.md): a column that barely changes (device, category, api, tid)
      * compresses to almost nothing and at memory speed, where the same bytes interleaved record by
      * record cost zstd a match search each. */
@@ -123,7 +124,7 @@ uint32_t ot_encode_live(struct ot_buf *b, uint64_t peak_shared[OT_MAX_DEVICES])
     ot_buf_uv(b, n);
     if (!cols) {
         if (order)
-            munmap(order, n * sizeof *order);
+            ot_unmap(order, n * sizeof *order);
         for (uint64_t i = 0; l->slots && i <= l->mask; i++)
             if (l->slots[i].size)
                 ot_encode_rec(b, &l->slots[i]);
@@ -147,7 +148,7 @@ uint32_t ot_encode_live(struct ot_buf *b, uint64_t peak_shared[OT_MAX_DEVICES])
     }
     for (int c = 0; c < NCOL; c++)
         ot_buf_put(b, cols + c * cap, (size_t)(end[c] - (cols + c * cap)));
-    munmap(cols, NCOL * cap);
-    munmap(order, n * sizeof *order);
+    ot_unmap(cols, NCOL * cap);
+    ot_unmap(order, n * sizeof *order);
     return OT_SEC_LIVE_SEQ;
 }
