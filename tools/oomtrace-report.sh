@@ -242,7 +242,8 @@ report_run() {
         if [ -n "$d" ] && [ "$d" != "$rundir" ] && [ -d "$d" ]; then
             since=$(($(stat -c %Y -- "$note") - 1))
             n=$(find "$d" -maxdepth 1 -name 'oomtrace-*.oomt' -newermt "@$since" 2>/dev/null | while IFS= read -r f; do
-                [ -e "$rundir/${f##*/}" ] || ln -s -- "$f" "$rundir/${f##*/}" && echo x; done | grep -c x)
+                # Counted when linked here: a second process's note finds the first's files too, linked already.
+                if [ ! -e "$rundir/${f##*/}" ]; then ln -s -- "$f" "$rundir/${f##*/}" && echo x; fi; done | grep -c x)
             [ "$n" -gt 0 ] && linked=$((linked + n)) && elsewhere=$(printf '%s\n%s' "$elsewhere" "$d" | sed '/^$/d' | sort -u)
         fi
         rm -f -- "$note"

@@ -161,6 +161,13 @@ for case in "OOMTRACE_DIR=$work/own|$work/own" "-u OOMTRACE_DIR|$work/unset"; do
         grep -q "^oomtrace: gate --max-peak passed: peak 512 MiB" "$work/own.out" && grep -q "^Failed request: 700 MiB" "$work/own.out" ||
         fail "env ${case%%|*}: status $rc: $(grep '^oomtrace\|^==' "$work/own.out")"
 done
+# Walk 11, #7: two processes of the command write into its own directory: each file is counted once (the second
+# process's note finds the first's files too, already linked).
+rm -rf "$work/ownrun"
+run --dir "$work/ownrun" -- sh -c 'export OOMTRACE_DIR="$1"; "$0"; "$0"' "$door" "$work/own2" >"$work/own2.out" 2>&1
+grep -q "^== oomtrace: the command's processes wrote 4 snapshot(s) into $work/own2, not the run's directory" "$work/own2.out" &&
+    grep -q "^== oomtrace: 4 snapshot(s) from 2 process(es) in " "$work/own2.out" ||
+    fail "two processes into the command's own directory: $(grep '^oomtrace\|^==' "$work/own2.out")"
 # #13: a command that drops LD_PRELOAD (env -i, sudo, docker run) left no process that allocated with the library:
 # said so, not "_exit or killed by a signal".
 run --dir "$work/ei" --max-peak 1G -- env -i LD_LIBRARY_PATH="$LD_LIBRARY_PATH" FAKECUDA_CAPACITY=1G "$door" >"$work/ei.out" 2>&1
