@@ -9,11 +9,11 @@ work=$(mktemp -d /tmp/oomtrace-input.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # #9: a 1 GiB file that is no snapshot (a checkpoint, a core file) is refused by its first bytes, before it is
-# read: under a 512 MiB address-space limit the reader says "bad magic", not that it ran out of memory.
+# read: under a 512 MiB address-space limit the reader says it is no snapshot, not that it ran out of memory.
 truncate -s 1G "$work/sparse.oomt" || fail "truncate"
 out=$( (ulimit -v 524288 && "$READER" "$work/sparse.oomt") 2>&1)
 rc=$?
-[ "$rc" -eq 2 ] && [ "$out" = "oomtrace-read: $work/sparse.oomt: not an oomtrace snapshot (bad magic)" ] ||
+[ "$rc" -eq 2 ] && [ "$out" = "oomtrace-read: $work/sparse.oomt: not an oomtrace snapshot (its first bytes are not a snapshot's)" ] ||
     fail "a 1 GiB file that is no snapshot: status $rc: $out"
 
 # #17: -o - is standard output, never a file named "-".
@@ -24,6 +24,21 @@ oom=$(ls "$work"/snaps/*-oom.oomt | head -1)
 (cd "$work" && "$READER" -o - "$oom" >"$work/dash.out" 2>&1) || fail "-o -: $(cat "$work/dash.out")"
 [ -e "$work/-" ] && fail "-o - wrote a file named '-'"
 "$READER" "$oom" | cmp -s - "$work/dash.out" || fail "-o - is not the report on standard output: $(head -2 "$work/dash.out")"
+
+# Walk 11, #4: one of the reader's own reports passed back to it (or a checkpoint) is named, from a file and from
+# standard input, with the file to give instead.
+for fmt in json html markdown memviz text; do
+    "$READER" --format $fmt -o "$work/report.$fmt" "$oom" 2>/dev/null || fail "--format $fmt"
+    out=$("$READER" "$work/report.$fmt" 2>&1)
+    rc=$?
+    [ "$rc" -eq 2 ] && printf '%s\n' "$out" | grep -q "^oomtrace-read: $work/report.$fmt: not an oomtrace snapshot but, by its first bytes, .*: give the .oomt snapshot (oomtrace-\*.oomt in the run's directory)\$" ||
+        fail "a $fmt report read as a snapshot: status $rc: $out"
+done
+out=$("$READER" - <"$work/report.json" 2>&1)
+[ "$out" = "oomtrace-read: -: not an oomtrace snapshot but, by its first bytes, a JSON document (oomtrace-read --format json writes one): give the .oomt snapshot (oomtrace-*.oomt in the run's directory)" ] ||
+    fail "a JSON report on standard input: $out"
+printf 'PK\003\004rest' >"$work/model.pt"
+"$READER" "$work/model.pt" 2>&1 | grep -q "a zip archive (a torch.save checkpoint is one)" || fail "a checkpoint: $("$READER" "$work/model.pt" 2>&1)"
 
 # #9: a valid header followed by a stream that does not end is read up to a bound (--max-memory when given, else
 # the tracer's largest snapshot), then refused with one line, not until the machine runs out of memory.

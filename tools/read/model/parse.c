@@ -198,6 +198,35 @@ static void truncated(char errbuf[OT_ERRBUF], size_t len, uint64_t need, const c
              ", inside %s (a copy cut short or a full disk?; %s)", len, need, where, detail);
 }
 
+void ot_not_a_snapshot(const uint8_t *head, size_t n, char errbuf[OT_ERRBUF])
+{
+    /* The reports oomtrace-read writes, then what else users hand a tool that reads "a file from the run". */
+    static const struct {
+        const char *start;
+        size_t len;
+        const char *what;
+    } known[] = {
+        {"oomtrace", 8, "an oomtrace-read text report"},
+        {"## oomtr", 8, "an oomtrace-read markdown report"},
+        {"<!DOCTYP", 8, "an HTML page (oomtrace-read --format html writes one)"},
+        {"<html", 5, "an HTML page (oomtrace-read --format html writes one)"},
+        {"{", 1, "a JSON document (oomtrace-read --format json writes one)"},
+        {"\x80", 1, "a Python pickle (oomtrace-read --format memviz writes one)"},
+        {"PK\x03\x04", 4, "a zip archive (a torch.save checkpoint is one)"},
+        {"\x7f" "ELF", 4, "an ELF file (a program, a library or a core dump)"},
+        {"\x1f\x8b", 2, "a gzip file (decompress it first)"},
+        {"\x28\xb5\x2f\xfd", 4, "a zstd file (decompress it first)"},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (n >= known[i].len && memcmp(head, known[i].start, known[i].len) == 0) {
+            snprintf(errbuf, OT_ERRBUF,
+                     "not an oomtrace snapshot but, by its first bytes, %s: give the .oomt snapshot (oomtrace-*.oomt in the run's "
+                     "directory)", known[i].what);
+            return;
+        }
+    snprintf(errbuf, OT_ERRBUF, "not an oomtrace snapshot (its first bytes are not a snapshot's)");
+}
+
 int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, char errbuf[OT_ERRBUF])
 {
     memset(snap, 0, sizeof(*snap));
@@ -213,7 +242,7 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
         return -1;
     }
     if (len < OT_FILE_HEADER_SIZE || memcmp(buf, OT_MAGIC, 8) != 0) {
-        snprintf(errbuf, OT_ERRBUF, "not an oomtrace snapshot (bad magic)");
+        ot_not_a_snapshot(buf, len, errbuf);
         return -1;
     }
     snap->version_major = le16(buf + 8);
@@ -264,9 +293,8 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
         uint64_t payload_off = off + OT_SECTION_HEADER_SIZE;
         if (stored_len > len - payload_off) {
             char detail[160];
-            snprintf(detail, sizeof(detail),
-                     "section %u (%s) at offset %" PRIu64 " holds %" PRIu64 " of its %" PRIu64 " bytes", type,
-                     ot_section_name(type), off, (uint64_t)len - payload_off, stored_len);
+            snprintf(detail, sizeof(detail), "that part, from byte %" PRIu64 ", holds %" PRIu64 " of its %" PRIu64 " bytes",
+                     off, (uint64_t)len - payload_off, stored_len);
             truncated(errbuf, len, payload_off + stored_len, part_name(type), detail);
             rc = -1;
             break;

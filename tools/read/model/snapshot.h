@@ -237,6 +237,11 @@ size_t ot_read_budget_given(void); /* --max-memory's bytes, 0 when not given */
 /* Where a budget comes from, for error lines: "(32 x the file's size + 32 MiB; --max-memory SIZE raises it)". */
 const char *ot_read_budget_why(void);
 
+/* The line for a file whose first bytes are not a snapshot's, naming what it looks like where that is known
+ * (one of oomtrace-read's own reports passed back, a PyTorch checkpoint, a compressed file): head holds the
+ * file's first n bytes (8 are enough). */
+void ot_not_a_snapshot(const uint8_t *head, size_t n, char errbuf[OT_ERRBUF]);
+
 /* Parses buf[0..len) into *snap. Returns 0, or -1 with one line (no trailing newline) in errbuf, in
  * which case *snap holds nothing that needs freeing (ot_snapshot_free is still safe to call). */
 int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, char errbuf[OT_ERRBUF]);

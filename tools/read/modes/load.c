@@ -70,7 +70,7 @@ int ot_read_file(const char *path, bool regular_only, uint8_t **out, size_t *len
         goto fail;
     }
     if ((size_t)m == sizeof(magic) && memcmp(magic, OT_MAGIC, sizeof(magic)) != 0) {
-        snprintf(err, OT_ERRBUF, "not an oomtrace snapshot (bad magic)");
+        ot_not_a_snapshot(magic, sizeof(magic), err);
         goto fail;
     }
     if ((unsigned long long)st.st_size > OT_LOAD_MAX_BYTES) {
