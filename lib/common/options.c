@@ -282,6 +282,9 @@ void ot_options_load(void)
             ot_log("%s=\"%.64s\" is %s its %s, %s; using the default \"%s\"", o->name, v,
                    n < o->lo ? "below" : "above", n < o->lo ? "minimum" : "maximum", bound, o->def);
             apply(o, o->def);
+        } else if (rc != 0 && !*o->def) { /* OOMTRACE_SIGNAL: the default is none, not "" */
+            ot_log("invalid %s=\"%.64s\"; ignored, as if unset", o->name, v);
+            apply(o, o->def);
         } else if (rc != 0) {
             ot_log("invalid %s=\"%.64s\"; using the default \"%s\"", o->name, v, o->def);
             apply(o, o->def);

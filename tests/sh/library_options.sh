@@ -81,6 +81,10 @@ for case in 'OOMTRACE_RING=1K|OOMTRACE_RING="1K" is below its minimum, 4K; using
         LD_PRELOAD="$PWD/build/liboomtrace.so" build/tests/door_linked >/dev/null 2>"$work/err"
     [ "$(cat "$work/err")" = "oomtrace: ${case#*|}" ] || fail "${case%%|*}: $(cat "$work/err")"
 done
+# Walk 11, #6: a variable whose default is none (OOMTRACE_SIGNAL) says it is ignored, not 'using the default ""'.
+env OOMTRACE_SIGNAL=FOO LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$work/d6" OOMTRACE_DUMP=none \
+    LD_PRELOAD="$PWD/build/liboomtrace.so" build/tests/door_linked >/dev/null 2>"$work/err"
+[ "$(cat "$work/err")" = 'oomtrace: invalid OOMTRACE_SIGNAL="FOO"; ignored, as if unset' ] || fail "OOMTRACE_SIGNAL=FOO: $(cat "$work/err")"
 # Walk 8, #8: an empty value is the variable unset, for every variable, silently (a CI template's
 # OOMTRACE_RING=${RING} with RING unset): no line, the default kept.
 for v in DISABLE RING DIR DUMP SIGNAL DEPTH PYTHON FLUSH_MS MAX_SNAPSHOTS MAX_BYTES QUIET FRAMEWORKS TSC; do
