@@ -30,7 +30,13 @@
  *
  * A SIGKILL cannot be caught and passed on: CMD is made to get SIGTERM when this process dies
  * (PR_SET_PDEATHSIG, kept across CMD's exec, not inherited by CMD's own children), so a launcher killed
- * outright does not leave CMD running orphaned. */
+ * outright does not leave CMD running orphaned.
+ *
+ * Its command line, as ps and pgrep -f read it, is rewritten to "oomtrace run -- CMD [ARG]..." (and its name
+ * to "oomtrace"): a user looks for the launcher as they started it (pgrep -f "oomtrace run", walk 10, #2),
+ * not for this program's internal arguments. The witness's is rewritten to "oomtrace-watch", so that a
+ * pkill -f "oomtrace run" reaches the launcher alone: a signal the witness got too would be taken for one
+ * sent to the whole group, and not passed on. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -67,11 +73,54 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The command line's bytes (argv's strings, one after the other), which /proc/PID/cmdline shows. */
+static char *title_at;
+static size_t title_len;
+static char **kept; /* keep_args's copy, held till the end (reachable, for LeakSanitizer) */
+
+/* A copy of argv that the rewriting of its bytes leaves alone; title_at set when its strings are contiguous. */
+static char **keep_args(int argc, char **argv)
+{
+    char **copy = kept = calloc((size_t)argc + 1, sizeof *copy);
+    if (!copy)
+        return argv;
+    char *next = argv[0];
+    int contiguous = 1;
+    for (int k = 0; k < argc; k++) {
+        if (!(copy[k] = strdup(argv[k])))
+            return argv;
+        contiguous = contiguous && argv[k] == next;
+        next = argv[k] + strlen(argv[k]) + 1;
+    }
+    if (contiguous && argc > 0) {
+        title_at = argv[0];
+        title_len = (size_t)(next - argv[0]);
+    }
+    return copy;
+}
+
+/* The command line becomes WORDS (NULL-ended), as far as its bytes go; the rest is zeroed. */
+static void set_title(const char *const *words)
+{
+    if (!title_at || title_len < 2)
+        return;
+    memset(title_at, 0, title_len);
+    size_t at = 0;
+    for (int k = 0; words[k] && at + 1 < title_len; k++) {
+        size_t n = strlen(words[k]);
+        if (n > title_len - 1 - at)
+            n = title_len - 1 - at;
+        memcpy(title_at + at, words[k], n);
+        at += n + 1;
+    }
+}
+
 /* The witness: takes the signals in SET (blocked here, as inherited) and writes each, with its sender, to FD.
  * It holds nothing else open, so that a pipe the launcher writes to is not kept open by it. */
 static void witness(const sigset_t *set, int fd)
 {
     prctl(PR_SET_NAME, "oomtrace-watch");
+    set_title((const char *const[]){"oomtrace-watch", NULL});
     if (fd != 3) {
         dup2(fd, 3);
         fd = 3;
@@ -124,6 +173,7 @@ static int usage(const char *why)
 
 int main(int argc, char **argv)
 {
+    argv = keep_args(argc, argv);
     int i = 1;
     int first_env = 0, nenv = 0;
     while (i < argc && strcmp(argv[i], "--env") == 0 && i + 1 < argc && strchr(argv[i + 1], '=')) {
@@ -143,6 +193,18 @@ int main(int argc, char **argv)
     if (i >= argc || strcmp(argv[i], "--") != 0 || i + 1 >= argc)
         return usage("-- CMD missing");
     char **cmd = argv + i + 1;
+    {
+        int ncmd = argc - i - 1;
+        const char **title = calloc((size_t)ncmd + 3, sizeof *title);
+        if (title) {
+            title[0] = "oomtrace run";
+            title[1] = "--";
+            memcpy(title + 2, cmd, (size_t)ncmd * sizeof *title);
+            set_title(title);
+            free(title);
+        }
+        prctl(PR_SET_NAME, "oomtrace");
+    }
 
     /* The signals to pass on (those not ignored) and SIGCHLD are blocked before the forks and read from a
      * signalfd: one that arrives before CMD's pid is known is passed on then, never lost and never fatal to

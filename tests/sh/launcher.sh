@@ -85,6 +85,31 @@ for s in TERM:15 HUP:1; do
     grep -q "Failed request: 700 MiB" "$work/sig.out" || fail "SIG$s: no report after the command ended: $(tail -3 "$work/sig.out")"
 done
 
+# Walk 10, #2: the launcher is found as it was started. Its command line reads "oomtrace run -- CMD ..." (not
+# oomtrace-supervise's internal arguments), pgrep -f "oomtrace run" finds it, and its witness (oomtrace-watch)
+# does not match: a pkill -f of the launcher's line passes the signal on to the command, once.
+rm -f "$work/cmd.pid"
+tag=29.$$ # a sleep no other test's launcher runs
+"$prefix/bin/oomtrace" run --dir "$work/pg" -- sh -c 'echo $$ >"$0"; exec sleep "$1"' "$work/cmd.pid" "$tag" \
+    >"$work/pg.out" 2>&1 &
+launcher=$!
+wait_for_sleep "pgrep"
+args=$(ps -o args= -p "$launcher")
+case $args in
+"oomtrace run -- sh -c "*" $work/cmd.pid $tag") ;;
+*) kill "$launcher"; fail "the launcher's command line is '$args', not 'oomtrace run -- sh -c …'" ;;
+esac
+pgrep -f "oomtrace run" | grep -qx "$launcher" || { kill "$launcher"; fail "pgrep -f 'oomtrace run' does not find the launcher"; }
+[ "$(pgrep -f "oomtrace run -- sh -c .* $tag\$" | tr '\n' ' ')" = "$launcher " ] ||
+    { kill "$launcher"; fail "pgrep -f finds more than the launcher: $(pgrep -af "$tag")"; }
+[ "$(pgrep -x -P "$launcher" oomtrace-watch | wc -l)" -eq 1 ] || { kill "$launcher"; fail "no witness beside the launcher"; }
+pkill -TERM -f "oomtrace run -- sh -c .* $tag\$"
+wait "$launcher"
+rc=$?
+[ "$rc" -eq 143 ] || fail "pkill -f of the launcher: status $rc, want the command's 143"
+[ "$(grep -c "^oomtrace: SIGTERM passed on to sh" "$work/pg.out")" -eq 1 ] ||
+    fail "pkill -f of the launcher: the signal was not passed on once: $(head -3 "$work/pg.out")"
+
 # A SIGKILL to the launcher cannot be passed on: the command gets SIGTERM (its parent-death signal) rather
 # than running on orphaned with its device memory held.
 rm -f "$work/cmd.pid"
