@@ -46,6 +46,16 @@ cp "$oom" "$work/runs/run-20261201T110000Z-2/"
 grep -q "holds 2 run directories of oomtrace run: read one, e.g. the latest, $work/runs/run-20261201T110000Z-2\$" \
     "$work/runs.err" || fail "directory of run directories: $(cat "$work/runs.err")"
 [ "$(wc -l <"$work/runs.err")" -eq 1 ] || fail "directory of run directories: more than one line"
+grep -q "no \*.oomt snapshot in the directory itself (its subdirectories are not read), which holds" "$work/runs.err" ||
+    fail "directory of run directories: the line does not say why: $(cat "$work/runs.err")"
+# Walk 10, #20: the docs say what a directory means (its own files, not its subdirectories) and what reading
+# a directory of run directories does (exit 2, one line naming the latest).
+"$READER" --help | tr '\n' ' ' | grep -q "DIR's own files, not its subdirectories. A DIR that oomtrace run --dir filled holds run-\* directories, one per run, and no snapshot of its own: it is refused (exit 2) with one line" ||
+    fail "--help does not say what a directory of run directories does"
+grep -q "Only the directory's own files are read, not its subdirectories" docs/man/oomtrace-read.1 ||
+    fail "the man page does not say what a directory of run directories does"
+grep -q "^A directory is read whole, its own \`\*.oomt\` files only, not its subdirectories." README.md ||
+    fail "README does not say what a directory of run directories does"
 "$READER" --baseline "$work/runs" --max-growth 5 "$oom" >/dev/null 2>"$work/runs_gate.err"
 [ $? -eq 2 ] || fail "baseline directory of run directories: status"
 grep -q "holds 2 run directories" "$work/runs_gate.err" || fail "baseline: $(cat "$work/runs_gate.err")"

@@ -271,7 +271,8 @@ void ot_no_snapshot_msg(const char *dir, char errbuf[OT_ERRBUF])
     }
     size_t dl = strlen(dir);
     snprintf(errbuf, OT_ERRBUF,
-             "no *.oomt snapshot in the directory, which holds %zu run director%s of oomtrace run: read one, "
+             "no *.oomt snapshot in the directory itself (its subdirectories are not read), which holds %zu run "
+             "director%s of oomtrace run: read one, "
              "e.g. the latest, %.*s/%s",
              runs, runs == 1 ? "y" : "ies", (int)(dl && dir[dl - 1] == '/' ? dl - 1 : dl), dir, latest);
 }
