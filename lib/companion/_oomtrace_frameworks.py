@@ -150,7 +150,7 @@ class Torch:
         if self.observer:
             return
         # The observer list exists once torch set up CUDA; attaching earlier would be lost. Before that,
-        # torch's own queue of calls made when CUDA is set up (torch.cuda._lazy_call, what its manual_seed
+        # torch's own queue of calls made when CUDA is set up (torch.cuda._queued_calls, what its manual_seed
         # uses) attaches it: after torch's CUDA init and before the allocation that set CUDA up runs, so
         # that a program whose first allocation fails, or is refused inside the pool (a memory fraction), is
         # seen. Waiting for the next scan instead missed those: they come at most once a second.
@@ -160,14 +160,19 @@ class Torch:
         self.attach_observer()
 
     def attach_at_init(self):
+        """Appends to the queue itself, never through torch.cuda._lazy_call: that takes torch's CUDA
+        initialization lock (torch 2.x), which torch holds when this runs from the companion's pending call
+        right after torch._C._cuda_init() (the runtime's driver lookups start the companion there), and the
+        program hung (run H on the H200). A list append takes no lock. The queue's entries are (callable,
+        the caller's stack lines), which torch prints only when the callable raises; this one never does:
+        an exception there would fail the program's CUDA setup."""
         if self.queued:
             return
         self.queued = True
-        lazy_call = getattr(self.cuda, "_lazy_call", None)
-        if lazy_call is not None:
-            # Called inside torch's _lazy_init, where an exception would fail the program's CUDA setup:
-            # guarded, it never raises.
-            lazy_call(self.comp.guard("torch OOM observer at CUDA setup", self.at_cuda_init))
+        queue = getattr(self.cuda, "_queued_calls", None)
+        if isinstance(queue, list) and all(isinstance(q, tuple) and len(q) == 2 for q in queue):
+            queue.append((self.comp.guard("torch OOM observer at CUDA setup", self.at_cuda_init),
+                          ["oomtrace: torch's OOM observer, attached when CUDA is set up\n"]))
 
     def at_cuda_init(self):
         # torch.cuda.is_initialized() is still False in its queued calls, though its allocator is set up.

@@ -100,9 +100,12 @@ def pool_first():
     lookup.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64,
                        ctypes.c_void_p]
     fn = ctypes.c_void_p()
-    print("lookup", lookup(b"cuMemAlloc", ctypes.byref(fn), 12000, 0, None))
-    settle()
-    torch.lazy_init()  # what the first tensor on the device does before its allocation
+
+    def cuda_init():  # torch._C._cuda_init(): the runtime starts and looks its driver functions up
+        print("lookup", lookup(b"cuMemAlloc", ctypes.byref(fn), 12000, 0, None))
+        settle()  # Python code inside torch's _lazy_init, under its lock: the companion's pending call runs here
+
+    torch.lazy_init(cuda_init)  # what the first tensor on the device does before its allocation
     for fn in torch.observers:  # the pool's refusal: the observer, then the OutOfMemoryError raised
         fn(0, 4 << 30, 0, 900 * MiB)
     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB. 40.00 MiB allowed")

@@ -1,6 +1,7 @@
 """Stand-in framework modules for the companion's tests (no GPU here): objects shaped like the parts of
 torch and cupy that lib/companion/_oomtrace_frameworks.py reads, with the figures a test then looks for in
 the snapshot. Built from the shapes recorded on the GPU machine (docs: shared notes, framework layer)."""
+import threading
 import types
 
 MiB = 1 << 20
@@ -127,26 +128,44 @@ def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True
 
     memory = types.SimpleNamespace(_snapshot=snapshot_fn, _record_memory_history=lambda **kw: None)
     props = types.SimpleNamespace(total_memory=1 << 30)
-    torch.queued = []  # torch.cuda._queued_calls: run by torch.lazy_init() (torch.cuda._lazy_init)
+    torch.queued = []  # torch.cuda._queued_calls, run by torch.lazy_init() (torch.cuda._lazy_init)
+    init_lock, tls = threading.Lock(), threading.local()
 
     def lazy_call(fn, **kwargs):
-        if torch.cuda.is_initialized():
-            fn()
-        else:
-            torch.queued.append(fn)
+        # torch 2.x takes its initialization lock here, which _lazy_init holds while it sets CUDA up: called
+        # from inside, it would wait forever (a second's wait stands for that here).
+        if not init_lock.acquire(timeout=1):
+            raise RuntimeError("fake torch: _lazy_call deadlocked inside _lazy_init")
+        try:
+            if torch.cuda.is_initialized():
+                fn()
+            else:
+                torch.queued.append((fn, []))
+        finally:
+            init_lock.release()
 
-    def lazy_init():  # torch's order: CUDA set up, the queued calls (still "not initialized"), then the flag
-        for fn in torch.queued:
-            fn()
-        torch.queued.clear()
-        torch.cuda.is_initialized = lambda: True
+    def lazy_init(cuda_init=None):
+        """torch's order: under its lock, CUDA set up (cuda_init() stands for torch._C._cuda_init(), whose
+        driver lookups may start the companion, and Python code right after, where its pending call runs),
+        then the queued calls (torch still says it is not initialized), then the flag."""
+        with init_lock:
+            if cuda_init is not None:
+                cuda_init()
+            tls.is_initializing = True
+            try:
+                for fn, _stack in torch.queued:
+                    fn()
+            finally:
+                del tls.is_initializing
+            torch.queued.clear()
+            torch.cuda.is_initialized = lambda: True
 
     torch.lazy_init = lazy_init
     torch.cuda = types.SimpleNamespace(
         is_initialized=lambda: initialized, memory=memory, memory_stats=memory_stats,
         current_device=lambda: 0, get_device_properties=lambda d: props,
         get_per_process_memory_fraction=lambda d=None: fraction,
-        get_allocator_backend=lambda: backend, _lazy_call=lazy_call)
+        get_allocator_backend=lambda: backend, _lazy_call=lazy_call, _queued_calls=torch.queued, _tls=tls)
     return torch
 
 

@@ -114,6 +114,15 @@ t.lazy_init()
 expect(len(t.observers) == 1 and c.attached["torch"].observer_attached, "attached at CUDA's setup")
 run_with({"torch": t}, c.scan)
 expect(len(t.observers) == 1 and not t.queued, "attached once")
+# The companion's first scan inside torch's _lazy_init, under its lock (its pending call right after
+# torch._C._cuda_init()): queued without taking the lock, and run by the same _lazy_init.
+clear_modules()
+c, lib = companion()
+t = fakefw.fake_torch(initialized=False)
+t0 = time.monotonic()
+t.lazy_init(lambda: run_with({"torch": t}, c.scan))
+expect(time.monotonic() - t0 < 0.5 and len(t.observers) == 1, "scanned inside torch's CUDA setup: attached there, "
+       "without waiting on its lock (%.1f s, %d observers)" % (time.monotonic() - t0, len(t.observers)))
 # A queued call that fails inside torch's setup never raises into it.
 clear_modules()
 c, lib = companion()
@@ -561,6 +570,8 @@ if real_torch is not None:
     expect(not real_torch.cuda.is_initialized(), "the companion never initializes CUDA")
     queued = [q for q in getattr(real_torch.cuda, "_queued_calls", [])
               if getattr(q[0], "__qualname__", "").startswith("Companion.guard.")]
+    expect(all(isinstance(q, tuple) and len(q) == 2 for q in real_torch.cuda._queued_calls),
+           "real torch's queue entries are (callable, stack lines)")
     expect(len(queued) == 1, "the observer queued for real torch's CUDA setup: %r" % queued)
     r = records(lib.states[-1])
     expect(r[0]["kind"] == "INFO" and r[0]["version"] == real_torch.__version__, "real torch INFO")
