@@ -6,7 +6,8 @@
 #                 the remedy blamed the validation pass's size).
 #   validfree.py  the same validation pass frees all it takes: no leak statement.
 #   warmup.py     grows 30 MiB a step for 10 steps, then stays flat; a large request fails at step 20: a
-#                 warm-up, not "a suspected leak ... rose in 10 of 20" (#7).
+#                 warm-up, not "a suspected leak ... rose in 10 of 20" (#7); as warmup3.py, at step 13 (3
+#                 flat steps: walk 10, #10).
 #   slowleak.py   keeps 4 MiB in about 60% of the steps, spread out: still a leak.
 #   project.py    4 MiB kept a step, each step also needs 100 MiB at its height (or every 10th step a 300 MiB
 #                 validation pass); a snapshot at step 60, then on to the OOM: the projected steps are the ones
@@ -74,6 +75,10 @@ assert not scratch(900)
 PY
 traced warmup
 hasnt warmup-oom "a warm-up called a leak" 'suspected leak|Live memory grew'
+# The same warm-up with only 3 flat steps before the failure (walk 10, #10: "rose in 10 of 13 steps").
+sed 's/range(20)/range(13)/; s/step 20/step 13/' "$T/warmup.py" >"$T/warmup3.py"
+traced warmup3
+hasnt warmup3-oom "a warm-up with 3 flat steps called a leak" 'suspected leak|Live memory grew'
 
 cat >"$T/slowleak.py" <<'PY'
 import random
@@ -164,5 +169,5 @@ sed 's/keep(losses, 2)/keep(losses, 1)/; s/keep(grads, 6)/keep(grads, 2)/; s/not
 traced twodrop OOMTRACE_RING=4K
 has twodrop-oom "the remedy's total over the events kept, beside what the site holds" 'Live memory grew by 3\.00 MiB per step over [0-9]+ steps \([0-9]+ MiB in all over the events the ring kept, its first [0-9,]+ dropped; the growing sites above kept [0-9]+ MiB of it, and the largest holds [45][0-9]{2} MiB at the failure\)'
 
-[ "$failed" -eq 0 ] && echo "leak_shapes: ok (8 programs)"
+[ "$failed" -eq 0 ] && echo "leak_shapes: ok (9 programs)"
 exit "$failed"
