@@ -20,10 +20,12 @@ UNITS = {"": 1, "b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 
 
 def _request_from_text(text):
     """The bytes a framework's OOM message says it tried to allocate: CuPy "allocating 1,024 bytes", JAX
-    "trying to allocate 1.00GiB" (rounded by JAX to two decimals), PyTorch "Tried to allocate 2.00 GiB";
-    0 when the text does not say."""
+    "trying to allocate 1.00GiB" (rounded by JAX to two decimals), PyTorch "Tried to allocate 2.00 GiB", and
+    PyTorch's cudaMallocAsync backend "Requested               : 8.00 GiB" (its only way to say it: that
+    backend has no OOM observer); 0 when the text does not say."""
     import re
-    m = re.search(r"allocat\w*\s+([\d][\d,]*(?:\.\d+)?)\s*(bytes|[KMGT]i?B|B)?\b", text, re.I)
+    m = re.search(r"(?:allocat\w*\s+|\brequested\s*:\s*)([\d][\d,]*(?:\.\d+)?)\s*(bytes|[KMGT]i?B|B)?\b", text,
+                  re.I)
     if not m:
         return 0
     try:
@@ -413,7 +415,8 @@ class Torch:
                 items.append((key, parsed.get(key, parsed.get(key + "_mb"))))
         items.append(("PYTORCH_CUDA_ALLOC_CONF", str(conf.get("PYTORCH_CUDA_ALLOC_CONF", env))))
         frac = self.fraction(devices[0]) if devices else None
-        if frac is not None:
+        # cudaMallocAsync answers ~1.2e8 when no fraction was set (torch 2.11, run H2): no fraction at all.
+        if frac is not None and 0.0 < frac <= 1.0:
             items.append(("per_process_memory_fraction", repr(frac)))
         return items
 

@@ -55,6 +55,10 @@ expect(F._request_from_text("no number here") == 0, "no request: 0")
 expect(F._request_from_text("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.00GiB with allocator "
                             "GPU_0_bfc on device 0.") == 1 << 30, "JAX request with a unit")
 expect(F._device_from_text("allocator GPU_1_bfc on device 1.") == 1, "device from the text")
+# PyTorch 2.11's cudaMallocAsync backend (run H2 on the H200): its size is on the "Requested" line only.
+expect(F._request_from_text("Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently "
+                            "allocated     : 136.00 GiB\nRequested               : 8.00 GiB\nDevice limit     "
+                            "       : 139.80 GiB") == 8 << 30, "cudaMallocAsync's request parsed")
 
 # 2. The stand-in torch: attach, observer, collection.
 clear_modules()
@@ -146,6 +150,16 @@ t = fakefw.fake_torch(observer=False)
 run_with({"torch": t}, c.scan)
 c.refresh("api")
 expect("SEGMENTS" in [x["kind"] for x in records(lib.states[-1])], "no observer: state still collected")
+
+# cudaMallocAsync's answer when no fraction was set (~1.2e8 on torch 2.11) is no fraction; a set one is kept.
+for frac, want in ((122888273.8, None), (0.01, "0.01")):
+    clear_modules()
+    c, lib = companion()
+    t = fakefw.fake_torch(fraction=frac, backend="cudaMallocAsync", observer="refuses")
+    run_with({"torch": t}, c.scan)
+    c.refresh("api")
+    st = [x for x in records(lib.states[-1]) if x["kind"] == "SETTINGS"][0]["settings"]
+    expect(st.get("per_process_memory_fraction") == want, "fraction %r in the settings: %r" % (frac, st))
 
 # An observer that refuses to attach (PyTorch's cudaMallocAsync backend): torch is still recorded, and its
 # OutOfMemoryError, where it is seen, writes the fatal snapshot with the state collected then.
