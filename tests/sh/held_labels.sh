@@ -4,7 +4,8 @@
 # the weights alone are live at the failure. The weights are one row, "oldpeak.py:9 in <module>", with their
 # bytes at the failure and at the peak, not the helper's line at the failure beside the caller's at the peak.
 # Its "export" after the steps is a phase of another kind, not a step given a larger input, and its peak (the
-# workspace) came long before the failure, which the peak's statements say.
+# workspace) came long before the failure, which the peak's statements say. With native stacks only, the rows
+# are named by the sites' headlines (walk 11, #8).
 set -u
 cd "$(dirname "$0")/../.."
 NAME=held_labels
@@ -57,5 +58,15 @@ grep -Eq 'Most of the peak came from one call site: 650 MiB of the 950 MiB peak 
     { echo "held_labels: FAIL: the peak's site read as the failure's: $(grep -F 'Most of the peak came' "$T/r.txt")"; failed=1; }
 grep -Fq 'up to the peak (seq 3); that peak came before the failure, which found only 300 MiB live on the device.' "$T/r.txt" ||
     { echo "held_labels: FAIL: the peak's phase read as the failure's: $(grep -F 'Most of the peak was' "$T/r.txt")"; failed=1; }
+# Walk 11, #8: stacks native only (OOMTRACE_PYTHON=0, or a Python whose frames the tracer cannot read): the row is
+# named as the site table names the site, by its headline (ctypes' ffi_call), not "(unknown stack)".
+mkdir "$T/np"
+env LD_LIBRARY_PATH="$ROOT/build/fake" FAKECUDA_CAPACITY=1G FAKECUDA_OTHER_USED=0 OOMTRACE_DIR="$T/np" OOMTRACE_QUIET=1 \
+    OOMTRACE_PYTHON=0 LD_PRELOAD="$LIB" python3 "$T/oldpeak.py" >"$T/programs.log" 2>&1
+"$READER" "$T"/np/*.oomt >"$T/np.txt" 2>&1 || { echo "held_labels: FAIL: exit $? reading the native-only snapshot"; exit 1; }
+head=$(sed -n 's/^   1\. .* of peak: \(.*\) (stack [0-9]*)$/\1/p' "$T/np.txt" | head -1)
+sed -n '/^What held the memory/,/^$/p' "$T/np.txt" >"$T/held.txt"
+[ -n "$head" ] && grep -Fq "      $head " "$T/held.txt" && ! grep -q "unknown stack" "$T/held.txt" ||
+    { echo "held_labels: FAIL: native-only stacks: no row named '$head':"; cat "$T/held.txt"; failed=1; }
 [ "$failed" -eq 0 ] && echo "held_labels: ok"
 exit "$failed"

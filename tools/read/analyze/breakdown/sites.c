@@ -61,6 +61,11 @@ static void chain_of(const struct ot_analysis *a, uint64_t stack_id, struct site
             continue;
         c->f[c->n++] = w.f;
     }
+    /* A stack with no frame of the program's own and only plumbing past its headline (a Python whose frames
+     * the tracer cannot read: ctypes' "ffi_call (libffi.so.8)", then the interpreter) is named by its
+     * headline, as the site table names it, not "(unknown stack)" (walk 11, #8). */
+    if (!c->n && si.head)
+        c->f[c->n++] = si.head;
 }
 
 struct site_label {
