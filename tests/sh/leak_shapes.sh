@@ -14,6 +14,11 @@
 #                 the program ran (#3: 19% and 2x too long), in steps also where "valid N" markers come between.
 #   twoleak.py    two sites keep 6 and 2 MiB a step: both are named, the larger first (#10d); as twodrop.py,
 #                 with a 4K ring that dropped most events, the remedy says its total is over the events kept.
+#   manyvalid.py, manysteps.py, manyfinal.py  past 1,024 markers (the labels the MARKERS section keeps): the
+#                 labels come from the ring's marker events, so the statements still name the kind ("valid N"),
+#                 count steps (1,2xx of them, with the separator), and compare a phase with the step before it,
+#                 never with a marker known only by its seq (walk 11, #3).
+#   early.py      most of the peak allocated before the first marker: said so, not "one marked phase" (#9).
 set -u
 cd "$(dirname "$0")/../.."
 NAME=leak_shapes
@@ -169,5 +174,75 @@ sed 's/keep(losses, 2)/keep(losses, 1)/; s/keep(grads, 6)/keep(grads, 2)/; s/not
 traced twodrop OOMTRACE_RING=4K
 has twodrop-oom "the remedy's total over the events kept, beside what the site holds" 'Live memory grew by 3\.00 MiB per step over [0-9]+ steps \([0-9]+ MiB in all over the events the ring kept, its first [0-9,]+ dropped; the growing sites above kept [0-9]+ MiB of it, and the largest holds [45][0-9]{2} MiB at the failure\)'
 
-[ "$failed" -eq 0 ] && echo "leak_shapes: ok (9 programs)"
+cat >"$T/manyvalid.py" <<'PY'
+from steps import keep, mark, scratch
+weights = []
+assert keep(weights, 100)
+outputs = []
+step = 0
+while True:
+    mark(b"step %d" % step)
+    if not scratch(20):
+        raise SystemExit(1)
+    step += 1
+    if step % 10 == 0:
+        mark(b"valid %d" % (step // 10))
+        if not keep(outputs, 8):
+            raise SystemExit(1)
+PY
+traced manyvalid
+has manyvalid-oom "the kind named past 1,024 markers" 'One call site grew after each marker "valid N" \(a suspected leak\): its live allocations on device 0 rose in 1[0-9]{2} of the 1[0-9]{2} intervals such a marker began and never fell, from 0 allocations \(0 B\) at marker "valid 1" \(seq [0-9]+\)'
+has manyvalid-oom "the remedy names the kind" 'Live memory grew by 8\.00 MiB after each marker "valid N", over 1[0-9]{2} of them'
+hasnt manyvalid-oom "a marker known only by its seq" 'marker at seq'
+
+cat >"$T/manysteps.py" <<'PY'
+from steps import keep, mark, scratch
+kept = []
+step = 0
+while True:
+    mark(b"step %d" % step)
+    if not scratch(10) or not keep(kept, 1):
+        raise SystemExit(1)
+    step += 1
+PY
+traced manysteps FAKECUDA_CAPACITY=1300M
+has manysteps-oom "steps, from the kept labels, with the separator" 'One call site grew across steps \(a suspected leak\): its live allocations on device 0 rose in 1,2[0-9]{2} of 1,2[0-9]{2} steps and never fell, from 0 allocations \(0 B\) at marker "step 0" \(seq 1\)'
+has manysteps-oom "the remedy per step" 'Live memory grew by 1\.00 MiB per step over 1,2[0-9]{2} steps'
+hasnt manysteps-oom "a marker known only by its seq" 'marker at seq'
+
+cat >"$T/manyfinal.py" <<'PY'
+from drv import try_alloc
+from steps import keep, mark, scratch
+weights = []
+assert keep(weights, 200)
+for step in range(1100):
+    mark(b"step %d" % step)
+    assert scratch(50)
+mark(b"final")
+rc, _ = try_alloc(900 << 20)
+assert rc == 2
+PY
+traced manyfinal
+has manyfinal-oom "a phase compared with the step before it" 'The phase under way at the failure asked for 18\.0x the interval of another kind before it: after marker "final" \(seq [0-9]+\) .* where after marker "step 1099" \(seq [0-9]+\) it rose by 50\.0 MiB at most'
+hasnt manyfinal-oom "a marker known only by its seq" 'marker at seq'
+has manyfinal-oom "the weights before the first marker the tracer kept, with the labels it dropped" 'Most of the peak was allocated before the first kept marker: 200 MiB of the 250 MiB peak on device 0 \(80\.0%, 1 allocation\) was allocated before marker "step [0-9]+" \(seq [0-9]+\), the first of the latest 1,024 markers the tracer keeps apart from its event ring'
+
+# Walk 11, #9: with every marker kept, the weights allocated before the first are not "a marked phase", nor
+# before the first "kept" marker.
+cat >"$T/early.py" <<'PY'
+from drv import try_alloc
+from steps import keep, mark, scratch
+weights = []
+assert keep(weights, 600)
+for step in range(20):
+    mark(b"step %d" % step)
+    assert scratch(50)
+rc, _ = try_alloc(900 << 20)
+assert rc == 2
+PY
+traced early
+has early-oom "before the first marker" 'Most of the peak was allocated before the first marker: 600 MiB of the 650 MiB peak on device 0 \(92\.3%, 1 allocation\) was allocated before marker "step 0" \(seq [0-9]+\)\.'
+hasnt early-oom "a marked phase, or a kept marker where none was dropped" 'one marked phase|first kept marker'
+
+[ "$failed" -eq 0 ] && echo "leak_shapes: ok (13 programs)"
 exit "$failed"

@@ -233,6 +233,7 @@ int ot_analysis_build(struct ot_analysis *a, const struct ot_snapshot *s, struct
     a->sym = *sym;
     if (ot_events_scan(s, &a->ev, errbuf) < 0)
         return -1;
+    ot_marker_labels_build(&a->marker_labels, s, &a->ev);
     if (add_peak_views(a) < 0 || add_live(a) < 0) {
         snprintf(errbuf, OT_ERRBUF, "out of memory while grouping allocations");
         return -1;
@@ -288,5 +289,6 @@ void ot_analysis_release(struct ot_analysis *a)
     ot_sites_free(&a->at_failure);
     ot_sites_free(&a->live);
     ot_notes_free(&a->notes);
+    ot_marker_labels_free(&a->marker_labels);
     memset(a, 0, sizeof(*a));
 }

@@ -27,11 +27,21 @@ struct ot_pool_totals {
     uint64_t reserved_bytes, used_bytes;
 };
 
+/* The labels of the ring's markers that MARKERS does not list (marker_labels.c), by seq. */
+struct ot_marker_labels {
+    size_t n;
+    uint64_t *seq;
+    uint32_t *off; /* each label's start in buf; it ends where the next one starts */
+    char *buf;
+    size_t buf_len;
+};
+
 struct ot_analysis {
     const struct ot_snapshot *s;
     struct ot_resolver *res;
     struct ot_symbolizer_info sym;
     struct ot_event_stats ev;
+    struct ot_marker_labels marker_labels;
 
     size_t npeaks;
     struct ot_peak_view *peaks; /* one per device known from DEVICES or PEAK, in DEVICES order */
@@ -65,6 +75,12 @@ void ot_analysis_free(struct ot_analysis *a);
 int ot_analysis_build(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_resolver *res,
                       const struct ot_symbolizer_info *sym, char errbuf[OT_ERRBUF]);
 void ot_analysis_release(struct ot_analysis *a);
+
+/* A marker's label: from MARKERS, else from its event in the ring. false when neither holds it (the ring
+ * dropped it, or a bound on the labels kept was reached). */
+bool ot_marker_label(const struct ot_analysis *a, uint64_t seq, struct ot_str *label);
+void ot_marker_labels_build(struct ot_marker_labels *t, const struct ot_snapshot *s, const struct ot_event_stats *ev);
+void ot_marker_labels_free(struct ot_marker_labels *t);
 
 /* Pools of one device. */
 struct ot_pool_totals ot_pools_of(const struct ot_snapshot *s, int64_t device);

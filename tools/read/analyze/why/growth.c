@@ -28,7 +28,7 @@ static void put_mark(FILE *f, const struct replay *r, size_t k)
     if (r->windows)
         fprintf(f, "seq %" PRIu64, r->mseq[k]);
     else
-        why_put_marker(f, r->a->s, r->mseq[k]);
+        why_put_marker(f, r->a, r->mseq[k]);
 }
 
 /* Windows are not iterations: a program that builds a model or an optimizer's state grows through the
@@ -58,10 +58,22 @@ static bool framework_allocated(const struct ot_analysis *a, int64_t dev, uint64
 }
 
 /* A marker's step: its label starts "step N" (the companion's "step 12", a program's "step 3 micro-batch 1"). */
-static bool marker_step(const struct ot_snapshot *s, uint64_t seq, uint64_t *step)
+static bool marker_step(const struct ot_analysis *a, uint64_t seq, uint64_t *step)
 {
-    const struct snap_marker *m = ot_snapshot_marker(s, seq);
-    return m && why_label_step(m->label, step);
+    struct ot_str l;
+    return ot_marker_label(a, seq, &l) && why_label_step(l, step);
+}
+
+/* A kind of marker as its label says it ("valid N"), else as the replay kept it from the labels it saw:
+ * never by a marker's seq, which names no kind (walk 11, #3a: "after each marker of the marker at seq 32"). */
+static void put_kind(FILE *f, const struct replay *r, size_t k, unsigned kind)
+{
+    if (why_put_kind(f, r->a, r->mseq[k]))
+        return;
+    size_t n = r->kind_len[kind] < WHY_KIND_BYTES ? r->kind_len[kind] : WHY_KIND_BYTES;
+    fputc('"', f);
+    ot_fput_safe_max(f, (struct ot_str){r->kinds[kind], n}, 60);
+    fputs(n && memchr(" =:#_-", r->kinds[kind][n - 1], 6) ? "N\"" : "\"", f);
 }
 
 /* A leak's shape, measured over the whole marked span from the marker before the site's first rise to the
@@ -312,7 +324,7 @@ void why_growth(struct ot_why *w, struct replay *r)
         numbered = numbered && r->mstep[k];
     }
     uint64_t s0, s1, nsteps = 0;
-    if (numbered && marker_step(s, r->mseq[start], &s0) && marker_step(s, r->mseq[end], &s1) && s1 > s0)
+    if (numbered && marker_step(a, r->mseq[start], &s0) && marker_step(a, r->mseq[end], &s1) && s1 > s0)
         nsteps = s1 - s0;
     numbered = numbered && nsteps;
     /* Steps with markers of another kind between them (a validation pass every tenth step): the rate is per
@@ -377,17 +389,17 @@ void why_growth(struct ot_why *w, struct replay *r)
         if (!why_item_begin(&b, w, "growing_site"))
             return;
         fprintf(b.f, "%s grew after each marker ", subject);
-        why_put_kind(b.f, s, r->mseq[start]);
-        fprintf(b.f, "%s: %s live allocations on device %" PRId64 " rose in %zu of the %zu intervals such a marker began",
-                suspect ? " (a suspected leak)" : "", its, r->dev, best.rises, (size_t)n);
+        put_kind(b.f, r, start, best.kind);
+        fprintf(b.f, "%s: %s live allocations on device %" PRId64 " rose in %s of the %s intervals such a marker began",
+                suspect ? " (a suspected leak)" : "", its, r->dev, ot_fmt_count(b1, best.rises), ot_fmt_count(b2, n));
     } else if (!why_item_say(&b, w, "growing_site",
-            "%s grew across %s%s: %s live allocations on device %" PRId64 " rose in %zu of %zu %s", subject,
-            steps ? "optimizer steps" : numbered ? "steps" : "marker intervals", suspect ? " (a suspected leak)" : "", its, r->dev, best.rises,
-            (size_t)n, unit)) {
+            "%s grew across %s%s: %s live allocations on device %" PRId64 " rose in %s of %s %s", subject,
+            steps ? "optimizer steps" : numbered ? "steps" : "marker intervals", suspect ? " (a suspected leak)" : "", its, r->dev,
+            ot_fmt_count(b1, best.rises), ot_fmt_count(b2, n), unit)) {
         return;
     }
     if (x->falls)
-        fprintf(b.f, r->windows ? " and falling in %zu" : " and fell in %zu", x->falls);
+        fprintf(b.f, r->windows ? " and falling in %s" : " and fell in %s", ot_fmt_count(b1, x->falls));
     else
         fputs(r->windows ? " and never falling" : " and never fell", b.f);
     fprintf(b.f, ", from %s allocation%s (%s) at ", ot_fmt_count(b1, best.from_count), best.from_count == 1 ? "" : "s",
@@ -415,9 +427,9 @@ void why_growth(struct ot_why *w, struct replay *r)
     /* The rate: the site's, and the whole device's over the same span when other sites grew with it. */
     fprintf(b.f, "; +%s in all", why_bytes(b5, gain));
     if (nsteps)
-        fprintf(b.f, ", +%s per step over %" PRIu64 " step%s", why_bytes(b5, gain / nsteps), nsteps, nsteps == 1 ? "" : "s");
+        fprintf(b.f, ", +%s per step over %s step%s", why_bytes(b5, gain / nsteps), ot_fmt_count(b1, nsteps), nsteps == 1 ? "" : "s");
     if (others)
-        fprintf(b.f, " and the %zu interval%s other markers began", others, others == 1 ? "" : "s");
+        fprintf(b.f, " and the %s interval%s other markers began", ot_fmt_count(b1, others), others == 1 ? "" : "s");
     if (nsteps)
         ;
     else if (per_second)
@@ -471,8 +483,8 @@ void why_growth(struct ot_why *w, struct replay *r)
     /* Nor once a context's end freed the growth: the free memory at the snapshot is after it. */
     bool project = !s->has_failure && !x->ctx_end_bytes && d && (d->flags & OT_DEV_MEMINFO_KNOWN) && rate;
     if (project && nsteps)
-        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %" PRIu64 " more steps",
-                why_bytes(b5, d->free_bytes), room / (rate / nsteps ? rate / nsteps : 1));
+        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %s more steps",
+                why_bytes(b5, d->free_bytes), ot_fmt_count(b1, room / (rate / nsteps ? rate / nsteps : 1)));
     else if (project && per_second)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %.3g more seconds",
                 why_bytes(b5, d->free_bytes), (double)d->free_bytes / ((double)rate / secs));
@@ -480,8 +492,8 @@ void why_growth(struct ot_why *w, struct replay *r)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) has room for about %" PRIu64
                 " more of its allocations", why_bytes(b5, d->free_bytes), d->free_bytes / (rate / kept ? rate / kept : 1));
     else if (project && !r->windows)
-        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %" PRIu64 " more %s",
-                why_bytes(b5, d->free_bytes), room / (rate / n ? rate / n : 1), kind ? "such intervals" : "intervals");
+        fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %s more %s",
+                why_bytes(b5, d->free_bytes), ot_fmt_count(b1, room / (rate / n ? rate / n : 1)), kind ? "such intervals" : "intervals");
     if (project && !r->windows && height)
         fprintf(b.f, ", as each %s also needs up to %s at its height", nsteps ? "step" : "interval", why_bytes(b5, height));
     bool live = framework_allocated(a, r->dev, gain);

@@ -145,15 +145,15 @@ void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id)
     fprintf(f, " (stack %" PRIu64 ")", stack_id);
 }
 
-void why_put_marker(FILE *f, const struct ot_snapshot *s, uint64_t seq)
+void why_put_marker(FILE *f, const struct ot_analysis *a, uint64_t seq)
 {
-    const struct snap_marker *m = ot_snapshot_marker(s, seq);
-    if (m) {
+    struct ot_str label;
+    if (ot_marker_label(a, seq, &label)) {
         fputs("marker \"", f);
-        ot_fput_safe_max(f, m->label, 120);
+        ot_fput_safe_max(f, label, 120);
         fprintf(f, "\" (seq %" PRIu64 ")", seq);
     } else {
-        fprintf(f, "the marker at seq %" PRIu64, seq);
+        fprintf(f, "the marker at seq %" PRIu64 " (its label was not kept)", seq);
     }
 }
 
@@ -165,17 +165,25 @@ size_t why_label_kind(struct ot_str l)
     return i;
 }
 
-void why_put_kind(FILE *f, const struct ot_snapshot *s, uint64_t seq)
+bool why_put_kind(FILE *f, const struct ot_analysis *a, uint64_t seq)
 {
-    const struct snap_marker *m = ot_snapshot_marker(s, seq);
-    if (!m) {
-        fprintf(f, "of the marker at seq %" PRIu64, seq);
-        return;
-    }
-    size_t n = why_label_kind(m->label);
+    struct ot_str l;
+    if (!ot_marker_label(a, seq, &l))
+        return false;
+    size_t n = why_label_kind(l);
     fputc('"', f);
-    ot_fput_safe_max(f, (struct ot_str){m->label.p, n}, 60);
-    fputs(n < m->label.n ? "N\"" : "\"", f);
+    ot_fput_safe_max(f, (struct ot_str){l.p, n}, 60);
+    fputs(n < l.n ? "N\"" : "\"", f);
+    return true;
+}
+
+bool why_same_kind(const struct ot_analysis *a, uint64_t x, uint64_t y)
+{
+    struct ot_str lx, ly;
+    if (!ot_marker_label(a, x, &lx) || !ot_marker_label(a, y, &ly))
+        return false;
+    size_t n = why_label_kind(lx);
+    return n == why_label_kind(ly) && memcmp(lx.p, ly.p, n) == 0;
 }
 
 bool why_peak_long_before(const struct ot_analysis *a, uint64_t *live)

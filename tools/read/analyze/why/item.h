@@ -42,15 +42,18 @@ bool why_peak_long_before(const struct ot_analysis *a, uint64_t *live);
 /* A call site's live bytes on a device in the live set at the snapshot. */
 uint64_t why_site_live(const struct ot_snapshot *s, int64_t dev, uint64_t stack_id);
 
-/* A call site's one-line name and its stack id; a marker by its label, or by its seq when MARKERS no
- * longer keeps it. */
+/* A call site's one-line name and its stack id; a marker by its label (ot_marker_label: MARKERS's, else its
+ * event's in the ring), or by its seq, said to have lost its label, when neither holds it. */
 void why_put_headline(FILE *f, const struct ot_analysis *a, uint64_t stack_id);
-void why_put_marker(FILE *f, const struct ot_snapshot *s, uint64_t seq);
+void why_put_marker(FILE *f, const struct ot_analysis *a, uint64_t seq);
 /* A label's kind: its bytes up to the first digit (all of them when it has none); "valid 3" and "valid 4" are
  * of one kind, "step 3" of another. */
 size_t why_label_kind(struct ot_str label);
-/* The kind of the marker at seq, quoted as its label up to the first digit and "N": "valid N". */
-void why_put_kind(FILE *f, const struct ot_snapshot *s, uint64_t seq);
+/* The kind of the marker at seq, quoted as its label up to the first digit and "N": "valid N"; false (and
+ * nothing written) when its label is not known: such a marker stands for no kind. */
+bool why_put_kind(FILE *f, const struct ot_analysis *a, uint64_t seq);
+/* Markers of one kind: labels known and alike up to the first digit ("step 19" and "step 20"). */
+bool why_same_kind(const struct ot_analysis *a, uint64_t x, uint64_t y);
 /* "pid 629 (python3, a child of this process)": another process on the device as NVML listed it, with
  * its name and how it is related to this process where the snapshot says (others.c). */
 void why_put_process(FILE *f, const struct ot_snapshot *s, const struct ot_process *p);
@@ -104,7 +107,7 @@ struct why_interval {
 /* Of markers mseq[0..nm) (nm >= 2), the one that began the interval to compare the failing one with: the one
  * before it, or, when that is of another kind (a step before a validation pass), the last of its own kind
  * (the previous validation pass): a phase is judged against its own kind when it had one. */
-size_t why_step_demand_prev(const struct ot_snapshot *s, const uint64_t *mseq, size_t nm);
+size_t why_step_demand_prev(const struct ot_analysis *a, const uint64_t *mseq, size_t nm);
 void why_step_demand(struct ot_why *w, const struct ot_analysis *a, int64_t dev, const struct why_interval *prev,
                      const struct why_interval *last);
 /* The frameworks' view (allocview.h). */

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The markers the tracer keeps apart from its ring (MARKERS: the latest 1,024, and 8 before each peak). */
+#define MARKERS_RECENT 1024
+
 /* A marker's place in the label order: the entry carries its label, so qsort needs no context. */
 struct by_label {
     const struct snap_marker *m;
@@ -73,15 +76,22 @@ void why_peak_phase(struct ot_why *w, const struct ot_analysis *a)
     struct why_item_b b;
     if (!why_item_begin(&b, w, "peak_phase"))
         goto out;
-    fprintf(b.f, "Most of the peak was allocated in one marked phase: %s of the %s peak on device %" PRId64 " (%.1f%%, %s allocation%s) ",
+    /* The span before the first marker is no marked phase; and the first of those MARKERS keeps is the run's
+     * first unless the tracer's 1,024 recent ones wrapped, or the ring holds an older one (walk 11, #9). */
+    bool dropped = s->nmarkers >= MARKERS_RECENT ||
+                   (a->marker_labels.n && a->marker_labels.seq[0] < s->markers[0].seq);
+    fprintf(b.f, "Most of the peak was allocated %s: %s of the %s peak on device %" PRId64 " (%.1f%%, %s allocation%s) ",
+            best < m ? "in one marked phase" : dropped ? "before the first kept marker" : "before the first marker",
             why_bytes(b1, gbytes[best]), why_bytes(b2, p->bytes), p->device, 100.0 * sh, ot_fmt_count(b3, gcount[best]),
             gcount[best] == 1 ? "" : "s");
     why_num_i(&b, "device", p->device);
     WHY_NUMS_U(&b, {"peak_bytes", p->bytes}, {"phase_bytes", gbytes[best]}, {"phase_count", gcount[best]});
     why_num_f(&b, "share", sh);
     if (best == m) {
-        fputs("was allocated before the first kept ", b.f);
-        why_put_marker(b.f, s, s->markers[0].seq);
+        fputs("was allocated before ", b.f);
+        why_put_marker(b.f, a, s->markers[0].seq);
+        if (dropped)
+            fputs(", the first of the latest 1,024 markers the tracer keeps apart from its event ring", b.f);
         why_num_u(&b, "before_marker_seq", s->markers[0].seq);
         why_num_u(&b, "intervals", 0);
     } else {
@@ -93,10 +103,10 @@ void why_peak_phase(struct ot_why *w, const struct ot_analysis *a)
             }
         if (intervals <= 1) {
             fputs("was allocated after ", b.f);
-            why_put_marker(b.f, s, s->markers[last].seq);
+            why_put_marker(b.f, a, s->markers[last].seq);
             if (last + 1 < m && s->markers[last + 1].seq < p->seq) {
                 fputs(" and before ", b.f);
-                why_put_marker(b.f, s, s->markers[last + 1].seq);
+                why_put_marker(b.f, a, s->markers[last + 1].seq);
             } else {
                 fprintf(b.f, ", up to the peak (seq %" PRIu64 ")", p->seq);
             }

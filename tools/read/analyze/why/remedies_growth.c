@@ -58,19 +58,20 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
      * with the site that keeps it (walk 9, #13: the report blamed the validation pass's size instead). */
     if (kind) {
         fprintf(b.f, "Live memory grew by %s after each marker ", why_bytes(b1, growth / n));
-        why_put_kind(b.f, a->s, item_num(site, "from_marker_seq"));
-        fprintf(b.f, ", over %" PRIu64 " of them (%s in all), kept by ", n, why_bytes(b2, growth));
+        if (!why_put_kind(b.f, a, item_num(site, "from_marker_seq")))
+            fputs("of one kind", b.f);
+        fprintf(b.f, ", over %s of them (%s in all), kept by ", ot_fmt_count(b4, n), why_bytes(b2, growth));
         why_put_headline(b.f, a, item_num(site, "stack_id"));
         fputs(": ", b.f);
     } else if (nsteps)
-        fprintf(b.f, "Live memory grew by %s per %s over %" PRIu64 " step%s", why_bytes(b1, growth / nsteps),
-                item_num(site, "step_markers") ? "optimizer step" : "step", nsteps, nsteps == 1 ? "" : "s");
+        fprintf(b.f, "Live memory grew by %s per %s over %s step%s", why_bytes(b1, growth / nsteps),
+                item_num(site, "step_markers") ? "optimizer step" : "step", ot_fmt_count(b4, nsteps), nsteps == 1 ? "" : "s");
     else if (windows && why_rate_ok(ns))
         fprintf(b.f, "Live memory grew by %s per second over %.3g s", why_bytes(b1, (uint64_t)((double)growth / secs)), secs);
     else if (windows)
         fprintf(b.f, "Live memory grew by %s%s%s", why_bytes(b1, growth), ns ? " in " : "", ns ? why_span(sp, sizeof sp, ns) : "");
     else
-        fprintf(b.f, "Live memory grew by %s per marker interval over %" PRIu64 " intervals", why_bytes(b1, growth / n), n);
+        fprintf(b.f, "Live memory grew by %s per marker interval over %s intervals", why_bytes(b1, growth / n), ot_fmt_count(b4, n));
     /* With windows the growth is the site's (above): over less than a second, per allocation it kept. A ring
      * that dropped its first events measured the growth over those it kept only: the site holds more (walk 9,
      * #4: "38.0 MiB in all" for a site holding 726 MiB). */
@@ -253,10 +254,10 @@ void remedy_step_input(struct ot_why *w, const struct ot_analysis *a)
     if (!why_item_begin(&b, w, "step_input"))
         return;
     fputs("What ran after ", b.f);
-    why_put_marker(b.f, a->s, item_num(it, "marker_seq"));
+    why_put_marker(b.f, a, item_num(it, "marker_seq"));
     fprintf(b.f, " asked for %s, %.1fx the %s of what ran after ", why_bytes(b1, demand), (double)demand / (double)before,
             why_bytes(b2, before));
-    why_put_marker(b.f, a->s, item_num(it, "previous_marker_seq"));
+    why_put_marker(b.f, a, item_num(it, "previous_marker_seq"));
     if (!item_num(it, "same_kind")) {
         uint64_t held = item_num(it, "live_before_bytes");
         fputs(", a phase of another kind, which fit: this phase is no larger step but work of its own. Give it less at once "

@@ -193,7 +193,6 @@ static bool largest_allocation_tells(const struct ot_why *w, const struct replay
 static void why_rise(struct ot_why *w, struct replay *r, const char *what)
 {
     const struct ot_analysis *a = r->a;
-    const struct ot_snapshot *s = a->s;
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
     if (r->nm == 0 || r->windows) {
@@ -221,7 +220,7 @@ static void why_rise(struct ot_why *w, struct replay *r, const char *what)
         fprintf(b.f, "the start of the event ring (seq %" PRIu64 ")", from_seq);
     } else {
         from_seq = r->mseq[r->best_from];
-        why_put_marker(b.f, s, from_seq);
+        why_put_marker(b.f, a, from_seq);
     }
     fputs(" to ", b.f);
     if (r->best_to == NO_MARK) {
@@ -229,7 +228,7 @@ static void why_rise(struct ot_why *w, struct replay *r, const char *what)
         fprintf(b.f, "%s (seq %" PRIu64 ")", what, to_seq);
     } else {
         to_seq = r->mseq[r->best_to];
-        why_put_marker(b.f, s, to_seq);
+        why_put_marker(b.f, a, to_seq);
     }
     if (r->big_size)
         fprintf(b.f, "; the largest single allocation in the ring was %s at seq %" PRIu64, why_bytes(b1, r->big_size), r->big_seq);
@@ -278,7 +277,7 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         why_rise(w, &r, what);
         /* The last two marker intervals: the one the failure ended and the one before it. */
         if (s->has_failure && !r.windows && r.nm >= 2 && r.mseq[r.nm - 1] < r.target) {
-            size_t p = why_step_demand_prev(s, r.mseq, r.nm);
+            size_t p = why_step_demand_prev(a, r.mseq, r.nm);
             why_step_demand(w, a, dev,
                 &(struct why_interval){r.mseq[p], r.mlive[p], r.mhigh[p + 1], r.mlive[p + 1], r.mfrees[p + 1],
                                        p == r.nm - 2},

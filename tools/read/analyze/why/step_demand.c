@@ -22,28 +22,28 @@ static uint64_t rise(int64_t from, int64_t to)
 }
 
 /* Markers of one kind: their labels agree up to the first digit ("step 19" and "step 20"; not "step 19" and
- * "export"). A marker no longer kept is taken to be of the kind of the other. */
-static bool same_kind(const struct ot_snapshot *s, uint64_t a, uint64_t b)
+ * "export"). A marker whose label is not known (ot_marker_label) is taken to be of the kind of the other only
+ * when the two are adjacent: the walk back for the failing interval's own kind stops at a labelled marker of
+ * that kind, never at the newest whose label was lost (walk 11, #3c: "after the marker at seq 1430", 1,000
+ * steps back, for the step before). */
+static bool unlabelled(const struct ot_analysis *a, uint64_t seq)
 {
-    const struct snap_marker *x = ot_snapshot_marker(s, a), *y = ot_snapshot_marker(s, b);
-    if (!x || !y)
-        return true;
-    size_t i = 0;
-    for (; i < x->label.n && i < y->label.n && x->label.p[i] == y->label.p[i]; i++)
-        if (x->label.p[i] >= '0' && x->label.p[i] <= '9')
-            return true;
-    bool xend = i == x->label.n || (x->label.p[i] >= '0' && x->label.p[i] <= '9');
-    bool yend = i == y->label.n || (y->label.p[i] >= '0' && y->label.p[i] <= '9');
-    return xend && yend;
+    struct ot_str l;
+    return !ot_marker_label(a, seq, &l);
 }
 
-size_t why_step_demand_prev(const struct ot_snapshot *s, const uint64_t *mseq, size_t nm)
+static bool same_kind(const struct ot_analysis *a, uint64_t x, uint64_t y)
+{
+    return unlabelled(a, x) || unlabelled(a, y) || why_same_kind(a, x, y);
+}
+
+size_t why_step_demand_prev(const struct ot_analysis *a, const uint64_t *mseq, size_t nm)
 {
     size_t last = nm - 1;
-    if (same_kind(s, mseq[last - 1], mseq[last]))
+    if (same_kind(a, mseq[last - 1], mseq[last]))
         return last - 1;
     for (size_t j = last - 1; j-- > 0;)
-        if (same_kind(s, mseq[j], mseq[last]))
+        if (why_same_kind(a, mseq[j], mseq[last]))
             return j;
     return last - 1;
 }
@@ -66,17 +66,17 @@ void why_step_demand(struct ot_why *w, const struct ot_analysis *a, int64_t dev,
         return;
     /* A phase of another kind after the steps (an export, a validation pass) asked for more than a step: said
      * as a phase of its own, not as a step given a larger input (walk 8, #32). */
-    bool same = same_kind(s, prev->marker_seq, last->marker_seq);
+    bool same = same_kind(a, prev->marker_seq, last->marker_seq);
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
     if (!why_item_say(&b, w, "step_demand", "The %s under way at the failure asked for %.1fx the %s: after ",
                       same ? "interval" : "phase", (double)demand / (double)before,
                       !same ? "interval of another kind before it" : prev->adjacent ? "one before it" : "last one of its kind"))
         return;
-    why_put_marker(b.f, s, last->marker_seq);
+    why_put_marker(b.f, a, last->marker_seq);
     fprintf(b.f, " live memory on device %" PRId64 " rose by %s up to the failure, whose request asked for %s more (%s in all), "
             "where after ", dev, why_bytes(b1, held), why_bytes(b2, s->failure.requested_bytes), why_bytes(b3, demand));
-    why_put_marker(b.f, s, prev->marker_seq);
+    why_put_marker(b.f, a, prev->marker_seq);
     fprintf(b.f, " it rose by %s at most, and that interval fit and freed its memory.", why_bytes(b1, before));
     why_num_i(&b, "device", dev);
     WHY_NUMS_U(&b, {"step_demand_bytes", demand}, {"previous_demand_bytes", before}, {"held_bytes", held},
