@@ -175,6 +175,10 @@ wl_neighbour() {
     begin neighbour compare=exact
     pair neighbour "$C1" "$PY" $T/neighbour.py
 }
+wl_ipc_size() { # by name only: bash tests/gpu/run.sh ipc_size
+    begin ipc_size compare=exact
+    pair ipc_size "$C1" "$PY" $T/ipc_size.py
+}
 wl_cuda_graphs() {
     begin cuda_graphs compare=exact
     pair cuda_graphs "$C1" "$PY" $T/cuda_graphs.py
