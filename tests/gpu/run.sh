@@ -11,7 +11,7 @@
 # fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes
 # fw_async_backend (= framework);
 # issue 12's ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers ut_stray_process
-# (= userterms); fast_oom (its modes first, fraction-first, leak).
+# (= userterms); fast_oom (its modes first, fraction-first, leak) and ipc_size.
 # Env: OUT (default ./gpu-out), GPU_TEST_BUDGET (seconds for the workloads, default 310 with one GPU and 400
 # with two), GPU_TEST_TIMEOUT (per run, default 120), PYTHON (default python3).
 # Needs build/liboomtrace.so and build/oomtrace-read (make) and .carry/lib (libunwind & co. for the preload).
@@ -175,7 +175,8 @@ wl_neighbour() {
     begin neighbour compare=exact
     pair neighbour "$C1" "$PY" $T/neighbour.py
 }
-wl_ipc_size() { # by name only: bash tests/gpu/run.sh ipc_size
+# An IPC mapping opened in a spawned child (torch.multiprocessing): counted as imported with its size.
+wl_ipc_size() {
     begin ipc_size compare=exact
     pair ipc_size "$C1" "$PY" $T/ipc_size.py
 }
@@ -318,7 +319,7 @@ ALL=(train_oom train_oom_segments vmm_nvcc ctx_reset alloc_expandable alloc_asyn
 FRAMEWORK=(fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes fw_async_backend)
 ALL+=("${FRAMEWORK[@]}")
 USERTERMS=(ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers ut_stray_process)
-ALL+=("${USERTERMS[@]}" fast_oom)
+ALL+=("${USERTERMS[@]}" fast_oom ipc_size)
 if [ $# -eq 0 ]; then
     SEL=("${ALL[@]}")
 else
