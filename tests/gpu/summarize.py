@@ -20,7 +20,7 @@ GiB, MiB = 1 << 30, 1 << 20
 
 # Per workload: (CHECK key from the script, report quantity, which snapshot). Report quantities: tracked (sum of
 # devices[].tracked_bytes), live (live.bytes), peak (peak.bytes), req (failure.requested_bytes), host_pinned
-# (host_pinned.bytes).
+# (host_pinned.bytes), imported (imported.bytes; imported_unknown: imported.size_unknown).
 # Snapshot: a dump reason, 'oom' (first OOM snapshot), 'oom-last', or '*' (last snapshot).
 EXPECT = {
     "train_oom_segments": [("segments_total_bytes", "live", "segments-at-oom"),
@@ -38,6 +38,7 @@ EXPECT = {
     "mark_steps": [("expected_peak_marker", "marker", "*"), ("max_reserved", "peak", "*"),
                    ("reserved_at_exit", "tracked", "*")],
     "neighbour": [("b_reserved", "tracked", "oom-last")],
+    "ipc_size": [("imported_bytes", "imported", "ipc-open"), ("imported_unknown", "imported_unknown", "ipc-open")],
 }
 
 
@@ -171,6 +172,8 @@ def digest(j):
     r["nsites"] = first_num(peak, "sites_total") or (len(sites) if isinstance(sites, list) else None)
     r["marker"] = peak_marker(j, peak)
     r["host_pinned"] = num(get(j, "host_pinned.bytes"))
+    r["imported"] = num(get(j, "imported.bytes"))
+    r["imported_unknown"] = num(get(j, "imported.size_unknown"))
     live = j.get("live")
     r["live"] = first_num(live, "bytes", "total_bytes", "live_bytes") if isinstance(live, dict) else num(get(j, "live_bytes"))
     devs = j.get("devices") or []
@@ -209,6 +212,8 @@ def snap_line(r, ctx):
         bits.append(f"live={fmt(r['live'])}")
     if r.get("host_pinned"):
         bits.append(f"pinned={fmt(r['host_pinned'])}")
+    if r.get("imported") or r.get("imported_unknown"):
+        bits.append(f"imported={fmt(r['imported'])}" + (f"+{r['imported_unknown']} unsized" if r.get("imported_unknown") else ""))
     shown = [d for d in r["devs"] if d["tracked"]] or r["devs"][:1]
     for d in shown[:2]:
         s = f"dev{d['ord'] if d['ord'] is not None else '?'}: tracked={fmt(d['tracked'])} used={fmt(d['used'])} base={fmt(d['base'])}"
