@@ -134,9 +134,13 @@ $(B)/bombs: tests/snapgen/bombs.c include/oomtrace_format.h
 	$(DEPS) $(CC) -O2 -g -Iinclude $(WARN) -o $@ $< -lzstd
 TEST_PROGS += $(B)/bombs
 
+# It needs libm.so.6, which the test programs do not load, as the real one needs pieces of the C library that a
+# program may not have loaded: the tracer's load of NVML leaves them out of the snapshots' modules too
+# (test_hostile's test_nvml_kept_unlisted).
 $(B)/fake/libnvidia-ml.so.1: tests/fakenvml/fakenvml.c
 	@mkdir -p $(dir $@)
-	$(DEPS) $(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 -o $@ $< -ldl
+	$(DEPS) $(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 -o $@ $< -ldl \
+		-Wl,--no-as-needed -lm -Wl,--as-needed
 TEST_PROGS += $(B)/fake/libnvidia-ml.so.1
 
 # Golden-file tests of the reader (tests/sh/golden.sh runs tests/golden/run.sh): a workload with exact sizes,

@@ -8,8 +8,22 @@
 
 #include "capture/loader.h"
 #include "capture/modules.h"
+#include "common/defs.h"
 
 uint64_t ot_modules_gen;
+
+/* The tracer's own load of NVML, and the libraries that load brought in (lib/snapshot/nvml.c keeps NVML open
+ * once a snapshot asked it): not the program's modules, so not listed, and their ranges do not hide an unloaded
+ * library's record (walk 7, #27: NVML is often mapped where a plugin the program unloaded was). No stack of the
+ * program holds their code: NVML is called by the tracer only, and calls nothing that is traced. Filled once,
+ * then published (nhidden); emptied when the program turns out to use NVML itself (ot_modules_used). */
+#define OT_MAX_HIDDEN 8
+static struct {
+    uint64_t bias;
+    const char *name; /* the loader's own string (dl_iterate_phdr's dlpi_name): they are never unloaded */
+} hidden[OT_MAX_HIDDEN];
+static unsigned nhidden;
+static void *hidden_handle;
 
 void ot_modules_unloaded(void)
 {
@@ -62,9 +76,22 @@ static __attribute__((noinline)) void put_exe_path(struct ot_buf *b)
     ot_buf_cstr(b, exe);
 }
 
+/* By address only, no copy and no strcmp: in a program built with ThreadSanitizer, the C library calls that
+ * it intercepts would have to be ordered with the filling for it (common/tsan.c), this needs none. */
+static int is_hidden(const struct dl_phdr_info *info)
+{
+    unsigned n = __atomic_load_n(&nhidden, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (info->dlpi_addr == hidden[i].bias && info->dlpi_name == hidden[i].name)
+            return 1;
+    return 0;
+}
+
 static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 {
     struct walk *w = data;
+    if (!w->want_name && is_hidden(info))
+        return 0;
     uint64_t lo = UINT64_MAX, hi = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -104,6 +131,98 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
     put_build_id(w->b, info);
     w->count++;
     return 0;
+}
+
+/* The load biases of the loaded objects (dl_iterate_phdr): before the tracer's own dlopen, to tell what it
+ * brought in. Two objects loaded at once never share a bias (they would overlap), and a library's is never 0. */
+struct biases {
+    uint64_t *v;
+    size_t n, cap;
+    const struct link_map *lm; /* after: the library opened */
+};
+
+static int add_bias(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct biases *b = data;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 128;
+        uint64_t *v = realloc(b->v, cap * sizeof *v);
+        if (!v)
+            return 1;
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n++] = info->dlpi_addr;
+    return 0;
+}
+
+/* Whether lm's library names base ("libpthread.so.0") among its DT_NEEDED. glibc relocates the dynamic
+ * section's addresses in place where it is writable (x86-64); where it is not they are the file's, below the
+ * bias. */
+static int needs(const struct link_map *lm, const char *base)
+{
+    uintptr_t strtab = 0;
+    for (const ElfW(Dyn) *d = lm->l_ld; d && d->d_tag != DT_NULL; d++)
+        if (d->d_tag == DT_STRTAB)
+            strtab = d->d_un.d_ptr;
+    if (!strtab)
+        return 0;
+    if (strtab < lm->l_addr)
+        strtab += lm->l_addr;
+    for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++)
+        if (d->d_tag == DT_NEEDED && strcmp((const char *)strtab + d->d_un.d_val, base) == 0)
+            return 1;
+    return 0;
+}
+
+static int add_hidden(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct biases *b = data;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->v[i] == info->dlpi_addr)
+            return 0; /* there before */
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    const char *sl = strrchr(name, '/');
+    /* NVML itself, and what it needs that came with it (a concurrent dlopen of the program's is neither) */
+    if (info->dlpi_addr != b->lm->l_addr && !(*name && needs(b->lm, sl ? sl + 1 : name)))
+        return 0;
+    unsigned n = nhidden;
+    if (n < OT_MAX_HIDDEN) {
+        hidden[n].bias = info->dlpi_addr;
+        hidden[n].name = info->dlpi_name;
+        __atomic_store_n(&nhidden, n + 1, __ATOMIC_RELEASE);
+    }
+    return 0;
+}
+
+void *ot_modules_open_hidden(const char *name, int flags)
+{
+    struct biases b = {0};
+    ot_loader_enter();
+    int short_list = dl_iterate_phdr(add_bias, &b) != 0;
+    ot_loader_leave();
+    void *h = dlopen(name, flags);
+    struct link_map *lm = NULL;
+    /* Once: a second call would find its own load there before (the caller keeps the handle) */
+    if (h && !short_list && !__atomic_load_n(&hidden_handle, __ATOMIC_ACQUIRE) &&
+        dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
+        b.lm = lm;
+        ot_loader_enter();
+        dl_iterate_phdr(add_hidden, &b);
+        ot_loader_leave();
+        __atomic_store_n(&hidden_handle, h, __ATOMIC_RELEASE);
+    }
+    free(b.v);
+    return h;
+}
+
+void ot_modules_used(void *handle)
+{
+    void *h = __atomic_load_n(&hidden_handle, __ATOMIC_RELAXED);
+    if (OT_UNLIKELY(h && handle == h))
+        __atomic_store_n(&nhidden, 0, __ATOMIC_RELEASE);
 }
 
 /* Libraries unloaded by dlclose keep their record (walk 7, #27): the stacks of allocations they made, still

@@ -25,4 +25,12 @@ struct ot_module_note {
 };
 int ot_modules_note(void *handle, struct ot_module_note *note); /* -1: not a library we can name */
 void ot_modules_forget(struct ot_module_note *note, int unloaded_now);
+
+/* dlopen for the tracer's own use (NVML): the library, and the libraries it needs that came with it, are left
+ * out of the snapshots' modules (capture/modules.c says why) until ot_modules_used sees the program use it.
+ * The first call only; the caller keeps the handle for good. */
+void *ot_modules_open_hidden(const char *name, int flags);
+/* The program looked a name up in handle (the exported dlsym): when it is that library's, the program uses it
+ * too, and it is listed from then on. */
+void ot_modules_used(void *handle);
 #endif

@@ -40,8 +40,8 @@ OT_EXPORT int dlclose(void *handle)
             return -1;
         __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
     }
-    /* Not the tracer's own (NVML's library, opened and closed for each snapshot): no stack of the program
-     * holds its addresses, and it was counted among the snapshot's modules. */
+    /* Not one the tracer's own threads make (it closed NVML here at each snapshot, before NVML stayed open): no
+     * stack of the program holds such a library's addresses. */
     struct ot_module_note note = {0};
     if (!ot_self.busy)
         ot_modules_note(handle, &note);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "capture/modules.h"
 #include "common/options.h"
 #include "driver/real.h"
 #include "intercept/route.h"
@@ -61,6 +62,7 @@ __attribute__((visibility("hidden"))) void *ot_dlsym_handle(void *handle, const 
     dlsym_fn real = (dlsym_fn)ot_real_dlsym_fn();
     if (!real)
         return NULL;
+    ot_modules_used(handle); /* NVML, opened by the tracer first, is the program's too (snapshot/nvml.c) */
     void *p = real(handle, name);
     if (!p || ot_opt.disabled || !name || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' ||
         name[2] > 'Z' || !is_hooked_name(name))

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "oomtrace_format.h"
+#include "capture/modules.h"
 #include "driver/real.h"
 #include "snapshot/nvml.h"
 
@@ -125,23 +126,39 @@ static void proc_name(unsigned pid, struct ot_nvml_proc *o, nvmlReturn_t (*nvml_
     }
 }
 
-/* NVML is the tracer's own load, so it is closed by the C library's dlclose, not by the exported one: that
- * one keeps an unloaded library's record for the program's stacks (walk 7, #27), and the tracer's own library
- * would then be listed in every snapshot as one the program had unloaded. No stack holds NVML's frames. */
-static void nvml_close(void *(*sym)(void *, const char *), void *h)
+/* NVML, once opened, stays open (nvmlShutdown after each query releases what nvmlInit took). Opened and
+ * closed at each snapshot, it cost a load and an unload each time, and its unload left ThreadSanitizer, in a
+ * program built with it, the record of NVML's accesses at addresses the program's own libraries may be mapped
+ * at next (the loader's mmap and munmap are not intercepted): those then read as racing with NVML.
+ * Whose it is: when the program already has it (torch and pynvml load it), RTLD_NOLOAD finds it, and it is the
+ * program's module, listed as ever. Otherwise it is the tracer's load, left out of the snapshots' modules (with
+ * what it brought in) so that they list the program's as before (capture/modules.c): kept listed, it was a
+ * module of every later snapshot, and its range hid an unloaded plugin's record (walk 7, #27). A program that
+ * loads it after the tracer did gets the same object, which the loader cannot tell apart; the program then
+ * looks its functions up with dlsym on that handle (torch, pynvml through ctypes, NCCL do), which the exported
+ * dlsym sees (ot_modules_used), and it is listed from then on. A library linked against NVML and loaded later
+ * goes unnoticed: NVML stays unlisted, which no stack of the program misses (nothing it calls is traced).
+ * The program's dlclose of it no longer unloads it, and its dlopen(RTLD_NOLOAD) finds it: with the result the
+ * program gets either way (0, a handle), as while a snapshot held it before. No dlclose at exit either: the
+ * exit snapshot may still ask it, and the loader runs its destructors after the exit handlers. Under query_mu;
+ * a forked child inherits it, loaded. */
+static void *nvml_handle;
+
+static void *nvml_open(void)
 {
-    int (*close_fn)(void *) = sym ? (int (*)(void *))sym(RTLD_NEXT, "dlclose") : NULL;
-    if (close_fn)
-        close_fn(h);
-    else
-        dlclose(h);
+    if (!nvml_handle)
+        nvml_handle = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!nvml_handle)
+        nvml_handle = ot_modules_open_hidden("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+    return nvml_handle;
 }
 
 /* One query at a time in the process. Threads that fail together (16 ranks' workers, a data-parallel step)
  * each take a snapshot, and each opened, initialized, shut down and closed NVML at once: the loader orders
  * those dlopen and dlclose calls with its own lock, which ThreadSanitizer cannot see, so a program built
- * with it reported a race inside the tracer and exited (tsan_host). A lock it sees orders them, and NVML is
- * not initialized and shut down under itself. Reset in a forked child (its holder is not there). */
+ * with it reported a race inside the tracer and exited (tsan_host). A lock it sees orders them (the first open
+ * now), and NVML is not initialized and shut down under itself. Reset in a forked child (its holder is not
+ * there). */
 static pthread_mutex_t query_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void ot_nvml_forked(void)
@@ -162,7 +179,7 @@ void ot_nvml_query(struct ot_nvml *out, const struct ot_nvml_device *devs, int n
 static void query(struct ot_nvml *out, const struct ot_nvml_device *devs, int ndevs)
 {
     memset(out, 0, sizeof *out);
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+    void *h = nvml_open();
     if (!h) {
         snprintf(out->note, sizeof out->note, "libnvidia-ml.so.1 not found");
         return;
@@ -182,13 +199,11 @@ static void query(struct ot_nvml *out, const struct ot_nvml_device *devs, int nd
         sym ? (nvmlReturn_t(*)(nvmlDevice_t, struct nvml_memory *))sym(h, "nvmlDeviceGetMemoryInfo") : NULL;
     if (!init || !by_uuid || !procs) {
         snprintf(out->note, sizeof out->note, "libnvidia-ml.so.1 lacks the calls needed");
-        nvml_close(sym, h);
         return;
     }
     int rc = init();
     if (rc != 0) {
         snprintf(out->note, sizeof out->note, "nvmlInit failed (NVML error %d)", rc);
-        nvml_close(sym, h);
         return;
     }
     out->source = OT_PROCESSES_NVML;
@@ -229,5 +244,4 @@ static void query(struct ot_nvml *out, const struct ot_nvml_device *devs, int nd
     }
     if (shutdown)
         shutdown();
-    nvml_close(sym, h);
 }

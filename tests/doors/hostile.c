@@ -42,6 +42,10 @@
  *   hostile writerace exit|exec a worker's allocation fails; once its snapshot's hidden file is in OOMTRACE_DIR
  *                               (being written), the main thread calls exit(0), or execs /bin/true (walk 8, #33;
  *                               libfault's FAULT_SLOW_MS keeps the write going)
+ *   hostile nvmlkept WHO        two snapshots (oomtrace_dump), then the exit one; NVML (libnvidia-ml.so.1) is
+ *                               opened by the tracer only (WHO=tracer), or by the program too, before the first
+ *                               snapshot or between the two (WHO=before, after: dlopen, then dlsym of
+ *                               nvmlInit_v2); prints "nvml_mapped 1" when NVML is mapped at the end
  *   hostile ctorexec            with HOSTILE_CTOR_EXEC set, libctor_exec.so's constructor re-executes the
  *                               program before the tracer initialised itself; prints "ctorexec done" */
 #include "hostile.h"
@@ -306,6 +310,40 @@ static int mode_dlclosed(const char *plugin, const char *first)
     return cuMemAlloc_v2(&p, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 5;
 }
 
+/* ---- nvmlkept ---- */
+
+static void *nvml_by_program(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    return h && dlsym(h, "nvmlInit_v2") ? h : NULL;
+}
+
+static int mode_nvmlkept(const char *who)
+{
+    int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "oomtrace_dump");
+    device_init();
+    CUdeviceptr p;
+    if (!dump || cuMemAlloc_v2(&p, MiB) != CUDA_SUCCESS)
+        return 3;
+    if (strcmp(who, "before") == 0 && !nvml_by_program())
+        return 4;
+    if (dump("first") != 0)
+        return 5;
+    if (strcmp(who, "after") == 0 && !nvml_by_program())
+        return 4;
+    if (dump("second") != 0)
+        return 5;
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096];
+    int mapped = 0;
+    while (f && fgets(line, sizeof line, f))
+        mapped |= strstr(line, "/libnvidia-ml.so.1") != NULL;
+    if (f)
+        fclose(f);
+    printf("nvml_mapped %d\n", mapped);
+    return 0;
+}
+
 /* ---- poolcap ---- */
 
 static int mode_poolcap(void)
@@ -370,6 +408,8 @@ int main(int argc, char **argv)
         return mode_dlclosed(argv[2], argc > 3 ? argv[3] : NULL);
     if (strcmp(mode, "exec") == 0)
         return mode_exec();
+    if (strcmp(mode, "nvmlkept") == 0 && argc > 2)
+        return mode_nvmlkept(argv[2]);
     if (strcmp(mode, "ctorexec") == 0) {
         printf("ctorexec %s\n", argc > 2 ? argv[2] : "not re-executed");
         return argc > 2 ? 0 : 1;

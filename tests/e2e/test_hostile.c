@@ -295,6 +295,50 @@ static void test_exec_leaves_no_flush(void **st)
 
 /* 10: the exec wrappers work before the tracer initialised itself: a library's constructor that execs runs
  * before the preloaded tracer's (the exec failed with ENOSYS before). */
+static bool lists(const struct loaded *l, const char *lib)
+{
+    for (size_t i = 0; i < l->s.nmodules; i++)
+        if (memmem(l->s.modules[i].path.p, l->s.modules[i].path.n, lib, strlen(lib)))
+            return true;
+    return false;
+}
+
+/* NVML, once the tracer opened it, stays loaded (its unload left ThreadSanitizer's record of its accesses where
+ * the program's libraries may be mapped next: lib/snapshot/nvml.c), and the snapshots list the program's
+ * modules as before: the tracer's own load of NVML is not one of them (ec27a35 listed it, and was reverted),
+ * nor what it brought in (the stand-in NVML needs libm, which hostile does not load); the program's is, whether
+ * it loaded NVML before the tracer did or after. Every snapshot asked NVML. */
+static void test_nvml_kept_unlisted(void **st)
+{
+    (void)st;
+    const char *env[] = {"OOMTRACE_DUMP=oom,exit", NULL};
+    const struct {
+        const char *who;
+        bool listed[3]; /* first, second, exit */
+    } cases[] = {{"tracer", {false, false, false}}, {"before", {true, true, true}}, {"after", {false, true, true}}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct traced_run r;
+        traced_run_capture(&r, (char *const[]){HOSTILE, "nvmlkept", (char *)cases[c].who, NULL}, env);
+        assert_int_equal(r.status, 0);
+        assert_int_equal(run_u64(&r, "nvml_mapped"), 1);
+        assert_int_equal(r.nsnaps, 3);
+        for (size_t i = 0; i < 3; i++) {
+            struct loaded l;
+            load_snapshot(&l, r.paths[i]);
+            if (lists(&l, "/libnvidia-ml.so.1") != cases[c].listed[i])
+                fail_msg("%s: snapshot %zu (%s) %s NVML among its modules", cases[c].who, i + 1, r.paths[i],
+                         cases[c].listed[i] ? "does not list" : "lists");
+            if (lists(&l, "/libm.so.6") != cases[c].listed[i])
+                fail_msg("%s: snapshot %zu (%s) %s libm, which NVML brought in, among its modules", cases[c].who,
+                         i + 1, r.paths[i], cases[c].listed[i] ? "does not list" : "lists");
+            assert_true(l.s.has_processes);
+            assert_int_equal(l.s.processes_source, OT_PROCESSES_NVML);
+            unload_snapshot(&l);
+        }
+        traced_cleanup(&r);
+    }
+}
+
 static void test_exec_from_constructor(void **st)
 {
     (void)st;
@@ -317,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_exec_leaves_no_flush),
         cmocka_unit_test(test_exec_from_constructor),
         cmocka_unit_test(test_small_stacks),
+        cmocka_unit_test(test_nvml_kept_unlisted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
