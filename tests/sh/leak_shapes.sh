@@ -19,6 +19,11 @@
 #                 count steps (1,2xx of them, with the separator), and compare a phase with the step before it,
 #                 never with a marker known only by its seq (walk 11, #3).
 #   early.py      most of the peak allocated before the first marker: said so, not "one marked phase" (#9).
+#   growreq.py    each step's request grows by 8 MiB (a curriculum) and the step keeps 1 MiB; a snapshot at step 30,
+#                 then on to the OOM (walk 11, #1, #2): the request's growth is stated with its rate, its remedy
+#                 (bound the input) comes before the leak's and says how many steps the leak's fix alone lets run;
+#                 as growonly.py, without the leak, the statement's own projection. None of the programs above gets
+#                 the statement.
 set -u
 cd "$(dirname "$0")/../.."
 NAME=leak_shapes
@@ -244,5 +249,47 @@ traced early
 has early-oom "before the first marker" 'Most of the peak was allocated before the first marker: 600 MiB of the 650 MiB peak on device 0 \(92\.3%, 1 allocation\) was allocated before marker "step 0" \(seq [0-9]+\)\.'
 hasnt early-oom "a marked phase, or a kept marker where none was dropped" 'one marked phase|first kept marker'
 
-[ "$failed" -eq 0 ] && echo "leak_shapes: ok (13 programs)"
+cat >"$T/growreq.py" <<'PY'
+import sys
+from steps import dump, keep, mark, scratch
+leak = int(sys.argv[1])
+weights = []
+assert keep(weights, 200)
+kept = []
+step = 0
+after = None
+while True:
+    mark(b"step %d" % step)
+    if not scratch((step + 1) * 8) or (leak and not keep(kept, leak)):
+        break
+    if step == 30:
+        dump(b"projection")
+        after = 0
+    elif after is not None:
+        after += 1
+    step += 1
+print(after)
+PY
+ARGS=1
+traced growreq
+ARGS=
+has growreq-oom "the failed request's growth, with its rate" 'The request grew from step to step: the largest allocation on device 0 at .*steps\.py:3 in scratch \(stack [0-9]+\), the failed request.s call site, rose in 9[0-9] of 9[0-9] steps and never fell, from 8\.00 MiB after marker "step 0" \(seq [0-9]+\) to 7[0-9]{2} MiB after marker "step 9[0-9]" \(seq [0-9]+\), the largest that fit, and 7[0-9]{2} MiB, the failed request, after marker "step 9[0-9]" \(seq [0-9]+\): \+8\.00 MiB a step\.'
+has growreq-oom "its remedy first, with the steps the leak's fix alone lets run" '^  - The request at .*steps\.py:3 in scratch \(stack [0-9]+\) grew by 8\.00 MiB a step, to 7[0-9]{2} MiB at the failure: bound what one step gets .*; fixing the leak above \(1\.00 MiB a step\) alone gives back the 9[0-9]\.0 MiB it holds, which this growth uses up in about 1[0-9] more steps \(to step 1[0-9]{2}\)\.'
+grep -A3 '^What to try' "$T/growreq-oom.txt" | sed -n 3p | grep -q '^  - Live memory grew by 1\.00 MiB per step' ||
+    { echo "leak_shapes: FAIL: growreq: the leak's remedy second"; failed=1; }
+sed 's/^leak = int(sys.argv\[1\])/leak = 0/' "$T/growreq.py" >"$T/growonly.py"
+ARGS=
+traced growonly
+has growonly-dump "without a leak, the statement's own projection" 'Each step needed more than the one before: how far live memory on device 0 rose above a step.s start grew in 30 of 30 steps and never fell, from 8\.00 MiB after marker "step 0" \(seq [0-9]+\) to 248 MiB after marker "step 30" \(seq [0-9]+\) \(under way at the peak\): \+8\.00 MiB a step\..*at this rate the device.s free memory \([0-9.]+ MiB at the snapshot\) holds about [0-9]+ more steps\.'
+ran=$(cat "$T/growonly.out")
+said=$(grep -Eo 'holds about [0-9]+ more steps' "$T/growonly-dump.txt" | grep -Eo '[0-9]+')
+[ -n "$said" ] && [ $((said * 100)) -ge $((ran * 97)) ] && [ $((said * 100)) -le $((ran * 103)) ] ||
+    { echo "leak_shapes: FAIL: growonly: projected ${said:-no} steps, ran $ran"; failed=1; }
+hasnt growonly-oom "no leak remedy without a leak" 'Live memory grew'
+for r in evalleak-oom validfree-oom warmup-oom warmup3-oom slowleak-oom project-dump project-oom twoleak-oom twodrop-oom \
+    manyvalid-oom manysteps-oom manyfinal-oom early-oom; do
+    hasnt "$r" "a growing request where none grew" 'The request grew from|needed more than the one before|bound what one step gets|more each step'
+done
+
+[ "$failed" -eq 0 ] && echo "leak_shapes: ok (15 programs)"
 exit "$failed"

@@ -16,6 +16,7 @@ const struct ot_why_kind ot_why_kinds[] = {
     {"peak_phase", "at least half of the peak was allocated after the markers of one label"},
     {"step_inputs", "the optimizer step under way at the failure had other inputs than the one before"},
     {"growing_site", "a call site rose in many intervals (steps, markers, those one kind of marker began, else 8 windows), seldom fell, still grows, and holds it: a leak?"},
+    {"growing_request", "the failed request's call site (else a step's height) grew in 4 of 5 of the last 8 or more steps, doubling"},
     {"unfreed_site", "a call site only added to what it held and freed nothing: a cache without a bound"},
     {"nothing_freed", "nothing was freed on the device in the ring, by 4 or more call sites none of which holds a quarter"},
     {"context_ends_unlisted", "context ends whose frees the snapshot does not list: nothing judged from the ring after them"},
@@ -49,6 +50,7 @@ const struct ot_why_kind ot_remedy_kinds[] = {
     {"unbounded_site", "bound the call site that never frees, or free its entries"},
     {"free_unused", "nothing was freed, by many call sites alike: free or reuse buffers once their use ends"},
     {"step_input", "the step under way asked for much more than the one before: its inputs grew"},
+    {"bound_input", "a step's request grew step after step: bound its input; with a leak, the steps the leak's fix buys"},
     {"make_room", "the largest call site live at the failure holds what the request was short"},
     {"headroom", "no failure, but the peak left less than 15% of the device free"},
 };

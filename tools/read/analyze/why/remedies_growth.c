@@ -2,6 +2,7 @@
  * step_input): from the statements why/ made of the ring's replay and of the failure (see remedies.c's head
  * for when each is given). */
 #include "analyze/why/remedy.h"
+#include "analyze/why/ring_replay.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -273,5 +274,56 @@ void remedy_step_input(struct ot_why *w, const struct ot_analysis *a)
           "size so that one long input cannot exceed what fits), or split such a step into micro-batches with gradient "
           "accumulation.", b.f);
     WHY_NUMS_U(&b, {"step_demand_bytes", demand}, {"previous_demand_bytes", before}, {"same_kind", 1});
+    why_item_end(&b);
+}
+
+/* A step's need that grows from step to step (why: growing_request): bound what one step gets. With a leak
+ * beside it (why: growing_site), fixing the leak gives back what it holds, and the growing request uses that
+ * up too: how many more steps it lets run is said, from the failure's shortfall (why: request_exceeds_free). */
+void remedy_bound_input(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "growing_request");
+    const struct ot_snapshot *s = a->s;
+    uint64_t per = it ? item_num(it, "bytes_per_step") : 0;
+    if (!per)
+        return;
+    bool numbered = item_num(it, "numbered_steps");
+    const char *unit = numbered ? "step" : "marker interval";
+    uint64_t stack = item_num(it, "stack_id"), to = item_num(it, "to_bytes");
+    char b1[32], b2[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "bound_input"))
+        return;
+    if (stack) {
+        fputs("The request at ", b.f);
+        why_put_headline(b.f, a, stack);
+        fprintf(b.f, " grew by %s a %s, to %s at the failure", why_bytes(b1, per), unit, why_bytes(b2, to));
+    } else {
+        fprintf(b.f, "What a %s needs above its start grew by %s a %s, to %s %s", unit, why_bytes(b1, per), unit,
+                why_bytes(b2, to), s->has_failure ? "at the failure" : numbered ? "in the latest step" : "in the latest interval");
+    }
+    fputs(": bound what one step gets (a maximum sequence length or batch size, inputs bucketed by length, a curriculum "
+          "capped below what fits), or split such a step into micro-batches with gradient accumulation", b.f);
+    /* The leak's fix alone: what it holds comes back, less what the failed request was short, and each step
+     * after the failing one asks for per more. */
+    const struct ot_why_item *leak = why_find(a->why, "growing_site"), *req = why_find(a->why, "request_exceeds_free");
+    uint64_t held = leak ? item_num(leak, "held_bytes") : 0, short_b = req ? item_num(req, "short_bytes") : 0;
+    uint64_t leak_rate = leak ? (item_num(leak, "steps") ? item_num(leak, "growth_bytes") / item_num(leak, "steps")
+                                                         : item_num(leak, "growth_bytes") / (item_num(leak, "intervals") | 1)) : 0;
+    uint64_t buys = 0;
+    bool said = leak && req && s->has_failure && held;
+    if (said) {
+        buys = held >= short_b ? (held - short_b) / per + 1 : 0;
+        fprintf(b.f, "; fixing the leak above (%s a %s) alone gives back the %s it holds, which this growth uses up in about "
+                "%" PRIu64 " more %s%s", why_bytes(b1, leak_rate), unit, why_bytes(b2, held), buys, unit, buys == 1 ? "" : "s");
+        uint64_t at;
+        struct ot_str l;
+        if (numbered && buys && ot_marker_label(a, item_num(it, "to_marker_seq"), &l) && why_label_step(l, &at))
+            fprintf(b.f, " (to step %" PRIu64 ")", at + buys - 1);
+    }
+    fputc('.', b.f);
+    WHY_NUMS_U(&b, {"growth_bytes", to - item_num(it, "from_bytes")}, {"bytes_per_step", per}, {"stack_id", stack});
+    if (said)
+        WHY_NUMS_U(&b, {"leak_bytes_per_step", leak_rate}, {"leak_fix_steps", buys});
     why_item_end(&b);
 }

@@ -44,6 +44,7 @@ void remedy_request_too_large(struct ot_why *w, const struct ot_analysis *a);
 void remedy_pin_less(struct ot_why *w, const struct ot_analysis *a);
 void remedy_free_unused(struct ot_why *w, const struct ot_analysis *a);
 void remedy_step_input(struct ot_why *w, const struct ot_analysis *a);
+void remedy_bound_input(struct ot_why *w, const struct ot_analysis *a);
 /* The pool's maximum size refused the request (why: pool_cap; pool_cap.c). */
 void remedy_pool_cap(struct ot_why *w, const struct ot_analysis *a);
 

@@ -253,6 +253,7 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     const char *what = "the snapshot";
     if (s->has_failure) {
         r.target = s->failure.seq;
+        r.req_stack = s->failure.stack_id;
         what = "the failure";
     } else if (a->peak && a->peak->device == dev) {
         r.target = a->peak->seq;
@@ -272,6 +273,7 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         why_unlisted_ends(w, &r, what);
     else if (rc == 0) {
         why_growth(w, &r);
+        why_growing_request(w, &r);
         why_unfreed(w, &r);
         why_nothing_freed(w, &r);
         why_rise(w, &r, what);
@@ -293,6 +295,7 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     free(r.mbusy);
     free(r.mbound);
     free(r.mkind);
+    free(r.mreq);
     free(r.sites);
     free(r.dirty);
     ot_u64map_free(&r.site_idx);

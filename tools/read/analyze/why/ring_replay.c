@@ -119,7 +119,8 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, const st
         !grow((void **)&r->mhigh, &r->hcap, r->nm + 1, sizeof(int64_t)) ||
         !grow((void **)&r->mbusy, &r->bcap, r->nm + 1, sizeof(size_t)) ||
         !grow((void **)&r->mbound, &r->ocap, r->nm + 1, sizeof(bool)) ||
-        !grow((void **)&r->mkind, &r->kcap, r->nm + 1, sizeof(uint8_t))) {
+        !grow((void **)&r->mkind, &r->kcap, r->nm + 1, sizeof(uint8_t)) ||
+        !grow((void **)&r->mreq, &r->qcap, r->nm + 1, sizeof(uint64_t))) {
         r->sites_off = true;
         return;
     }
@@ -137,6 +138,9 @@ static void on_marker(struct replay *r, uint64_t seq, uint64_t time_ns, const st
     r->mhigh[k] = r->high;
     r->mbound[k] = boundary;
     r->mkind[k] = kind_of(r, label, k);
+    r->mreq[k] = r->req_cur;
+    if (boundary)
+        r->req_cur = 0;
     if (boundary) {
         r->mbusy[k] = (r->nbound ? r->mbusy[r->last_bound] : 0) + r->group_busy;
         r->group_busy = false;
@@ -207,6 +211,8 @@ static void on_alloc(struct replay *r, const struct ot_replay_step *st)
         r->high = r->live;
     r->w_allocs++;
     r->last_alloc_seq = e->seq;
+    if (r->req_stack && e->stack_id == r->req_stack && e->size > r->req_cur)
+        r->req_cur = e->size;
     if (e->size > r->big_size) {
         r->big_size = e->size;
         r->big_seq = e->seq;

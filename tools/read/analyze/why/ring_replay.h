@@ -65,12 +65,16 @@ struct replay {
      * A marker per micro-batch then makes intervals that are steps, and mbusy counts those. */
     bool *mbound;
     uint8_t *mkind;  /* each marker's kind (an index into kinds), or NO_KIND */
+    /* The largest allocation the failed request's call site made in the step that ends at each marker (at one
+     * that is not a step's start: so far in the step under way); req_cur: since the latest step's start. */
+    uint64_t *mreq;
+    uint64_t req_stack, req_cur;
     /* Each kind's label up to its first digit: its length, and a copy of its first WHY_KIND_BYTES (an event's
      * label lives only while its chunk is decoded). Kinds alike in these and in length are one. */
     char kinds[WHY_KINDS][WHY_KIND_BYTES];
     size_t kind_len[WHY_KINDS];
     size_t nkinds;
-    size_t tcap, lcap, scap_, fcap, hcap, bcap, ocap, kcap;
+    size_t tcap, lcap, scap_, fcap, hcap, bcap, ocap, kcap, qcap;
     size_t last_bound; /* the latest marker that started a step (valid when nbound) */
     size_t nbound;
     bool group_busy;   /* the device saw an allocation or free since last_bound */
@@ -120,5 +124,26 @@ int why_ring_replay(struct replay *r);
 
 /* The growing_site statement from a replay (growth.c). */
 void why_growth(struct ot_why *w, struct replay *r);
+
+/* A step's need that grows from one step to the next (request_growth.c): of the steps that markers of the
+ * latest step's kind began, the run up to the latest in which the value rose in at least 4 of 5 and never fell
+ * by more than an eighth, over at least 8 steps, at least doubling. The value is the largest allocation of the
+ * failed request's call site in each step (the failed request in the step under way: by_site), or how far live
+ * memory rose above the step's start (its height). */
+struct step_growth {
+    bool by_site;
+    size_t n, rises, falls; /* steps in the run, and the rises and falls between them */
+    size_t first, last;     /* the markers that began the run's first and last step */
+    uint64_t from, to;      /* the value in the run's first and last step */
+    uint64_t prev_to;       /* ... and in the step before the last, which marker prev_last began */
+    size_t prev_last;
+    uint64_t per_step;      /* (to - from) over the steps between them (by their labels' numbers when they have) */
+    uint64_t steps;         /* those steps */
+    bool numbered;          /* the markers' labels number steps */
+    bool under_way;         /* the last step is the one under way at the failure or the snapshot */
+};
+bool why_step_growth(const struct replay *r, bool by_site, struct step_growth *g);
+/* The growing_request statement (request_growth.c). */
+void why_growing_request(struct ot_why *w, const struct replay *r);
 
 #endif
