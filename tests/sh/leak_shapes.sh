@@ -21,9 +21,9 @@
 #   early.py      most of the peak allocated before the first marker: said so, not "one marked phase" (#9).
 #   growreq.py    each step's request grows by 8 MiB (a curriculum) and the step keeps 1 MiB; a snapshot at step 30,
 #                 then on to the OOM (walk 11, #1, #2): the request's growth is stated with its rate, its remedy
-#                 (bound the input) comes before the leak's and says how many steps the leak's fix alone lets run;
-#                 as growonly.py, without the leak, the statement's own projection. None of the programs above gets
-#                 the statement.
+#                 (bound the input) comes before the leak's and says how many steps the leak's fix alone lets run,
+#                 and the snapshot's projection counts the height's rise (the steps the program ran); as growonly.py,
+#                 without the leak, the statement's own projection. None of the programs above gets the statement.
 set -u
 cd "$(dirname "$0")/../.."
 NAME=leak_shapes
@@ -277,6 +277,8 @@ has growreq-oom "the failed request's growth, with its rate" 'The request grew f
 has growreq-oom "its remedy first, with the steps the leak's fix alone lets run" '^  - The request at .*steps\.py:3 in scratch \(stack [0-9]+\) grew by 8\.00 MiB a step, to 7[0-9]{2} MiB at the failure: bound what one step gets .*; fixing the leak above \(1\.00 MiB a step\) alone gives back the 9[0-9]\.0 MiB it holds, which this growth uses up in about 1[0-9] more steps \(to step 1[0-9]{2}\)\.'
 grep -A3 '^What to try' "$T/growreq-oom.txt" | sed -n 3p | grep -q '^  - Live memory grew by 1\.00 MiB per step' ||
     { echo "leak_shapes: FAIL: growreq: the leak's remedy second"; failed=1; }
+has growreq-dump "the projection counts the height's rise" 'lasts about [0-9]+ more steps, as each step also needs up to 2[0-9]{2} MiB at its height and 8\.00 MiB more each step \(that height grew in 30 of 30 steps\)'
+projected steps 97 103 growreq
 sed 's/^leak = int(sys.argv\[1\])/leak = 0/' "$T/growreq.py" >"$T/growonly.py"
 ARGS=
 traced growonly

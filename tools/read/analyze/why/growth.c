@@ -479,12 +479,23 @@ void why_growth(struct ot_why *w, struct replay *r)
     if (above < 0 || (uint64_t)above < now)
         now = above > 0 ? (uint64_t)above : 0;
     uint64_t room = d ? ot_sat_add(d->free_bytes, now) : 0;
+    /* A height that itself rose from step to step (a batch or sequence length that grows) rises on: each step
+     * then needs its growth more than the one before, besides what the leak keeps (walk 11, #1: "lasts about
+     * 536 more steps" at a height of 642 MiB that rose 16 MiB a step; the run failed 60 steps later). The
+     * height is the latest step's, and the rise is in the leak's unit (steps, or marker intervals). */
+    struct step_growth hg;
+    uint64_t rise = 0;
+    if (!r->windows && !kind && why_step_growth(r, false, &hg) && hg.numbered == (nsteps != 0)) {
+        rise = hg.per_step;
+        if (hg.to > height)
+            height = hg.to;
+    }
     room = room > height ? room - height : 0;
     /* Nor once a context's end freed the growth: the free memory at the snapshot is after it. */
     bool project = !s->has_failure && !x->ctx_end_bytes && d && (d->flags & OT_DEV_MEMINFO_KNOWN) && rate;
     if (project && nsteps)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %s more steps",
-                why_bytes(b5, d->free_bytes), ot_fmt_count(b1, room / (rate / nsteps ? rate / nsteps : 1)));
+                why_bytes(b5, d->free_bytes), ot_fmt_count(b1, room / (rate / nsteps + rise ? rate / nsteps + rise : 1)));
     else if (project && per_second)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %.3g more seconds",
                 why_bytes(b5, d->free_bytes), (double)d->free_bytes / ((double)rate / secs));
@@ -493,9 +504,12 @@ void why_growth(struct ot_why *w, struct replay *r)
                 " more of its allocations", why_bytes(b5, d->free_bytes), d->free_bytes / (rate / kept ? rate / kept : 1));
     else if (project && !r->windows)
         fprintf(b.f, "; at this rate the device's free memory (%s at the snapshot) lasts about %s more %s",
-                why_bytes(b5, d->free_bytes), ot_fmt_count(b1, room / (rate / n ? rate / n : 1)), kind ? "such intervals" : "intervals");
+                why_bytes(b5, d->free_bytes), ot_fmt_count(b1, room / (rate / n + rise ? rate / n + rise : 1)), kind ? "such intervals" : "intervals");
     if (project && !r->windows && height)
         fprintf(b.f, ", as each %s also needs up to %s at its height", nsteps ? "step" : "interval", why_bytes(b5, height));
+    if (project && !r->windows && rise)
+        fprintf(b.f, " and %s more each %s (that height grew in %zu of %zu %ss)", why_bytes(b4, rise), nsteps ? "step" : "interval",
+                hg.rises, hg.n - 1, nsteps ? "step" : "interval");
     bool live = framework_allocated(a, r->dev, gain);
     if (r->frees_on_dev == 0 && live)
         fputs(" (the ring holds no free on this device, but the framework's allocator reports its segments allocated,"
@@ -513,7 +527,8 @@ void why_growth(struct ot_why *w, struct replay *r)
                {"to_bytes", best.to_bytes}, {"growth_bytes", gain}, {"steps", nsteps}, {"held_bytes", best.held},
                {"from_marker_seq", r->mseq[start]}, {"to_marker_seq", r->mseq[end]}, {"sites", qualifying},
                {"frees_in_ring", r->frees_on_dev}, {"dropped_events", r->ring_first_seq > 1 ? r->ring_first_seq - 1 : 0},
-               {"context_end_bytes", x->ctx_end_bytes}, {"marker_kind", kind}, {"height_bytes", height});
+               {"context_end_bytes", x->ctx_end_bytes}, {"marker_kind", kind}, {"height_bytes", height},
+               {"height_growth_bytes", rise});
     for (size_t i = 1; i < ntop; i++) {
         why_num_u(&b, i == 1 ? "second_stack_id" : "third_stack_id", top[i].x->stack_id);
         why_num_u(&b, i == 1 ? "second_growth_bytes" : "third_growth_bytes", top[i].gain);
