@@ -318,8 +318,21 @@ static void *nvml_by_program(void)
     return h && dlsym(h, "nvmlInit_v2") ? h : NULL;
 }
 
+static int mapped_now(const char *lib)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096];
+    int mapped = 0;
+    while (f && fgets(line, sizeof line, f))
+        mapped |= strstr(line, lib) != NULL;
+    if (f)
+        fclose(f);
+    return mapped;
+}
+
 static int mode_nvmlkept(const char *who)
 {
+    printf("libm_before %d\n", mapped_now("/libm.so.6")); /* a sanitizer's runtime loads it */
     int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "oomtrace_dump");
     device_init();
     CUdeviceptr p;
@@ -333,14 +346,7 @@ static int mode_nvmlkept(const char *who)
         return 4;
     if (dump("second") != 0)
         return 5;
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[4096];
-    int mapped = 0;
-    while (f && fgets(line, sizeof line, f))
-        mapped |= strstr(line, "/libnvidia-ml.so.1") != NULL;
-    if (f)
-        fclose(f);
-    printf("nvml_mapped %d\n", mapped);
+    printf("nvml_mapped %d\n", mapped_now("/libnvidia-ml.so.1"));
     return 0;
 }
 

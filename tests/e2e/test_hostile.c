@@ -322,15 +322,16 @@ static void test_nvml_kept_unlisted(void **st)
         assert_int_equal(r.status, 0);
         assert_int_equal(run_u64(&r, "nvml_mapped"), 1);
         assert_int_equal(r.nsnaps, 3);
+        bool libm_before = run_u64(&r, "libm_before") == 1; /* the program's own then (ASan's runtime needs it) */
         for (size_t i = 0; i < 3; i++) {
             struct loaded l;
             load_snapshot(&l, r.paths[i]);
             if (lists(&l, "/libnvidia-ml.so.1") != cases[c].listed[i])
                 fail_msg("%s: snapshot %zu (%s) %s NVML among its modules", cases[c].who, i + 1, r.paths[i],
                          cases[c].listed[i] ? "does not list" : "lists");
-            if (lists(&l, "/libm.so.6") != cases[c].listed[i])
+            if (lists(&l, "/libm.so.6") != (cases[c].listed[i] || libm_before))
                 fail_msg("%s: snapshot %zu (%s) %s libm, which NVML brought in, among its modules", cases[c].who,
-                         i + 1, r.paths[i], cases[c].listed[i] ? "does not list" : "lists");
+                         i + 1, r.paths[i], cases[c].listed[i] || libm_before ? "does not list" : "lists");
             assert_true(l.s.has_processes);
             assert_int_equal(l.s.processes_source, OT_PROCESSES_NVML);
             unload_snapshot(&l);
