@@ -223,7 +223,7 @@ static void devices_section(struct hx *h)
 {
     FILE *f = h->f;
     const struct ot_snapshot *s = h->s;
-    char b[32], b2[32], ub[80];
+    char b[32], ub[80];
     fputs("<section class=\"card\"><h2>Devices<small>total and free: cuMemGetInfo at the snapshot; tracked: this "
           "process's live allocations counted by oomtrace</small></h2>\n", f);
     if (!s->ndevices) {
@@ -255,17 +255,12 @@ static void devices_section(struct hx *h)
         fprintf(f, "<p class=\"note\">%zu more devices.</p>", s->ndevices - 256);
     fprintf(f, "<p class=\"note\">Host pinned memory (never in device totals): %s.", ot_fmt_bytes(b, h->a->host_pinned_bytes));
     const struct ot_analysis *a = h->a;
-    uint64_t sized = a->imported_count - a->imported_unsized;
-    if (a->imported_count)
-        fputs(" Imported memory (another process's allocations mapped here, not counted): ", f);
-    if (sized)
-        fprintf(f, "%s in %s allocation%s", ot_fmt_bytes(b, a->imported_bytes), ot_fmt_count(b2, sized),
-                sized == 1 ? "" : "s");
-    if (a->imported_unsized)
-        fprintf(f, "%s%s%s whose size is not known (neither the driver nor a mapping gave it)", sized ? ", and " : "",
-                ot_fmt_count(b2, a->imported_unsized),
-                sized ? " more" : a->imported_unsized == 1 ? " allocation" : " allocations");
-    fputs(a->imported_count ? ".</p></section>\n" : "</p></section>\n", f);
+    if (a->imported_count) {
+        char words[256];
+        ot_imported_words(a, words, sizeof words);
+        fprintf(f, " Imported memory (another process's allocations mapped here, not counted): %s.", words);
+    }
+    fputs("</p></section>\n", f);
 }
 
 static void events_section(struct hx *h)

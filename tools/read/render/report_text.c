@@ -357,18 +357,11 @@ static void devices(struct tx *t)
     fprintf(o, "Host pinned memory (page-locked host RAM, never in device totals): %s in %s allocation%s\n",
             ot_fmt_bytes(b1, a->host_pinned_bytes), ot_fmt_count(b2, a->host_pinned_count),
             a->host_pinned_count == 1 ? "" : "s");
-    uint64_t sized = a->imported_count - a->imported_unsized;
-    if (a->imported_count)
-        fputs("Imported memory (another process's allocations mapped here, not counted): ", o);
-    if (sized)
-        fprintf(o, "%s in %s allocation%s", ot_fmt_bytes(b1, a->imported_bytes), ot_fmt_count(b2, sized),
-                sized == 1 ? "" : "s");
-    if (a->imported_unsized)
-        fprintf(o, "%s%s%s whose size is not known (neither the driver nor a mapping gave it)", sized ? ", and " : "",
-                ot_fmt_count(b2, a->imported_unsized),
-                sized ? " more" : a->imported_unsized == 1 ? " allocation" : " allocations");
-    if (a->imported_count)
-        fputc('\n', o);
+    if (a->imported_count) {
+        char words[256];
+        ot_imported_words(a, words, sizeof words);
+        fprintf(o, "Imported memory (another process's allocations mapped here, not counted): %s\n", words);
+    }
 }
 
 static void markers_before(struct tx *t, uint64_t seq, const char *what)

@@ -359,6 +359,21 @@ const char *ot_fmt_uuid(char *buf, struct ot_str u)
     return buf;
 }
 
+void ot_imported_words(const struct ot_analysis *a, char *out, size_t cap)
+{
+    char b[32], b2[32];
+    uint64_t sized = a->imported_count - a->imported_unsized;
+    size_t n = 0;
+    out[0] = 0;
+    if (sized)
+        n = (size_t)snprintf(out, cap, "%s in %s allocation%s", ot_fmt_bytes(b, a->imported_bytes),
+                             ot_fmt_count(b2, sized), sized == 1 ? "" : "s");
+    if (a->imported_unsized && n < cap)
+        snprintf(out + n, cap - n, "%s%s%s whose size is not known (neither the driver nor a mapping gave it)",
+                 sized ? ", and " : "", ot_fmt_count(b2, a->imported_unsized),
+                 sized ? " more" : a->imported_unsized == 1 ? " allocation" : " allocations");
+}
+
 const char *ot_event_kind_words(int kind)
 {
     return kind == OT_EV_CONTEXT_END ? "context end" : ot_event_kind_name(kind);

@@ -33,6 +33,10 @@ const char *ot_flush_crash_signal(const struct ot_snapshot *s);
  * flush"); NULL for a finished one. *by_crash: a crash wrote it, and its reason names the signal. */
 const char *ot_unfinished_words(const struct ot_snapshot *s, bool *by_crash);
 
+/* The imported memory (another process's allocations mapped here) after its lead-in: "8.00 MiB in 1
+ * allocation", "2 allocations whose size is not known (...)" or both; "" when nothing was imported. */
+void ot_imported_words(const struct ot_analysis *a, char *out, size_t cap);
+
 /* An event kind's name in the ring's counts ("alloc", "free", "context end"): the format's names but for
  * context_end. NULL for a kind the format does not define. */
 const char *ot_event_kind_words(int kind);
