@@ -155,7 +155,7 @@ grep -q "^## oomtrace: " "$work/summary.md" && grep -q "Failed request:\*\* 700 
     fail "--summary holds no markdown report: $(head -8 "$work/summary.md")"
 run --dir "$work/s2" --summary "$work/nodir/x.md" -- touch "$work/summary-ran" >"$work/sbad.out" 2>&1
 [ $? -eq 2 ] && [ ! -e "$work/summary-ran" ] && [ "$(wc -l <"$work/sbad.out")" -eq 1 ] &&
-    grep -q "^oomtrace: cannot write --summary $work/nodir/x.md: .*; touch was not run\$" "$work/sbad.out" ||
+    grep -q "^oomtrace: cannot write --summary $work/nodir/x.md: No such file or directory ($work/nodir does not exist); touch was not run\$" "$work/sbad.out" ||
     fail "an unwritable --summary: $(cat "$work/sbad.out")"
 
 # A failing command keeps its status.
