@@ -436,10 +436,10 @@ for v in import-unsized import; do
         hasnt "$f" ": 2 B in 2 allocations" "a stand-in shown as a size"
     done
 done
-has "$T/import-unsized.txt" "tracked live 12.0 MiB: device 8.00 MiB, vmm 4.00 MiB, imported 2 allocations (size not known)" "the devices line"
+has "$T/import-unsized.txt" "tracked live 12.0 MiB: device 8.00 MiB, vmm 4.00 MiB; imported, not in it: 2 allocations (size not known)" "the devices line"
 has "$T/import-unsized.txt" "not counted): 2 allocations whose size is not known (neither the driver nor a mapping gave it)" "imported memory"
 has "$T/import-unsized.html" "not counted): 2 allocations whose size is not known" "HTML's imported memory"
-has "$T/import.txt" "vmm 4.00 MiB, imported 8.00 MiB + 1 allocation (size not known)" "the devices line, a sized IPC mapping"
+has "$T/import.txt" "vmm 4.00 MiB; imported, not in it: 8.00 MiB + 1 allocation (size not known)" "the devices line, a sized IPC mapping"
 has "$T/import.txt" "not counted): 8.00 MiB in 1 allocation, and 1 more whose size is not known" "imported memory, a sized IPC mapping"
 python3 - "$T/import-unsized.json" "$T/import.json" <<'PY' || fail "JSON's imported memory"
 import json, sys

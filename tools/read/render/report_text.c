@@ -289,19 +289,24 @@ static void device_block(struct tx *t, const struct snap_device *d)
     fprintf(o, "    tracked live %s", ot_fmt_bytes(b1, d->tracked_bytes));
     const char *sep = ": ";
     for (size_t c = 1; c < d->ncat; c++) {
-        if (!d->by_category[c])
+        /* Imported memory is another process's, not in the tracked total: said after the parts that sum to it
+         * (walk 12: "tracked live 500 MiB: device 500 MiB, imported 300 MiB" read as 800). */
+        if (!d->by_category[c] || c == OT_CAT_IMPORTED)
             continue;
-        struct ot_imported m = {0, 0};
-        if (c == OT_CAT_IMPORTED && (m = ot_imported_on(s, d)).unsized) {
+        fprintf(o, "%s%s %s", sep, ot_category_name64(c), ot_fmt_bytes(b1, d->by_category[c]));
+        sep = ", ";
+    }
+    if (OT_CAT_IMPORTED < d->ncat && d->by_category[OT_CAT_IMPORTED]) {
+        struct ot_imported m = ot_imported_on(s, d);
+        fputs("; imported, not in it: ", o);
+        if (m.unsized) {
             /* The tracer's one-byte stand-ins are no measured size: count them instead. */
-            fprintf(o, "%simported ", sep);
             if (m.bytes)
                 fprintf(o, "%s + ", ot_fmt_bytes(b1, m.bytes));
             fprintf(o, "%s allocation%s (size not known)", ot_fmt_count(b2, m.unsized), m.unsized == 1 ? "" : "s");
         } else {
-            fprintf(o, "%s%s %s", sep, ot_category_name64(c), ot_fmt_bytes(b1, d->by_category[c]));
+            fputs(ot_fmt_bytes(b1, d->by_category[OT_CAT_IMPORTED]), o);
         }
-        sep = ", ";
     }
     fputc('\n', o);
     if (d->peak_bytes)
@@ -479,7 +484,7 @@ static void events(struct tx *t)
     for (size_t i = 0; i < e->nctx_ends; i++)
         put_ctx_end(o, s, &e->ctx_ends[i]);
     if (s->nmarkers)
-        fprintf(o, "  %zu marker%s kept\n", s->nmarkers, s->nmarkers == 1 ? "" : "s");
+        fprintf(o, "  %s marker%s kept\n", ot_fmt_count(b1, s->nmarkers), s->nmarkers == 1 ? "" : "s");
 }
 
 /* The "Why" block: nothing when there is no statement. */
