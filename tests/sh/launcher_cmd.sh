@@ -216,7 +216,8 @@ done
 
 # #19c: a gate given twice is refused, not the last kept silently; #19e: a --summary that takes no write
 # (/dev/full) is refused before the command runs, not found missing after it.
-for case in "--max-peak 1G --max-peak 2G|oomtrace: --max-peak given twice (1G, then 2G): give one (see oomtrace --help)" \
+for case in "--max-peak 1G --max-peak 2G|oomtrace: --max-peak given twice (1G, then 2G): give one; nothing was run (see oomtrace --help)" \
+    "--max-peak --|oomtrace: --max-peak needs a value, got the option '--' (a value starting with '-' is written --max-peak=VALUE); nothing was run (see oomtrace --help)" \
     "--summary /dev/full|oomtrace: cannot write --summary /dev/full: I/O error; touch was not run"; do
     rm -f "$work/ran"
     run ${case%%|*} -- touch "$work/ran" >"$work/twice.out" 2>&1
