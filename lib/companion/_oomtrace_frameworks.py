@@ -165,7 +165,7 @@ class Torch:
         """Appends to the queue itself, never through torch.cuda._lazy_call: that takes torch's CUDA
         initialization lock (torch 2.x), which torch holds when this runs from the companion's pending call
         right after torch._C._cuda_init() (the runtime's driver lookups start the companion there), and the
-        program hung (run H on the H200). A list append takes no lock. The queue's entries are (callable,
+        program hung (run 38 on the H200). A list append takes no lock. The queue's entries are (callable,
         the caller's stack lines), which torch prints only when the callable raises; this one never does:
         an exception there would fail the program's CUDA setup."""
         if self.queued:
@@ -415,7 +415,7 @@ class Torch:
                 items.append((key, parsed.get(key, parsed.get(key + "_mb"))))
         items.append(("PYTORCH_CUDA_ALLOC_CONF", str(conf.get("PYTORCH_CUDA_ALLOC_CONF", env))))
         frac = self.fraction(devices[0]) if devices else None
-        # cudaMallocAsync answers ~1.2e8 when no fraction was set (torch 2.11, run H2): no fraction at all.
+        # cudaMallocAsync answers ~1.2e8 when no fraction was set (torch 2.11, run 39): no fraction at all.
         if frac is not None and 0.0 < frac <= 1.0:
             items.append(("per_process_memory_fraction", repr(frac)))
         return items

@@ -55,7 +55,7 @@ expect(F._request_from_text("no number here") == 0, "no request: 0")
 expect(F._request_from_text("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.00GiB with allocator "
                             "GPU_0_bfc on device 0.") == 1 << 30, "JAX request with a unit")
 expect(F._device_from_text("allocator GPU_1_bfc on device 1.") == 1, "device from the text")
-# PyTorch 2.11's cudaMallocAsync backend (run H2 on the H200): its size is on the "Requested" line only.
+# PyTorch 2.11's cudaMallocAsync backend (run 39 on the H200): its size is on the "Requested" line only.
 expect(F._request_from_text("Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently "
                             "allocated     : 136.00 GiB\nRequested               : 8.00 GiB\nDevice limit     "
                             "       : 139.80 GiB") == 8 << 30, "cudaMallocAsync's request parsed")
