@@ -394,9 +394,11 @@ class Torch:
         if get is None:
             return None  # older torch: the fraction is not readable back
         try:
-            return float(get(d))
+            frac = float(get(d))
         except RuntimeError:  # a backend that does not keep it (torch's TORCH_CHECK): the counters still count
             return None
+        # cudaMallocAsync answers ~1.2e8 when no fraction was set (torch 2.11, run 39): no fraction at all.
+        return frac if 0.0 < frac <= 1.0 else None
 
     def settings(self, conf, devices):
         items = []
@@ -415,8 +417,7 @@ class Torch:
                 items.append((key, parsed.get(key, parsed.get(key + "_mb"))))
         items.append(("PYTORCH_CUDA_ALLOC_CONF", str(conf.get("PYTORCH_CUDA_ALLOC_CONF", env))))
         frac = self.fraction(devices[0]) if devices else None
-        # cudaMallocAsync answers ~1.2e8 when no fraction was set (torch 2.11, run 39): no fraction at all.
-        if frac is not None and 0.0 < frac <= 1.0:
+        if frac is not None:
             items.append(("per_process_memory_fraction", repr(frac)))
         return items
 
