@@ -421,7 +421,10 @@ def training(a):
         row = {"case": "step_hooks", "piece": name, "unit": "ns/step", "added_ns": s, "base": "step",
                "base_ns": b, "share_pct": 100.0 * s["median"] / b, "figure": figures[verdict_k],
                "figures": {f: {"added": summary(column(diffs, k)), "base": summary(column(base, k))["median"]}
-                           for k, f in enumerate(figures)}}
+                           for k, f in enumerate(figures)},
+               # Each block's difference in the verdict's figure, in block order (even blocks ran the piece
+               # first): what a later look at the method (order effects, drift) needs, kept to the nanosecond.
+               "diffs_ns": [round(d) for d in column(diffs, verdict_k)]}
         if name in ("all", "work"):
             row["samples_per_step"] = (hook.samples - samples0) / max(1, hook.step - steps0)
             # The off halves' time counts toward the spacing too, so the blocks read the counters more often
