@@ -390,7 +390,7 @@ def training(a):
     nop = lambda: None  # noqa: E731
     # (name, on, off, extra call a step, blocks, base: what every half starts from)
     big, small = a.main_blocks, a.blocks
-    pieces = [("none", nop, nop, None, big, all_on),
+    pieces = [("none", nop, nop, None, a.aa_blocks or big, all_on),
               ("all", all_on, all_off, None, big, all_off),
               ("work", work(True), work(False), None, small, all_on),
               ("C hook", c_hook(True), c_hook(False), None, small, all_on),
@@ -498,6 +498,9 @@ def main():
     ap.add_argument("--blocks", type=int, default=40, help="paired blocks per piece, but the next three")
     ap.add_argument("--main-blocks", type=int, default=900,
                     help="paired blocks of the pieces none (A/A) and all (the answer)")
+    ap.add_argument("--aa-blocks", type=int, default=0,
+                    help="paired blocks of the A/A alone (default: --main-blocks): the verdict's bound is all's own "
+                         "interval, so its blocks narrow it most where a call's time is short")
     ap.add_argument("--steps", type=int, default=8, help="steps per half block")
     ap.add_argument("--only", default="", help="comma-separated pieces")
     ap.add_argument("--calls", type=int, default=5000, help="calls per loop of the direct timings")
