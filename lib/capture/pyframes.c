@@ -263,6 +263,7 @@ static int merge_linked(struct py_thread *t, uint64_t gen, int n, int max, unsig
     const size_t at = (size_t)(r - &mc->e[0][0]);
     mc->older[at / 2] = (uint8_t)!(at & 1);
     t->last.n = 0;           /* the chain's last read is not this one: the next capture reads it whole */
+    t->last_ref = NULL;
     t->merged.ref = r;
     t->merged.valid = 1;
     *src = r->frames;
@@ -335,6 +336,10 @@ static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *
         return out;
     if (t->merged.ref == e) /* the thread's last merged stack was this entry's: no longer */
         t->merged.valid = 0;
+    if (t->last_ref == e) { /* nor its last chain */
+        t->last_ref = NULL;
+        t->last.n = 0;
+    }
     entry_fill(e, h, native, n, max, c, frames, out, added, bflags);
     mc->older[h & (MSETS - 1)] ^= 1;
     ot_stack_hint = &e->sid;
@@ -417,6 +422,10 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         }
     }
     OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
+    if (same == 2) { /* the chain is the last merged stack's entry's: wanted whole now */
+        got = ot_py_walk_last();
+        same = 1;
+    }
     /* The merged stacks by place: keyed by all they were made of, so a hit is the stack a merge would
      * make, and the chain's ids come with it (no interning). Only with the layout validated (plain loads
      * of each code object's qualname) and within the entries' bounds. */
@@ -434,11 +443,11 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
             for (int w = 0; w < 2; w++)
                 if (mkey_same(&set[w], h, frames, n, max, got, names)) {
                     OT_STAGE_CACHE(OT_C_PY_PLACES, 1);
-                    if (!same)
-                        ot_py_walk_keep(&c, set[w].id);
                     mc->older[h & (MSETS - 1)] = (uint8_t)!w;
                     m->ref = &set[w]; /* the thread's last merged stack, for a loop from here */
                     m->valid = 1;
+                    if (!same) /* the chain's ids are the entry's */
+                        ot_py_walk_last_is_ref(t, &set[w]);
                     *src = set[w].frames;
                     *flags |= set[w].flags;
                     ot_stack_hint = &set[w].sid;

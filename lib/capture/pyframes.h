@@ -208,6 +208,12 @@ struct mcache {
 struct py_thread {
     uint32_t npf;
     int pf_whole; /* pf holds the whole chain that this capture read (npf frames, shims included) */
+    /* When not NULL, the thread's last chain is this entry's (its np frames' code, instr, entry and id), not
+     * the copy in last (then stale); it is the thread's last merged stack (merged.ref). A capture whose chain
+     * a merged stack by place held copied it into last, ~10 lines cold after the step's work that the next
+     * capture seldom reads. Here, in the line the capture writes first, as the check reads it first. */
+    const struct mentry *last_ref;
+    uint32_t last_np;
     const void *pf[MRAW];
     struct cache_entry cache[CACHE];
     struct chain last;
@@ -230,10 +236,13 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same);
 /* ot_py_walk in two halves, so that a chain found in the merged-stack cache (pyframes.c) is not interned
  * again: the chain gathered (its ids only when *same), 0 when none, -1 when a check refused it, *fast when
  * the layout was validated; then its ids and the thread's last chain (ot_py_walk_ids: n, or 0 when a check
- * failed), or, with ids known, the thread's last chain alone (ot_py_walk_keep). */
+ * failed), or, found in an entry of that cache, the entry named the thread's last chain
+ * (ot_py_walk_last_is_ref). *same 2: the chain is that entry's, and *got NULL until ot_py_walk_last copies
+ * it into the thread's last chain (for a merge that needs it whole) and returns it. */
 int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int *fast);
 int ot_py_walk_ids(struct chain *c, int n, int fast);
-void ot_py_walk_keep(struct chain *c, const uint32_t *ids);
+void ot_py_walk_last_is_ref(struct py_thread *t, const struct mentry *r); /* r: the last merged stack (merged.ref) */
+const struct chain *ot_py_walk_last(void);
 /* A chain whose walk filled MAXPY frames with frame (the next) still to read: walks on to the outermost
  * frame and keeps the PY_OUTER outermost in place of the innermost ones past MAXPY - PY_OUTER, setting cut,
  * gap and gap_runs. checked: every read through ot_py_checked_read (another thread's chain). Returns MAXPY,

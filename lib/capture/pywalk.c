@@ -130,15 +130,14 @@ void ot_python_prefetch(void)
  * same call sites come back, and a frame is then a few loads and compares. 0 whenever in doubt (the caller
  * then reads the chain in full): 1 only when gather_fast would give exactly last. has_entry: the layout
  * keeps an is_entry byte (3.11); otherwise only a C-stack shim frame marks the end of a run (3.12+). */
-static inline __attribute__((always_inline)) int same_as(void *frame, const struct chain *last, int has_entry)
+static inline __attribute__((always_inline)) int same_as(void *frame, int want, const void *const *lcode,
+                                                         const char *const *linstr, const uint8_t *lentry,
+                                                         int has_entry)
 {
     const struct layout *L = ot_py.L;
     const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
     const unsigned o_entry = has_entry ? (unsigned)L->fr_is_entry : 0;
-    const int cstack = L->owner_cstack, want = last->n;
-    const void *const *lcode = last->code;
-    const char *const *linstr = last->instr;
-    const uint8_t *lentry = last->entry;
+    const int cstack = L->owner_cstack;
     int n = 0, guard = 4 * MAXPY;
     uint8_t pend = 0; /* frame n-1's entry bit so far: a C-stack shim frame after it sets it */
     while (frame) {
@@ -159,9 +158,10 @@ static inline __attribute__((always_inline)) int same_as(void *frame, const stru
     return n == want && n > 0 && lentry[n - 1] == 1; /* the outermost frame's bit is always set */
 }
 
-static int gather_same(void *frame, const struct chain *last)
+static int gather_same(void *frame, int want, const void *const *code, const char *const *instr, const uint8_t *entry)
 {
-    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, last, 1) : same_as(frame, last, 0);
+    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, want, code, instr, entry, 1)
+                                     : same_as(frame, want, code, instr, entry, 0);
 }
 
 /* The same through checked reads, until one walk has validated the layout. */
@@ -309,9 +309,11 @@ unsigned ot_py_frame_need(void)
 }
 
 /* A chain kept as the thread's last: only its n frames (the whole struct is ~3 KB). */
-static void keep_last(struct chain *last, const struct chain *c)
+static void keep_last(struct py_thread *t, const struct chain *c)
 {
+    struct chain *last = &t->last;
     size_t n = (size_t)c->n;
+    t->last_ref = NULL;
     last->n = c->n;
     last->cut = c->cut;
     last->gap = c->gap;
@@ -322,17 +324,37 @@ static void keep_last(struct chain *last, const struct chain *c)
     memcpy(last->id, c->id, n * sizeof c->id[0]);
 }
 
-void ot_py_walk_keep(struct chain *c, const uint32_t *ids)
+/* last is left as it was (its line is cold): every reader looks at last_ref first, and whoever clears
+ * last_ref fills last or empties it. */
+void ot_py_walk_last_is_ref(struct py_thread *t, const struct mentry *r)
 {
-    memcpy(c->id, ids, (size_t)c->n * sizeof c->id[0]);
+    t->last_ref = r;
+    t->last_np = r->np;
+}
+
+const struct chain *ot_py_walk_last(void)
+{
     struct py_thread *t = ot_py_tls;
-    if (t && t != PY_THREAD_NONE && c->n)
-        keep_last(&t->last, c);
+    const struct mentry *r = t->last_ref;
+    struct chain *last = &t->last;
+    const size_t n = r->np;
+    last->n = r->np;
+    last->cut = last->gap = last->gap_runs = 0; /* (an entry holds at most MPY frames: never a cut chain) */
+    memcpy(last->code, r->code, n * sizeof r->code[0]);
+    memcpy(last->instr, r->instr, n * sizeof r->instr[0]);
+    memcpy(last->entry, r->entry, n);
+    memcpy(last->id, r->id, n * sizeof r->id[0]);
+    t->last_ref = NULL;
+    return last;
 }
 
 int ot_py_walk(struct chain *c, const struct chain **got, int *same)
 {
     int fast, n = ot_py_walk_gather(c, got, same, &fast);
+    if (*same == 2) {
+        *got = ot_py_walk_last();
+        *same = 1;
+    }
     return n && !*same ? ot_py_walk_ids(c, n, fast) : n;
 }
 
@@ -361,12 +383,20 @@ int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int 
      * every borrow of a backward read the lender again. */
     if (frame && __atomic_load_n(&ot_py_lending, __ATOMIC_RELAXED))
         __atomic_add_fetch(&ot_py_stamp, 1, __ATOMIC_RELAXED);
-    int hit = fast && last && !L->frame_objects && !last->cut && gather_same(frame, last);
-    OT_STAGE_CACHE(OT_C_PY_SAME, hit);
+    int hit = 0;
+    if (fast && last && !L->frame_objects) {
+        const struct mentry *r = t->last_ref;
+        if (r || !last->cut)
+            hit = gather_same(frame, r ? (int)t->last_np : last->n, r ? r->code : last->code,
+                              r ? r->instr : last->instr, r ? r->entry : last->entry)
+                      ? 1 + (r != NULL)
+                      : 0;
+    }
+    OT_STAGE_CACHE(OT_C_PY_SAME, hit != 0);
     if (hit) {
-        *got = last;
-        *same = 1;
-        return last->n;
+        *got = hit == 1 ? last : NULL;
+        *same = hit;
+        return hit == 1 ? last->n : (int)t->last_np;
     }
     int n = L->frame_objects ? gather_objects(frame, c, fast)
             : fast             ? gather_fast(frame, c, t && t != PY_THREAD_NONE ? t : NULL)
@@ -375,15 +405,25 @@ int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int 
     if (n > 0)
         c->entry[n - 1] = 1;
     c->n = n < 0 ? 0 : n;
-    if (!bad && fast && last && n == last->n && memcmp(c->code, last->code, (size_t)n * sizeof c->code[0]) == 0 &&
+    if (bad || !fast || !last)
+        return bad ? -1 : n;
+    const struct mentry *r = t->last_ref;
+    if (r) { /* checked above unless the layout has frame objects (3.9, 3.10), which the check does not read */
+        if (L->frame_objects && n == (int)t->last_np && memcmp(c->code, r->code, (size_t)n * sizeof c->code[0]) == 0 &&
+            memcmp(c->instr, r->instr, (size_t)n * sizeof c->instr[0]) == 0 && memcmp(c->entry, r->entry, (size_t)n) == 0) {
+            *got = NULL;
+            *same = 2;
+        }
+        return n;
+    }
+    if (n == last->n && memcmp(c->code, last->code, (size_t)n * sizeof c->code[0]) == 0 &&
         memcmp(c->instr, last->instr, (size_t)n * sizeof c->instr[0]) == 0 &&
         memcmp(c->entry, last->entry, (size_t)n) == 0 && c->cut == last->cut && c->gap == last->gap &&
         c->gap_runs == last->gap_runs) {
         *got = last;
         *same = n > 0;
-        return n;
     }
-    return bad ? -1 : n;
+    return n;
 }
 
 int ot_py_walk_ids(struct chain *c, int n, int fast)
@@ -398,8 +438,10 @@ int ot_py_walk_ids(struct chain *c, int n, int fast)
         bad |= c->id[i] == 0;
     }
     if (bad) {
-        if (last)
+        if (last) {
             last->n = 0;
+            t->last_ref = NULL;
+        }
         if (!fast) {
             ot_log("Python %s: frame layout check failed; stacks stay native", ot_py.version);
             ot_py_publish(PY_OFF);
@@ -409,6 +451,6 @@ int ot_py_walk_ids(struct chain *c, int n, int fast)
     if (n && !fast)
         __atomic_store_n(&validated, 1, __ATOMIC_RELEASE);
     if (n && last)
-        keep_last(last, c);
+        keep_last(t, c);
     return n;
 }

@@ -4,6 +4,11 @@ rotation, 4 rounds, every allocation live, each place its own size (MiB):
   10-15  six lines of one function (the innermost Python frame's line differs);
   16-19  one inner function called from four lines of its caller (an outer frame's line differs);
   20-21  one line reaching the driver through via_left or via_right (only the native frames differ).
+Then 5 rounds where a place found by place is followed by the same chain (the thread's last chain is then
+that entry's, lib/capture/pywalk.c: last_ref), after one of 10-14 MiB:
+  6-7    one line, twice from one caller line (the same native frames too);
+  8-9    one line, through via_left then via_right (the same chain, the native frames differ; the first
+         round only via_left, so that via_right's first merge takes the chain from via_left's entry).
 Ends with a snapshot (oomtrace_dump)."""
 import ctypes
 import os
@@ -49,6 +54,19 @@ def natives(right):
     assert lib.ot_native_alloc_via(right, (20 + right) * MiB) == 0  # LINE:via
 
 
+def twice(size):
+    p = ctypes.c_uint64()
+    assert alloc(ctypes.byref(p), size) == 0  # LINE:twice
+
+
+def again(k, ways):
+    lines(k)  # a place found by place: the thread's last chain is its entry's
+    for size in (6, 7):
+        twice(size * MiB)  # LINE:t_call
+    for right in ways:
+        assert lib.ot_native_alloc_via(right, (8 + right) * MiB) == 0  # LINE:twoways
+
+
 def main():
     assert cuda.cuInit(0) == 0
     for _ in range(4):
@@ -59,6 +77,8 @@ def main():
                 callers(k - 6)
             else:
                 natives(k - 10)
+    for r in range(5):  # via_right's first: after via_left's found by place
+        again(r, (0,) if r == 0 else (0, 1))
     dump = getattr(ctypes.CDLL(None), "oomtrace_dump", None)
     assert dump is not None and dump(b"places") == 0
 
