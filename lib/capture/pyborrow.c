@@ -203,7 +203,8 @@ static int borrow_whole(struct lent *l, struct chain *c)
         l->at[i] = (uint32_t)((size_t)((char *)lv[k - ns + l->span[i]].iov_base - l->scratch) + (a - l->lo[l->span[i]]));
     }
     total += used;
-    if (process_vm_readv(ot_py_self_pid(), lv, (unsigned long)k, rv, (unsigned long)k, 0) != (ssize_t)total)
+    if (OT_STAGE_CALL(OT_ST_BORROW_READ, process_vm_readv(ot_py_self_pid(), lv, (unsigned long)k, rv, (unsigned long)k, 0)) !=
+        (ssize_t)total)
         return 0;
     const char *const cf = l->cframe ? l->scratch + l->at[nraw] : NULL;
     if (!still_there(l, ts, cf) || l->frame != l->fa[0])
@@ -280,7 +281,8 @@ static int borrow_again(struct lent *l, struct chain *c, uint32_t *lender, uint6
         remote[k++] = (struct iovec){l->cframe, ncf};
         total += ncf;
     }
-    if (process_vm_readv(ot_py_self_pid(), local, (unsigned long)k, remote, (unsigned long)k, 0) != (ssize_t)total)
+    if (OT_STAGE_CALL(OT_ST_BORROW_READ, process_vm_readv(ot_py_self_pid(), local, (unsigned long)k, remote, (unsigned long)k, 0)) !=
+        (ssize_t)total)
         return 0;
     if (!still_there(l, ts, cf))
         return 0;
@@ -317,10 +319,11 @@ static int borrow_off;    /* the layout check failed: no borrowing in this proce
 static int holder_misses; /* full walks in a row whose GIL holder the thread list lacked */
 #define HOLDER_MISSES_MAX 16
 
+static int borrow_walk(struct chain *c, uint32_t *lender, struct py_thread *t, struct lent *l, uint64_t stamp);
+
 /* *lender is 0 when this CPython keeps no OS thread id and the lender is not the main thread. */
 int ot_py_borrow(struct chain *c, uint32_t *lender)
 {
-    const struct layout *L = ot_py.L;
     if (!ot_py.main_interp || !ot_py.thread_head || __atomic_load_n(&borrow_off, __ATOMIC_RELAXED))
         return 0;
     struct py_thread *t = ot_py_thread_get();
@@ -334,6 +337,15 @@ int ot_py_borrow(struct chain *c, uint32_t *lender)
         return n;
     if (l)
         l->ts = NULL;
+    return OT_STAGE_CALL(OT_ST_BORROW_WALK, borrow_walk(c, lender, t, l, stamp));
+}
+
+/* The lender picked among the interpreter's threads and its chain walked, each read a call of its own, its
+ * frames interned (each new one's names and line table read); kept in l for borrow_again. */
+static int borrow_walk(struct chain *c, uint32_t *lender, struct py_thread *t, struct lent *l, uint64_t stamp)
+{
+    const struct layout *L = ot_py.L;
+    int n = 0;
     void *interp = ot_py.main_interp();
     if (!interp)
         return 0;

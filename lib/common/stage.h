@@ -45,6 +45,8 @@ enum ot_stage {
     OT_ST_CLOCK,        /* one read of the tracer's clock */
     OT_ST_HOOK_FREE,    /* a free's wrapper, entered to left (its driver call comes after) */
     OT_ST_FREE_CROSS,   /* of record_free: the frees of records another thread allocated (not a probe) */
+    OT_ST_BORROW_READ,  /* of borrow: the check's one system call that reads the lender's chain (not the walk's) */
+    OT_ST_BORROW_WALK,  /* of borrow: a walk of the lender's chain, read by a call a frame, its new frames interned */
     OT_ST_N
 };
 
@@ -80,12 +82,13 @@ static inline uint64_t ot_stage_tsc(void)
 /* The split stages: each also counted by the class of the hook it ran in (bit 0: a thread other than the
  * main one; bit 1: the previous event recorded was another thread's) and by the time since the thread
  * entered its previous hook (OT_STAGE_GAPS buckets). */
-#define OT_STAGE_SPLIT_N 10
+#define OT_STAGE_SPLIT_N 14
 #define OT_STAGE_GAPS 3
 static const signed char ot_stage_split_of[OT_ST_N] = {
     [OT_ST_HOOK] = 1, [OT_ST_HOOK_FREE] = 2, [OT_ST_DRIVER_ALLOC] = 3, [OT_ST_DRIVER_FREE] = 4,
     [OT_ST_CAPTURE] = 5, [OT_ST_LOCK] = 6, [OT_ST_RECORD_ALLOC] = 7, [OT_ST_RECORD_FREE] = 8,
-    [OT_ST_BACKTRACE] = 9, [OT_ST_PYTHON] = 10,
+    [OT_ST_BACKTRACE] = 9, [OT_ST_PYTHON] = 10, [OT_ST_PYWALK] = 11, [OT_ST_BORROW] = 12, [OT_ST_BORROW_READ] = 13,
+    [OT_ST_BORROW_WALK] = 14,
 };
 
 /* One thread's counters: its own block, never freed (a thread that ended still counts at exit). */
