@@ -14,13 +14,15 @@ trap 'rm -rf "$out"' EXIT
 LD_LIBRARY_PATH="$ROOT/build/fake" FAKECUDA_CAPACITY=1T OOMTRACE_DUMP=none OOMTRACE_QUIET=1 OOMTRACE_FRAMEWORKS=0 \
     strace -f -qq -e trace=process_vm_readv -o "$out/trace" \
     env LD_PRELOAD="$ROOT/build/liboomtrace.so" "$PY" tests/py/borrow_registered.py "$ROOT/build/tests/libnative_thread.so"
-# A borrow that checks the lender reads its thread state and innermost frame in one vectored call (the only
-# reads with more than one buffer); the first borrow's walk and the frames' first interning read one
-# buffer each. The checks: at each wait's start and every 32nd borrow, about 6 for 128 borrows.
+# The borrowing thread's reads: its first borrow's walk and the frames' first interning (~40 calls of one
+# buffer), then a check of the lender at each wait's start and every 32nd borrow, about 6 for 128 borrows
+# (one call each: of one buffer on 3.11-3.13, tests/sh/borrow_buffers.sh). A read at each borrow would make
+# 128 more. strace -f writes the thread's id first: the main thread's is the first line's.
 total=$(grep -c process_vm_readv "$out/trace" || true)
-checks=$(grep -c 'process_vm_readv([0-9]*, \[{[^]]*}, {' "$out/trace" || true)
-if [ "$checks" -ge 16 ]; then
-    echo "borrow_reads: FAIL: $checks reads of the lender's innermost frame for 128 borrowed allocations (want < 16; $total process_vm_readv calls in all)"
+main=$(awk 'NR == 1 {print $1}' "$out/trace")
+reads=$(awk -v main="$main" '$1 != main && /process_vm_readv/ {n++} END {print n + 0}' "$out/trace")
+if [ "$reads" -ge 100 ]; then
+    echo "borrow_reads: FAIL: the borrowing thread read $reads times for 128 borrowed allocations (want < 100: its walk and ~6 checks; $total process_vm_readv calls in all)"
     exit 1
 fi
-echo "borrow_reads: ok ($checks checks of the lender for 128 borrowed allocations, $total process_vm_readv calls in all)"
+echo "borrow_reads: ok (the borrowing thread read $reads times for 128 borrowed allocations, its walk included; $total process_vm_readv calls in all)"

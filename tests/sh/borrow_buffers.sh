@@ -1,0 +1,41 @@
+#!/bin/sh
+# A borrow's check of the lender reads the lender's frames in the thread's data stack with one system call
+# of one buffer (Python 3.11-3.13): the main thread's state (in _PyRuntime) and what lies on its C stack
+# (3.11 and 3.12's _PyCFrame, 3.12 and 3.13's C-stack shim frames) are read with plain loads, since neither
+# is ever unmapped (lib/capture/pyborrow.c: on_main_stack). Each buffer cost the H200 about a microsecond
+# (docs/PERFORMANCE.md, issue 16's tenth pass); before, a check after the lender's forward read 2 buffers and
+# one while it waited all along 3 (3.12). bench/borrow_steps.py, 20 steps: a forward of 8 own allocations,
+# then 40 borrowed ones; every process_vm_readv of the borrowing thread counted by its buffers (strace).
+set -u
+cd "$(dirname "$0")/../.."
+command -v strace >/dev/null || { echo "borrow_buffers: SKIP (no strace)"; exit 0; }
+. tests/py/cpython.sh
+ROOT=$PWD
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+ran=0
+for v in 11 12 13; do
+    py=$(cpython "$v")
+    [ -n "$py" ] || { echo "borrow_buffers: no python3.$v here; not run"; continue; }
+    LD_LIBRARY_PATH="$ROOT/build/fake" FAKECUDA_CAPACITY=1T OOMTRACE_DUMP=none OOMTRACE_QUIET=1 OOMTRACE_FRAMEWORKS=0 \
+        strace -f -qq -e trace=process_vm_readv -o "$out/trace" \
+        env LD_PRELOAD="$ROOT/build/liboomtrace.so" "$py" bench/borrow_steps.py "$ROOT/build/tests/libnative_thread.so" 20 0.002 ||
+        { echo "borrow_buffers: FAIL: python3.$v bench/borrow_steps.py exited $?"; exit 1; }
+    # strace -f writes the thread's id first: the main thread's is the process's, the first line's
+    main=$(awk 'NR == 1 {print $1}' "$out/trace")
+    set -- $(awk -v main="$main" '$1 != main && /process_vm_readv/ {
+            n++; if (match($0, /\], [0-9]+, \[/)) { b = substr($0, RSTART + 3, RLENGTH - 6) + 0; if (b > 1) multi++ } }
+        END {print n + 0, multi + 0}' "$out/trace")
+    calls=$1 multi=$2
+    if [ "$calls" -lt 20 ]; then
+        echo "borrow_buffers: FAIL: python3.$v: the borrowing thread read the lender $calls times in 20 steps (want one check a step at least)"
+        exit 1
+    fi
+    if [ "$multi" -ne 0 ]; then
+        echo "borrow_buffers: FAIL: python3.$v: $multi of the borrowing thread's $calls reads had more than one buffer (want none)"
+        exit 1
+    fi
+    echo "borrow_buffers: python3.$v ok ($calls reads by the borrowing thread, each of one buffer)"
+    ran=$((ran + 1))
+done
+echo "borrow_buffers: ok ($ran versions)"
