@@ -90,16 +90,22 @@ static inline uint64_t hash_end(uint64_t a, uint64_t b)
     return h ^ (h >> 32);
 }
 
-static uint64_t mkey_hash(const uint64_t *native, int n, const struct chain *c, const void *const *names)
+/* The chain's part (ca, cb) is its frames' code and instruction (pyframes.h), so that a capture can hash
+ * them from the frames (pywalk.c: ot_py_walk_hash) as well as from a chain read whole (chain_hash). */
+static uint64_t mkey_hash(const uint64_t *native, int n, int np, uint64_t ca, uint64_t cb)
 {
-    const uint64_t k = 0xff51afd7ed558ccdull;
-    uint64_t a = (uint64_t)n << 32 ^ (uint64_t)c->n, b = 0x9E3779B97F4A7C15ull;
+    uint64_t a = ca ^ ((uint64_t)n << 32 | (uint64_t)np), b = cb;
     hash_native(&a, &b, native, n);
-    for (int i = 0; i < c->n; i++) {
-        a = (a ^ (uint64_t)(uintptr_t)c->code[i]) * k;
-        b = (b ^ (uint64_t)(uintptr_t)c->instr[i] ^ (uint64_t)(uintptr_t)names[i] << 1 ^ c->entry[i]) * k;
-    }
     return hash_end(a, b);
+}
+
+static void chain_hash(const struct chain *c, uint64_t *ca, uint64_t *cb)
+{
+    uint64_t a = OT_PY_HASH_A, b = OT_PY_HASH_B;
+    for (int i = 0; i < c->n; i++)
+        ot_py_chain_mix(&a, &b, c->code[i], c->instr[i]);
+    *ca = a;
+    *cb = b;
 }
 
 static int mkey_same(const struct mentry *e, uint64_t h, const uint64_t *native, int n, int max, const struct chain *c,
@@ -346,6 +352,52 @@ static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *
     return out;
 }
 
+/* The thread's chain, from its innermost frame, found among its merged stacks by place without reading it
+ * into a struct chain: its frames hashed as they are read (ot_py_walk_hash: np frames, ca and cb), then
+ * the entry compared with the frames where they lie (ot_py_walk_is: warm by then), every field the
+ * entry's key holds.
+ * After the step's own work the chain's copy and its qualnames' lines on this thread's stack were as cold
+ * as the frames (~10 lines written a capture), and compared with the entry after. place_cache: the cache,
+ * when the way can be tried (the layout validated, no frame objects). merge_place returns the merged
+ * stack's length, or -1: the caller reads the chain and goes the usual way (a miss). */
+static struct mcache *place_cache(const void *frame, int fast, int n)
+{
+    struct py_thread *t = ot_py_tls;
+    struct mcache *mc;
+    if (!fast || !frame || ot_py.L->frame_objects || !t || t == PY_THREAD_NONE || (mc = t->mc) == NULL ||
+        mc == MAP_FAILED || n > MNATIVE)
+        return NULL;
+    return mc;
+}
+
+static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint64_t cb, uint64_t *frames, int n,
+                       int max, unsigned *flags, const uint64_t **src, uint64_t gen)
+{
+    struct py_thread *t = ot_py_tls;
+    (void)gen;
+    const uint64_t h = mkey_hash(frames, n, np, ca, cb);
+    struct mentry *set = mc->e[h & (MSETS - 1)];
+    for (int w = 0; w < 2; w++) {
+        struct mentry *e = &set[w];
+        if (e->h != h || e->n != n || e->np != np || e->max != max || e->bflags ||
+            memcmp(e->native, frames, (size_t)n * sizeof *frames) != 0 ||
+            !ot_py_walk_is(frame, np, e->code, e->instr, e->name, e->entry))
+            continue;
+        OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
+        OT_STAGE_CACHE(OT_C_PY_PLACES, 1);
+        mc->older[h & (MSETS - 1)] = (uint8_t)!w;
+        t->merged.ref = e; /* the thread's last merged stack, for a loop from here */
+        t->merged.valid = 1;
+        ot_py_walk_last_is_ref(t, e);
+        *src = e->frames;
+        *flags |= e->flags;
+        ot_stack_hint = &e->sid;
+        LINK_ENTRY(t, gen, e);
+        return e->out;
+    }
+    return -1;
+}
+
 /* The merged stack's last copy (struct merged), kept for the thread's next allocation from here. */
 static void keep_merged(struct merged *m, const uint64_t *native, int n, int max, const uint64_t *frames, int out,
                         unsigned added)
@@ -382,7 +434,25 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     struct chain c;
     const struct chain *got;
     int same, fast;
-    int np = OT_STAGE_CALL(OT_ST_PYWALK, ot_py_walk_gather(&c, &got, &same, &fast));
+    void *frame = NULL;
+    struct mcache *pmc = NULL;
+    uint64_t ca = 0, cb = 0;
+    int k = -1;
+    OT_STAGE_BEGIN(tw);
+    int np = ot_py_walk_begin(&c, &got, &same, &fast, &frame);
+    if (np == OT_PY_WALK_MORE && (pmc = place_cache(frame, fast, n)) != NULL)
+        k = ot_py_walk_hash(frame, &ca, &cb);
+    if (k > 0) {
+        OT_STAGE_END(OT_ST_PYWALK, tw); /* (the chain read again after a miss below is not counted) */
+        const int out = merge_place(pmc, frame, k, ca, cb, frames, n, max, flags, src, gen);
+        if (out >= 0)
+            return out;
+        np = ot_py_walk_rest(frame, &c, &got, &same, fast);
+    } else {
+        if (np == OT_PY_WALK_MORE)
+            np = ot_py_walk_rest(frame, &c, &got, &same, fast);
+        OT_STAGE_END(OT_ST_PYWALK, tw);
+    }
     if (np < 0) /* refused by a check: said, and off, there */
         np = ot_py_walk_ids(&c, np, fast);
     if (np == 0) {
@@ -437,7 +507,8 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         const unsigned o_name = ot_py.L->co_qualname;
         for (int i = 0; i < np; i++)
             names[i] = *(const void *const *)((const char *)got->code[i] + o_name);
-        h = mkey_hash(frames, n, got, names);
+        chain_hash(got, &ca, &cb);
+        h = mkey_hash(frames, n, np, ca, cb);
         if (mc) {
             struct mentry *set = mc->e[h & (MSETS - 1)];
             for (int w = 0; w < 2; w++)

@@ -240,6 +240,28 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same);
  * (ot_py_walk_last_is_ref). *same 2: the chain is that entry's, and *got NULL until ot_py_walk_last copies
  * it into the thread's last chain (for a merge that needs it whole) and returns it. */
 int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int *fast);
+/* ot_py_walk_gather in two: up to the check against the thread's last chain (its result, or
+ * OT_PY_WALK_MORE with the innermost frame at *frame), then the chain's read (ot_py_walk_rest). Between
+ * them, a chain may be found among the merged stacks by place without being read into c: ot_py_walk_hash
+ * (its length and the key's hash of it, or -1), then ot_py_walk_is against an entry (with the layout
+ * validated and without frame objects: 3.11 and later). */
+#define OT_PY_WALK_MORE (-2)
+int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *fast, void **frame);
+int ot_py_walk_rest(void *frame, struct chain *c, const struct chain **got, int *same, int fast);
+int ot_py_walk_hash(void *frame, uint64_t *ca, uint64_t *cb);
+int ot_py_walk_is(void *frame, int np, const void *const *code, const char *const *instr, const void *const *name,
+                  const uint8_t *entry);
+/* A merged stack's key is hashed from its native frames and the code and instruction of its chain's frames,
+ * mixed into two lanes from OT_PY_HASH_A and OT_PY_HASH_B: the same from a chain read (pyframes.c) as from
+ * the frames (ot_py_walk_hash); the rest of the key (qualnames, run ends) is compared, not hashed. */
+#define OT_PY_HASH_A 0x243F6A8885A308D3ull
+#define OT_PY_HASH_B 0x9E3779B97F4A7C15ull
+static inline void ot_py_chain_mix(uint64_t *a, uint64_t *b, const void *code, const void *instr)
+{
+    const uint64_t k = 0xff51afd7ed558ccdull;
+    *a = (*a ^ (uint64_t)(uintptr_t)code) * k;
+    *b = (*b ^ (uint64_t)(uintptr_t)instr) * k;
+}
 int ot_py_walk_ids(struct chain *c, int n, int fast);
 void ot_py_walk_last_is_ref(struct py_thread *t, const struct mentry *r); /* r: the last merged stack (merged.ref) */
 const struct chain *ot_py_walk_last(void);

@@ -132,11 +132,11 @@ void ot_python_prefetch(void)
  * keeps an is_entry byte (3.11); otherwise only a C-stack shim frame marks the end of a run (3.12+). */
 static inline __attribute__((always_inline)) int same_as(void *frame, int want, const void *const *lcode,
                                                          const char *const *linstr, const uint8_t *lentry,
-                                                         int has_entry)
+                                                         const void *const *lname, int has_entry)
 {
     const struct layout *L = ot_py.L;
     const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
-    const unsigned o_entry = has_entry ? (unsigned)L->fr_is_entry : 0;
+    const unsigned o_entry = has_entry ? (unsigned)L->fr_is_entry : 0, o_name = L->co_qualname;
     const int cstack = L->owner_cstack;
     int n = 0, guard = 4 * MAXPY;
     uint8_t pend = 0; /* frame n-1's entry bit so far: a C-stack shim frame after it sets it */
@@ -152,6 +152,9 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
         if (n == want || *(void *const *)(f + o_code) != lcode[n] || *(const char *const *)(f + o_instr) != linstr[n] ||
             (n && pend != lentry[n - 1]))
             return 0;
+        /* (the code is live, held by the frame: its qualname may be read) */
+        if (lname && *(const void *const *)((const char *)lcode[n] + o_name) != lname[n])
+            return 0;
         pend = has_entry ? f[o_entry] != 0 : 0;
         n++;
     }
@@ -160,8 +163,52 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
 
 static int gather_same(void *frame, int want, const void *const *code, const char *const *instr, const uint8_t *entry)
 {
-    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, want, code, instr, entry, 1)
-                                     : same_as(frame, want, code, instr, entry, 0);
+    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, want, code, instr, entry, NULL, 1)
+                                     : same_as(frame, want, code, instr, entry, NULL, 0);
+}
+
+int ot_py_walk_is(void *frame, int np, const void *const *code, const char *const *instr, const void *const *name,
+                  const uint8_t *entry)
+{
+    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, np, code, instr, entry, name, 1)
+                                     : same_as(frame, np, code, instr, entry, name, 0);
+}
+
+/* The chain from frame as gather_fast reads it, hashed as a merged stack's key takes it (pyframes.h:
+ * ot_py_chain_mix of each frame's code and instruction): nothing is stored but the frames' addresses for
+ * the next capture's prefetch (as gather_fast keeps them). Returns its length, or -1 for a chain that
+ * gather_fast would not give whole within MPY frames (a frame without code, deeper, a loop). */
+int ot_py_walk_hash(void *frame, uint64_t *ca, uint64_t *cb)
+{
+    struct py_thread *t = ot_py_tls;
+    const struct layout *L = ot_py.L;
+    const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
+    const int cstack = L->owner_cstack;
+    uint64_t a = OT_PY_HASH_A, b = OT_PY_HASH_B;
+    uint32_t npf = 0;
+    int n = 0, whole = 1;
+    for (int guard = 0; frame; guard++) {
+        if (guard == 4 * MAXPY)
+            return -1;
+        const char *f = frame;
+        if (npf < MRAW)
+            t->pf[npf++] = f;
+        else
+            whole = 0;
+        frame = *(void *const *)(f + o_prev);
+        if (f[o_owner] == cstack)
+            continue;
+        const void *code = *(void *const *)(f + o_code);
+        if (!code || n == MPY)
+            return -1;
+        ot_py_chain_mix(&a, &b, code, *(const char *const *)(f + o_instr));
+        n++;
+    }
+    t->npf = npf;
+    t->pf_whole = whole;
+    *ca = a;
+    *cb = b;
+    return n;
 }
 
 /* The same through checked reads, until one walk has validated the layout. */
@@ -360,6 +407,13 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same)
 
 int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int *fast_out)
 {
+    void *frame;
+    const int n = ot_py_walk_begin(c, got, same, fast_out, &frame);
+    return n == OT_PY_WALK_MORE ? ot_py_walk_rest(frame, c, got, same, *fast_out) : n;
+}
+
+int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *fast_out, void **frame_out)
+{
     *got = c;
     *same = 0;
     *fast_out = 0;
@@ -398,6 +452,15 @@ int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int 
         *same = hit;
         return hit == 1 ? last->n : (int)t->last_np;
     }
+    *frame_out = frame;
+    return OT_PY_WALK_MORE;
+}
+
+int ot_py_walk_rest(void *frame, struct chain *c, const struct chain **got, int *same, int fast)
+{
+    const struct layout *L = ot_py.L;
+    struct py_thread *t = ot_py_thread_get();
+    struct chain *last = t ? &t->last : NULL;
     int n = L->frame_objects ? gather_objects(frame, c, fast)
             : fast             ? gather_fast(frame, c, t && t != PY_THREAD_NONE ? t : NULL)
                                : gather_checked(frame, c);
