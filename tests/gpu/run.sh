@@ -11,7 +11,7 @@
 # fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes
 # fw_async_backend (= framework);
 # issue 12's ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers ut_stray_process
-# (= userterms); fast_oom (its modes first, fraction-first, leak) and ipc_size.
+# (= userterms); fast_oom (its modes first, fraction-first, leak), ipc_size and grow_request.
 # Env: OUT (default ./gpu-out), GPU_TEST_BUDGET (seconds for the workloads, default 310 with one GPU and 400
 # with two), GPU_TEST_TIMEOUT (per run, default 120), PYTHON (default python3).
 # Needs build/liboomtrace.so and build/oomtrace-read (make) and .carry/lib (libunwind & co. for the preload).
@@ -260,6 +260,11 @@ wl_fast_oom() {
         pair "fast_oom_$m" "$C1" "$PY" $T/fast_oom.py "$m"
     done
 }
+# A request that grows every step under the default caching allocator (growing_request, bound_input).
+wl_grow_request() {
+    begin grow_request compare=exact errline=1 expect_rc=1
+    pair grow_request "$C1" "$PY" $T/grow_request.py
+}
 wl_ut_summed_loss() {
     begin ut_summed_loss compare=exact errline=1 expect_rc=1
     pair ut_summed_loss "$C1" "$PY" $T/ut_summed_loss.py
@@ -319,7 +324,7 @@ ALL=(train_oom train_oom_segments vmm_nvcc ctx_reset alloc_expandable alloc_asyn
 FRAMEWORK=(fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes fw_async_backend)
 ALL+=("${FRAMEWORK[@]}")
 USERTERMS=(ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers ut_stray_process)
-ALL+=("${USERTERMS[@]}" fast_oom ipc_size)
+ALL+=("${USERTERMS[@]}" fast_oom ipc_size grow_request)
 if [ $# -eq 0 ]; then
     SEL=("${ALL[@]}")
 else
