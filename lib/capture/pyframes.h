@@ -107,6 +107,10 @@ struct chain {
     const char *instr[MAXPY];
     uint8_t entry[MAXPY];
     uint32_t id[MAXPY];
+    /* each code's qualified name, set with the ids (ot_py_walk_ids): a code object that died between two
+     * captures and whose memory a new function's code took has the same address, and may have the same
+     * instruction, so the thread's last chain is the same only with the same names (as ids are keyed) */
+    const void *name[MAXPY];
 };
 
 /* A native thread's last borrow (pyborrow.c). The chain's frames by address (fa, C-stack shims included),

@@ -127,7 +127,8 @@ void ot_python_prefetch(void)
 }
 
 /* Whether the chain from frame is last, as gather_fast would read it, without storing it: in a loop the
- * same call sites come back, and a frame is then a few loads and compares. 0 whenever in doubt (the caller
+ * same call sites come back, and a frame is then a few loads and compares (its code's qualified name too,
+ * read only once code and instruction match: struct chain's name says why). 0 whenever in doubt (the caller
  * then reads the chain in full): 1 only when gather_fast would give exactly last. has_entry: the layout
  * keeps an is_entry byte (3.11); otherwise only a C-stack shim frame marks the end of a run (3.12+). */
 static inline __attribute__((always_inline)) int same_as(void *frame, int want, const void *const *lcode,
@@ -153,7 +154,7 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
             (n && pend != lentry[n - 1]))
             return 0;
         /* (the code is live, held by the frame: its qualname may be read) */
-        if (lname && *(const void *const *)((const char *)lcode[n] + o_name) != lname[n])
+        if (*(const void *const *)((const char *)lcode[n] + o_name) != lname[n])
             return 0;
         pend = has_entry ? f[o_entry] != 0 : 0;
         n++;
@@ -161,10 +162,11 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
     return n == want && n > 0 && lentry[n - 1] == 1; /* the outermost frame's bit is always set */
 }
 
-static int gather_same(void *frame, int want, const void *const *code, const char *const *instr, const uint8_t *entry)
+static int gather_same(void *frame, int want, const void *const *code, const char *const *instr, const uint8_t *entry,
+                       const void *const *name)
 {
-    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, want, code, instr, entry, NULL, 1)
-                                     : same_as(frame, want, code, instr, entry, NULL, 0);
+    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, want, code, instr, entry, name, 1)
+                                     : same_as(frame, want, code, instr, entry, name, 0);
 }
 
 int ot_py_walk_is(void *frame, int np, const void *const *code, const char *const *instr, const void *const *name,
@@ -369,6 +371,7 @@ static void keep_last(struct py_thread *t, const struct chain *c)
     memcpy(last->instr, c->instr, n * sizeof c->instr[0]);
     memcpy(last->entry, c->entry, n);
     memcpy(last->id, c->id, n * sizeof c->id[0]);
+    memcpy(last->name, c->name, n * sizeof c->name[0]);
 }
 
 /* last is left as it was (its line is cold): every reader looks at last_ref first, and whoever clears
@@ -391,6 +394,7 @@ const struct chain *ot_py_walk_last(void)
     memcpy(last->instr, r->instr, n * sizeof r->instr[0]);
     memcpy(last->entry, r->entry, n);
     memcpy(last->id, r->id, n * sizeof r->id[0]);
+    memcpy(last->name, r->name, n * sizeof r->name[0]);
     t->last_ref = NULL;
     return last;
 }
@@ -403,6 +407,17 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same)
         *same = 1;
     }
     return n && !*same ? ot_py_walk_ids(c, n, fast) : n;
+}
+
+/* Whether the codes of chain c (read with the layout validated, alive in its frames) have these qualified
+ * names (struct chain's name says why). */
+static int names_are(const struct chain *c, const void *const *name)
+{
+    const unsigned o_name = ot_py.L->co_qualname;
+    for (int i = 0; i < c->n; i++)
+        if (*(const void *const *)((const char *)c->code[i] + o_name) != name[i])
+            return 0;
+    return 1;
 }
 
 int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int *fast_out)
@@ -442,7 +457,7 @@ int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *
         const struct mentry *r = t->last_ref;
         if (r || !last->cut)
             hit = gather_same(frame, r ? (int)t->last_np : last->n, r ? r->code : last->code,
-                              r ? r->instr : last->instr, r ? r->entry : last->entry)
+                              r ? r->instr : last->instr, r ? r->entry : last->entry, r ? r->name : last->name)
                       ? 1 + (r != NULL)
                       : 0;
     }
@@ -473,7 +488,8 @@ int ot_py_walk_rest(void *frame, struct chain *c, const struct chain **got, int 
     const struct mentry *r = t->last_ref;
     if (r) { /* checked above unless the layout has frame objects (3.9, 3.10), which the check does not read */
         if (L->frame_objects && n == (int)t->last_np && memcmp(c->code, r->code, (size_t)n * sizeof c->code[0]) == 0 &&
-            memcmp(c->instr, r->instr, (size_t)n * sizeof c->instr[0]) == 0 && memcmp(c->entry, r->entry, (size_t)n) == 0) {
+            memcmp(c->instr, r->instr, (size_t)n * sizeof c->instr[0]) == 0 && memcmp(c->entry, r->entry, (size_t)n) == 0 &&
+            names_are(c, r->name)) {
             *got = NULL;
             *same = 2;
         }
@@ -482,7 +498,7 @@ int ot_py_walk_rest(void *frame, struct chain *c, const struct chain **got, int 
     if (n == last->n && memcmp(c->code, last->code, (size_t)n * sizeof c->code[0]) == 0 &&
         memcmp(c->instr, last->instr, (size_t)n * sizeof c->instr[0]) == 0 &&
         memcmp(c->entry, last->entry, (size_t)n) == 0 && c->cut == last->cut && c->gap == last->gap &&
-        c->gap_runs == last->gap_runs) {
+        c->gap_runs == last->gap_runs && names_are(c, last->name)) {
         *got = last;
         *same = n > 0;
     }
@@ -497,7 +513,8 @@ int ot_py_walk_ids(struct chain *c, int n, int fast)
     int bad = n < 0;
     for (int i = 0; i < n && !bad; i++) {
         uint64_t lasti = ot_py_instr_index(c, i);
-        c->id[i] = ot_py_frame_id(t ? t->cache : NULL, c->code[i], lasti, rd_ptr(c->code[i], L->co_qualname));
+        c->name[i] = rd_ptr(c->code[i], L->co_qualname);
+        c->id[i] = ot_py_frame_id(t ? t->cache : NULL, c->code[i], lasti, c->name[i]);
         bad |= c->id[i] == 0;
     }
     if (bad) {

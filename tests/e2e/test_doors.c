@@ -469,6 +469,42 @@ static void test_python_places(void **st)
     each_python("test_python_places", check_places);
 }
 
+/* tests/py/code_reuse.py: six functions made, called and dropped in turn, whose code objects take each
+ * other's addresses, with the same bytecode, native frames and lines: each allocation names its own
+ * function (a merged stack by place is keyed by the code's qualified name too, not its address alone). */
+static void check_code_reuse(const char *interp)
+{
+    static const char *const names[] = {"fa", "fb", "fc", "fd", "fe", "ff"};
+    const char *py = "tests/py/code_reuse.py";
+    struct traced_run r;
+    struct loaded l;
+    run_with_native_lib(interp, py, &r, &l);
+    assert_true(run_u64(&r, "code_addresses") < 6);
+    const struct ot_snapshot *s = &l.s;
+    int seen[6] = {0};
+    for (size_t i = 0; i < s->nlive; i++) {
+        const struct ot_record *rec = &s->live[i];
+        const uint64_t id = rec->stack_id, mib = rec->size / MiB;
+        if (rec->size % MiB || mib < 30 || mib > 35)
+            continue;
+        for (int k = 0; k < 6; k++)
+            assert_int_equal(stack_python_line(&l, id, names[k], "code_reuse_gen.py"), k == (int)(mib - 30) ? 3 : -1);
+        assert_int_equal(stack_python_line(&l, id, "call", "code_reuse.py"), marker_line(py, "call"));
+        seen[mib - 30]++;
+    }
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(seen[k], 1);
+    unload_snapshot(&l);
+    traced_cleanup(&r);
+}
+
+static void test_python_code_reuse(void **st)
+{
+    (void)st;
+    check_code_reuse("python3");
+    each_python("test_python_code_reuse", check_code_reuse);
+}
+
 /* Four threads allocate through ctypes while the main thread runs the scenario: no deadlock, and the
  * main thread's Python frames are still exact. */
 static void test_python_threads_no_deadlock(void **st)
@@ -492,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_python_stack_cache),
         cmocka_unit_test(test_python_borrow_again),
         cmocka_unit_test(test_python_places),
+        cmocka_unit_test(test_python_code_reuse),
     };
     return cmocka_run_group_tests_name("doors", tests, NULL, NULL);
 }
