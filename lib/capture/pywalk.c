@@ -128,7 +128,8 @@ void ot_python_prefetch(void)
 
 /* Whether the chain from frame is last, as gather_fast would read it, without storing it: in a loop the
  * same call sites come back, and a frame is then a few loads and compares (its code's qualified name too,
- * read only once code and instruction match: struct chain's name says why). 0 whenever in doubt (the caller
+ * read once every frame's code and instruction matched: struct chain's name says why; a chain that differs,
+ * most often at its innermost frames, reads no code object). 0 whenever in doubt (the caller
  * then reads the chain in full): 1 only when gather_fast would give exactly last. has_entry: the layout
  * keeps an is_entry byte (3.11); otherwise only a C-stack shim frame marks the end of a run (3.12+). */
 static inline __attribute__((always_inline)) int same_as(void *frame, int want, const void *const *lcode,
@@ -153,13 +154,15 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
         if (n == want || *(void *const *)(f + o_code) != lcode[n] || *(const char *const *)(f + o_instr) != linstr[n] ||
             (n && pend != lentry[n - 1]))
             return 0;
-        /* (the code is live, held by the frame: its qualname may be read) */
-        if (*(const void *const *)((const char *)lcode[n] + o_name) != lname[n])
-            return 0;
         pend = has_entry ? f[o_entry] != 0 : 0;
         n++;
     }
-    return n == want && n > 0 && lentry[n - 1] == 1; /* the outermost frame's bit is always set */
+    if (n != want || n == 0 || lentry[n - 1] != 1) /* (the outermost frame's bit is always set) */
+        return 0;
+    for (int k = 0; k < n; k++) /* (each code is live, held by its frame: its qualname may be read) */
+        if (*(const void *const *)((const char *)lcode[k] + o_name) != lname[k])
+            return 0;
+    return 1;
 }
 
 static int gather_same(void *frame, int want, const void *const *code, const char *const *instr, const uint8_t *entry,
