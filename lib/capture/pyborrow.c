@@ -7,8 +7,10 @@
  * GIL; the main thread first when it is one, else the most recently started.
  *
  * The other thread may return and pop its frames at any moment, and its thread state may be freed, so
- * every read here goes through process_vm_readv (one call per thread state and per frame), never a plain
- * load; no lock is taken (the interpreter's own head lock could be held by a thread that waits on us). */
+ * every read of memory that may be unmapped goes through process_vm_readv, never a plain load: plain loads
+ * read only what is never unmapped, the main thread's state in _PyRuntime (static) and what lies on the
+ * main thread's C stack (on_main_stack). No lock is taken (the interpreter's own head lock could be held by
+ * a thread that waits on us). */
 
 #include <pthread.h>
 #include <string.h>
