@@ -456,7 +456,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     if (np < 0) /* refused by a check: said, and off, there */
         np = ot_py_walk_ids(&c, np, fast);
     if (np == 0) {
-        if (__atomic_load_n(&ot_py_state, __ATOMIC_ACQUIRE) != PY_ON)
+        if (__atomic_load_n(&ot_py.state, __ATOMIC_ACQUIRE) != PY_ON)
             return n;
         uint32_t lender = 0;
         if (!ot_py.is_initialized() || (np = OT_STAGE_CALL(OT_ST_BORROW, ot_py_borrow(&c, &lender))) == 0) {
@@ -557,10 +557,10 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
 int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags, const uint64_t **src)
 {
     *src = frames;
-    int state = __atomic_load_n(&ot_py_state, __ATOMIC_ACQUIRE);
+    int state = __atomic_load_n(&ot_py.state, __ATOMIC_ACQUIRE);
     if (OT_UNLIKELY(state == PY_UNPROBED)) {
         pthread_once(&probe_once, ot_py_probe);
-        state = __atomic_load_n(&ot_py_state, __ATOMIC_ACQUIRE);
+        state = __atomic_load_n(&ot_py.state, __ATOMIC_ACQUIRE);
     }
     if (state != PY_ON)
         return n;

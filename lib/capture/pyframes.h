@@ -24,17 +24,19 @@ struct obj_layout {
     unsigned var_size, bytes_data;
 };
 
-struct layout {
+/* Aligned to a line, with what every capture reads in its first 64 bytes (the walk's offsets, frame_objects,
+ * co_qualname): after the step's own work the layout is one line to fetch, not two. */
+struct __attribute__((aligned(64))) layout {
     unsigned ts_cframe, cframe_current;                  /* thread state -> _PyCFrame -> current frame */
     int ts_direct;                                       /* 3.13: ts_cframe is the current frame itself */
     unsigned fr_code, fr_previous, fr_instr, fr_owner;   /* _PyInterpreterFrame */
     int fr_is_entry;                                     /* 3.11: offset of is_entry; -1 otherwise */
     int owner_cstack;                                    /* 3.12: owner value of C-stack shim frames */
-    unsigned co_firstlineno, co_filename, co_qualname, co_linetable, co_code;
-    const struct obj_layout *obj;                        /* str and bytes objects */
     /* 3.9 and 3.10: a chain of frame objects, one eval-loop run each, with f_lasti an int (3.9: a byte
      * offset, 3.10: code units) and an older line table. co_qualname is then co_name. */
     int frame_objects;
+    unsigned co_firstlineno, co_filename, co_qualname, co_linetable, co_code;
+    const struct obj_layout *obj;                        /* str and bytes objects */
     int lasti_bytes;    /* f_lasti counts bytes (3.9) */
     int table;          /* TABLE_LOCATIONS (3.11+), TABLE_LINES (3.10), TABLE_LNOTAB (3.9) */
     /* Borrowing (a native thread's allocation takes a waiting Python thread's stack): the thread state's
@@ -55,9 +57,11 @@ enum { TABLE_LOCATIONS = 0, TABLE_LINES = 1, TABLE_LNOTAB = 2 };
 /* ---- pyprobe.c ---- */
 enum { PY_UNPROBED, PY_ABSENT, PY_ON, PY_OFF };
 
-/* What the probe found: set once, before ot_py_state is published PY_ON with a release store; a thread
- * that reads PY_ON (acquire) sees it complete. */
-struct ot_py {
+/* What the probe found: set once, before state is published PY_ON with a release store; a thread that
+ * reads PY_ON (acquire) sees it complete. Aligned to a line that holds state and what every capture reads
+ * next (L, get_tstate, is_initialized): one line to fetch after the step's own work. */
+struct __attribute__((aligned(64))) ot_py {
+    int state; /* PY_UNPROBED .. PY_OFF */
     const struct layout *L;
     void *(*get_tstate)(void);
     int (*is_initialized)(void);
@@ -68,7 +72,6 @@ struct ot_py {
     char version[32];
 };
 extern struct ot_py ot_py;
-extern int ot_py_state;
 void ot_py_probe(void);             /* once (pthread_once) */
 void ot_py_publish(int state);      /* PY_OFF after a failed layout check */
 
@@ -218,6 +221,7 @@ struct py_thread {
      * capture seldom reads. Here, in the line the capture writes first, as the check reads it first. */
     const struct mentry *last_ref;
     uint32_t last_np;
+    int fast; /* this thread saw the layout validated (pywalk.c): its own copy, in the line it writes first */
     const void *pf[MRAW];
     struct cache_entry cache[CACHE];
     struct chain last;

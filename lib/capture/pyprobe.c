@@ -61,7 +61,6 @@ static const struct layout py313 = {
 };
 
 struct ot_py ot_py;
-int ot_py_state;
 
 static void *sym(const char *name)
 {
@@ -73,7 +72,7 @@ static void *sym(const char *name)
  * PY_ON (acquire) sees the layout and symbols complete. */
 void ot_py_publish(int state)
 {
-    __atomic_store_n(&ot_py_state, state, __ATOMIC_RELEASE);
+    __atomic_store_n(&ot_py.state, state, __ATOMIC_RELEASE);
 }
 
 void ot_py_probe(void)
@@ -137,6 +136,6 @@ void ot_py_probe(void)
 
 const char *ot_python_version(void)
 {
-    int state = __atomic_load_n(&ot_py_state, __ATOMIC_ACQUIRE);
+    int state = __atomic_load_n(&ot_py.state, __ATOMIC_ACQUIRE);
     return state == PY_ON || state == PY_OFF ? ot_py.version : "";
 }

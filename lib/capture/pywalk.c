@@ -442,11 +442,20 @@ int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *
     void *ts = ot_py.get_tstate();
     if (!ts)
         return 0;
-    void *cf = rd_ptr(ts, L->ts_cframe);
-    void *frame = L->ts_direct ? cf : cf ? rd_ptr(cf, L->cframe_current) : NULL;
-    int fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE);
-    *fast_out = fast;
+    /* validated as this thread last saw it (its own line), read again until it saw it set */
     struct py_thread *t = ot_py_thread_get();
+    int fast = t && t->fast;
+    if (!fast && (fast = __atomic_load_n(&validated, __ATOMIC_ACQUIRE)) != 0 && t)
+        t->fast = 1;
+    void *cf, *frame;
+    if (OT_LIKELY(fast)) {
+        cf = *(void *const *)((const char *)ts + L->ts_cframe);
+        frame = L->ts_direct ? cf : cf ? *(void *const *)((const char *)cf + L->cframe_current) : NULL;
+    } else {
+        cf = rd_ptr(ts, L->ts_cframe);
+        frame = L->ts_direct ? cf : cf ? rd_ptr(cf, L->cframe_current) : NULL;
+    }
+    *fast_out = fast;
     struct chain *last = t ? &t->last : NULL;
     if (t)
         t->pf_whole = 0;
