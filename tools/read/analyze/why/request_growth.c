@@ -6,7 +6,7 @@
  *
  * Measured over the steps that markers of the latest step's kind began (a validation pass every tenth step
  * is judged apart): the failed request's call site's largest allocation in each step, the failed request in
- * the step under way; else, and without a failure, how far live memory rose above each step's start (its
+ * the step under way (a framework's OOM: the allocations under its line of the user's code, ring.c's req_line); else, and without a failure, how far live memory rose above each step's start (its
  * height). The growth's projection (growth.c) counts the height's rise too (walk 11, #1: "lasts about 536
  * more steps" where the run failed 60 steps later). */
 #include "analyze/why/ring_replay.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analyze/breakdown.h"
+#include "analyze/userline.h"
 
 /* A call site that only adds to what it holds (a cache that takes one allocation per request and never
  * gives any back) grows until the device is full, whatever its size. The windows' growth statement needs
@@ -244,6 +245,51 @@ static void why_rise(struct ot_why *w, struct replay *r, const char *what)
     why_item_end(&b);
 }
 
+/* Past this many stacks the line's allocations are not looked for; past this many Python frames a stack's user
+ * frame is not looked for. */
+#define REQ_LINE_STACKS 65536
+#define REQ_LINE_FRAMES 256
+
+/* The user frame of a stack (userline.h) from its Python frames alone: native words are not resolved, which
+ * would cost a symbol lookup each for every stack of the snapshot. */
+static const struct ot_frame *user_frame(struct ot_resolver *res, const struct ot_stack *st)
+{
+    const struct ot_frame *py[REQ_LINE_FRAMES] = {0};
+    size_t n = 0;
+    for (size_t i = 0; i < st->nframes && n < REQ_LINE_FRAMES; i++) {
+        if (!(st->frames[i] & OT_FRAME_PYTHON))
+            continue;
+        const struct ot_frame *f;
+        size_t k = ot_resolve(res, st->frames[i], &f);
+        for (size_t j = 0; j < k && n < REQ_LINE_FRAMES; j++)
+            py[n++] = &f[j];
+    }
+    bool mp;
+    size_t u = ot_user_frame_index(py, n, &mp);
+    return u < n ? py[u] : NULL;
+}
+
+/* The stacks under the failed request's line of the program's own code, the failure's own left out; false when
+ * it has no such line or none shares it (then only its own stack counts, as for a driver's failure). */
+static bool req_line(struct ot_u64map *m, const struct ot_analysis *a)
+{
+    const struct ot_snapshot *s = a->s;
+    const struct ot_stack *fst = ot_snapshot_stack(s, s->failure.stack_id);
+    const struct ot_frame *line = fst ? user_frame(a->res, fst) : NULL;
+    if (!line || s->nstacks > REQ_LINE_STACKS || ot_u64map_init(m, 64) < 0)
+        return false;
+    size_t n = 0;
+    for (size_t i = 0; i < s->nstacks; i++) {
+        const struct ot_stack *st = &s->stacks[i];
+        const struct ot_frame *u = st == fst ? NULL : user_frame(a->res, st); /* the resolver's frames stay valid */
+        if (u && ot_frame_same_line(u, line) && ot_u64map_put(m, st->id, 1) != OT_U64MAP_NONE)
+            n++;
+    }
+    if (!n)
+        ot_u64map_free(m);
+    return n > 0;
+}
+
 void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 {
     const struct ot_snapshot *s = a->s;
@@ -255,6 +301,8 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         r.target = s->failure.seq;
         r.req_stack = s->failure.stack_id;
         what = "the failure";
+        if (s->meta.trigger == OT_TRIGGER_FRAMEWORK_OOM)
+            r.by_line = req_line(&r.req_line, a);
     } else if (a->peak && a->peak->device == dev) {
         r.target = a->peak->seq;
         what = "the peak";
@@ -296,6 +344,8 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
     free(r.mbound);
     free(r.mkind);
     free(r.mreq);
+    if (r.by_line)
+        ot_u64map_free(&r.req_line);
     free(r.sites);
     free(r.dirty);
     ot_u64map_free(&r.site_idx);

@@ -211,7 +211,8 @@ static void on_alloc(struct replay *r, const struct ot_replay_step *st)
         r->high = r->live;
     r->w_allocs++;
     r->last_alloc_seq = e->seq;
-    if (r->req_stack && e->stack_id == r->req_stack && e->size > r->req_cur)
+    if (r->req_stack && e->size > r->req_cur &&
+        (e->stack_id == r->req_stack || (r->by_line && ot_u64map_get(&r->req_line, e->stack_id) != OT_U64MAP_NONE)))
         r->req_cur = e->size;
     if (e->size > r->big_size) {
         r->big_size = e->size;

@@ -69,6 +69,12 @@ struct replay {
      * that is not a step's start: so far in the step under way); req_cur: since the latest step's start. */
     uint64_t *mreq;
     uint64_t req_stack, req_cur;
+    /* A framework's OOM (framework-oom) has no driver allocation of its own: its stack is where the framework
+     * raised. The allocations whose stacks share its line of the program's own code (userline.h) stand for its
+     * call site then: under a caching allocator they are the segments each step's larger tensors needed (runs
+     * 43-44: a request 256 MiB larger each step, made at the line of loss.backward()). Keys: stack ids. */
+    struct ot_u64map req_line;
+    bool by_line;
     /* Each kind's label up to its first digit: its length, and a copy of its first WHY_KIND_BYTES (an event's
      * label lives only while its chunk is decoded). Kinds alike in these and in length are one. */
     char kinds[WHY_KINDS][WHY_KIND_BYTES];
