@@ -6,7 +6,7 @@
 #                      runtime (libFuzzer, sanitizers), and python3-torch (the companion against real objects)
 set -u
 BUILD_PKGS="build-essential pkg-config libunwind-dev libzstd-dev libdw-dev libelf-dev liblzma-dev zlib1g-dev libbz2-dev python3 zstd"
-TEST_PKGS="libcmocka-dev chromium clang libclang-rt-14-dev python3-torch"
+TEST_PKGS="libcmocka-dev chromium clang libclang-rt-14-dev python3-torch strace"
 case "${1:---check}" in
 --test) PKGS="$BUILD_PKGS $TEST_PKGS" ;;
 *) PKGS="$BUILD_PKGS libcmocka-dev" ;;
