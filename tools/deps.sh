@@ -3,7 +3,8 @@
 #   deps.sh --check    building: install what is missing when root with apt-get, else print the command
 #   deps.sh --install  the same
 #   deps.sh --test     building and testing: also Chromium (HTML screenshot test) and clang with its
-#                      runtime (libFuzzer, sanitizers), and python3-torch (the companion against real objects)
+#                      runtime (libFuzzer, sanitizers), python3-torch (the companion against real objects), and
+#                      strace (the tests that count the tracer's process_vm_readv calls)
 set -u
 BUILD_PKGS="build-essential pkg-config libunwind-dev libzstd-dev libdw-dev libelf-dev liblzma-dev zlib1g-dev libbz2-dev python3 zstd"
 TEST_PKGS="libcmocka-dev chromium clang libclang-rt-14-dev python3-torch strace"
