@@ -27,6 +27,9 @@ hasnt() {
 has "the growth" 'The request grew from step to step: the largest allocation on device 0 at grow_cached\.py:[0-9]+ in train .*rose in 40 of 40 steps and never fell, from 4\.00 MiB after marker "step 0" .* to 160 MiB after marker "step 39" .*164 MiB, the failed request, after marker "step 40" .*\+4\.00 MiB a step'
 has "the remedy" 'grew by 4\.00 MiB a step, to 164 MiB at the failure: bound what one step gets'
 hasnt "the remedy for a one-step jump" 'that step was given more \(a longer input'
+# The step before the failure was served from the pool's cache: the driver saw it ask for little, but the request
+# grew by 1.03x, not the "41.0x the one before it" of the driver's view.
+hasnt "a one-step jump from the driver's view of the cache" 'asked for [0-9.]+x the one before it'
 "$READER" --format json "$1" >"$T/j" 2>&1
 python3 - "$T/j" <<'PY' || { echo "grow_cached: FAIL: growing_request's numbers in JSON"; failed=1; }
 import json, sys

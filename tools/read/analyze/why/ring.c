@@ -1,6 +1,7 @@
 /* unfreed_site, nothing_freed, largest_rise, largest_allocation: what a replay of the event ring up to the
  * failure (or the peak) shows; growing_site is growth.c's. */
 #include "analyze/why/ring_replay.h"
+#include "analyze/why/remedy.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -290,6 +291,17 @@ static bool req_line(struct ot_u64map *m, const struct ot_analysis *a)
     return n > 0;
 }
 
+/* A request that grew step after step (growing_request) already says what the failing step asked for against
+ * the step before it. Where that is less than step_demand's ratio, the driver's view of the two intervals would
+ * contradict it: a caching allocator served the step before from its cache, and only its new segments show (run
+ * 45: "15.5x the one before it" beside +256 MiB a step, 1.01x). */
+static bool grew_steadily(const struct ot_why *w)
+{
+    const struct ot_why_item *g = why_find(w, "growing_request");
+    uint64_t to = g ? item_num(g, "to_bytes") : 0, fit = g ? item_num(g, "largest_fit_bytes") : 0;
+    return fit && to < fit + fit / 2;
+}
+
 void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 {
     const struct ot_snapshot *s = a->s;
@@ -326,7 +338,7 @@ void why_ring(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
         why_nothing_freed(w, &r);
         why_rise(w, &r, what);
         /* The last two marker intervals: the one the failure ended and the one before it. */
-        if (s->has_failure && !r.windows && r.nm >= 2 && r.mseq[r.nm - 1] < r.target) {
+        if (s->has_failure && !r.windows && r.nm >= 2 && r.mseq[r.nm - 1] < r.target && !grew_steadily(w)) {
             size_t p = why_step_demand_prev(a, r.mseq, r.nm);
             why_step_demand(w, a, dev,
                 &(struct why_interval){r.mseq[p], r.mlive[p], r.mhigh[p + 1], r.mlive[p + 1], r.mfrees[p + 1],
