@@ -239,7 +239,10 @@ static int mode_oomloop(long n)
 
 /* ---- oomthreads ---- */
 
-static pthread_barrier_t oom_together;
+/* oom_done: every thread stays until all allocations returned, so that each snapshot, which names the threads
+ * alive when it is written (/proc/self/task), names the thread whose request failed in it (a thread that had
+ * already returned and ended read as "thread 9095", unnamed, once in CI). */
+static pthread_barrier_t oom_together, oom_done;
 static CUcontext oom_ctx;
 static int oom_failed[64];
 
@@ -252,6 +255,7 @@ static void *fail_together(void *arg)
     cuCtxSetCurrent(oom_ctx);
     pthread_barrier_wait(&oom_together);
     *(int *)arg = cuMemAlloc_v2(&p, 4096 * MiB) == CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_barrier_wait(&oom_done);
     return NULL;
 }
 
@@ -261,7 +265,8 @@ static int mode_oomthreads(long n)
     cuCtxGetCurrent(&oom_ctx);
     pthread_t t[64];
     int *failed = oom_failed;
-    if (n > 64 || pthread_barrier_init(&oom_together, NULL, (unsigned)n) != 0)
+    if (n > 64 || pthread_barrier_init(&oom_together, NULL, (unsigned)n) != 0 ||
+        pthread_barrier_init(&oom_done, NULL, (unsigned)n) != 0)
         return 3;
     for (long i = 0; i < n; i++)
         if (pthread_create(&t[i], NULL, fail_together, &failed[i]) != 0)
