@@ -370,11 +370,29 @@ static struct mcache *place_cache(const void *frame, int fast, int n)
     return mc;
 }
 
+/* A merged stack found by place (way w of the set of key h): the set's other way is the older now, the entry is
+ * the thread's last merged stack (for a loop from here) and, when chain_is_entry, its last chain too. Returns
+ * the merged stack's length. */
+static int place_hit(struct py_thread *t, struct mcache *mc, uint64_t h, int w, int chain_is_entry, uint64_t gen,
+                     unsigned *flags, const uint64_t **src)
+{
+    struct mentry *e = &mc->e[h & (MSETS - 1)][w];
+    OT_STAGE_CACHE(OT_C_PY_PLACES, 1);
+    mc->older[h & (MSETS - 1)] = (uint8_t)!w;
+    t->merged.ref = e;
+    t->merged.valid = 1;
+    if (chain_is_entry)
+        ot_py_walk_last_is_ref(t, e);
+    *src = e->frames;
+    *flags |= e->flags;
+    ot_stack_hint = &e->sid;
+    LINK_ENTRY(t, gen, e);
+    return e->out;
+}
+
 static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint64_t cb, uint64_t *frames, int n,
                        int max, unsigned *flags, const uint64_t **src, uint64_t gen)
 {
-    struct py_thread *t = ot_py_tls;
-    (void)gen;
     const uint64_t h = mkey_hash(frames, n, np, ca, cb);
     struct mentry *set = mc->e[h & (MSETS - 1)];
     for (int w = 0; w < 2; w++) {
@@ -384,16 +402,7 @@ static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint
             !ot_py_walk_is(frame, np, e->code, e->instr, e->name, e->entry))
             continue;
         OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
-        OT_STAGE_CACHE(OT_C_PY_PLACES, 1);
-        mc->older[h & (MSETS - 1)] = (uint8_t)!w;
-        t->merged.ref = e; /* the thread's last merged stack, for a loop from here */
-        t->merged.valid = 1;
-        ot_py_walk_last_is_ref(t, e);
-        *src = e->frames;
-        *flags |= e->flags;
-        ot_stack_hint = &e->sid;
-        LINK_ENTRY(t, gen, e);
-        return e->out;
+        return place_hit(ot_py_tls, mc, h, w, 1, gen, flags, src);
     }
     return -1;
 }
@@ -512,19 +521,8 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         if (mc) {
             struct mentry *set = mc->e[h & (MSETS - 1)];
             for (int w = 0; w < 2; w++)
-                if (mkey_same(&set[w], h, frames, n, max, got, names)) {
-                    OT_STAGE_CACHE(OT_C_PY_PLACES, 1);
-                    mc->older[h & (MSETS - 1)] = (uint8_t)!w;
-                    m->ref = &set[w]; /* the thread's last merged stack, for a loop from here */
-                    m->valid = 1;
-                    if (!same) /* the chain's ids are the entry's */
-                        ot_py_walk_last_is_ref(t, &set[w]);
-                    *src = set[w].frames;
-                    *flags |= set[w].flags;
-                    ot_stack_hint = &set[w].sid;
-                    LINK_ENTRY(t, gen, &set[w]);
-                    return set[w].out;
-                }
+                if (mkey_same(&set[w], h, frames, n, max, got, names))
+                    return place_hit(t, mc, h, w, !same, gen, flags, src); /* !same: the chain's ids are the entry's */
         }
         OT_STAGE_CACHE(OT_C_PY_PLACES, 0);
         if ((mc = mcache_get(t)) != NULL)

@@ -126,6 +126,17 @@ void ot_python_prefetch(void)
     }
 }
 
+/* Whether the n live codes have these qualified names (struct chain's name says why). Read with plain loads:
+ * each code is held by its frame, and the layout is validated. */
+static inline __attribute__((always_inline)) int names_are(int n, const void *const *code, const void *const *name)
+{
+    const unsigned o_name = ot_py.L->co_qualname;
+    for (int k = 0; k < n; k++)
+        if (*(const void *const *)((const char *)code[k] + o_name) != name[k])
+            return 0;
+    return 1;
+}
+
 /* Whether the chain from frame is last, as gather_fast would read it, without storing it: in a loop the
  * same call sites come back, and a frame is then a few loads and compares (its code's qualified name too,
  * read once every frame's code and instruction matched: struct chain's name says why; a chain that differs,
@@ -138,7 +149,7 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
 {
     const struct layout *L = ot_py.L;
     const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
-    const unsigned o_entry = has_entry ? (unsigned)L->fr_is_entry : 0, o_name = L->co_qualname;
+    const unsigned o_entry = has_entry ? (unsigned)L->fr_is_entry : 0;
     const int cstack = L->owner_cstack;
     int n = 0, guard = 4 * MAXPY;
     uint8_t pend = 0; /* frame n-1's entry bit so far: a C-stack shim frame after it sets it */
@@ -157,19 +168,8 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
         pend = has_entry ? f[o_entry] != 0 : 0;
         n++;
     }
-    if (n != want || n == 0 || lentry[n - 1] != 1) /* (the outermost frame's bit is always set) */
-        return 0;
-    for (int k = 0; k < n; k++) /* (each code is live, held by its frame: its qualname may be read) */
-        if (*(const void *const *)((const char *)lcode[k] + o_name) != lname[k])
-            return 0;
-    return 1;
-}
-
-static int gather_same(void *frame, int want, const void *const *code, const char *const *instr, const uint8_t *entry,
-                       const void *const *name)
-{
-    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, want, code, instr, entry, name, 1)
-                                     : same_as(frame, want, code, instr, entry, name, 0);
+    /* (the outermost frame's bit is always set) */
+    return n == want && n > 0 && lentry[n - 1] == 1 && names_are(n, lcode, lname);
 }
 
 int ot_py_walk_is(void *frame, int np, const void *const *code, const char *const *instr, const void *const *name,
@@ -360,21 +360,28 @@ unsigned ot_py_frame_need(void)
     return need;
 }
 
-/* A chain kept as the thread's last: only its n frames (the whole struct is ~3 KB). */
-static void keep_last(struct py_thread *t, const struct chain *c)
+/* The thread's last chain set to n frames (only those: the whole struct is ~3 KB), last_ref cleared. */
+static struct chain *set_last(struct py_thread *t, int n, const void *const *code, const char *const *instr,
+                              const uint8_t *entry, const uint32_t *id, const void *const *name)
 {
     struct chain *last = &t->last;
-    size_t n = (size_t)c->n;
     t->last_ref = NULL;
-    last->n = c->n;
+    last->n = n;
+    memcpy(last->code, code, (size_t)n * sizeof last->code[0]);
+    memcpy(last->instr, instr, (size_t)n * sizeof last->instr[0]);
+    memcpy(last->entry, entry, (size_t)n);
+    memcpy(last->id, id, (size_t)n * sizeof last->id[0]);
+    memcpy(last->name, name, (size_t)n * sizeof last->name[0]);
+    return last;
+}
+
+/* A chain kept as the thread's last. */
+static void keep_last(struct py_thread *t, const struct chain *c)
+{
+    struct chain *last = set_last(t, c->n, c->code, c->instr, c->entry, c->id, c->name);
     last->cut = c->cut;
     last->gap = c->gap;
     last->gap_runs = c->gap_runs;
-    memcpy(last->code, c->code, n * sizeof c->code[0]);
-    memcpy(last->instr, c->instr, n * sizeof c->instr[0]);
-    memcpy(last->entry, c->entry, n);
-    memcpy(last->id, c->id, n * sizeof c->id[0]);
-    memcpy(last->name, c->name, n * sizeof c->name[0]);
 }
 
 /* last is left as it was (its line is cold): every reader looks at last_ref first, and whoever clears
@@ -389,16 +396,8 @@ const struct chain *ot_py_walk_last(void)
 {
     struct py_thread *t = ot_py_tls;
     const struct mentry *r = t->last_ref;
-    struct chain *last = &t->last;
-    const size_t n = r->np;
-    last->n = r->np;
+    struct chain *last = set_last(t, r->np, r->code, r->instr, r->entry, r->id, r->name);
     last->cut = last->gap = last->gap_runs = 0; /* (an entry holds at most MPY frames: never a cut chain) */
-    memcpy(last->code, r->code, n * sizeof r->code[0]);
-    memcpy(last->instr, r->instr, n * sizeof r->instr[0]);
-    memcpy(last->entry, r->entry, n);
-    memcpy(last->id, r->id, n * sizeof r->id[0]);
-    memcpy(last->name, r->name, n * sizeof r->name[0]);
-    t->last_ref = NULL;
     return last;
 }
 
@@ -412,15 +411,13 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same)
     return n && !*same ? ot_py_walk_ids(c, n, fast) : n;
 }
 
-/* Whether the codes of chain c (read with the layout validated, alive in its frames) have these qualified
- * names (struct chain's name says why). */
-static int names_are(const struct chain *c, const void *const *name)
+/* Whether chain c, read whole, has these n frames: codes, instructions, entry bits and qualified names. */
+static int chain_is(const struct chain *c, int n, const void *const *code, const char *const *instr,
+                    const uint8_t *entry, const void *const *name)
 {
-    const unsigned o_name = ot_py.L->co_qualname;
-    for (int i = 0; i < c->n; i++)
-        if (*(const void *const *)((const char *)c->code[i] + o_name) != name[i])
-            return 0;
-    return 1;
+    return c->n == n && memcmp(c->code, code, (size_t)n * sizeof c->code[0]) == 0 &&
+           memcmp(c->instr, instr, (size_t)n * sizeof c->instr[0]) == 0 && memcmp(c->entry, entry, (size_t)n) == 0 &&
+           names_are(n, c->code, name);
 }
 
 int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int *fast_out)
@@ -468,8 +465,8 @@ int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *
     if (fast && last && !L->frame_objects) {
         const struct mentry *r = t->last_ref;
         if (r || !last->cut)
-            hit = gather_same(frame, r ? (int)t->last_np : last->n, r ? r->code : last->code,
-                              r ? r->instr : last->instr, r ? r->entry : last->entry, r ? r->name : last->name)
+            hit = ot_py_walk_is(frame, r ? (int)t->last_np : last->n, r ? r->code : last->code,
+                                r ? r->instr : last->instr, r ? r->name : last->name, r ? r->entry : last->entry)
                       ? 1 + (r != NULL)
                       : 0;
     }
@@ -499,18 +496,14 @@ int ot_py_walk_rest(void *frame, struct chain *c, const struct chain **got, int 
         return bad ? -1 : n;
     const struct mentry *r = t->last_ref;
     if (r) { /* checked above unless the layout has frame objects (3.9, 3.10), which the check does not read */
-        if (L->frame_objects && n == (int)t->last_np && memcmp(c->code, r->code, (size_t)n * sizeof c->code[0]) == 0 &&
-            memcmp(c->instr, r->instr, (size_t)n * sizeof c->instr[0]) == 0 && memcmp(c->entry, r->entry, (size_t)n) == 0 &&
-            names_are(c, r->name)) {
+        if (L->frame_objects && chain_is(c, (int)t->last_np, r->code, r->instr, r->entry, r->name)) {
             *got = NULL;
             *same = 2;
         }
         return n;
     }
-    if (n == last->n && memcmp(c->code, last->code, (size_t)n * sizeof c->code[0]) == 0 &&
-        memcmp(c->instr, last->instr, (size_t)n * sizeof c->instr[0]) == 0 &&
-        memcmp(c->entry, last->entry, (size_t)n) == 0 && c->cut == last->cut && c->gap == last->gap &&
-        c->gap_runs == last->gap_runs && names_are(c, last->name)) {
+    if (chain_is(c, last->n, last->code, last->instr, last->entry, last->name) && c->cut == last->cut &&
+        c->gap == last->gap && c->gap_runs == last->gap_runs) {
         *got = last;
         *same = n > 0;
     }
