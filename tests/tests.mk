@@ -189,6 +189,11 @@ $(TEST_BIN)/test_walk: tests/unit/test_walk.c tests/unit/walk_hops.S $(LIB_CORE_
 	$(DEPS) $(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -fno-optimize-sibling-calls -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
 TEST_PROGS += $(TEST_BIN)/test_walk
 
+$(TEST_BIN)/test_unmaps: tests/unit/test_unmaps.c $(LIB_CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(DEPS) $(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
+TEST_PROGS += $(TEST_BIN)/test_unmaps
+
 .PHONY: golden-update
 golden-update: test-build
 	@tests/golden/update.sh

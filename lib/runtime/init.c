@@ -22,6 +22,7 @@
 #include "common/nosig.h"
 #include "common/options.h"
 #include "common/self.h"
+#include "common/unmaps.h"
 #include "driver/real.h"
 #include "record/lock.h"
 #include "record/record.h"
@@ -338,6 +339,7 @@ static void atfork_child(void)
     ot_record_reset(1);
     ot_snapshot_forked();
     ot_pyframes_forked();
+    ot_unmaps_forked();
 }
 
 static void init_once(void)
