@@ -9,9 +9,11 @@
  * The other thread may return and pop its frames at any moment, and its thread state may be freed, so
  * every read of memory that may be unmapped goes through process_vm_readv, never a plain load: plain loads
  * read only what is never unmapped, the main thread's state in _PyRuntime (static) and what lies on the
- * main thread's C stack (on_main_stack). No lock is taken (the interpreter's own head lock could be held by
- * a thread that waits on us). */
+ * main thread's C stack (on_main_stack), and the main thread's frames in its frame stack once the kernel
+ * read them all and no unmap came since (common/unmaps.h: the check's plain loads, borrow_whole). No lock
+ * is taken (the interpreter's own head lock could be held by a thread that waits on us). */
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -19,10 +21,13 @@
 
 #include "capture/pyframes.h"
 #include "common/clock.h"
+#include "common/unmaps.h"
+#include "driver/real.h"
 #include "common/log.h"
 #include "common/stage.h"
 
 #define MAX_THREADS 64
+#define FRAME_OWNED_BY_THREAD 0 /* _PyInterpreterFrame.owner, 3.11 to 3.13 */
 #define TS_BYTES 176 /* the largest thread state offset read below, rounded up */
 
 /* 3.12, 3.13: the main interpreter's GIL, found once. It lives in the interpreter's (static) state as long
@@ -78,20 +83,30 @@ static int take_frame(const char *f, struct chain *c, int *n, void **prev)
     return 0;
 }
 
+static inline int on_main_stack(uintptr_t a, uintptr_t e);
+
 /* A chain read frame by frame with one checked read each. fa: the frames' addresses as read (up to
- * LENT_RAW; *nraw 0 when there were more). */
-static int gather_borrowed(void *frame, struct chain *c, const void **fa, uint16_t *nraw)
+ * LENT_RAW; *nraw 0 when there were more). *stacked: every frame is the thread's own, in its frame stack
+ * (chunks CPython maps and unmaps through its arena allocator: munmap, counted), or lies on the main
+ * thread's C stack; not a generator's or a frame object's, which live in objects that malloc may free by
+ * an unmap that is not counted. */
+static int gather_borrowed(void *frame, struct chain *c, const void **fa, uint16_t *nraw, int *stacked)
 {
+    const struct layout *L = ot_py.L;
     unsigned need = ot_py_frame_need();
     char f[128];
     int n = 0, raw = 0;
     c->cut = c->gap = c->gap_runs = 0;
+    *stacked = !L->frame_objects;
     for (int guard = 0; frame && n < MAXPY && guard < 4 * MAXPY; guard++) {
         if (need > sizeof f || ot_py_checked_read(frame, f, need))
             return -1;
         if (fa && raw < LENT_RAW)
             fa[raw] = frame;
         raw++;
+        if (*stacked && f[L->fr_owner] != FRAME_OWNED_BY_THREAD &&
+            !on_main_stack((uintptr_t)frame, (uintptr_t)frame + need))
+            *stacked = 0;
         if (take_frame(f, c, &n, &frame))
             return -1;
     }
@@ -242,16 +257,25 @@ static int borrow_whole(struct lent *l, struct chain *c)
         l->span[i] = (uint8_t)s;
     }
     /* Each span's place in scratch; those on the main thread's C stack copied with plain loads, the others
-     * read in the one call. */
+     * read in the one call, or with plain loads too where no unmap came since such a call read them all
+     * (l->unmaps; common/unmaps.h): a frame stack's chunks leave only by munmap, counted. */
     uint32_t off[LENT_IOV];
     uint8_t plain[LENT_IOV];
     size_t remote = 0;
+    for (int s = 0; s < ns; s++)
+        if (l->hi[s] - l->lo[s] > LENT_SCRATCH)
+            return 0;
+    const uint64_t unmaps = l->plain ? ot_unmaps_enter() : OT_UNMAPS_UNSURE;
+    const int fast = unmaps != OT_UNMAPS_UNSURE && unmaps == l->unmaps;
     for (int s = 0; s < ns; s++) {
         const size_t len = l->hi[s] - l->lo[s];
-        if (used + len > LENT_SCRATCH)
+        if (used + len > LENT_SCRATCH) {
+            if (l->plain)
+                ot_unmaps_leave();
             return 0;
+        }
         off[s] = (uint32_t)used;
-        plain[s] = (uint8_t)on_main_stack(l->lo[s], l->hi[s]);
+        plain[s] = (uint8_t)(fast || on_main_stack(l->lo[s], l->hi[s]));
         if (!plain[s]) {
             lv[k] = (struct iovec){l->scratch + used, len};
             rv[k++] = (struct iovec){(void *)l->lo[s], len};
@@ -264,12 +288,20 @@ static int borrow_whole(struct lent *l, struct chain *c)
         l->at[i] = (uint32_t)(off[l->span[i]] + (a - l->lo[l->span[i]]));
     }
     total += remote;
-    if (k && OT_STAGE_CALL(OT_ST_BORROW_READ, process_vm_readv(ot_py_self_pid(), lv, (unsigned long)k, rv, (unsigned long)k, 0)) !=
-        (ssize_t)total)
+    const int read = !k || OT_STAGE_CALL(OT_ST_BORROW_READ, process_vm_readv(ot_py_self_pid(), lv, (unsigned long)k, rv,
+                                                                             (unsigned long)k, 0)) == (ssize_t)total;
+    if (read)
+        for (int s = 0; s < ns; s++)
+            if (plain[s])
+                copy_racy(l->scratch + off[s], l->lo[s], l->hi[s] - l->lo[s]);
+    if (l->plain) {
+        ot_unmaps_leave();
+        if (read && k && unmaps != OT_UNMAPS_UNSURE) /* every frame read through the kernel, within one count */
+            l->unmaps = unmaps;
+    }
+    OT_STAGE_CACHE(OT_C_BORROW_PLAIN, fast);
+    if (!read)
         return 0;
-    for (int s = 0; s < ns; s++)
-        if (plain[s])
-            copy_racy(l->scratch + off[s], l->lo[s], l->hi[s] - l->lo[s]);
     const char *const cf = l->cframe ? l->scratch + l->at[nraw] : NULL;
     if (!still_there(l, ts, cf) || l->frame != l->fa[0])
         return 0;
@@ -360,8 +392,18 @@ static int borrow_again(struct lent *l, struct chain *c, uint32_t *lender, uint6
     }
     if (need > sizeof fr || ncf > sizeof cf || nts > sizeof ts)
         return 0;
-    if (OT_STAGE_CALL(OT_ST_BORROW_READ, process_vm_readv(ot_py_self_pid(), local, (unsigned long)k, remote, (unsigned long)k, 0)) !=
-        (ssize_t)total)
+    /* The innermost frame is the first of those borrow_whole reads: with plain loads on the same terms. */
+    const int counted = l->plain && l->nraw && ts_plain && (!l->cframe || cf_plain);
+    const uint64_t unmaps = counted ? ot_unmaps_enter() : OT_UNMAPS_UNSURE;
+    const int fast = unmaps != OT_UNMAPS_UNSURE && unmaps == l->unmaps;
+    if (fast)
+        copy_racy(fr, (uintptr_t)l->frame, need);
+    const int read = fast || OT_STAGE_CALL(OT_ST_BORROW_READ, process_vm_readv(ot_py_self_pid(), local, (unsigned long)k, remote,
+                                                                               (unsigned long)k, 0)) == (ssize_t)total;
+    if (counted)
+        ot_unmaps_leave();
+    OT_STAGE_CACHE(OT_C_BORROW_PLAIN, fast);
+    if (!read)
         return 0;
     if (ts_plain) {
         void *p = __atomic_load_n((void *const *)(tsa + L->ts_cframe), __ATOMIC_RELAXED);
@@ -398,6 +440,27 @@ static int borrow_again(struct lent *l, struct chain *c, uint32_t *lender, uint6
 void ot_py_borrow_forked(void)
 {
     __atomic_store_n(&single, NULL, __ATOMIC_RELAXED);
+}
+
+/* Whether the process's munmap reaches the tracer's (common/unmaps.h): tried once. */
+static int unmaps_seen(void)
+{
+    void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
+    return lookup && ot_unmaps_seen(lookup(RTLD_DEFAULT, "munmap"));
+}
+
+/* Whether CPython's arena allocator, which maps and unmaps the threads' frame stacks, is its own (it
+ * unmaps through munmap), not one a program set (PyObject_SetArenaAllocator) in another object. */
+static int arena_own(void)
+{
+    struct {
+        void *ctx, *alloc, *free;
+    } a = {0};
+    Dl_info own, set;
+    if (!ot_py.get_arena)
+        return 0;
+    ot_py.get_arena(&a);
+    return a.free && dladdr((void *)ot_py.get_arena, &own) && dladdr(a.free, &set) && own.dli_fbase == set.dli_fbase;
 }
 
 static int borrow_off;    /* the layout check failed: no borrowing in this process */
@@ -495,7 +558,8 @@ static int borrow_walk(struct chain *c, uint32_t *lender, struct py_thread *t, s
     /* the frames' addresses, kept in l for borrow_whole (its fields are read only once l->ts names the
      * lender again, below) */
     uint16_t nraw = 0;
-    if ((n = gather_borrowed(frame, c, l ? l->fa : NULL, &nraw)) <= 0)
+    int stacked = 0;
+    if ((n = gather_borrowed(frame, c, l ? l->fa : NULL, &nraw, &stacked)) <= 0)
         return 0;
     c->entry[n - 1] = 1;
     for (int i = 0; i < n; i++) {
@@ -518,6 +582,14 @@ static int borrow_walk(struct chain *c, uint32_t *lender, struct py_thread *t, s
         l->quick = 0;
         l->nraw = c->cut ? 0 : nraw;
         l->main = (uint8_t)main_picked;
+        /* Plain loads of the frames for a lender whose state lies in _PyRuntime (the main thread's: one
+         * that no thread exit frees), whose frames all lie in its frame stack, mapped and unmapped by
+         * CPython's own arena allocator through the munmap counted (a program's own allocator may free
+         * them otherwise), from the first check that reads them all through the kernel. */
+        const uintptr_t pa = (uintptr_t)pick;
+        l->plain = (uint8_t)(stacked && !c->cut && nraw && pa >= ot_py.runtime_lo &&
+                             pa + L->ts_cframe + sizeof(void *) <= ot_py.runtime_hi && arena_own() && unmaps_seen());
+        l->unmaps = OT_UNMAPS_UNSURE;
         l->walked_ns = l->checked_ns = ot_now_ns();
         memcpy(&l->c, c, sizeof *c);
         l->ts = pick;

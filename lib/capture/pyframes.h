@@ -69,6 +69,7 @@ struct __attribute__((aligned(64))) ot_py {
     const void *code_type, *unicode_type, *bytes_type;
     uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code */
     uintptr_t runtime_lo, runtime_hi; /* _PyRuntime: static, holds the main interpreter's first thread state */
+    void (*get_arena)(void *); /* PyObject_GetArenaAllocator */
     char version[32];
 };
 extern struct ot_py ot_py;
@@ -132,6 +133,11 @@ struct lent {
     uint32_t quick;  /* borrows since then that read nothing but static memory */
     uint16_t nraw;
     uint8_t main;    /* the lender is the main thread: picked over any other waiting thread */
+    /* The frames may be read with plain loads (pyborrow.c: borrow_whole): the lender's state is in
+     * _PyRuntime and each frame lives in its frame stack or on the main thread's C stack (plain), and the
+     * process's unmaps counted at the last read of all of them through the kernel (unmaps). */
+    uint8_t plain;
+    uint64_t unmaps;
     struct chain c;
     const void *fa[LENT_RAW];
     /* the check's reads, here rather than on the borrowing thread's stack (it may be a small one) */

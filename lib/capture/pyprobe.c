@@ -113,6 +113,7 @@ void ot_py_probe(void)
         p->main_interp = (void *(*)(void))sym("PyInterpreterState_Head");
     p->thread_head = (void *(*)(void *))sym("PyInterpreterState_ThreadHead");
     p->gil_current = (void *(*)(void))sym("_PyThreadState_UncheckedGet");
+    p->get_arena = (void (*)(void *))sym("PyObject_GetArenaAllocator");
     if (!p->L || !p->is_initialized || !p->code_type || !p->unicode_type || !p->bytes_type) {
         ot_log("Python %s: frame layout not supported (3.9 to 3.13 are); stacks stay native", p->version);
         ot_py_publish(PY_OFF);

@@ -317,3 +317,37 @@ void ot_native_worker_stop(void)
     if (was_started)
         pthread_join(worker_thread, NULL);
 }
+
+/* tests/py/borrow_unmap.py: a thread that allocates and frees until told to stop, borrowing the stack of
+ * whichever Python thread waits meanwhile. */
+static pthread_t churn_thread;
+static volatile int churn_stop;
+static long churn_pairs;
+
+static void *churn(void *arg)
+{
+    size_t bytes = (size_t)arg;
+    while (!__atomic_load_n(&churn_stop, __ATOMIC_ACQUIRE)) {
+        CUdeviceptr p = 0;
+        if (cuMemAlloc_v2(&p, bytes) == 0) {
+            cuMemFree_v2(p);
+            churn_pairs++;
+        }
+    }
+    return NULL;
+}
+
+int ot_native_churn_start(size_t bytes)
+{
+    churn_stop = 0;
+    churn_pairs = 0;
+    return pthread_create(&churn_thread, NULL, churn, (void *)bytes) == 0 ? 0 : -1;
+}
+
+/* Stops the thread; the pairs it made. */
+long ot_native_churn_stop(void)
+{
+    __atomic_store_n(&churn_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(churn_thread, NULL);
+    return churn_pairs;
+}

@@ -1,6 +1,7 @@
 #!/bin/sh
-# A borrow's check of the lender reads the lender's frames in the thread's data stack with one system call
-# of one buffer (Python 3.11-3.13): the main thread's state (in _PyRuntime) and what lies on its C stack
+# A borrow's check of the lender reads the lender's frames in the thread's data stack, where it reads them
+# through the kernel (the first check after a walk, or after an unmap: tests/sh/borrow_plain.sh), with one
+# system call of one buffer (Python 3.11-3.13): the main thread's state (in _PyRuntime) and what lies on its C stack
 # (3.11 and 3.12's _PyCFrame, 3.12 and 3.13's C-stack shim frames) are read with plain loads, since neither
 # is ever unmapped (lib/capture/pyborrow.c: on_main_stack). Each buffer cost the H200 about a microsecond
 # (docs/PERFORMANCE.md, issue 16's tenth pass); before, a check after the lender's forward read 2 buffers and
