@@ -35,8 +35,11 @@
  *                   the host) what it holds before the request, or make the request no larger than the free
  *
  * Strongest first: remedies for what refused this very request while memory existed (other_process,
- * fragmentation, jax_preallocation, framework_pool_cache) first, then the rest by the bytes each addresses;
- * only the first two are kept (the guides' "fix the largest share first"; a third remedy addresses less
+ * fragmentation, jax_preallocation, framework_pool_cache) first, by the bytes each addresses; then those that
+ * answer a cause the Why states, in the order the Why states them (a leak beside a step's need that grows: the
+ * one that stops more bytes a step first); then those that rest on a category's share of What held the memory
+ * (no_grad, activations, optimizer_state, parameters) or on the peak (headroom), by the bytes each addresses.
+ * Only the first two are kept (the guides' "fix the largest share first"; a third remedy addresses less
  * than either). A category under 15% of the used memory gets no remedy: removing all of it gives back less
  * than the 15-20% headroom the guides advise keeping free, so it cannot be what made the program not fit.
  *
@@ -492,8 +495,6 @@ static uint64_t weight(const struct ot_why_item *it)
 
 #define MAX_REMEDIES 2
 
-/* Remedies for what refused this very request while memory existed (another process on the card, the
- * cache in pieces, a preallocated pool) come before those for the categories that filled it. */
 /* Memory in use before the process started (why: baseline_in_use) that NVML could not name. */
 static void baseline_in_use(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 {
@@ -512,6 +513,8 @@ static void baseline_in_use(struct ot_why *w, const struct ot_analysis *a, int64
     why_item_end(&b);
 }
 
+/* Remedies for what refused this very request while memory existed (another process on the card, the
+ * cache in pieces, a preallocated pool) come before those for the categories that filled it. */
 static bool direct(const struct ot_why_item *it)
 {
     return strcmp(it->kind, "request_too_large") == 0 || strcmp(it->kind, "other_process") == 0 ||
@@ -534,22 +537,60 @@ static uint64_t per_step(const struct ot_why_item *it)
     return v ? v : item_num(it, "bytes_per_interval");
 }
 
-static bool before(const struct ot_why_item *x, const struct ot_why_item *y)
+/* The Why statement each remedy answers. The remedies for a category's share of What held the memory
+ * (no_grad, activations, optimizer_state, parameters) and headroom answer none: the Why states no cause for
+ * them, only the breakdown's numbers. */
+static const struct {
+    const char *remedy, *statement;
+} answers[] = {
+    {"request_too_large", "request_exceeds_total"}, {"pin_less", "host_request"},
+    {"pool_cap", "pool_cap"},                       {"other_process", "other_processes"},
+    {"baseline_in_use", "baseline_in_use"},         {"fragmentation", "fragmentation"},
+    {"jax_preallocation", "jax_preallocation"},     {"framework_pool_cache", "framework_pool_cached"},
+    {"pool_trim", "pool_cached"},                   {"leak", "growing_site"},
+    {"unbounded_site", "unfreed_site"},             {"free_unused", "nothing_freed"},
+    {"bound_input", "growing_request"},             {"step_input", "step_demand"},
+    {"make_room", "request_exceeds_free"},
+};
+
+/* Where the statement a remedy answers stands in the Why; SIZE_MAX when it answers none, or the Why does not
+ * make that statement. */
+static size_t stated_at(const struct ot_why *why, const struct ot_why_item *it)
+{
+    for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++) {
+        if (strcmp(answers[i].remedy, it->kind) != 0)
+            continue;
+        for (size_t k = 0; why && k < why->n; k++)
+            if (strcmp(why->v[k].kind, answers[i].statement) == 0)
+                return k;
+        break;
+    }
+    return SIZE_MAX;
+}
+
+/* A reader takes the first remedy as the answer to the first cause the Why states: remedies for the causes it
+ * states come in its order, and before those that rest on a category's bytes alone, however large (runs 45-46:
+ * checkpointing, for activations at 53% of the peak, came before bounding the input of a request that the Why
+ * said grew 256 MiB a step). */
+static bool before(const struct ot_why *why, const struct ot_why_item *x, const struct ot_why_item *y)
 {
     if (direct(x) != direct(y))
         return direct(x);
     if (growth_pair(x, y))
         return per_step(x) > per_step(y);
+    size_t sx = stated_at(why, x), sy = stated_at(why, y);
+    if (!direct(x) && sx != sy)
+        return sx < sy;
     return weight(x) > weight(y);
 }
 
-static void keep_strongest(struct ot_why *w)
+static void keep_strongest(struct ot_why *w, const struct ot_why *why)
 {
     /* Insertion sort, stable: equal ranks keep the order they were found in. */
     for (size_t i = 1; i < w->n; i++) {
         struct ot_why_item x = w->v[i];
         size_t j = i;
-        for (; j > 0 && before(&x, &w->v[j - 1]); j--)
+        for (; j > 0 && before(why, &x, &w->v[j - 1]); j--)
             w->v[j] = w->v[j - 1];
         w->v[j] = x;
     }
@@ -605,6 +646,6 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
         headroom(w, a, w->device);
     if (!w->n)
         make_room(w, a);
-    keep_strongest(w);
+    keep_strongest(w, a->why);
     return w;
 }
