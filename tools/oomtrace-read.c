@@ -134,7 +134,8 @@ static const char usage_text[] =
     "                   statement whose data the snapshot lacks is left out. Kinds (JSON's \"kind\"):\n";
 /* Then the kinds (analyze/why/kinds.c), then what to try, then usage_tail. */
 static const char usage_remedies[] =
-    "  what to try      at most two remedies, strongest first, each only when a number above supports it:\n";
+    "  what to try      at most two remedies, strongest first, each only when a number above supports it\n"
+    "                   (one for a cause that why states comes before one for a category's share):\n";
 static const char usage_tail[] =
     "  events           recorded by the tracer since start; kept in the event ring; dropped with\n"
     "                   the oldest ring chunks. Markers (oomtrace_mark) are listed when they came\n"
