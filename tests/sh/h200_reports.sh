@@ -166,5 +166,24 @@ has fw_async_backend 'Allocation on device 0 would exceed allowed memory' "PyTor
 "$READER" --format markdown "$D/fw_async_backend.oomt" >"$T" 2>&1
 has fw_async_backend '^\*\*Failed request:\*\* size not reported by' "markdown: an unknown size"
 
-[ "$failed" -eq 0 ] && echo "h200_reports: ok (12 snapshots)"
+# A curriculum that asks for 256 MiB more each step under the default caching allocator (tests/gpu/grow_request.py,
+# run 49, its framework OOM): Why states the request's growth, and What to try answers it first; checkpointing,
+# for activations at 53% of the peak inferred from stacks, comes after it (runs 45-46: it came first, by bytes).
+read_one grow_request
+has grow_request 'The request grew from step to step: .*grow_request\.py:27 in train .*rose in 91 of 91 steps and never fell.*\+256 MiB a step' "the growth"
+has grow_request 'activations and temporaries \(inferred\) +116 GiB +99\.5% +74\.3 GiB +53\.4%' "activations at the peak"
+sed -n '/^What to try/,/^$/p' "$T" | sed -n '2,3p' >"$T.try"
+{ sed -n 1p "$T.try" | grep -q 'The request at grow_request\.py:27 in train .* grew by 256 MiB a step, to 23\.2 GiB at the failure: bound what one step gets' &&
+    sed -n 2p "$T.try" | grep -q 'Activations and temporaries are 53% of the peak .*gradient checkpointing'; } ||
+    { echo "h200_reports: FAIL: grow_request: What to try is not the growth's remedy, then checkpointing: $(cut -c1-80 "$T.try")"; failed=1; }
+rm -f "$T.try"
+"$READER" --format json "$D/grow_request.oomt" >"$T" 2>&1
+python3 - "$T" <<'PY' || { echo "h200_reports: FAIL: grow_request: what_to_try in JSON"; failed=1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [w["kind"] for w in d["what_to_try"]] == ["bound_input", "activations"], [w["kind"] for w in d["what_to_try"]]
+assert d["what_to_try"][0]["numbers"]["bytes_per_step"] == 256 << 20, d["what_to_try"][0]
+PY
+
+[ "$failed" -eq 0 ] && echo "h200_reports: ok (13 snapshots)"
 exit "$failed"
