@@ -54,12 +54,66 @@ def _shape_text(args, kwargs, torch):
     return ", ".join(parts)[:_SHAPES_MAX]
 
 
+# A function's frame.f_locals before 3.13 is a snapshot of its locals that the frame keeps (in its f_locals
+# field) until it returns, refreshed only by the next read: read in a training loop's frame, it held the
+# loop's tensors after the program let them go (H200, train_oom: a step's input ids; a previous step's
+# logits would be gigabytes), which an untraced run frees. So where the read made the snapshot (the field
+# was empty), the snapshot is emptied once read; where the program made one (locals()), it is left as the
+# program's. The field's place: (offset in the frame object, offset in the interpreter's frame it points
+# to, or None), checked once on a frame of ours; unchecked, no function frame's locals are read.
+_CO_OPTIMIZED = 0x01
+_LOCALS_FIELD = {(3, 9): (56, None), (3, 10): (56, None), (3, 11): (24, 24), (3, 12): (24, 40)}
+
+
+def _locals_field(frame, at):
+    import ctypes
+    p = ctypes.c_void_p.from_address(id(frame) + at[0]).value
+    if at[1] is not None:
+        p = ctypes.c_void_p.from_address(p + at[1]).value if p else None
+    return p or 0
+
+
+def _locals_check():
+    if sys.version_info >= (3, 13):
+        return "proxy"  # a write-through view of the frame: nothing kept
+    at = _LOCALS_FIELD.get(sys.version_info[:2])
+    if at is None or sys.implementation.name != "cpython":
+        return None
+    try:
+        f = sys._getframe()
+        before = _locals_field(f, at)
+        loc = f.f_locals
+        ok = before == 0 and _locals_field(f, at) == id(loc)
+        loc.clear()
+        return at if ok else None
+    except Exception:
+        return None
+
+
+_LOCALS = _locals_check()
+
+
+def _with_locals(frame, fn, default=None):
+    """fn(the frame's locals), leaving nothing held by the read; default where they cannot be read so."""
+    if _LOCALS == "proxy" or not frame.f_code.co_flags & _CO_OPTIMIZED:
+        return fn(frame.f_locals)  # (a module's or a class body's: its namespace itself)
+    if _LOCALS is None:
+        return default
+    made = _locals_field(frame, _LOCALS) == 0
+    loc = frame.f_locals
+    try:
+        return fn(loc)
+    finally:
+        if made:
+            loc.clear()
+
+
 def _call_inputs(frame, loc=None):
-    """(args, kwargs) of a module call's frame (loc: its f_locals, when read already): its *args and
+    """(args, kwargs) of a module call's frame (loc: its locals, when read already): its *args and
     **kwargs, whatever torch names them (1.13: `*input`; 2.x: `*args`)."""
     code = frame.f_code
     if loc is None:
-        loc = frame.f_locals
+        return _with_locals(frame, lambda loc: _call_inputs(frame, loc), ((), {}))
     n = code.co_argcount + code.co_kwonlyargcount
     args, kwargs = (), {}
     if code.co_flags & _CO_VARARGS:
@@ -75,7 +129,6 @@ class _Frames:
 
     def __init__(self, hook, frame):
         self.call = None       # the outermost call of a model's module (a root's, once the roots are known)
-        self.call_locals = None
         self.caller = None     # a frame of the function that last called the model at a sampled step
         self.backward = False  # torch.autograd.backward / grad is running
         self.optimizer = False  # a method of an optimizer is running (its step)
@@ -84,15 +137,14 @@ class _Frames:
         while frame is not None and n < 400:
             code = frame.f_code
             if code in hook.call_codes:
-                loc = frame.f_locals
-                if hook.is_root(loc.get("self")):
-                    self.call, self.call_locals = frame, loc
+                if _with_locals(frame, lambda loc: hook.is_root(loc.get("self")), False):
+                    self.call = frame
             elif code in hook.backward_codes:
                 self.backward = True
             elif code is hook.caller_code and self.caller is None:
                 self.caller = frame
             elif code.co_argcount and code.co_varnames[0] == "self" and not self.optimizer:
-                self.optimizer = isinstance(frame.f_locals.get("self"), Optimizer)
+                self.optimizer = _with_locals(frame, lambda loc: isinstance(loc.get("self"), Optimizer), False)
             frame = frame.f_back
             n += 1
 
@@ -253,9 +305,7 @@ class _StepHook:
             kwargs = {}
             while f is not None and f.f_code.co_filename in self.machinery:
                 if f.f_code in self.call_codes and not kwargs:
-                    loc = f.f_locals
-                    if loc.get("self") is module:
-                        kwargs = _call_inputs(f, loc)[1]
+                    kwargs = _with_locals(f, lambda loc: _call_inputs(f, loc)[1] if loc.get("self") is module else {}, {})
                 f = f.f_back
             self.seen = _shape_text(args, kwargs, self.torch)
             self.samples += 1
@@ -272,20 +322,24 @@ class _StepHook:
         self.caller_code, self.caller_names = None, ()
         if f is None:
             return
-        loc = f.f_locals
         Tensor = self.torch.Tensor
-        names = []
-        for key, a in [(None, a) for a in args] + list(kwargs.items()):
-            if not isinstance(a, Tensor):
-                continue
-            for name, v in loc.items():  # a loop, not next(genexpr): closing a generator raises in it
-                if v is a:
-                    names.append((key, name))
-                    break
-            else:
-                return
+
+        def find(loc):
+            names = []
+            for key, a in [(None, a) for a in args] + list(kwargs.items()):
+                if not isinstance(a, Tensor):
+                    continue
+                for name, v in loc.items():  # a loop, not next(genexpr): closing a generator raises in it
+                    if v is a:
+                        names.append((key, name))
+                        break
+                else:
+                    return ()
+            return tuple(names)
+
+        names = _with_locals(f, find, ())
         if names:
-            self.caller_code, self.caller_names = f.f_code, tuple(names)
+            self.caller_code, self.caller_names = f.f_code, names
 
     def at_failure(self, frame):
         """(step, shapes) of the step under way, as the failing thread's frames say (the thread that waits in
@@ -306,7 +360,7 @@ class _StepHook:
         if not (seen.optimizer or (self.primary is not None and (seen.step() or self.seen))):
             return None
         if seen.call is not None:
-            args, kwargs = _call_inputs(seen.call, seen.call_locals)
+            args, kwargs = _call_inputs(seen.call)
             shapes = _shape_text(args, kwargs, self.torch)
         elif self.seen:
             shapes = self.seen
@@ -317,17 +371,20 @@ class _StepHook:
     def caller_shapes(self, f):
         if f is None:
             return ""
-        loc = f.f_locals
-        args, kwargs = [], {}
-        for key, name in self.caller_names:
-            a = loc.get(name)
-            if not isinstance(a, self.torch.Tensor):
-                return ""
-            if key is None:
-                args.append(a)
-            else:
-                kwargs[key] = a
-        return _shape_text(args, kwargs, self.torch)
+
+        def shapes(loc):
+            args, kwargs = [], {}
+            for key, name in self.caller_names:
+                a = loc.get(name)
+                if not isinstance(a, self.torch.Tensor):
+                    return ""
+                if key is None:
+                    args.append(a)
+                else:
+                    kwargs[key] = a
+            return _shape_text(args, kwargs, self.torch)
+
+        return _with_locals(f, shapes, "")
 
     def register(self, optmod):
         """Registers the global step post hook. False when this torch has none."""

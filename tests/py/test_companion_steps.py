@@ -1,6 +1,7 @@
 """The companion's reading of the step under way at a framework OOM (the split of test_companion.py, which
 tests/sh/companion_logic.sh runs beside it): the failing thread's frames, autograd's device thread, and
 PyTorch's cudaMallocAsync backend. Exits 1 with one line per failed check."""
+import gc
 import os
 import sys
 import time
@@ -89,6 +90,31 @@ try:
     st, se = moment(lib.ooms[-1][3])
     expect(st == {"step_in_progress": 3} and se == {"step_in_progress_input_shapes": "input_ids=(64, 1024)"},
            "a failure in backward on another thread: the waiting thread's step and inputs (%s, %s)" % (st, se))
+
+    # 6c. Reading a frame's locals leaves nothing held. Before 3.13, frame.f_locals is a snapshot the frame
+    # keeps until it returns: a sample (learn_caller) and a failure (the step's inputs) read the training
+    # loop's locals, and the loop's tensors stayed alive after the program let them go (H200, train_oom:
+    # memory_allocated 128 KiB higher traced, a step's input ids; a previous step's logits would have been
+    # gigabytes). A caught OOM must leave the failing step's inputs free too.
+    def loop(fail):
+        S._hook.due, S._hook.sampling = 0, None
+        S._hook.slow_step(2, "")
+        batch = t.Tensor(2, 1024)
+        ref = weakref.ref(batch)
+        model(input_ids=batch, fail=fail)
+        sampled = S._hook.seen == "input_ids=(2, 1024)"
+        del batch
+        gc.collect()
+        return ref() is None, sampled, S._hook.caller_code is loop.__code__
+
+    freed, sampled, learnt = loop(False)
+    expect(sampled and learnt and freed, "after a sample the caller's input is freed when the caller lets it go "
+           "(sampled %s, its name learnt %s, freed %s)" % (sampled, learnt, freed))
+    freed, sampled, learnt = loop(True)
+    expect(freed, "after a failure read the step's inputs the caller's input is freed when it lets it go")
+    namespace = {}
+    exec("x = 1\ny = [x]\n", namespace)
+    expect(namespace.get("y") == [1], "a module-level namespace is left alone")
 finally:
     sys.modules.pop("_oomtrace_steps", None)
     S._hook = None
