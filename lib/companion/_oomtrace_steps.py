@@ -58,9 +58,11 @@ def _shape_text(args, kwargs, torch):
 # field) until it returns, refreshed only by the next read: read in a training loop's frame, it held the
 # loop's tensors after the program let them go (H200, train_oom: a step's input ids; a previous step's
 # logits would be gigabytes), which an untraced run frees. So where the read made the snapshot (the field
-# was empty), the snapshot is emptied once read; where the program made one (locals()), it is left as the
-# program's. The field's place: (offset in the frame object, offset in the interpreter's frame it points
-# to, or None), checked once on a frame of ours; unchecked, no function frame's locals are read.
+# was empty), the snapshot is emptied once read. Where the program made one (d = locals(), or a debugger's
+# trace function, whose writes to it go back to the frame when it returns), the read refreshes that very
+# dict from the frame: its contents as they were are put back once read. The field's place: (offset in the
+# frame object, offset in the interpreter's frame it points to, or None), checked once on a frame of ours;
+# unchecked, no function frame's locals are read.
 _CO_OPTIMIZED = 0x01
 _LOCALS_FIELD = {(3, 9): (56, None), (3, 10): (56, None), (3, 11): (24, 24), (3, 12): (24, 40)}
 
@@ -99,13 +101,19 @@ def _with_locals(frame, fn, default=None):
         return fn(frame.f_locals)  # (a module's or a class body's: its namespace itself)
     if _LOCALS is None:
         return default
-    made = _locals_field(frame, _LOCALS) == 0
+    p = _locals_field(frame, _LOCALS)
+    kept = None
+    if p:
+        import ctypes
+        held = ctypes.cast(ctypes.c_void_p(p), ctypes.py_object).value
+        kept = dict(held)
     loc = frame.f_locals
     try:
         return fn(loc)
     finally:
-        if made:
-            loc.clear()
+        loc.clear()
+        if kept is not None:
+            held.update(kept)
 
 
 def _call_inputs(frame, loc=None):

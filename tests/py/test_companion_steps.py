@@ -112,6 +112,52 @@ try:
            "(sampled %s, its name learnt %s, freed %s)" % (sampled, learnt, freed))
     freed, sampled, learnt = loop(True)
     expect(freed, "after a failure read the step's inputs the caller's input is freed when it lets it go")
+
+    # A snapshot the program holds (d = locals()) keeps what it had when the program took it, and one a
+    # debugger wrote to (pdb's `x = 5`, written back to the frame when its trace function returns) keeps
+    # the debugger's values: a read refreshes the frame's snapshot from its locals in place.
+    def held(fail):
+        S._hook.due, S._hook.sampling = 0, None
+        S._hook.slow_step(2, "")
+        x = "taken"
+        d = locals()
+        x = "later"  # noqa: F841
+        batch = t.Tensor(2, 1024)
+        model(input_ids=batch, fail=fail)
+        return list(d.items())
+
+    for fail in (False, True):
+        got = held(fail)
+        expect(got == [("fail", fail), ("x", "taken")], "the program's locals() is left as it took it (%s): %s"
+               % ("failure" if fail else "sample", got))
+
+    class Debugged:
+        def run(self, fail):
+            x = "program's"
+            batch = t.Tensor(2, 1024)  # noqa: F841
+            return x  # the debugger stops here: `x = "debugger's"`, then `model(input_ids=batch)`
+
+    stop = Debugged.run.__code__.co_firstlineno + 3
+
+    def debugger(frame, event, arg):
+        if frame.f_code is Debugged.run.__code__:
+            if event == "line" and frame.f_lineno == stop:
+                loc = frame.f_locals  # read once, as pdb does (each read refreshes it)
+                loc["x"] = "debugger's"
+                S._hook.due, S._hook.sampling = 0, None
+                S._hook.slow_step(2, "")
+                model(input_ids=loc["batch"], fail=loc["fail"])
+            return debugger
+        return None
+
+    for fail in (False, True):
+        sys.settrace(debugger)
+        try:
+            got = Debugged().run(fail)
+        finally:
+            sys.settrace(None)
+        expect(got == "debugger's", "a debugger's write to the frame's locals stands (%s): %s"
+               % ("failure" if fail else "sample", got))
     namespace = {}
     exec("x = 1\ny = [x]\n", namespace)
     expect(namespace.get("y") == [1], "a module-level namespace is left alone")
