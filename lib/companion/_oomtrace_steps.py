@@ -108,12 +108,16 @@ def _with_locals(frame, fn, default=None):
         held = ctypes.cast(ctypes.c_void_p(p), ctypes.py_object).value
         kept = dict(held)
     loc = frame.f_locals
+    refs = sys.getrefcount(loc)
     try:
         return fn(loc)
     finally:
-        loc.clear()
-        if kept is not None:
-            held.update(kept)
+        # Unless the program took it meanwhile (its code ran in fn: a property, another thread's turn):
+        # then the snapshot is the one it asked for.
+        if sys.getrefcount(loc) <= refs:
+            loc.clear()
+            if kept is not None:
+                held.update(kept)
 
 
 def _call_inputs(frame, loc=None):

@@ -158,6 +158,33 @@ try:
             sys.settrace(None)
         expect(got == "debugger's", "a debugger's write to the frame's locals stands (%s): %s"
                % ("failure" if fail else "sample", got))
+
+    # The program's own code can run while the companion reads a frame's locals (a property of a `self` it
+    # reads, or another thread's turn at the GIL): a snapshot it takes of that frame meanwhile is its own.
+    taken = []
+
+    class Owner:
+        @property
+        def __class__(self):  # (isinstance reads it)
+            taken.append(self.frame.f_locals)
+            return Owner
+
+        def run(self, fail, before):
+            self.frame = sys._getframe()
+            if before:
+                locals()  # one the program took before, which the frame keeps
+            S._hook.due, S._hook.sampling = 0, None
+            S._hook.slow_step(2, "")
+            batch = t.Tensor(2, 1024)
+            step_of(batch, fail)  # (the model's caller, whose frame the companion learns, is not this one)
+
+    def step_of(batch, fail):
+        model(input_ids=batch, fail=fail)
+
+    Owner().run(True, False)
+    Owner().run(True, True)
+    expect(len(taken) == 2 and all("batch" in d for d in taken), "a snapshot the program took while the companion read "
+           "the frame is left whole: %s" % [sorted(d) for d in taken])
     namespace = {}
     exec("x = 1\ny = [x]\n", namespace)
     expect(namespace.get("y") == [1], "a module-level namespace is left alone")
