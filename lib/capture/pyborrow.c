@@ -22,7 +22,6 @@
 #include "capture/pyframes.h"
 #include "common/clock.h"
 #include "common/unmaps.h"
-#include "driver/real.h"
 #include "common/log.h"
 #include "common/stage.h"
 
@@ -442,25 +441,43 @@ void ot_py_borrow_forked(void)
     __atomic_store_n(&single, NULL, __ATOMIC_RELAXED);
 }
 
-/* Whether the process's munmap reaches the tracer's (common/unmaps.h): tried once. */
-static int unmaps_seen(void)
+/* Whether the threads' frame stacks are unmapped through the counted munmap (common/unmaps.h): CPython's
+ * arena allocator, which maps and unmaps them, is CPython's own (not one a program set with
+ * PyObject_SetArenaAllocator in another object, which may be anything), and a page it maps and frees here
+ * reaches the count: a CPython whose arenas come from malloc, or whose munmap binds past the tracer's (a
+ * libpython loaded with RTLD_DEEPBIND), does not. Tried again only when the allocator changes. */
+struct arena {
+    void *ctx;
+    void *(*alloc)(void *, size_t);
+    void (*free)(void *, void *, size_t);
+};
+
+static void arena_try(void *arg)
 {
-    void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
-    return lookup && ot_unmaps_seen(lookup(RTLD_DEFAULT, "munmap"));
+    const struct arena *a = arg;
+    void *p = a->alloc(a->ctx, 4096);
+    if (p)
+        a->free(a->ctx, p, 4096);
 }
 
-/* Whether CPython's arena allocator, which maps and unmaps the threads' frame stacks, is its own (it
- * unmaps through munmap), not one a program set (PyObject_SetArenaAllocator) in another object. */
-static int arena_own(void)
+static int arena_counted(void)
 {
-    struct {
-        void *ctx, *alloc, *free;
-    } a = {0};
+    static void *tried_free;
+    static int counted;
+    struct arena a = {0};
     Dl_info own, set;
     if (!ot_py.get_arena)
         return 0;
     ot_py.get_arena(&a);
-    return a.free && dladdr((void *)ot_py.get_arena, &own) && dladdr(a.free, &set) && own.dli_fbase == set.dli_fbase;
+    if (!a.alloc || !a.free || !dladdr((void *)ot_py.get_arena, &own) || !dladdr((void *)a.free, &set) ||
+        own.dli_fbase != set.dli_fbase)
+        return 0;
+    if (__atomic_load_n(&tried_free, __ATOMIC_ACQUIRE) == (void *)a.free)
+        return __atomic_load_n(&counted, __ATOMIC_RELAXED);
+    const int c = ot_unmaps_reached(arena_try, &a);
+    __atomic_store_n(&counted, c, __ATOMIC_RELAXED);
+    __atomic_store_n(&tried_free, (void *)a.free, __ATOMIC_RELEASE);
+    return c;
 }
 
 static int borrow_off;    /* the layout check failed: no borrowing in this process */
@@ -584,11 +601,11 @@ static int borrow_walk(struct chain *c, uint32_t *lender, struct py_thread *t, s
         l->main = (uint8_t)main_picked;
         /* Plain loads of the frames for a lender whose state lies in _PyRuntime (the main thread's: one
          * that no thread exit frees), whose frames all lie in its frame stack, mapped and unmapped by
-         * CPython's own arena allocator through the munmap counted (a program's own allocator may free
-         * them otherwise), from the first check that reads them all through the kernel. */
+         * CPython's own arena allocator through the munmap counted (arena_counted), from the first check
+         * that reads them all through the kernel. */
         const uintptr_t pa = (uintptr_t)pick;
         l->plain = (uint8_t)(stacked && !c->cut && nraw && pa >= ot_py.runtime_lo &&
-                             pa + L->ts_cframe + sizeof(void *) <= ot_py.runtime_hi && arena_own() && unmaps_seen());
+                             pa + L->ts_cframe + sizeof(void *) <= ot_py.runtime_hi && arena_counted());
         l->unmaps = OT_UNMAPS_UNSURE;
         l->walked_ns = l->checked_ns = ot_now_ns();
         memcpy(&l->c, c, sizeof *c);

@@ -12,39 +12,57 @@
  * leave: its plain loads ran before U's munmap. Hence no unmap lands between the checked read and the
  * plain loads of the same addresses.
  *
- * The wait skips the calling thread's own read (a signal handler that unmaps while its thread reads would
- * otherwise wait for itself): the read it interrupted is a handful of loads of another thread's frames, which
- * such a handler has no reason to unmap. */
+ * An unmap from a signal handler that interrupted its own thread's read cannot wait for it, and one reader
+ * may never leave (a handler that longjmps out of the read), which a wait bounded at WAIT_MAX_NS finds: in
+ * both cases no reader is sure from then on (lost), and the process's reads go through the kernel. */
 #include "common/unmaps.h"
 
 #include <sched.h>
-#include <sys/mman.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "common/defs.h"
 
-/* One line: a reader writes readers and reads the rest; an unmapper writes all three. */
+/* One line: a reader writes readers and reads the rest; an unmapper writes all of it. lost: a reader may
+ * never leave (a program's signal handler that longjmps out of the read, an unmap from a handler of a
+ * reading thread): from then on no reader is sure, and no unmap waits. */
 static struct {
     uint64_t count;
     uint32_t readers, inflight;
+    int lost;
 } U __attribute__((aligned(64)));
 
-static __thread int reading __attribute__((tls_model("initial-exec")));
-static __thread int probing __attribute__((tls_model("initial-exec"))); /* 1 while ot_unmaps_seen tries, 2 once reached */
+/* Set before this thread's reader count goes up and cleared after it goes down, so a signal handler on this
+ * thread never waits for its own read. */
+static __thread volatile int reading __attribute__((tls_model("initial-exec")));
+static __thread int probing __attribute__((tls_model("initial-exec"))); /* 1 while ot_unmaps_reached calls, 2 once reached */
+
+/* An unmap waits at most this long for the readers (a read is a few hundred ns of loads or one system call):
+ * past it a reader is taken as lost rather than the program's munmap left hanging. Long, so that a reader
+ * descheduled with its whole process (a cgroup's CPU quota spent) is not taken for lost. */
+#define WAIT_MAX_NS 2000000000ll
 
 uint64_t ot_unmaps_enter(void)
 {
-    __atomic_add_fetch(&U.readers, 1, __ATOMIC_SEQ_CST);
     reading = 1;
-    if (__atomic_load_n(&U.inflight, __ATOMIC_SEQ_CST))
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&U.readers, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&U.inflight, __ATOMIC_SEQ_CST) || __atomic_load_n(&U.lost, __ATOMIC_RELAXED))
         return OT_UNMAPS_UNSURE;
     return __atomic_load_n(&U.count, __ATOMIC_SEQ_CST);
 }
 
 void ot_unmaps_leave(void)
 {
-    reading = 0;
     __atomic_sub_fetch(&U.readers, 1, __ATOMIC_SEQ_CST);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    reading = 0;
+}
+
+static long long mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000ll + t.tv_nsec;
 }
 
 void ot_unmaps_begin(void)
@@ -52,15 +70,22 @@ void ot_unmaps_begin(void)
     __atomic_add_fetch(&U.inflight, 1, __ATOMIC_SEQ_CST);
     if (probing)
         probing = 2;
-    if (reading)
+    if (reading) { /* a handler that interrupted this thread's read: it cannot wait for it */
+        __atomic_store_n(&U.lost, 1, __ATOMIC_SEQ_CST);
         return;
-    /* A read is a few hundred ns of loads, or one process_vm_readv; a reader descheduled inside one is
-     * given the CPU back. */
-    for (unsigned spins = 0; __atomic_load_n(&U.readers, __ATOMIC_SEQ_CST); spins++) {
-        if (spins < 256)
+    }
+    long long since = 0;
+    for (unsigned spins = 0; __atomic_load_n(&U.readers, __ATOMIC_SEQ_CST) && !__atomic_load_n(&U.lost, __ATOMIC_RELAXED);
+         spins++) {
+        if (spins < 256) {
             __builtin_ia32_pause();
-        else
-            sched_yield();
+            continue;
+        }
+        sched_yield(); /* a reader descheduled inside a read is given the CPU back */
+        if (!since)
+            since = mono_ns();
+        else if (mono_ns() - since > WAIT_MAX_NS)
+            __atomic_store_n(&U.lost, 1, __ATOMIC_SEQ_CST);
     }
 }
 
@@ -70,31 +95,20 @@ void ot_unmaps_end(void)
     __atomic_sub_fetch(&U.inflight, 1, __ATOMIC_SEQ_CST);
 }
 
-/* 1 seen, -1 not, 0 not tried */
-static int seen;
-
-int ot_unmaps_seen(void *munmap_fn)
+int ot_unmaps_reached(void (*call)(void *), void *arg)
 {
-    int s = __atomic_load_n(&seen, __ATOMIC_ACQUIRE);
-    if (s)
-        return s > 0;
-    int (*fn)(void *, size_t) = (int (*)(void *, size_t))munmap_fn;
-    long page = sysconf(_SC_PAGESIZE);
-    void *p = fn && page > 0 ? mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
-    s = -1;
-    if (p != MAP_FAILED) {
-        probing = 1;
-        if (fn(p, (size_t)page) == 0 && probing == 2)
-            s = 1;
-        probing = 0;
-    }
-    __atomic_store_n(&seen, s, __ATOMIC_RELEASE);
-    return s > 0;
+    probing = 1;
+    call(arg);
+    const int reached = probing == 2;
+    probing = 0;
+    return reached;
 }
 
+/* The child has one thread: this one, which may be inside a read (a fork from a signal handler). An unmap
+ * that another thread had under way may have unmapped without counting: the count moves on. */
 void ot_unmaps_forked(void)
 {
-    __atomic_store_n(&U.readers, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&U.readers, reading ? 1 : 0, __ATOMIC_RELAXED);
     __atomic_store_n(&U.inflight, 0, __ATOMIC_RELAXED);
-    reading = 0;
+    __atomic_add_fetch(&U.count, 1, __ATOMIC_RELAXED);
 }

@@ -10,7 +10,7 @@
 #define OOMTRACE_COMMON_UNMAPS_H
 #include <stdint.h>
 
-/* Not a count: an unmap is under way, or the program's munmap does not reach the tracer's. */
+/* Not a count: an unmap is under way, or a reader was lost (unmaps.c). */
 #define OT_UNMAPS_UNSURE UINT64_MAX
 
 /* Enter a read: the unmaps counted so far, or OT_UNMAPS_UNSURE. Leave it before any call that may block. */
@@ -21,10 +21,9 @@ void ot_unmaps_leave(void);
 void ot_unmaps_begin(void);
 void ot_unmaps_end(void);
 
-/* Whether a call of munmap_fn, the process's munmap (the global scope's first, which its libraries bind to:
- * an earlier preload's, say, which may or may not pass the call on), reaches ot_unmaps_begin: tried once,
- * on a page of the tracer's own. 0: readers never use plain loads. */
-int ot_unmaps_seen(void *munmap_fn);
+/* Whether call(arg) unmaps through the counted munmap (ot_unmaps_begin on this thread): the process's
+ * munmap, or CPython's arena allocator's free, tried on a page of the tracer's own. */
+int ot_unmaps_reached(void (*call)(void *), void *arg);
 
 /* In a forked child: the other threads, readers or unmappers, are gone. */
 void ot_unmaps_forked(void);

@@ -8,6 +8,7 @@
  * library links no libpython. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stddef.h>
 #include <sched.h>
 #include <stdint.h>
@@ -350,4 +351,19 @@ long ot_native_churn_stop(void)
     __atomic_store_n(&churn_stop, 1, __ATOMIC_RELEASE);
     pthread_join(churn_thread, NULL);
     return churn_pairs;
+}
+
+/* tests/py/arena_custom.py: an arena allocator a program sets (PyObject_SetArenaAllocator), here the same
+ * mmap and munmap as CPython's own, from another object. */
+void *ot_arena_alloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void ot_arena_free(void *ctx, void *p, size_t n)
+{
+    (void)ctx;
+    munmap(p, n);
 }

@@ -5,7 +5,9 @@
 #  1. The borrowing thread's process_vm_readv calls do not grow with the steps: bench/borrow_steps.py, 20 and
 #     80 steps (a forward of own allocations, then borrowed ones), counted with strace. Before, each step
 #     read once or more: 60 steps more made 60 reads more or over.
-#  2. The lender's frame stack unmapped under the borrowing thread: tests/py/borrow_unmap.py, a thread that
+#  2. Under an arena allocator the program set (tests/py/arena_custom.py: one that may free the frame stacks
+#     by any route), no plain loads: the reads grow with the steps again.
+#  3. The lender's frame stack unmapped under the borrowing thread: tests/py/borrow_unmap.py, a thread that
 #     allocates without pause while the main thread waits at the bottom of recursions of changing depth,
 #     whose chunks CPython unmaps as they empty. The process must end as it would untraced.
 set -u
@@ -42,6 +44,21 @@ for v in 11 12 13; do
             fail "python3.$v: the borrowing thread read $r20 times in 20 steps and $r80 in 80 (want fewer than 20 more)"
         else
             echo "borrow_plain: python3.$v ok (the borrowing thread read $r20 times in 20 steps, $r80 in 80)"
+            passed=$((passed + 1))
+        fi
+        # 2.
+        for steps in 20 80; do
+            run_env strace -f -qq -e trace=process_vm_readv -o "$out/arena$steps" \
+                env LD_PRELOAD="$ROOT/build/liboomtrace.so" "$py" tests/py/arena_custom.py \
+                "$ROOT/build/tests/libnative_thread.so" "$steps" 0.002 >/dev/null ||
+                fail "python3.$v tests/py/arena_custom.py $steps exited $?"
+        done
+        a20=$(reads "$out/arena20")
+        a80=$(reads "$out/arena80")
+        if [ $((a80 - a20)) -lt 60 ]; then
+            fail "python3.$v, an arena allocator of the program's: $a20 reads in 20 steps, $a80 in 80 (want 60 more or over: no plain loads)"
+        else
+            echo "borrow_plain: python3.$v with the program's arena allocator ok ($a20 reads in 20 steps, $a80 in 80)"
             passed=$((passed + 1))
         fi
     else
