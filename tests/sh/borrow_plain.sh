@@ -22,43 +22,42 @@ run_env() {
 reads() { # the borrowing threads' calls in a strace -f file (the main thread's id is the first line's)
     awk 'NR == 1 {main = $1} $1 != main && /process_vm_readv/ {n++} END {print n + 0}' "$1"
 }
+counted() { # SCRIPT: the borrowing threads' reads in 20 steps and in 80, under $py
+    for steps in 20 80; do
+        run_env strace -f -qq -e trace=process_vm_readv -o "$out/trace$steps" \
+            env LD_PRELOAD="$ROOT/build/liboomtrace.so" "$py" "$1" "$ROOT/build/tests/libnative_thread.so" \
+            "$steps" 0.002 >/dev/null || echo "python3.$v $1 $steps exited $?" >>"$out/exits"
+    done
+    echo "$(reads "$out/trace20") $(reads "$out/trace80")"
+}
 passed=0
 failed=0
 fail() {
     echo "borrow_plain: FAIL: $*"
     failed=$((failed + 1))
 }
+exits() { # a process counted() ran that did not end well
+    [ -s "$out/exits" ] && fail "$(cat "$out/exits")"
+    rm -f "$out/exits"
+}
 for v in 11 12 13; do
     py=$(cpython "$v")
     [ -n "$py" ] || { echo "borrow_plain: no python3.$v here; not run"; continue; }
     if command -v strace >/dev/null; then
-        for steps in 20 80; do
-            run_env strace -f -qq -e trace=process_vm_readv -o "$out/trace$steps" \
-                env LD_PRELOAD="$ROOT/build/liboomtrace.so" "$py" bench/borrow_steps.py \
-                "$ROOT/build/tests/libnative_thread.so" "$steps" 0.002 >/dev/null ||
-                fail "python3.$v bench/borrow_steps.py $steps exited $?"
-        done
-        r20=$(reads "$out/trace20")
-        r80=$(reads "$out/trace80")
-        if [ $((r80 - r20)) -ge 20 ]; then
-            fail "python3.$v: the borrowing thread read $r20 times in 20 steps and $r80 in 80 (want fewer than 20 more)"
+        set -- $(counted bench/borrow_steps.py)
+        exits
+        if [ $(($2 - $1)) -ge 20 ]; then
+            fail "python3.$v: the borrowing thread read $1 times in 20 steps and $2 in 80 (want fewer than 20 more)"
         else
-            echo "borrow_plain: python3.$v ok (the borrowing thread read $r20 times in 20 steps, $r80 in 80)"
+            echo "borrow_plain: python3.$v ok (the borrowing thread read $1 times in 20 steps, $2 in 80)"
             passed=$((passed + 1))
         fi
-        # 2.
-        for steps in 20 80; do
-            run_env strace -f -qq -e trace=process_vm_readv -o "$out/arena$steps" \
-                env LD_PRELOAD="$ROOT/build/liboomtrace.so" "$py" tests/py/arena_custom.py \
-                "$ROOT/build/tests/libnative_thread.so" "$steps" 0.002 >/dev/null ||
-                fail "python3.$v tests/py/arena_custom.py $steps exited $?"
-        done
-        a20=$(reads "$out/arena20")
-        a80=$(reads "$out/arena80")
-        if [ $((a80 - a20)) -lt 60 ]; then
-            fail "python3.$v, an arena allocator of the program's: $a20 reads in 20 steps, $a80 in 80 (want 60 more or over: no plain loads)"
+        set -- $(counted tests/py/arena_custom.py) # 2.
+        exits
+        if [ $(($2 - $1)) -lt 60 ]; then
+            fail "python3.$v, an arena allocator of the program's: $1 reads in 20 steps, $2 in 80 (want 60 more or over: no plain loads)"
         else
-            echo "borrow_plain: python3.$v with the program's arena allocator ok ($a20 reads in 20 steps, $a80 in 80)"
+            echo "borrow_plain: python3.$v with the program's arena allocator ok ($1 reads in 20 steps, $2 in 80)"
             passed=$((passed + 1))
         fi
     else
