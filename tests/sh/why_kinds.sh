@@ -2,7 +2,8 @@
 # One list of Why statements and What to try remedies (walk 6, #18: --help's list had fallen behind the
 # reports): the kinds oomtrace-read --help prints (tools/read/analyze/why/kinds.c) are exactly the kinds the
 # code makes (every why_item_say / why_item_begin under tools/read/analyze), and each of --help's two lists is
-# exactly the matching table of docs/JSON.md (## why, ## what_to_try).
+# exactly the matching table of docs/JSON.md (## why, ## what_to_try); and each remedy either answers a Why
+# statement in What to try's order (remedies.c, answers[]) or is named there as resting on a share.
 set -u
 cd "$(dirname "$0")/../.."
 READER=${READER:-build/oomtrace-read}
@@ -61,6 +62,20 @@ if set(why) | set(remedies) != made:
                  f"made but not in --help: {sorted(made - set(why) - set(remedies))}")
 same("statements", why, doc_table("## why"), "--help", "docs/JSON.md ## why")
 same("remedies", remedies, doc_table("## what_to_try"), "--help", "docs/JSON.md ## what_to_try")
+# What to try's order (remedies.c, answers[]): each remedy answers a Why statement, or is one that rests on a
+# category's share, which the comment above the table names; a remedy added to neither would silently rank
+# with the shares (helper-77's note).
+rem_src = open("tools/read/analyze/why/remedies.c").read()
+head, table = rem_src.split("} answers[] = {", 1)
+pairs = re.findall(r'\{"([a-z_]+)", "([a-z_]+)"\}', table.split("};", 1)[0])
+comment = head[head.rfind("/*"):]
+for r, st in pairs:
+    if r not in remedies or st not in why:
+        fails.append(f"answers[]: {r} -> {st} is not a remedy answering a statement of --help's lists")
+unanswered = set(remedies) - {r for r, _ in pairs}
+unnamed = sorted(k for k in unanswered if not re.search(r"\b" + k + r"\b", comment))
+if unnamed:
+    fails.append(f"remedies that answer no Why statement and that answers[]' comment does not name: {unnamed}")
 for f in fails:
     print("why_kinds: FAIL:", f)
 if fails:
