@@ -56,6 +56,18 @@ void *ot_real_dlsym_fn(void)
     return ot_real_dlsym ? (void *)ot_real_dlsym : ot_resolve_real_dlsym();
 }
 
+void *ot_real_next(void **slot, const char *name)
+{
+    void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        dlsym_fn real = (dlsym_fn)ot_real_dlsym_fn();
+        fn = real ? real(RTLD_NEXT, name) : NULL;
+        if (fn)
+            __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 static int resolved;
 

@@ -28,6 +28,9 @@ struct ot_real {
 extern struct ot_real ot_real;
 int ot_resolve(void);          /* fills ot_real from the loaded libcuda; 0 on success */
 void *ot_real_dlsym_fn(void);  /* the C library's dlsym, not ours */
+/* The next definition of name after the tracer's own (the C library's, or a preload's after ours), looked up
+ * once through the real dlsym and kept in *slot; NULL while it cannot be found. */
+void *ot_real_next(void **slot, const char *name);
 
 /* The field at offset off of ot_real. */
 static inline void **ot_real_slot(size_t off)

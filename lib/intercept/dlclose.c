@@ -31,15 +31,10 @@ static unsigned long long unloads(void)
 
 OT_EXPORT int dlclose(void *handle)
 {
-    static int (*real)(void *);
-    int (*fn)(void *) = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
-    if (!fn) {
-        void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
-        fn = lookup ? (int (*)(void *))lookup(RTLD_NEXT, "dlclose") : NULL;
-        if (!fn)
-            return -1;
-        __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
-    }
+    static void *real;
+    int (*fn)(void *) = (int (*)(void *))ot_real_next(&real, "dlclose");
+    if (!fn)
+        return -1;
     /* Not one the tracer's own threads make (it closed NVML here at each snapshot, before NVML stayed open): no
      * stack of the program holds such a library's addresses. */
     struct ot_module_note note = {0};

@@ -6,7 +6,6 @@
  *
  * The call itself is the real one, with the caller's arguments, result and errno; nothing else is done
  * here, and no lock is taken (the wait is for reads of a few hundred ns). */
-#include <dlfcn.h>
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -20,14 +19,11 @@ static __thread int looking_up __attribute__((tls_model("initial-exec")));
 
 OT_EXPORT int munmap(void *addr, size_t len)
 {
-    static int (*real)(void *, size_t);
-    int (*fn)(void *, size_t) = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+    static void *real;
+    int (*fn)(void *, size_t) = (int (*)(void *, size_t))__atomic_load_n(&real, __ATOMIC_ACQUIRE);
     if (!fn && !looking_up) { /* (the lookup's own unmaps, if any, take the system call) */
         looking_up = 1;
-        void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
-        fn = lookup ? (int (*)(void *, size_t))lookup(RTLD_NEXT, "munmap") : NULL;
-        if (fn)
-            __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
+        fn = (int (*)(void *, size_t))ot_real_next(&real, "munmap");
         looking_up = 0;
     }
     ot_unmaps_begin();

@@ -21,7 +21,7 @@
 #include "driver/real.h"
 #include "runtime/sigchain.h"
 
-static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static void *real_sigaction;
 extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 extern __sighandler_t bsd_signal(int sig, __sighandler_t handler);
 static int chained_sig;          /* the signal taken, 0 when none */
@@ -34,15 +34,12 @@ static volatile sig_atomic_t end_with; /* a default action to take once the snap
 
 int ot_sig_real(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    if (!__atomic_load_n(&real_sigaction, __ATOMIC_ACQUIRE)) {
-        void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
-        void *fn = lookup ? lookup(RTLD_NEXT, "sigaction") : NULL;
-        if (!fn) /* the C library's own other name for it: a program's sigaction never fails for our sake */
-            fn = (void *)__sigaction;
-        __atomic_store_n(&real_sigaction, (int (*)(int, const struct sigaction *, struct sigaction *))fn,
-                         __ATOMIC_RELEASE);
+    void *fn = ot_real_next(&real_sigaction, "sigaction");
+    if (!fn) { /* the C library's own other name for it: a program's sigaction never fails for our sake */
+        fn = (void *)__sigaction;
+        __atomic_store_n(&real_sigaction, fn, __ATOMIC_RELEASE);
     }
-    return real_sigaction(sig, act, old);
+    return ((int (*)(int, const struct sigaction *, struct sigaction *))fn)(sig, act, old);
 }
 
 /* What SIG_DFL does with a signal under the tracer: 1 ends the process, 2 stops it, 0 nothing. USR1 and USR2
@@ -335,15 +332,13 @@ int ot_sigchain_sigaction(int sig, const struct sigaction *act, struct sigaction
 __sighandler_t ot_sigchain_signal(int sig, __sighandler_t handler)
 {
     if (sig <= 0 || (sig != __atomic_load_n(&chained_sig, __ATOMIC_ACQUIRE) && term_watched(sig) < 0)) {
-        static __sighandler_t (*real)(int, __sighandler_t);
-        if (!__atomic_load_n(&real, __ATOMIC_ACQUIRE)) {
-            void *(*lookup)(void *, const char *) = (void *(*)(void *, const char *))ot_real_dlsym_fn();
-            void *fn = lookup ? lookup(RTLD_NEXT, "signal") : NULL;
-            if (!fn)
-                fn = (void *)bsd_signal; /* glibc's signal() under its other name */
-            __atomic_store_n(&real, (__sighandler_t(*)(int, __sighandler_t))fn, __ATOMIC_RELEASE);
+        static void *real;
+        void *fn = ot_real_next(&real, "signal");
+        if (!fn) {
+            fn = (void *)bsd_signal; /* glibc's signal() under its other name */
+            __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
         }
-        return real(sig, handler);
+        return ((__sighandler_t(*)(int, __sighandler_t))fn)(sig, handler);
     }
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
