@@ -261,9 +261,6 @@ static int borrow_whole(struct lent *l, struct chain *c)
     uint32_t off[LENT_IOV];
     uint8_t plain[LENT_IOV];
     size_t remote = 0;
-    for (int s = 0; s < ns; s++)
-        if (l->hi[s] - l->lo[s] > LENT_SCRATCH)
-            return 0;
     const uint64_t unmaps = l->plain ? ot_unmaps_enter() : OT_UNMAPS_UNSURE;
     const int fast = unmaps != OT_UNMAPS_UNSURE && unmaps == l->unmaps;
     for (int s = 0; s < ns; s++) {
