@@ -83,6 +83,7 @@ struct fake_cfg {
     size_t capacity, baseline, other, granularity;
     int driver_version;
     int alarm_in_free; /* FAKECUDA_ALARM_IN_FREE=1: a SIGALRM lands inside cuMemFree, its lock held */
+    long async_ns; /* FAKECUDA_ASYNC_NS: cuMemAllocAsync takes at least this long (a real driver's ~1 us, for benches) */
 };
 extern struct fake_cfg cfg;
 
