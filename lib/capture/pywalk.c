@@ -119,10 +119,10 @@ void ot_python_prefetch(void)
     const struct py_thread *t = ot_py_tls;
     if (!t || t == PY_THREAD_NONE)
         return;
-    /* The fields the walk reads span two lines (3.12's owner at 70); frames next to each other in the frame
-     * stack share lines, each fetched once: a fetch takes one of the core's few fill buffers until its line
-     * arrives, and a fetch with none free waits for one. */
-    uintptr_t lo = 1, hi = 0; /* the lines fetched last */
+    /* The fields the walk reads span two lines (3.12's owner at 70). Frames next to each other in the frame
+     * stack share a line, which the frame before has fetched already: a fetch takes one of the core's few
+     * fill buffers until its line arrives, and a fetch with none free waits for one. */
+    uintptr_t lo = 1, hi = 0; /* the two lines the frame before fetched (none yet) */
     for (uint32_t k = 0, n = t->npf < PY_PF ? t->npf : PY_PF; k < n; k++) {
         const uintptr_t a = (uintptr_t)t->pf[k] >> 6;
         if (a < lo || a > hi)
