@@ -2,6 +2,8 @@
 prints each process's stages per call and per allocation event, and its caches' hit rates.
 
     python3 bench/stage_summary.py FILE [--steps N]    # --steps: the steps the process ran, for a per-step line
+With marks "timed loops" and "timed loops end" in the process (bench/step_mix.py sets them), --steps counts the
+steps between them (step_mix: STEPS x LOOPS) and the per-step line is the tracer's time within them.
 Prints a table per process, then one line of JSON per process: {"tracer_ns_per_event", "tracer_us_per_step", ...}."""
 import json
 import sys
@@ -31,7 +33,13 @@ def main():
                 print(f"  cache {k:14s} hit {v['hit']:8d} miss {v['miss']:8d} ({100.0 * v['hit'] / n:.1f}% hit)")
         out = {"pid": d["pid"], "allocs": allocs, "frees": frees,
                "tracer_ns_per_event": d["tracer_ns_per_event"], "tracer_ns": d["tracer_ns"]}
-        if steps:
+        marks = {m["label"]: m for m in d.get("marks", [])}
+        a, b = marks.get("timed loops"), marks.get("timed loops end")
+        if steps and a and b:
+            out["tracer_us_per_step"] = round((b["tracer_ns"] - a["tracer_ns"]) / steps / 1e3, 2)
+            out["events_per_step"] = round((b["events"] - a["events"]) / steps, 1)
+            out["tracer_ms_before_loops"] = round(a["tracer_ns"] / 1e6, 2)
+        elif steps:
             out["tracer_us_per_step"] = round(d["tracer_ns"] / steps / 1e3, 2)
             out["events_per_step"] = round((allocs + frees) / steps, 1)
         print(json.dumps(out))

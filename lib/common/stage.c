@@ -30,6 +30,18 @@ uint32_t ot_stage_pid;
 static struct ot_stage_thread *threads;
 static uint64_t probe, tsc_first, ns_first;
 
+/* The counters summed at each oomtrace_mark() (ot_stage_mark): a bench that marks where its timed loops
+ * begin and end reads the tracer's time within them, apart from the process's setup and first steps (the
+ * first allocation alone walks and parses for ~1 ms). Read racily from the other threads' blocks: a bench
+ * marks while its other threads are idle. */
+#define MARKS 8
+struct mark {
+    char label[32];
+    uint64_t hooks, driver_alloc, nested, events;
+};
+static struct mark marks[MARKS];
+static unsigned nmarks;
+
 /* A thread's first probe: its block, pushed on the list the exit line sums. calloc, not the thread's
  * stack or TLS: the block outlives the thread. A thread with no memory for it counts into a shared
  * block (racy adds: a bench build under memory pressure reads approximately). */
@@ -107,16 +119,60 @@ static void put(struct out *o, const char *fmt, ...)
     o->n += k > 0 ? (size_t)k : 0;
 }
 
-__attribute__((destructor)) static void stage_report(void)
+static void sum_threads(struct ot_stage_thread *sum)
 {
-    struct ot_stage_thread sum;
-    memset(&sum, 0, sizeof sum);
+    memset(sum, 0, sizeof *sum);
     for (struct ot_stage_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
         const uint64_t *a = (const uint64_t *)t;
-        uint64_t *s = (uint64_t *)&sum;
+        uint64_t *s = (uint64_t *)sum;
         for (size_t i = 0; i < offsetof(struct ot_stage_thread, hook_t0) / sizeof(uint64_t); i++)
-            s[i] += a[i];
+            s[i] += __atomic_load_n(&a[i], __ATOMIC_RELAXED);
     }
+}
+
+/* probes inside hooks: every stage counted but the hooks themselves and the free's driver call (after its
+ * hook left) */
+static uint64_t nested_of(const struct ot_stage_thread *sum)
+{
+    uint64_t nested = 0;
+    for (int s = 0; s < OT_ST_N; s++)
+        if (s != OT_ST_HOOK && s != OT_ST_HOOK_FREE && s != OT_ST_DRIVER_FREE && s != OT_ST_FREE_CROSS)
+            nested += sum->calls[s];
+    return nested;
+}
+
+/* The tracer's own cycles: the hooks' less the allocation's driver calls inside them and the probes nested in
+ * them (the free's driver call is outside the hook). probes_exceed: the nested probes, at the empty loop's
+ * cost each, came to more than the hooks' own cycles, and the count reads 0. With every probe a C pair has
+ * 14 nested probes around ~880 instructions, and the empty loop's cost overstates a nested probe's
+ * (PERFORMANCE.md, issue 16's sixth pass): on the H200 (probe 122 cycles) a C process read 0.0.
+ * OOMTRACE_STAGE_PROBES=outer subtracts one probe an allocation. */
+static uint64_t own_cycles(uint64_t hooks, uint64_t driver_alloc, uint64_t nested, int *exceed)
+{
+    uint64_t own = hooks > driver_alloc ? hooks - driver_alloc : 0;
+    *exceed = nested * probe >= own;
+    return *exceed ? 0 : own - nested * probe;
+}
+
+void ot_stage_mark(const char *label)
+{
+    unsigned k = __atomic_fetch_add(&nmarks, 1, __ATOMIC_RELAXED);
+    if (k >= MARKS)
+        return;
+    static struct ot_stage_thread sum; /* (a bench marks from one thread at a time) */
+    sum_threads(&sum);
+    struct mark *m = &marks[k];
+    snprintf(m->label, sizeof m->label, "%s", label ? label : "");
+    m->hooks = sum.cycles[OT_ST_HOOK] + sum.cycles[OT_ST_HOOK_FREE];
+    m->driver_alloc = sum.cycles[OT_ST_DRIVER_ALLOC];
+    m->nested = nested_of(&sum);
+    m->events = sum.events[0] + sum.events[1];
+}
+
+__attribute__((destructor)) static void stage_report(void)
+{
+    static struct ot_stage_thread sum;
+    sum_threads(&sum);
     /* a process that never reached a wrapper (a shell, a launcher): nothing to say */
     if (!sum.calls[OT_ST_HOOK] && !sum.calls[OT_ST_HOOK_FREE])
         return;
@@ -140,15 +196,10 @@ __attribute__((destructor)) static void stage_report(void)
         (int)getpid(), (unsigned long long)sum.events[1], (unsigned long long)sum.events[0], npc, rate,
         (unsigned long long)probe, ot_stage_fine ? "all" : "outer", ot_stage_ring_drop ? "drop" : "compressed",
         __atomic_load_n(&nstacks, __ATOMIC_RELAXED) - 1);
-    /* probes inside hooks: every stage counted but the hooks themselves and the free's driver call (after
-     * its hook left) */
-    uint64_t nested = 0;
-    for (int s = 0; s < OT_ST_N; s++) {
+    for (int s = 0; s < OT_ST_N; s++)
         put(&o, "%s\"%s\": {\"calls\": %llu, \"cycles\": %llu, \"ns\": %.0f}", s ? ", " : "", stage_names[s],
             (unsigned long long)sum.calls[s], (unsigned long long)sum.cycles[s], (double)sum.cycles[s] * npc);
-        if (s != OT_ST_HOOK && s != OT_ST_HOOK_FREE && s != OT_ST_DRIVER_FREE && s != OT_ST_FREE_CROSS)
-            nested += sum.calls[s];
-    }
+    const uint64_t nested = nested_of(&sum);
     put(&o, "}, \"caches\": {");
     for (int c = 0; c < OT_C_N; c++)
         put(&o, "%s\"%s\": {\"hit\": %llu, \"miss\": %llu}", c ? ", " : "", cache_names[c],
@@ -170,21 +221,29 @@ __attribute__((destructor)) static void stage_report(void)
                 (unsigned long long)sum.gap_cycles[k][g]);
         put(&o, "}");
     }
-    /* The tracer's own: the hooks' cycles less the allocation's driver calls inside them and the probes
-     * nested in them (the free's driver call is outside the hook). */
-    uint64_t hooks = sum.cycles[OT_ST_HOOK] + sum.cycles[OT_ST_HOOK_FREE];
-    uint64_t own = hooks > sum.cycles[OT_ST_DRIVER_ALLOC] ? hooks - sum.cycles[OT_ST_DRIVER_ALLOC] : 0;
-    /* probes_exceed: the nested probes, at the empty loop's cost each, came to more than the hooks' own
-     * cycles, and the count reads 0. With every probe a C pair has 14 nested probes around ~880
-     * instructions, and the empty loop's cost overstates a nested probe's (PERFORMANCE.md, issue 16's
-     * sixth pass): on the H200 (probe 122 cycles) a C process read 0.0. OOMTRACE_STAGE_PROBES=outer
-     * subtracts one probe an allocation. */
-    uint64_t less = nested * probe < own ? nested * probe : own;
+    /* The marks: the tracer's own cycles and the events up to each (its label as given, quotes and
+     * backslashes left out) */
+    put(&o, "}, \"marks\": [");
+    for (unsigned k = 0; k < nmarks && k < MARKS; k++) {
+        int ex;
+        char lab[sizeof marks[k].label];
+        size_t w = 0;
+        for (const char *c = marks[k].label; *c; c++)
+            if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
+                lab[w++] = *c;
+        lab[w] = 0;
+        const uint64_t own = own_cycles(marks[k].hooks, marks[k].driver_alloc, marks[k].nested, &ex);
+        put(&o, "%s{\"label\": \"%s\", \"tracer_cycles\": %llu, \"tracer_ns\": %.0f, \"events\": %llu}", k ? ", " : "",
+            lab, (unsigned long long)own, (double)own * npc, (unsigned long long)marks[k].events);
+    }
+    int exceed;
+    const uint64_t own = own_cycles(sum.cycles[OT_ST_HOOK] + sum.cycles[OT_ST_HOOK_FREE], sum.cycles[OT_ST_DRIVER_ALLOC],
+                                    nested, &exceed);
     uint64_t ev = sum.events[0] + sum.events[1];
-    put(&o, "}, \"nested_probes\": %llu, \"probes_exceed\": %d, \"tracer_cycles\": %llu, \"tracer_ns\": %.0f, "
+    put(&o, "], \"nested_probes\": %llu, \"probes_exceed\": %d, \"tracer_cycles\": %llu, \"tracer_ns\": %.0f, "
         "\"tracer_ns_per_event\": %.1f}",
-        (unsigned long long)nested, nested * probe >= own, (unsigned long long)(own - less),
-        (double)(own - less) * npc, ev ? (double)(own - less) * npc / (double)ev : 0.0);
+        (unsigned long long)nested, exceed, (unsigned long long)own, (double)own * npc,
+        ev ? (double)own * npc / (double)ev : 0.0);
     size_t n = o.n < o.cap ? o.n : o.cap;
     line[n++] = '\n';
     ssize_t w = write(2, line, n);

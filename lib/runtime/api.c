@@ -9,6 +9,7 @@
 #include "oomtrace_format.h"
 #include "common/defs.h"
 #include "common/self.h"
+#include "common/stage.h"
 #include "driver/cuda_api.h"
 #include "record/rec.h"
 #include "record/record.h"
@@ -39,6 +40,7 @@ OT_EXPORT int oomtrace_mark(const char *label)
     int err = errno;
     char cut[OT_LABEL_MAX];
     label = fit_label(label, cut);
+    OT_STAGE_MARK(label);
     ot_self.busy = 1;
     ot_record_marker(label);
     ot_self.busy = 0;

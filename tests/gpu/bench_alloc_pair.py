@@ -8,7 +8,9 @@ cuMemFreeAsync. One process measures one case and prints one JSON line on stdout
 
 Each figure is the minimum over --loops timed loops (after one warm loop): the least disturbed loop of the
 process. Whether the tracer is preloaded is the runner's business (tests/gpu/bench_alloc_pair.sh alternates
-bare and traced processes); this script never asks it anything.
+bare and traced processes). The one thing this script tells a tracer it finds in the process: where the step's
+timed loops begin and end (oomtrace_mark "timed loops" and "timed loops end"), so that the stage build
+(tests/gpu/bench_pair_parts.sh) counts the tracer's time within them, apart from the setup and warm steps.
 
   serve     a fork server: imports torch once, then for each request on stdin ("CASE LOOPS N", N the pairs
             or steps a loop) forks a child that initialises CUDA, measures, and writes its JSON line; the
@@ -51,6 +53,17 @@ def pair_loop(pairs=PAIRS):
         x = empty(4096, device=device)
         del x
     return (time.perf_counter_ns() - t0) / pairs
+
+
+def mark(label):
+    """oomtrace_mark(label) when a tracer is in the process; nothing otherwise (a bare run)."""
+    try:
+        import ctypes
+        fn = ctypes.CDLL(None).oomtrace_mark
+    except (OSError, AttributeError):
+        return
+    fn.argtypes, fn.restype = [ctypes.c_char_p], ctypes.c_int
+    fn(label.encode())
 
 
 def sync():
@@ -97,12 +110,14 @@ def measure(case, loops, n):
         for _ in range(20):
             step()
         sync()
+        mark("timed loops")
         for _ in range(loops):
             t0 = time.perf_counter_ns()
             for _ in range(n):
                 step()
             sync()
             per.append((time.perf_counter_ns() - t0) / n)
+        mark("timed loops end")
         unit = "ns/step"
     return {"case": case, "unit": unit, "min": min(per), "loops": per,
             "traced": "liboomtrace" in os.environ.get("LD_PRELOAD", ""), "pid": os.getpid()}

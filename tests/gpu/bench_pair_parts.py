@@ -212,6 +212,14 @@ def step_tables(rows):
         print(f"step, {r['variant']}: {us:.1f} us a step; tracer {t:.1f} us a step counted{share}; "
               f"{(st['allocs'] + st['frees']) / ran:.0f} events a step; {st['tracer_ns_per_event']:.0f} ns an event; "
               f"probe {st['probe_cycles'] * st['ns_per_cycle']:.1f} ns, {st['nested_probes']} nested")
+        loops = {m["label"]: m for m in st.get("marks", [])}
+        a, b = loops.get("timed loops"), loops.get("timed loops end")
+        if a and b:  # the timed loops alone (bench_alloc_pair.py marks them): the steady step, as the ratio reads it
+            t = (b["tracer_ns"] - a["tracer_ns"]) / 400 / 1e3
+            share = f", {100 * t / min(bare):.2f}% of the bare step" if bare else ""
+            print(f"  within the timed loops (400 steps): tracer {t:.1f} us a step{share}; "
+                  f"{(b['events'] - a['events']) / 400:.0f} events a step; before them (setup, 20 warm steps): "
+                  f"{a['tracer_ns'] / 1e6:.2f} ms")
         rates = [f"{k} {100.0 * v['hit'] / (v['hit'] + v['miss']):.1f}% of {v['hit'] + v['miss']}"
                  for k, v in st.get("caches", {}).items() if v["hit"] + v["miss"]]
         if rates:  # (counted with every probe only)
