@@ -342,6 +342,9 @@ static int borrow_again(struct lent *l, struct chain *c, uint32_t *lender, uint6
     if (quick) {
         l->quick++;
         c->n = l->c.n;
+        c->cut = l->c.cut; /* (a merge reads them: a chain deeper than MAXPY keeps its outermost frames) */
+        c->gap = l->c.gap;
+        c->gap_runs = l->c.gap_runs;
         memcpy(c->id, l->c.id, (size_t)c->n * sizeof c->id[0]);
         memcpy(c->entry, l->c.entry, (size_t)c->n);
         *lender = l->tid;

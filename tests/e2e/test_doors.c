@@ -312,11 +312,23 @@ static void check_borrow_again(const char *interp)
     struct loaded l;
     run_with_native_lib(interp, py, &r, &l);
     const struct ot_snapshot *s = &l.s;
-    int a = 0, b = 0, vias[2] = {0, 0}, callers[2] = {0, 0};
+    int a = 0, b = 0, vias[2] = {0, 0}, callers[2] = {0, 0}, deeps[2] = {0, 0};
     for (size_t i = 0; i < s->nlive; i++) {
         const struct ot_record *rec = &s->live[i];
         const struct ot_stack *stk = ot_snapshot_stack(s, rec->stack_id);
         assert_non_null(stk);
+        if (rec->size == 14 * MiB || rec->size == 15 * MiB) { /* under a chain deeper than one is kept whole */
+            const int right = rec->size == 15 * MiB;
+            assert_true(stk->flags & OT_STACK_BORROWED);
+            assert_true(stk->flags & OT_STACK_TRUNCATED);
+            assert_int_equal(stack_python_line(&l, rec->stack_id, "wait_deep", "borrow_again.py"),
+                             marker_line(py, "wait_deep"));
+            assert_int_equal(stack_python_line(&l, rec->stack_id, "main", "borrow_again.py"),
+                             marker_line(py, "deep_call"));
+            assert_true(stack_has_function(&l, rec->stack_id, right ? "via_right" : "via_left"));
+            deeps[right]++;
+            continue;
+        }
         if (rec->size == 12 * MiB || rec->size == 13 * MiB) { /* one waiting frame, two callers further out */
             const int y = rec->size == 13 * MiB;
             assert_true(stk->flags & OT_STACK_BORROWED);
@@ -354,6 +366,8 @@ static void check_borrow_again(const char *interp)
     assert_int_equal(vias[1], 6);
     assert_int_equal(callers[0], 12);
     assert_int_equal(callers[1], 12);
+    assert_int_equal(deeps[0], 4);
+    assert_int_equal(deeps[1], 4);
     unload_snapshot(&l);
     traced_cleanup(&r);
 }

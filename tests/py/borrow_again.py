@@ -13,6 +13,10 @@ its last borrow is reused without reading the main thread's frames while nothing
                    byte (the same depth, the same frame sizes: the waiting frame at the same address, at
                    the same instruction, under the same _PyCFrame), allocating between them: only a frame
                    further out differs, and each allocation must name its own caller (12 and 13 MiB).
+  wait_deep        then, after allocating, it waits under 150 frames of recursion (deeper than a chain keeps
+                   whole), while the thread allocates through the two native call sites in turn (14 MiB
+                   via_left, 15 MiB via_right): the second site's first stack merges a borrow that read
+                   nothing, and must still keep the chain's outermost frames (main) and say it was cut.
 Ends the thread, then writes a snapshot (oomtrace_dump)."""
 import ctypes
 import sys
@@ -51,6 +55,16 @@ def from_y():
     return wait_inner(13 * MiB)  # LINE:from_y
 
 
+def wait_deep():
+    return lib.ot_native_worker_alloc_via(14 * MiB, 4)  # LINE:wait_deep
+
+
+def deep(k):
+    if k == 0:
+        return wait_deep()
+    return deep(k - 1)  # LINE:deep
+
+
 def own():
     p = ctypes.c_uint64()
     assert alloc(ctypes.byref(p), 1 * MiB) == 0  # LINE:own
@@ -75,6 +89,9 @@ def main():
         assert from_x() == 0
         own()
         assert from_y() == 0
+    for _ in range(2):
+        own()
+        assert deep(150) == 0  # LINE:deep_call
     lib.ot_native_worker_stop()
     dump = getattr(ctypes.CDLL(None), "oomtrace_dump", None)
     assert dump is not None and dump(b"borrow_again") == 0
