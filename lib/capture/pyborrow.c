@@ -487,8 +487,9 @@ static int holder_misses; /* full walks in a row whose GIL holder the thread lis
 static int borrow_walk(struct chain *c, uint32_t *lender, struct py_thread *t, struct lent *l, uint64_t stamp);
 
 /* *lender is 0 when this CPython keeps no OS thread id and the lender is not the main thread. */
-int ot_py_borrow(struct chain *c, uint32_t *lender)
+int ot_py_borrow(struct chain *c, uint32_t *lender, uint64_t *cgen)
 {
+    *cgen = 0;
     if (!ot_py.main_interp || !ot_py.thread_head || __atomic_load_n(&borrow_off, __ATOMIC_RELAXED))
         return 0;
     struct py_thread *t = ot_py_thread_get();
@@ -498,11 +499,16 @@ int ot_py_borrow(struct chain *c, uint32_t *lender)
         __atomic_store_n(&ot_py_lending, 1, __ATOMIC_SEQ_CST);
     uint64_t stamp = __atomic_load_n(&ot_py_stamp, __ATOMIC_SEQ_CST);
     int n = borrow_again(l, c, lender, stamp);
-    if (n)
-        return n;
-    if (l)
-        l->ts = NULL;
-    return OT_STAGE_CALL(OT_ST_BORROW_WALK, borrow_walk(c, lender, t, l, stamp));
+    if (!n) {
+        if (l)
+            l->ts = NULL;
+        n = OT_STAGE_CALL(OT_ST_BORROW_WALK, borrow_walk(c, lender, t, l, stamp));
+    }
+    /* (each way that found a chain with l returns l's: borrow_again's checks found it unchanged, a walk
+     * kept it there) */
+    if (n && l && l->ts)
+        *cgen = l->cgen;
+    return n;
 }
 
 /* The lender picked among the interpreter's threads and its chain walked, each read a call of its own, its
@@ -609,6 +615,7 @@ static int borrow_walk(struct chain *c, uint32_t *lender, struct py_thread *t, s
         l->unmaps = OT_UNMAPS_UNSURE;
         l->walked_ns = l->checked_ns = ot_now_ns();
         memcpy(&l->c, c, sizeof *c);
+        l->cgen++;
         l->ts = pick;
     }
     return n;

@@ -307,28 +307,64 @@ static void link_entry(struct py_thread *t, uint64_t gen, struct mentry *r)
 #define LINK_ENTRY(t, gen, r) ((void)(gen))
 #endif
 
+/* ---- a borrowed stack by the walk kept by place and the lender's chain kept (struct blink) ----
+ * Each of a backward's ~50 allocations on autograd's thread borrows the same chain (the main thread waits in
+ * backward()), and its key (bkey_hash, bkey_same) read ~40 native frames and the chain's ids and run ends
+ * to find what the walk kept by place and the borrow's check had each already found unchanged. Exact: gen
+ * names one fill of a walk kept by place on this thread (the same frames out), cgen one chain the thread's
+ * last borrow kept (the same ids and run ends), bflags the lender, and the entry is named at its version. */
+static inline struct blink *blink_of(struct mcache *mc, uint64_t gen, uint64_t cgen)
+{
+    uint64_t h = (gen * 0x9E3779B97F4A7C15ull ^ cgen) * 0xff51afd7ed558ccdull;
+    return &mc->bl[(h ^ h >> 29) & (BLSETS - 1)];
+}
+
+/* The entry way w of set si, found for this borrowed stack (by its key or its link): the set's other way is
+ * the older now, and the link names it. Returns the merged stack's length. */
+static int borrowed_hit(struct mcache *mc, size_t si, int w, struct blink *b, uint64_t gen, uint64_t cgen,
+                        unsigned bflags, unsigned *flags, const uint64_t **src)
+{
+    struct mentry *e = &mc->e[si][w];
+    mc->older[si] = (uint8_t)!w;
+    if (b && (b->r != e || b->gen != gen || b->cgen != cgen || b->ver != e->ver))
+        *b = (struct blink){gen, cgen, e, e->ver, bflags};
+    *src = e->frames;
+    *flags |= e->flags;
+    ot_stack_hint = &e->sid;
+    return e->out;
+}
+
 /* A borrowed stack (the lender's chain c, interned, merged into the native frames): one of the thread's
  * merged stacks by place when the same native frames borrowed the same chain from the same lender (an
  * autograd thread's backward borrows the waiting main thread's chain for each of its ops), else merged and
- * kept there. */
+ * kept there. gen: the walk kept by place that gave the native frames (0: none), cgen: the chain's number
+ * (ot_py_borrow; 0: none). */
 static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *c, unsigned bflags, unsigned *flags,
-                          const uint64_t **src)
+                          const uint64_t **src, uint64_t gen, uint64_t cgen)
 {
     struct py_thread *t = ot_py_tls;
     struct mcache *mc = NULL;
     struct mentry *e = NULL;
+    struct blink *b = NULL;
     uint64_t h = 0;
     if (t && t != PY_THREAD_NONE && n <= MNATIVE && c->n <= MPY && (mc = mcache_get(t)) != NULL) {
+        if (gen && cgen) {
+            b = blink_of(mc, gen, cgen);
+            struct mentry *r = b->r;
+            const int linked = r && b->gen == gen && b->cgen == cgen && b->bflags == bflags && r->ver == b->ver &&
+                               r->bflags == bflags && r->n == n && r->max == max;
+            OT_STAGE_CACHE(OT_C_PY_BLINKED, linked);
+            if (linked) {
+                const size_t at = (size_t)(r - &mc->e[0][0]);
+                return borrowed_hit(mc, at / 2, (int)(at & 1), NULL, gen, cgen, bflags, flags, src);
+            }
+        }
         h = bkey_hash(frames, n, c, bflags);
         struct mentry *set = mc->e[h & (MSETS - 1)];
         for (int w = 0; w < 2; w++)
             if (bkey_same(&set[w], h, frames, n, max, c, bflags)) {
                 OT_STAGE_CACHE(OT_C_PY_BORROWED, 1);
-                mc->older[h & (MSETS - 1)] = (uint8_t)!w;
-                *src = set[w].frames;
-                *flags |= set[w].flags;
-                ot_stack_hint = &set[w].sid;
-                return set[w].out;
+                return borrowed_hit(mc, h & (MSETS - 1), w, b, gen, cgen, bflags, flags, src);
             }
         OT_STAGE_CACHE(OT_C_PY_BORROWED, 0);
         e = &mc->e[h & (MSETS - 1)][mc->older[h & (MSETS - 1)]];
@@ -348,6 +384,8 @@ static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *
     }
     entry_fill(e, h, native, n, max, c, frames, out, added, bflags);
     mc->older[h & (MSETS - 1)] ^= 1;
+    if (b)
+        *b = (struct blink){gen, cgen, e, e->ver, bflags};
     ot_stack_hint = &e->sid;
     return out;
 }
@@ -430,15 +468,13 @@ static void keep_merged(struct merged *m, const uint64_t *native, int n, int max
  * again. */
 static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, unsigned *flags, const uint64_t **src)
 {
-#ifdef OT_PY_LINK
     const uint64_t gen = ot_backtrace_place();
+#ifdef OT_PY_LINK
     if (gen && ot_py_tls && ot_py_tls != PY_THREAD_NONE) {
         const int out = merge_linked(ot_py_tls, gen, n, max, flags, src);
         if (out >= 0)
             return out;
     }
-#else
-    const uint64_t gen = 0;
 #endif
     struct chain c;
     const struct chain *got;
@@ -468,13 +504,14 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         if (__atomic_load_n(&ot_py.state, __ATOMIC_ACQUIRE) != PY_ON)
             return n;
         uint32_t lender = 0;
-        if (!ot_py.is_initialized() || (np = OT_STAGE_CALL(OT_ST_BORROW, ot_py_borrow(&c, &lender))) == 0) {
+        uint64_t cgen = 0;
+        if (!ot_py.is_initialized() || (np = OT_STAGE_CALL(OT_ST_BORROW, ot_py_borrow(&c, &lender, &cgen))) == 0) {
             *flags |= OT_STACK_NO_PYTHON; /* a native thread of a Python process, no thread waiting */
             return n;
         }
         const unsigned bflags = OT_STACK_BORROWED | (lender & OT_STACK_LENDER_MAX) << OT_STACK_LENDER_SHIFT;
         *flags |= bflags;
-        return merge_borrowed(frames, n, max, &c, bflags, flags, src);
+        return merge_borrowed(frames, n, max, &c, bflags, flags, src, gen, cgen);
     }
     struct py_thread *t = ot_py_tls;
     if (t == NULL || t == PY_THREAD_NONE) { /* no thread cache (ot_py_walk found none to be had) */

@@ -138,6 +138,9 @@ struct lent {
      * process's unmaps counted at the last read of all of them through the kernel (unmaps). */
     uint8_t plain;
     uint64_t unmaps;
+    /* c's number: bumped each time a walk sets c anew, so that a borrow returning c's chain names it (the
+     * borrowed stacks by place and chain, pyframes.c: struct blink); never 0 once c is set */
+    uint64_t cgen;
     struct chain c;
     const void *fa[LENT_RAW];
     /* the check's reads, here rather than on the borrowing thread's stack (it may be a small one) */
@@ -206,11 +209,23 @@ struct plink {
     struct mentry *r;
     uint32_t ver, used;
 };
+/* The borrowed stacks by the walk kept by place that gave their native frames and the lender's chain as the
+ * thread's last borrow kept it (struct lent: cgen), BLSETS sets of one: each names an entry above at its
+ * version. An autograd thread borrows one chain for a whole backward, from ~50 places (pyframes.c:
+ * merge_borrowed). */
+#define BLSETS 512
+struct blink {
+    uint64_t gen, cgen;
+    struct mentry *r;
+    uint32_t ver;
+    unsigned bflags;
+};
 struct mcache {
     struct mentry e[MSETS][2];
     uint8_t older[MSETS]; /* the way to replace next */
     struct plink pl[PLSETS][PLWAYS];
     uint32_t pltick;
+    struct blink bl[BLSETS];
 };
 
 /* The frames the thread's last full read of its chain went through (their addresses), fetched at the start
@@ -287,7 +302,9 @@ int ot_py_walk_deep(void *frame, struct chain *c, int checked);
 
 /* ---- pyborrow.c ---- */
 /* Fills c with a waiting Python thread's chain (ids interned); returns its length, 0 when no thread
- * waits, and sets *lender to the lender's OS thread id. */
-int ot_py_borrow(struct chain *c, uint32_t *lender);
+ * waits, and sets *lender to the lender's OS thread id and *cgen to the number of the chain the thread's
+ * last borrow keeps when c is that chain (struct lent), else 0. On the quick path c gets only what a
+ * borrowed stack's key and merge read (n, id, entry, cut, gap, gap_runs). */
+int ot_py_borrow(struct chain *c, uint32_t *lender, uint64_t *cgen);
 void ot_py_borrow_forked(void);
 #endif
