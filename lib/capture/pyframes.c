@@ -108,12 +108,20 @@ static void chain_hash(const struct chain *c, uint64_t *ca, uint64_t *cb)
     *cb = b;
 }
 
+/* Whether e's native frames are these n, which the walk kept by place gen gave (0: none): an entry holds
+ * the number of the walk whose frames it was last found equal to (ngen), and a walk kept by place gives
+ * the same frames each time, so that walk's frames need no compare (~8 lines of the entry, cold after
+ * the step's own work). */
+static inline int native_same(const struct mentry *e, const uint64_t *native, int n, uint64_t gen)
+{
+    return (gen && e->ngen == gen) || memcmp(e->native, native, (size_t)n * sizeof *native) == 0;
+}
+
 static int mkey_same(const struct mentry *e, uint64_t h, const uint64_t *native, int n, int max, const struct chain *c,
-                     const void *const *names)
+                     const void *const *names, uint64_t gen)
 {
     size_t np = (size_t)c->n;
-    return e->h == h && e->n == n && e->np == c->n && e->max == max && e->bflags == 0 &&
-           memcmp(e->native, native, (size_t)n * sizeof *native) == 0 &&
+    return e->h == h && e->n == n && e->np == c->n && e->max == max && e->bflags == 0 && native_same(e, native, n, gen) &&
            memcmp(e->code, c->code, np * sizeof c->code[0]) == 0 && memcmp(e->instr, c->instr, np * sizeof c->instr[0]) == 0 &&
            memcmp(e->name, names, np * sizeof names[0]) == 0 && memcmp(e->entry, c->entry, np) == 0;
 }
@@ -130,11 +138,11 @@ static uint64_t bkey_hash(const uint64_t *native, int n, const struct chain *c, 
 }
 
 static int bkey_same(const struct mentry *e, uint64_t h, const uint64_t *native, int n, int max, const struct chain *c,
-                     unsigned bflags)
+                     unsigned bflags, uint64_t gen)
 {
     size_t np = (size_t)c->n;
     return e->h == h && e->n == n && e->np == c->n && e->max == max && e->bflags == bflags &&
-           memcmp(e->native, native, (size_t)n * sizeof *native) == 0 &&
+           native_same(e, native, n, gen) &&
            memcmp(e->id, c->id, np * sizeof c->id[0]) == 0 && memcmp(e->entry, c->entry, np) == 0;
 }
 
@@ -148,9 +156,9 @@ static struct mcache *mcache_get(struct py_thread *t)
 
 /* An entry (re)filled with a merged stack and what it was made of but the chain's code, instruction and
  * qualname (a place's key, filled by its caller); its stack id is zeroed: interned again, by the intern
- * that follows. */
+ * that follows. gen: the walk kept by place that gave the native frames (0: none). */
 static void entry_fill(struct mentry *e, uint64_t h, const uint64_t *native, int n, int max, const struct chain *c,
-                       const uint64_t *frames, int out, unsigned added, unsigned bflags)
+                       const uint64_t *frames, int out, unsigned added, unsigned bflags, uint64_t gen)
 {
     const int np = c->n;
     e->h = h;
@@ -161,6 +169,7 @@ static void entry_fill(struct mentry *e, uint64_t h, const uint64_t *native, int
     e->flags = added;
     e->bflags = bflags;
     e->sid = (struct ot_stack_memo){0, 0};
+    e->ngen = gen;
     e->ver++;
     e->nraw = 0;
     memcpy(e->native, native, (size_t)n * sizeof *native);
@@ -328,6 +337,8 @@ static int borrowed_hit(struct mcache *mc, size_t si, int w, struct blink *b, ui
     mc->older[si] = (uint8_t)!w;
     if (b && (b->r != e || b->gen != gen || b->cgen != cgen || b->ver != e->ver))
         *b = (struct blink){gen, cgen, e, e->ver, bflags};
+    if (gen && e->ngen != gen)
+        e->ngen = gen;
     *src = e->frames;
     *flags |= e->flags;
     ot_stack_hint = &e->sid;
@@ -362,7 +373,7 @@ static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *
         h = bkey_hash(frames, n, c, bflags);
         struct mentry *set = mc->e[h & (MSETS - 1)];
         for (int w = 0; w < 2; w++)
-            if (bkey_same(&set[w], h, frames, n, max, c, bflags)) {
+            if (bkey_same(&set[w], h, frames, n, max, c, bflags, gen)) {
                 OT_STAGE_CACHE(OT_C_PY_BORROWED, 1);
                 return borrowed_hit(mc, h & (MSETS - 1), w, b, gen, cgen, bflags, flags, src);
             }
@@ -382,7 +393,7 @@ static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *
         t->last_ref = NULL;
         t->last.n = 0;
     }
-    entry_fill(e, h, native, n, max, c, frames, out, added, bflags);
+    entry_fill(e, h, native, n, max, c, frames, out, added, bflags, gen);
     mc->older[h & (MSETS - 1)] ^= 1;
     if (b)
         *b = (struct blink){gen, cgen, e, e->ver, bflags};
@@ -421,6 +432,8 @@ static int place_hit(struct py_thread *t, struct mcache *mc, uint64_t h, int w, 
     t->merged.valid = 1;
     if (chain_is_entry)
         ot_py_walk_last_is_ref(t, e);
+    if (gen && e->ngen != gen)
+        e->ngen = gen;
     *src = e->frames;
     *flags |= e->flags;
     ot_stack_hint = &e->sid;
@@ -436,7 +449,7 @@ static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint
     for (int w = 0; w < 2; w++) {
         struct mentry *e = &set[w];
         if (e->h != h || e->n != n || e->np != np || e->max != max || e->bflags ||
-            memcmp(e->native, frames, (size_t)n * sizeof *frames) != 0 ||
+            !native_same(e, frames, n, gen) ||
             !ot_py_walk_is(frame, np, e->code, e->instr, e->name, e->entry))
             continue;
         OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
@@ -524,13 +537,15 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     struct merged *m = &t->merged;
     if (same && m->valid) {
         struct mentry *r = m->ref; /* the merged stack by place it was, or its copy in m */
-        if (r ? r->n == n && r->max == max && memcmp(r->native, frames, (size_t)n * sizeof *frames) == 0
+        if (r ? r->n == n && r->max == max && native_same(r, frames, n, gen)
               : m->n == n && m->max == max && memcmp(m->native, frames, (size_t)n * sizeof *frames) == 0) {
             OT_STAGE_CACHE(OT_C_PY_MERGED, 1);
             const int out = r ? r->out : m->out;
             *src = r ? r->frames : m->frames;
             *flags |= r ? r->flags : m->flags;
             if (r) {
+                if (gen && r->ngen != gen)
+                    r->ngen = gen;
                 ot_stack_hint = &r->sid;
                 LINK_ENTRY(t, gen, r);
             }
@@ -558,7 +573,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         if (mc) {
             struct mentry *set = mc->e[h & (MSETS - 1)];
             for (int w = 0; w < 2; w++)
-                if (mkey_same(&set[w], h, frames, n, max, got, names))
+                if (mkey_same(&set[w], h, frames, n, max, got, names, gen))
                     return place_hit(t, mc, h, w, !same, gen, flags, src); /* !same: the chain's ids are the entry's */
         }
         OT_STAGE_CACHE(OT_C_PY_PLACES, 0);
@@ -577,7 +592,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         keep_merged(m, m->native, n, max, frames, out, added);
         return out;
     }
-    entry_fill(e, h, m->native, n, max, got, frames, out, added, 0);
+    entry_fill(e, h, m->native, n, max, got, frames, out, added, 0, gen);
     memcpy(e->code, got->code, (size_t)np * sizeof got->code[0]);
     memcpy(e->instr, got->instr, (size_t)np * sizeof got->instr[0]);
     memcpy(e->name, names, (size_t)np * sizeof names[0]);

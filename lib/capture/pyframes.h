@@ -189,6 +189,9 @@ struct mentry {
     unsigned flags;
     unsigned bflags; /* a borrowed stack's: OT_STACK_BORROWED and the lender (keyed by ids, not code); else 0 */
     struct ot_stack_memo sid; /* the id the stack was interned as (capture/stacks.h), zeroed when refilled */
+    /* the walk kept by place (ot_backtrace_place) whose frames native was last found equal to, or filled
+     * from: that walk's frames need no compare (pyframes.c: native_same); 0: none */
+    uint64_t ngen;
     uint64_t native[MNATIVE];
     const void *code[MPY], *name[MPY];
     const char *instr[MPY];
