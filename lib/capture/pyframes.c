@@ -169,7 +169,6 @@ static void entry_fill(struct mentry *e, uint64_t h, const uint64_t *native, int
     e->flags = added;
     e->bflags = bflags;
     e->sid = (struct ot_stack_memo){0, 0};
-    e->names_at = 0;
     e->ngen = gen;
     e->ver++;
     e->nraw = 0;
@@ -451,7 +450,7 @@ static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint
         struct mentry *e = &set[w];
         if (e->h != h || e->n != n || e->np != np || e->max != max || e->bflags ||
             !native_same(e, frames, n, gen) ||
-            !ot_py_walk_is(frame, np, e->code, e->instr, e->name, e->entry, &e->names_at))
+            !ot_py_walk_is(frame, np, e->code, e->instr, e->name, e->entry))
             continue;
         OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
         return place_hit(ot_py_tls, mc, h, w, 1, gen, flags, src);
@@ -597,7 +596,6 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     memcpy(e->code, got->code, (size_t)np * sizeof got->code[0]);
     memcpy(e->instr, got->instr, (size_t)np * sizeof got->instr[0]);
     memcpy(e->name, names, (size_t)np * sizeof names[0]);
-    e->names_at = t->names_now; /* (names were read from the live codes after the count) */
     mc->older[h & (MSETS - 1)] ^= 1;
     m->ref = e;
     m->valid = 1;

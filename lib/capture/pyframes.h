@@ -70,15 +70,6 @@ struct __attribute__((aligned(64))) ot_py {
     uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code */
     uintptr_t runtime_lo, runtime_hi; /* _PyRuntime: static, holds the main interpreter's first thread state */
     void (*get_arena)(void *); /* PyObject_GetArenaAllocator */
-    /* 3.12+: a watcher of code objects' deaths (pywalk.c: struct code_deaths), set by a call the main
-     * thread runs with the GIL (Py_AddPendingCall); the thread state that holds the GIL; the raised exception
-     * taken, cleared and put back around the watcher's call */
-    int (*add_code_watcher)(int (*)(int, void *));
-    int (*pending_call)(int (*)(void *), void *);
-    void *(*attached)(void);
-    void *(*err_take)(void);
-    void (*err_clear)(void);
-    void (*err_put)(void *);
     char version[32];
 };
 extern struct ot_py ot_py;
@@ -198,9 +189,6 @@ struct mentry {
     unsigned flags;
     unsigned bflags; /* a borrowed stack's: OT_STACK_BORROWED and the lender (keyed by ids, not code); else 0 */
     struct ot_stack_memo sid; /* the id the stack was interned as (capture/stacks.h), zeroed when refilled */
-    /* when name was last read from the live codes: a count of code objects' deaths, plus one (pywalk.c:
-     * struct code_deaths); 0: unknown, the names are compared */
-    uint64_t names_at;
     /* the walk kept by place (ot_backtrace_place) whose frames native was last found equal to, or filled
      * from: that walk's frames need no compare (pyframes.c: native_same); 0: none */
     uint64_t ngen;
@@ -258,9 +246,6 @@ struct py_thread {
     const struct mentry *last_ref;
     uint32_t last_np;
     int fast; /* this thread saw the layout validated (pywalk.c): its own copy, in the line it writes first */
-    /* the capture's count of code objects' deaths, plus one, when its thread state is the watched
-     * interpreter's; 0: none (the qualified names are compared); and last's names_at (struct mentry) */
-    uint64_t names_now, last_names_at;
     const void *pf[MRAW];
     struct cache_entry cache[CACHE];
     struct chain last;
@@ -297,7 +282,7 @@ int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *
 int ot_py_walk_rest(void *frame, struct chain *c, const struct chain **got, int *same, int fast);
 int ot_py_walk_hash(void *frame, uint64_t *ca, uint64_t *cb);
 int ot_py_walk_is(void *frame, int np, const void *const *code, const char *const *instr, const void *const *name,
-                  const uint8_t *entry, uint64_t *names_at);
+                  const uint8_t *entry);
 /* A merged stack's key is hashed from its native frames and the code and instruction of its chain's frames,
  * mixed into two lanes from OT_PY_HASH_A and OT_PY_HASH_B: the same from a chain read (pyframes.c) as from
  * the frames (ot_py_walk_hash); the rest of the key (qualnames, run ends) is compared, not hashed. */

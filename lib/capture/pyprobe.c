@@ -114,16 +114,6 @@ void ot_py_probe(void)
     p->thread_head = (void *(*)(void *))sym("PyInterpreterState_ThreadHead");
     p->gil_current = (void *(*)(void))sym("_PyThreadState_UncheckedGet");
     p->get_arena = (void (*)(void *))sym("PyObject_GetArenaAllocator");
-    if (p->L == &py312 || p->L == &py313) { /* (code watchers came in 3.12) */
-        p->add_code_watcher = (int (*)(int (*)(int, void *)))sym("PyCode_AddWatcher");
-        p->attached = (void *(*)(void))sym(p->L == &py313 ? "PyThreadState_GetUnchecked" : "_PyThreadState_UncheckedGet");
-        p->err_take = (void *(*)(void))sym("PyErr_GetRaisedException");
-        p->err_clear = (void (*)(void))sym("PyErr_Clear");
-        p->err_put = (void (*)(void *))sym("PyErr_SetRaisedException");
-        p->pending_call = (int (*)(int (*)(void *), void *))sym("Py_AddPendingCall");
-        if (!p->pending_call || !p->attached || !p->err_take || !p->err_clear || !p->err_put)
-            p->add_code_watcher = NULL;
-    }
     if (!p->L || !p->is_initialized || !p->code_type || !p->unicode_type || !p->bytes_type) {
         ot_log("Python %s: frame layout not supported (3.9 to 3.13 are); stacks stay native", p->version);
         ot_py_publish(PY_OFF);

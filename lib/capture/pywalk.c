@@ -12,70 +12,10 @@
 #include "common/stage.h"
 #include "common/log.h"
 #include "common/pages.h"
-#include "common/self.h"
 
 static int validated; /* one walk has confirmed the layout: plain loads from now on */
 uint64_t ot_py_stamp;
 int ot_py_lending;
-
-/* Code objects' deaths (3.12+). A frame's code is compared by address, and a code object that died and whose
- * memory a new function's code took has the same address: so each capture also read the qualified name of
- * every frame's code (~7 cold lines a capture after the step's own work) and compared it. A code watcher
- * counts the deaths instead: while the count has not moved since an entry's names were read from live codes,
- * every code the entry names is still that object, whose name cannot change (a code object is immutable),
- * and the names need no reading. The watcher's call runs under the GIL before the object's memory is freed,
- * and a thread that later runs a new code at that address took the GIL after it: its capture reads the count
- * moved. Set by a call the main thread runs between two instructions with the GIL (Py_AddPendingCall,
- * asked for by the main thread's first capture once Python runs: PyTorch's ops allocate with the GIL
- * released, and the main thread cannot be finalizing the interpreter while it captures), with any exception
- * set taken aside and put back, and the call's result 0: the program sees nothing. Until then, and in
- * another interpreter (a watcher is per interpreter), names are compared as before. It takes one of the
- * interpreter's 8 code watchers. */
-static struct __attribute__((aligned(64))) code_deaths {
-    uint64_t n;   /* deaths in the watched interpreter since the watcher was set */
-    void *interp; /* the interpreter watched; NULL: none (yet) */
-    int asked;    /* the call was queued (or ran) */
-} deaths;
-
-static int on_code(int event, void *code)
-{
-    (void)code;
-    if (event == 1) /* PY_CODE_EVENT_DESTROY (3.12, 3.13: CREATE, DESTROY) */
-        __atomic_add_fetch(&deaths.n, 1, __ATOMIC_RELEASE);
-    return 0;
-}
-
-#define TS_INTERP 16 /* PyThreadState's interp (3.12, 3.13: after prev and next) */
-
-/* Run by the main thread with the GIL, between two instructions (Py_AddPendingCall). */
-static int watch_codes(void *arg)
-{
-    (void)arg;
-    void *ts = ot_py.attached(), *interp = ts ? *(void *const *)((const char *)ts + TS_INTERP) : NULL;
-    if (!interp || interp != ot_py.main_interp() || __atomic_load_n(&deaths.interp, __ATOMIC_RELAXED))
-        return 0;
-    void *raised = ot_py.err_take();
-    const int id = ot_py.add_code_watcher(on_code);
-    if (id < 0) /* (all 8 of the interpreter's code watchers taken) */
-        ot_py.err_clear();
-    ot_py.err_put(raised);
-    if (id >= 0)
-        __atomic_store_n(&deaths.interp, interp, __ATOMIC_RELEASE);
-    return 0;
-}
-
-/* The count a capture of thread state ts compares names_at with (0: none, compare the names). */
-static inline uint64_t deaths_now(void *ts)
-{
-    void *const interp = *(void *const *)((const char *)ts + TS_INTERP);
-    void *const watched = __atomic_load_n(&deaths.interp, __ATOMIC_ACQUIRE);
-    if (OT_LIKELY(watched != NULL))
-        return interp == watched ? __atomic_load_n(&deaths.n, __ATOMIC_ACQUIRE) + 1 : 0;
-    if (ot_py.add_code_watcher && !__atomic_load_n(&deaths.asked, __ATOMIC_RELAXED) &&
-        ot_tid() == (uint32_t)ot_py_self_pid() && ot_py.is_initialized())
-        __atomic_store_n(&deaths.asked, ot_py.pending_call(watch_codes, NULL) == 0, __ATOMIC_RELAXED);
-    return 0;
-}
 
 static inline int rd_u8(const void *base, unsigned off, char *out)
 {
@@ -195,21 +135,13 @@ void ot_python_prefetch(void)
 }
 
 /* Whether the n live codes have these qualified names (struct chain's name says why). Read with plain loads:
- * each code is held by its frame, and the layout is validated. Not read while no code died since they were
- * (*at: struct code_deaths); *at is set when they are read and found the same. */
-static inline __attribute__((always_inline)) int names_are(int n, const void *const *code, const void *const *name,
-                                                           uint64_t *at)
+ * each code is held by its frame, and the layout is validated. */
+static inline __attribute__((always_inline)) int names_are(int n, const void *const *code, const void *const *name)
 {
-    const struct py_thread *t = ot_py_tls;
-    const uint64_t now = t && t != PY_THREAD_NONE ? t->names_now : 0;
-    if (now && at && *at == now)
-        return 1;
     const unsigned o_name = ot_py.L->co_qualname;
     for (int k = 0; k < n; k++)
         if (*(const void *const *)((const char *)code[k] + o_name) != name[k])
             return 0;
-    if (now && at)
-        *at = now;
     return 1;
 }
 
@@ -221,7 +153,7 @@ static inline __attribute__((always_inline)) int names_are(int n, const void *co
  * keeps an is_entry byte (3.11); otherwise only a C-stack shim frame marks the end of a run (3.12+). */
 static inline __attribute__((always_inline)) int same_as(void *frame, int want, const void *const *lcode,
                                                          const char *const *linstr, const uint8_t *lentry,
-                                                         const void *const *lname, int has_entry, uint64_t *names_at)
+                                                         const void *const *lname, int has_entry)
 {
     const struct layout *L = ot_py.L;
     const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
@@ -245,14 +177,14 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
         n++;
     }
     /* (the outermost frame's bit is always set) */
-    return n == want && n > 0 && lentry[n - 1] == 1 && names_are(n, lcode, lname, names_at);
+    return n == want && n > 0 && lentry[n - 1] == 1 && names_are(n, lcode, lname);
 }
 
 int ot_py_walk_is(void *frame, int np, const void *const *code, const char *const *instr, const void *const *name,
-                  const uint8_t *entry, uint64_t *names_at)
+                  const uint8_t *entry)
 {
-    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, np, code, instr, entry, name, 1, names_at)
-                                     : same_as(frame, np, code, instr, entry, name, 0, names_at);
+    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, np, code, instr, entry, name, 1)
+                                     : same_as(frame, np, code, instr, entry, name, 0);
 }
 
 /* The chain from frame as gather_fast reads it, hashed as a merged stack's key takes it (pyframes.h:
@@ -448,7 +380,6 @@ static struct chain *set_last(struct py_thread *t, int n, const void *const *cod
     memcpy(last->entry, entry, (size_t)n);
     memcpy(last->id, id, (size_t)n * sizeof last->id[0]);
     memcpy(last->name, name, (size_t)n * sizeof last->name[0]);
-    t->last_names_at = 0;
     return last;
 }
 
@@ -456,7 +387,6 @@ static struct chain *set_last(struct py_thread *t, int n, const void *const *cod
 static void keep_last(struct py_thread *t, const struct chain *c)
 {
     struct chain *last = set_last(t, c->n, c->code, c->instr, c->entry, c->id, c->name);
-    t->last_names_at = t->names_now; /* (c's names were read after the count: ot_py_walk_ids) */
     last->cut = c->cut;
     last->gap = c->gap;
     last->gap_runs = c->gap_runs;
@@ -475,7 +405,6 @@ const struct chain *ot_py_walk_last(void)
     struct py_thread *t = ot_py_tls;
     const struct mentry *r = t->last_ref;
     struct chain *last = set_last(t, r->np, r->code, r->instr, r->entry, r->id, r->name);
-    t->last_names_at = r->names_at;
     last->cut = last->gap = last->gap_runs = 0; /* (an entry holds at most MPY frames: never a cut chain) */
     return last;
 }
@@ -492,11 +421,11 @@ int ot_py_walk(struct chain *c, const struct chain **got, int *same)
 
 /* Whether chain c, read whole, has these n frames: codes, instructions, entry bits and qualified names. */
 static int chain_is(const struct chain *c, int n, const void *const *code, const char *const *instr,
-                    const uint8_t *entry, const void *const *name, uint64_t *names_at)
+                    const uint8_t *entry, const void *const *name)
 {
     return c->n == n && memcmp(c->code, code, (size_t)n * sizeof c->code[0]) == 0 &&
            memcmp(c->instr, instr, (size_t)n * sizeof c->instr[0]) == 0 && memcmp(c->entry, entry, (size_t)n) == 0 &&
-           names_are(n, c->code, name, names_at);
+           names_are(n, c->code, name);
 }
 
 int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int *fast_out)
@@ -542,16 +471,12 @@ int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *
         __atomic_add_fetch(&ot_py_stamp, 1, __ATOMIC_RELAXED);
     int hit = 0;
     if (fast && last && !L->frame_objects) {
-        t->names_now = deaths_now(ts);
-        struct mentry *r = (struct mentry *)t->last_ref; /* (its names_at may be set) */
+        const struct mentry *r = t->last_ref;
         if (r || !last->cut)
             hit = ot_py_walk_is(frame, r ? (int)t->last_np : last->n, r ? r->code : last->code,
-                                r ? r->instr : last->instr, r ? r->name : last->name, r ? r->entry : last->entry,
-                                r ? &r->names_at : &t->last_names_at)
+                                r ? r->instr : last->instr, r ? r->name : last->name, r ? r->entry : last->entry)
                       ? 1 + (r != NULL)
                       : 0;
-    } else if (t) {
-        t->names_now = 0;
     }
     OT_STAGE_CACHE(OT_C_PY_SAME, hit != 0);
     if (hit) {
@@ -579,13 +504,13 @@ int ot_py_walk_rest(void *frame, struct chain *c, const struct chain **got, int 
         return bad ? -1 : n;
     const struct mentry *r = t->last_ref;
     if (r) { /* checked above unless the layout has frame objects (3.9, 3.10), which the check does not read */
-        if (L->frame_objects && chain_is(c, (int)t->last_np, r->code, r->instr, r->entry, r->name, NULL)) {
+        if (L->frame_objects && chain_is(c, (int)t->last_np, r->code, r->instr, r->entry, r->name)) {
             *got = NULL;
             *same = 2;
         }
         return n;
     }
-    if (chain_is(c, last->n, last->code, last->instr, last->entry, last->name, &t->last_names_at) && c->cut == last->cut &&
+    if (chain_is(c, last->n, last->code, last->instr, last->entry, last->name) && c->cut == last->cut &&
         c->gap == last->gap && c->gap_runs == last->gap_runs) {
         *got = last;
         *same = n > 0;

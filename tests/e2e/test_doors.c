@@ -502,7 +502,7 @@ static void check_code_reuse(const char *interp)
         const uint64_t id = rec->stack_id, mib = rec->size / MiB;
         if (rec->size % MiB || mib < 30 || mib > 45 || (mib > 35 && mib < 40))
             continue;
-        for (int k = 0; k < 6; k++) /* (40 + i MiB: allocated with the GIL held, the code watcher's) */
+        for (int k = 0; k < 6; k++) /* (40 + i MiB: allocated with the GIL held) */
             assert_int_equal(stack_python_line(&l, id, names[k], "code_reuse_gen.py"), k == (int)(mib % 10) ? 3 : -1);
         assert_int_equal(stack_python_line(&l, id, "call", "code_reuse.py"), marker_line(py, "call"));
         seen[mib - 30]++;

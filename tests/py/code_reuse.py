@@ -4,8 +4,6 @@ Their code objects alternate between two addresses, with the same bytecode, so e
 frames match an earlier one's in code address and instruction, and its native frames are the same: only
 the code's qualified name tells them apart, which the thread's merged stacks by place
 (lib/capture/pyframes.c) must compare. Prints "code_addresses N" (how many addresses the six codes had).
-Under 3.12+ the main thread's first capture has the tracer's code watcher set (lib/capture/pywalk.c: struct
-code_deaths), and from then on names are read only when a code died since: the deaths must be counted.
 Then the same with the allocation called with the GIL held (ctypes.PyDLL), six more functions (40 + i MiB),
 "code_addresses_gil N". Ends with a snapshot (oomtrace_dump)."""
 import ctypes
