@@ -91,11 +91,17 @@ static inline uint64_t hash_end(uint64_t a, uint64_t b)
 }
 
 /* The chain's part (ca, cb) is its frames' code and instruction (pyframes.h), so that a capture can hash
- * them from the frames (pywalk.c: ot_py_walk_hash) as well as from a chain read whole (chain_hash). */
-static uint64_t mkey_hash(const uint64_t *native, int n, int np, uint64_t ca, uint64_t cb)
+ * them from the frames (pywalk.c: ot_py_walk_hash) as well as from a chain read whole (chain_hash). The
+ * native part is the walk kept by place that gave the frames (gen: the same frames each time it replays),
+ * not the ~40-60 frames hashed one after another; frames no such walk gave (gen 0) are hashed. Only the set
+ * depends on it: an entry is found by its whole key (native_same, the chain). */
+static uint64_t mkey_hash(const uint64_t *native, int n, int np, uint64_t ca, uint64_t cb, uint64_t gen)
 {
     uint64_t a = ca ^ ((uint64_t)n << 32 | (uint64_t)np), b = cb;
-    hash_native(&a, &b, native, n);
+    if (gen)
+        a = (a ^ gen) * 0xff51afd7ed558ccdull;
+    else
+        hash_native(&a, &b, native, n);
     return hash_end(a, b);
 }
 
@@ -444,7 +450,7 @@ static int place_hit(struct py_thread *t, struct mcache *mc, uint64_t h, int w, 
 static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint64_t cb, uint64_t *frames, int n,
                        int max, unsigned *flags, const uint64_t **src, uint64_t gen)
 {
-    const uint64_t h = mkey_hash(frames, n, np, ca, cb);
+    const uint64_t h = mkey_hash(frames, n, np, ca, cb, gen);
     struct mentry *set = mc->e[h & (MSETS - 1)];
     for (int w = 0; w < 2; w++) {
         struct mentry *e = &set[w];
@@ -569,7 +575,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         for (int i = 0; i < np; i++)
             names[i] = *(const void *const *)((const char *)got->code[i] + o_name);
         chain_hash(got, &ca, &cb);
-        h = mkey_hash(frames, n, np, ca, cb);
+        h = mkey_hash(frames, n, np, ca, cb, gen);
         if (mc) {
             struct mentry *set = mc->e[h & (MSETS - 1)];
             for (int w = 0; w < 2; w++)
