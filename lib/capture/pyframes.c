@@ -123,6 +123,14 @@ static inline int native_same(const struct mentry *e, const uint64_t *native, in
     return (gen && e->ngen == gen) || memcmp(e->native, native, (size_t)n * sizeof *native) == 0;
 }
 
+/* e was found for native frames the walk kept by place gen gave: it holds that walk's number from now on
+ * (written only when it changes: the line stays clean on the common hit). */
+static inline void native_seen(struct mentry *e, uint64_t gen)
+{
+    if (gen && e->ngen != gen)
+        e->ngen = gen;
+}
+
 static int mkey_same(const struct mentry *e, uint64_t h, const uint64_t *native, int n, int max, const struct chain *c,
                      const void *const *names, uint64_t gen)
 {
@@ -334,17 +342,17 @@ static inline struct blink *blink_of(struct mcache *mc, uint64_t gen, uint64_t c
     return &mc->bl[(h ^ h >> 29) & (BLSETS - 1)];
 }
 
-/* The entry way w of set si, found for this borrowed stack (by its key or its link): the set's other way is
- * the older now, and the link names it. Returns the merged stack's length. */
+/* The entry way w of set si, found for this borrowed stack (by its link, b NULL, or by its key, b the link
+ * that missed): the set's other way is the older now, and the link names it. Returns the merged stack's
+ * length. */
 static int borrowed_hit(struct mcache *mc, size_t si, int w, struct blink *b, uint64_t gen, uint64_t cgen,
                         unsigned bflags, unsigned *flags, const uint64_t **src)
 {
     struct mentry *e = &mc->e[si][w];
     mc->older[si] = (uint8_t)!w;
-    if (b && (b->r != e || b->gen != gen || b->cgen != cgen || b->ver != e->ver))
+    if (b)
         *b = (struct blink){gen, cgen, e, e->ver, bflags};
-    if (gen && e->ngen != gen)
-        e->ngen = gen;
+    native_seen(e, gen);
     *src = e->frames;
     *flags |= e->flags;
     ot_stack_hint = &e->sid;
@@ -438,8 +446,7 @@ static int place_hit(struct py_thread *t, struct mcache *mc, uint64_t h, int w, 
     t->merged.valid = 1;
     if (chain_is_entry)
         ot_py_walk_last_is_ref(t, e);
-    if (gen && e->ngen != gen)
-        e->ngen = gen;
+    native_seen(e, gen);
     *src = e->frames;
     *flags |= e->flags;
     ot_stack_hint = &e->sid;
@@ -550,8 +557,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
             *src = r ? r->frames : m->frames;
             *flags |= r ? r->flags : m->flags;
             if (r) {
-                if (gen && r->ngen != gen)
-                    r->ngen = gen;
+                native_seen(r, gen);
                 ot_stack_hint = &r->sid;
                 LINK_ENTRY(t, gen, r);
             }
