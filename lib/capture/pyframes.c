@@ -454,8 +454,69 @@ static int place_hit(struct py_thread *t, struct mcache *mc, uint64_t h, int w, 
     return e->out;
 }
 
+/* ---- a merged stack predicted by place (struct ppset) ----
+ * A step's main thread allocates from a hundred places in turn. Each capture found its merged stack by
+ * place by hashing its chain (ot_py_walk_hash: every frame read) and then comparing the entry with it
+ * (ot_py_walk_is: every frame read again). The walk kept by place that gave the native frames and the
+ * chain's innermost frame and instruction mostly name one entry, or a few: compared with the chain at
+ * once, they spare the first read. Only guesses: an entry is taken when its whole key holds (what
+ * merge_place checks, its hash aside, which is the key's), else the capture goes the usual way. */
+static inline struct ppset *pred_set(struct mcache *mc, uint64_t gen, const void *frame, uint32_t *tag)
+{
+    const void *const i0 = *(const void *const *)((const char *)frame + ot_py.L->fr_instr);
+    uint64_t h = (gen * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)frame) * 0xff51afd7ed558ccdull ^
+                 (uint64_t)(uintptr_t)i0;
+    h = (h ^ h >> 31) * 0xC2B2AE3D27D4EB4Full;
+    *tag = (uint32_t)(h >> 32) | 1u; /* (never 0: an empty way's) */
+    return &mc->pp[(h >> 16) & (PPSETS - 1)];
+}
+
+/* Way w of set ps (w == PPWAYS: none) becomes its newest, naming e under tag. */
+static inline void pred_front(struct ppset *ps, int w, uint32_t tag, struct mentry *e)
+{
+    for (int k = w < PPWAYS ? w : PPWAYS - 1; k > 0; k--)
+        ps->w[k] = ps->w[k - 1];
+    ps->w[0] = (struct ppred){tag, e->ver, e};
+}
+
+/* e is the merged stack of this capture's native frames and chain: a guess for the next capture whose
+ * walk kept by place and innermost frame and instruction are this one's (ps NULL: none to be made). */
+static inline void pred_note(struct ppset *ps, uint32_t tag, struct mentry *e)
+{
+    if (!ps)
+        return;
+    int w = 0;
+    while (w < PPWAYS && ps->w[w].r != e)
+        w++;
+    if (w == 0 && ps->w[0].tag == tag && ps->w[0].ver == e->ver)
+        return; /* (the line stays clean) */
+    pred_front(ps, w, tag, e);
+}
+
+static int merge_predicted(struct py_thread *t, struct mcache *mc, void *frame, struct ppset *ps, uint32_t tag,
+                           const uint64_t *frames, int n, int max, uint64_t gen, unsigned *flags,
+                           const uint64_t **src)
+{
+    int w = 0;
+    for (; w < PPWAYS; w++) {
+        const struct ppred *const p = &ps->w[w];
+        const struct mentry *const r = p->r;
+        if (p->tag == tag && r->ver == p->ver && r->n == n && r->max == max && !r->bflags &&
+            native_same(r, frames, n, gen) && ot_py_walk_is_kept(frame, r->np, r->code, r->instr, r->name, r->entry))
+            break;
+    }
+    OT_STAGE_CACHE(OT_C_PY_PREDICTED, w < PPWAYS);
+    if (w == PPWAYS)
+        return -1;
+    struct mentry *const r = ps->w[w].r;
+    if (w)
+        pred_front(ps, w, tag, r);
+    const size_t at = (size_t)(r - &mc->e[0][0]);
+    return place_hit(t, mc, at / 2, (int)(at & 1), 1, gen, flags, src);
+}
+
 static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint64_t cb, uint64_t *frames, int n,
-                       int max, unsigned *flags, const uint64_t **src, uint64_t gen)
+                       int max, unsigned *flags, const uint64_t **src, uint64_t gen, struct ppset *pred, uint32_t tag)
 {
     const uint64_t h = mkey_hash(frames, n, np, ca, cb, gen);
     struct mentry *set = mc->e[h & (MSETS - 1)];
@@ -466,6 +527,7 @@ static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint
             !ot_py_walk_is(frame, np, e->code, e->instr, e->name, e->entry))
             continue;
         OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
+        pred_note(pred, tag, e);
         return place_hit(ot_py_tls, mc, h, w, 1, gen, flags, src);
     }
     return -1;
@@ -509,13 +571,24 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     struct mcache *pmc = NULL;
     uint64_t ca = 0, cb = 0;
     int k = -1;
+    struct ppset *pred = NULL;
+    uint32_t tag = 0;
     OT_STAGE_BEGIN(tw);
     int np = ot_py_walk_begin(&c, &got, &same, &fast, &frame);
-    if (np == OT_PY_WALK_MORE && (pmc = place_cache(frame, fast, n)) != NULL)
+    if (np == OT_PY_WALK_MORE && (pmc = place_cache(frame, fast, n)) != NULL) {
+        if (gen) {
+            pred = pred_set(pmc, gen, frame, &tag);
+            const int out = merge_predicted(ot_py_tls, pmc, frame, pred, tag, frames, n, max, gen, flags, src);
+            if (out >= 0) {
+                OT_STAGE_END(OT_ST_PYWALK, tw);
+                return out;
+            }
+        }
         k = ot_py_walk_hash(frame, &ca, &cb);
+    }
     if (k > 0) {
         OT_STAGE_END(OT_ST_PYWALK, tw); /* (the chain read again after a miss below is not counted) */
-        const int out = merge_place(pmc, frame, k, ca, cb, frames, n, max, flags, src, gen);
+        const int out = merge_place(pmc, frame, k, ca, cb, frames, n, max, flags, src, gen, pred, tag);
         if (out >= 0)
             return out;
         np = ot_py_walk_rest(frame, &c, &got, &same, fast);
@@ -585,8 +658,10 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         if (mc) {
             struct mentry *set = mc->e[h & (MSETS - 1)];
             for (int w = 0; w < 2; w++)
-                if (mkey_same(&set[w], h, frames, n, max, got, names, gen))
+                if (mkey_same(&set[w], h, frames, n, max, got, names, gen)) {
+                    pred_note(pred, tag, &set[w]);
                     return place_hit(t, mc, h, w, !same, gen, flags, src); /* !same: the chain's ids are the entry's */
+                }
         }
         OT_STAGE_CACHE(OT_C_PY_PLACES, 0);
         if ((mc = mcache_get(t)) != NULL)
@@ -609,6 +684,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     memcpy(e->instr, got->instr, (size_t)np * sizeof got->instr[0]);
     memcpy(e->name, names, (size_t)np * sizeof names[0]);
     mc->older[h & (MSETS - 1)] ^= 1;
+    pred_note(pred, tag, e);
     m->ref = e;
     m->valid = 1;
     ot_stack_hint = &e->sid;

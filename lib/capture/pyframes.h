@@ -223,9 +223,24 @@ struct blink {
     uint32_t ver;
     unsigned bflags;
 };
+/* The merged stacks by place last found for the walk kept by place that gave the native frames and the
+ * innermost Python frame and its instruction, PPSETS sets of PPWAYS (one line), newest first, by their
+ * hash (tag): only guesses, each checked against the entry's whole key (pyframes.c: merge_predicted),
+ * which spares hashing the chain first. Several chains share a key where only outer frames differ (a
+ * module's forward calling two layers of one kind); their check stops at the first frame that differs. */
+#define PPSETS 256
+#define PPWAYS 4
+struct ppred {
+    uint32_t tag, ver;
+    struct mentry *r;
+};
+struct ppset {
+    struct ppred w[PPWAYS];
+} __attribute__((aligned(64)));
 struct mcache {
     struct mentry e[MSETS][2];
     uint8_t older[MSETS]; /* the way to replace next */
+    struct ppset pp[PPSETS];
     struct plink pl[PLSETS][PLWAYS];
     uint32_t pltick;
     struct blink bl[BLSETS];
@@ -283,6 +298,10 @@ int ot_py_walk_rest(void *frame, struct chain *c, const struct chain **got, int 
 int ot_py_walk_hash(void *frame, uint64_t *ca, uint64_t *cb);
 int ot_py_walk_is(void *frame, int np, const void *const *code, const char *const *instr, const void *const *name,
                   const uint8_t *entry);
+/* ot_py_walk_is that keeps the frames' addresses for the next capture's prefetch, as ot_py_walk_hash does
+ * (the thread's cache must exist: a capture with a merged stack by place has one) */
+int ot_py_walk_is_kept(void *frame, int np, const void *const *code, const char *const *instr,
+                       const void *const *name, const uint8_t *entry);
 /* A merged stack's key is hashed from its native frames and the code and instruction of its chain's frames,
  * mixed into two lanes from OT_PY_HASH_A and OT_PY_HASH_B: the same from a chain read (pyframes.c) as from
  * the frames (ot_py_walk_hash); the rest of the key (qualnames, run ends) is compared, not hashed. */

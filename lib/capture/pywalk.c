@@ -153,7 +153,8 @@ static inline __attribute__((always_inline)) int names_are(int n, const void *co
  * keeps an is_entry byte (3.11); otherwise only a C-stack shim frame marks the end of a run (3.12+). */
 static inline __attribute__((always_inline)) int same_as(void *frame, int want, const void *const *lcode,
                                                          const char *const *linstr, const uint8_t *lentry,
-                                                         const void *const *lname, int has_entry)
+                                                         const void *const *lname, int has_entry,
+                                                         struct py_thread *keep)
 {
     const struct layout *L = ot_py.L;
     const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
@@ -161,10 +162,18 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
     const int cstack = L->owner_cstack;
     int n = 0, guard = 4 * MAXPY;
     uint8_t pend = 0; /* frame n-1's entry bit so far: a C-stack shim frame after it sets it */
+    uint32_t npf = 0;
+    if (keep)
+        keep->pf_whole = 0;
     while (frame) {
         if (--guard < 0)
             return 0;
         const char *f = frame;
+        if (keep) {
+            if (npf == MRAW)
+                return 0;
+            keep->pf[npf++] = f;
+        }
         frame = *(void *const *)(f + o_prev);
         if (f[o_owner] == cstack) {
             pend = 1;
@@ -177,14 +186,28 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
         n++;
     }
     /* (the outermost frame's bit is always set) */
-    return n == want && n > 0 && lentry[n - 1] == 1 && names_are(n, lcode, lname);
+    if (!(n == want && n > 0 && lentry[n - 1] == 1 && names_are(n, lcode, lname)))
+        return 0;
+    if (keep) {
+        keep->npf = npf;
+        keep->pf_whole = 1;
+    }
+    return 1;
 }
 
 int ot_py_walk_is(void *frame, int np, const void *const *code, const char *const *instr, const void *const *name,
                   const uint8_t *entry)
 {
-    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, np, code, instr, entry, name, 1)
-                                     : same_as(frame, np, code, instr, entry, name, 0);
+    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, np, code, instr, entry, name, 1, NULL)
+                                     : same_as(frame, np, code, instr, entry, name, 0, NULL);
+}
+
+int ot_py_walk_is_kept(void *frame, int np, const void *const *code, const char *const *instr,
+                       const void *const *name, const uint8_t *entry)
+{
+    struct py_thread *t = ot_py_tls;
+    return ot_py.L->fr_is_entry >= 0 ? same_as(frame, np, code, instr, entry, name, 1, t)
+                                     : same_as(frame, np, code, instr, entry, name, 0, t);
 }
 
 /* The chain from frame as gather_fast reads it, hashed as a merged stack's key takes it (pyframes.h:

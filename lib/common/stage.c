@@ -18,7 +18,7 @@ static const char *const stage_names[OT_ST_N] = {
     "python", "py_walk", "borrow", "lock", "record_alloc", "intern", "record_free", "ring", "clock",
     "hook_free", "record_free_cross", "borrow_read", "borrow_walk",
 };
-static const char *const cache_names[OT_C_N] = {"walk_replay", "walk_place", "walk_index", "walk_step", "py_same", "py_merged", "py_places", "stack_last", "stack_hint", "borrow_quick", "py_borrowed", "py_linked", "borrow_whole", "borrow_plain", "py_blinked"};
+static const char *const cache_names[OT_C_N] = {"walk_replay", "walk_place", "walk_index", "walk_step", "py_same", "py_merged", "py_places", "stack_last", "stack_hint", "borrow_quick", "py_borrowed", "py_linked", "borrow_whole", "borrow_plain", "py_blinked", "py_predicted"};
 static const char *const class_names[4] = {"main", "other", "main_switched", "other_switched"};
 static const char *const gap_names[OT_STAGE_GAPS] = {"near", "mid", "far"};
 

@@ -66,6 +66,7 @@ enum ot_cache {
     OT_C_BORROW_WHOLE,  /* a borrow that read: the lender's chain checked whole in one read (hit) or walked */
     OT_C_BORROW_PLAIN,  /* a borrow's check read the lender's frames with plain loads (hit) or a system call */
     OT_C_PY_BLINKED,    /* a borrowed stack named by the walk kept by place and the lender's chain kept (hit) */
+    OT_C_PY_PREDICTED,  /* the merged stack by place that the walk kept by place and innermost frame last named */
     OT_C_N
 };
 
