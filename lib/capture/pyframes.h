@@ -228,7 +228,7 @@ struct blink {
  * hash (tag): only guesses, each checked against the entry's whole key (pyframes.c: merge_predicted),
  * which spares hashing the chain first. Several chains share a key where only outer frames differ (a
  * module's forward calling two layers of one kind); their check stops at the first frame that differs. */
-#define PPSETS 256
+#define PPSETS 1024
 #define PPWAYS 4
 struct ppred {
     uint32_t tag, ver;
