@@ -160,36 +160,43 @@ static inline __attribute__((always_inline)) int same_as(void *frame, int want, 
     const unsigned o_owner = L->fr_owner, o_prev = L->fr_previous, o_code = L->fr_code, o_instr = L->fr_instr;
     const unsigned o_entry = has_entry ? (unsigned)L->fr_is_entry : 0;
     const int cstack = L->owner_cstack;
-    int n = 0, guard = 4 * MAXPY;
-    uint8_t pend = 0; /* frame n-1's entry bit so far: a C-stack shim frame after it sets it */
-    uint32_t npf = 0;
+    const void *const *lc = lcode, *const *const lc_end = lcode + want;
+    const char *const *li = linstr;
+    const uint8_t *le = lentry;
+    /* pend: the run end of the frame before so far (a C-stack shim frame after it sets it); expect: last's.
+     * Both 1 before the first frame, which has no frame before it to check. */
+    uint8_t pend = 1, expect = 1;
+    const void **pf = keep ? keep->pf : NULL, **const pf_end = keep ? keep->pf + MRAW : NULL;
+    int guard = 4 * MAXPY; /* (a loop of frames; kept frames are bounded by pf's room instead) */
     if (keep)
         keep->pf_whole = 0;
     while (frame) {
-        if (--guard < 0)
-            return 0;
         const char *f = frame;
         if (keep) {
-            if (npf == MRAW)
+            if (pf == pf_end)
                 return 0;
-            keep->pf[npf++] = f;
+            *pf++ = f;
+        } else if (--guard < 0) {
+            return 0;
         }
         frame = *(void *const *)(f + o_prev);
         if (f[o_owner] == cstack) {
             pend = 1;
             continue;
         }
-        if (n == want || *(void *const *)(f + o_code) != lcode[n] || *(const char *const *)(f + o_instr) != linstr[n] ||
-            (n && pend != lentry[n - 1]))
+        if (lc == lc_end || *(void *const *)(f + o_code) != *lc || *(const char *const *)(f + o_instr) != *li ||
+            pend != expect)
             return 0;
+        expect = *le;
         pend = has_entry ? f[o_entry] != 0 : 0;
-        n++;
+        lc++, li++, le++;
     }
+    const int n = (int)(lc - lcode);
     /* (the outermost frame's bit is always set) */
     if (!(n == want && n > 0 && lentry[n - 1] == 1 && names_are(n, lcode, lname)))
         return 0;
     if (keep) {
-        keep->npf = npf;
+        keep->npf = (uint32_t)(pf - keep->pf);
         keep->pf_whole = 1;
     }
     return 1;
