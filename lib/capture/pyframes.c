@@ -471,47 +471,65 @@ static inline struct ppset *pred_set(struct mcache *mc, uint64_t gen, const void
     return &mc->pp[(h >> 16) & (PPSETS - 1)];
 }
 
-/* Way w of set ps (w == PPWAYS: none) becomes its newest, naming e under tag. */
-static inline void pred_front(struct ppset *ps, int w, uint32_t tag, struct mentry *e)
+/* Way w of set ps was found or noted now: the way after the last one (its successor), and the last. */
+static inline void pred_seen(struct ppset *ps, uint32_t w)
 {
-    for (int k = w < PPWAYS ? w : PPWAYS - 1; k > 0; k--)
-        ps->w[k] = ps->w[k - 1];
-    ps->w[0] = (struct ppred){tag, e->ver, e};
+    if (ps->succ[ps->last % PPWAYS] != w)
+        ps->succ[ps->last % PPWAYS] = (uint8_t)w;
+    if (ps->last != w)
+        ps->last = (uint8_t)w;
 }
 
 /* e is the merged stack of this capture's native frames and chain: a guess for the next capture whose
- * walk kept by place and innermost frame and instruction are this one's (ps NULL: none to be made). */
-static inline void pred_note(struct ppset *ps, uint32_t tag, struct mentry *e)
+ * walk kept by place and innermost frame and instruction are this one's (ps NULL: none to be made). Kept
+ * in the way that names it already, else in an empty way, else in the victim's. */
+static inline void pred_note(struct mcache *mc, struct ppset *ps, uint32_t tag, const struct mentry *e)
 {
     if (!ps)
         return;
-    int w = 0;
-    while (w < PPWAYS && ps->w[w].r != e)
-        w++;
-    if (w == 0 && ps->w[0].tag == tag && ps->w[0].ver == e->ver)
-        return; /* (the line stays clean) */
-    pred_front(ps, w, tag, e);
+    const uint16_t at = (uint16_t)(e - &mc->e[0][0]);
+    uint32_t w = 0, empty = PPWAYS;
+    for (; w < PPWAYS && !(ps->w[w].tag == tag && ps->w[w].at == at); w++)
+        if (!ps->w[w].tag && empty == PPWAYS)
+            empty = w;
+    if (w == PPWAYS) {
+        w = empty;
+        if (w == PPWAYS) {
+            w = ps->victim % PPWAYS;
+            ps->victim = (uint8_t)(w + 1 < PPWAYS ? w + 1 : 0);
+        }
+    }
+    ps->w[w] = (struct ppred){tag, (uint16_t)e->ver, at};
+    pred_seen(ps, w);
+}
+
+/* Whether way w of set ps names the merged stack of this capture (its whole key checked). */
+static inline int pred_is(const struct mcache *mc, const struct ppset *ps, uint32_t w, uint32_t tag, void *frame,
+                          const uint64_t *frames, int n, int max, uint64_t gen)
+{
+    const struct ppred *const p = &ps->w[w];
+    if (p->tag != tag)
+        return 0;
+    const struct mentry *const q = &mc->e[0][0] + p->at;
+    return (uint16_t)q->ver == p->ver && q->n == n && q->max == max && !q->bflags && native_same(q, frames, n, gen) &&
+           ot_py_walk_is_kept(frame, q->np, q->code, q->instr, q->name, q->entry);
 }
 
 static int merge_predicted(struct py_thread *t, struct mcache *mc, void *frame, struct ppset *ps, uint32_t tag,
                            const uint64_t *frames, int n, int max, uint64_t gen, unsigned *flags,
                            const uint64_t **src)
 {
-    int w = 0;
-    for (; w < PPWAYS; w++) {
-        const struct ppred *const p = &ps->w[w];
-        const struct mentry *const r = p->r;
-        if (p->tag == tag && r->ver == p->ver && r->n == n && r->max == max && !r->bflags &&
-            native_same(r, frames, n, gen) && ot_py_walk_is_kept(frame, r->np, r->code, r->instr, r->name, r->entry))
-            break;
-    }
+    const uint32_t first = ps->succ[ps->last % PPWAYS] % PPWAYS;
+    uint32_t w = first;
+    if (!pred_is(mc, ps, w, tag, frame, frames, n, max, gen))
+        for (w = 0; w < PPWAYS; w++)
+            if (w != first && pred_is(mc, ps, w, tag, frame, frames, n, max, gen))
+                break;
     OT_STAGE_CACHE(OT_C_PY_PREDICTED, w < PPWAYS);
     if (w == PPWAYS)
         return -1;
-    struct mentry *const r = ps->w[w].r;
-    if (w)
-        pred_front(ps, w, tag, r);
-    const size_t at = (size_t)(r - &mc->e[0][0]);
+    pred_seen(ps, w);
+    const size_t at = ps->w[w].at;
     return place_hit(t, mc, at / 2, (int)(at & 1), 1, gen, flags, src);
 }
 
@@ -527,7 +545,7 @@ static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint
             !ot_py_walk_is(frame, np, e->code, e->instr, e->name, e->entry))
             continue;
         OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
-        pred_note(pred, tag, e);
+        pred_note(mc, pred, tag, e);
         return place_hit(ot_py_tls, mc, h, w, 1, gen, flags, src);
     }
     return -1;
@@ -659,7 +677,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
             struct mentry *set = mc->e[h & (MSETS - 1)];
             for (int w = 0; w < 2; w++)
                 if (mkey_same(&set[w], h, frames, n, max, got, names, gen)) {
-                    pred_note(pred, tag, &set[w]);
+                    pred_note(mc, pred, tag, &set[w]);
                     return place_hit(t, mc, h, w, !same, gen, flags, src); /* !same: the chain's ids are the entry's */
                 }
         }
@@ -684,7 +702,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     memcpy(e->instr, got->instr, (size_t)np * sizeof got->instr[0]);
     memcpy(e->name, names, (size_t)np * sizeof names[0]);
     mc->older[h & (MSETS - 1)] ^= 1;
-    pred_note(pred, tag, e);
+    pred_note(mc, pred, tag, e);
     m->ref = e;
     m->valid = 1;
     ot_stack_hint = &e->sid;

@@ -224,18 +224,24 @@ struct blink {
     unsigned bflags;
 };
 /* The merged stacks by place last found for the walk kept by place that gave the native frames and the
- * innermost Python frame and its instruction, PPSETS sets of PPWAYS (one line), newest first, by their
- * hash (tag): only guesses, each checked against the entry's whole key (pyframes.c: merge_predicted),
- * which spares hashing the chain first. Several chains share a key where only outer frames differ (a
- * module's forward calling two layers of one kind); their check stops at the first frame that differs. */
+ * innermost Python frame and its instruction: PPSETS sets of PPWAYS guesses in one line, by their key's
+ * hash (tag), each naming an entry by its index at (the low bits of) its version. Only guesses, each checked
+ * against the entry's whole key (pyframes.c: merge_predicted); they spare hashing the chain first. Several
+ * chains share a key where only outer frames differ (a module's forward calling two layers of one kind, in
+ * turn), and a chain of the warm steps may stay: the way found after each way (succ) is tried first, so
+ * chains that come in turn are each found at once. */
 #define PPSETS 1024
-#define PPWAYS 4
+#define PPWAYS 6
 struct ppred {
-    uint32_t tag, ver;
-    struct mentry *r;
+    uint32_t tag;  /* 0: empty */
+    uint16_t ver;
+    uint16_t at;   /* the entry, mc->e[0][0] + at */
 };
 struct ppset {
     struct ppred w[PPWAYS];
+    uint8_t last;          /* the way found or noted last */
+    uint8_t victim;        /* the way a new guess takes when none is empty */
+    uint8_t succ[PPWAYS];  /* the way found or noted after each */
 } __attribute__((aligned(64)));
 struct mcache {
     struct mentry e[MSETS][2];
