@@ -211,7 +211,9 @@ static void keep_walk(struct walker *w, const uint64_t *frames, uint64_t pc0)
  * from a kept step or from the table: what the walk returns is what a walk by the table alone returns
  * (tests/unit/test_walk.c checks it against libunwind). The kept steps only spare the table's look-up,
  * one random line a frame, for a kept walk's next step, read in order. */
-__attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
+/* The walk: raw return addresses in frames, or (*kept not NULL) a memo's frames replayed where they lie, as
+ * the capture returns them (walker.h: replay_slots). */
+static __attribute__((noinline)) int walk(uint64_t *frames, int want, const uint64_t **kept)
 {
     struct walker *w = walker_get();
     if (!w)
@@ -242,20 +244,23 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
      * written and not read again. (Only the choice to keep it: a kept walk is checked slot by slot.) */
     struct memo *const m = &w->memo;
     const int single = w->sp0 == sp && w->bp0 == bp && w->again;
-    int again = single ? replay_memo(w, sp, want, frames) : -1;
+    int again = single ? replay_memo(w, sp, want) : -1;
     OT_STAGE_CACHE(OT_C_WALK_REPLAY, again >= 0);
+    *kept = NULL;
     if (again >= 0) {
         w->replayed = 1;
         w->hint = &w->stack;
+        *kept = m->frames;
         return again;
     }
     /* The place memos: the one last used, then the key's set. */
     struct place_memo *e = w->last, *clash = NULL;
-    if (e && (again = replay_place(e, sp, bp, want, frames)) >= 0) { /* (a loop: already the newest) */
+    if (e && (again = replay_place(e, sp, bp, want)) >= 0) { /* (a loop: already the newest) */
         OT_STAGE_CACHE(OT_C_WALK_PLACE, 1);
         w->replayed = 1;
         w->hint = &e->stack;
         w->gen = e->gen;
+        *kept = e->frames;
         return again;
     }
     const struct pm_dir *const d = &w->dir[pm_dir_of(sp)];
@@ -272,7 +277,7 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
             e = &w->pm[PM_SET(h)][way];
             if (e == w->last || e->sp0 != sp || e->disc != kd || e->dv != kv || e->want != want)
                 continue;
-            if ((again = replay_place(e, sp, bp, want, frames)) >= 0) {
+            if ((again = replay_place(e, sp, bp, want)) >= 0) {
                 w->last_used = &ps->used[way];
                 goto place_hit;
             }
@@ -412,7 +417,8 @@ __attribute__((noinline)) int ot_native_walk(uint64_t *frames, int want)
     w->again = w->path == w->prev_path;
     w->prev_path = w->path;
     if (rec && single) {
-        memcpy(m->frames, frames, (size_t)n * sizeof *frames);
+        for (int k = 0; k < n; k++)
+            m->frames[k] = frames[k] << 1;
         w->nx = nx;
         w->n = n;
     }
@@ -428,7 +434,18 @@ place_hit:
     *w->last_used = ++w->pm_tick;
     w->replayed = 1;
     w->hint = &e->stack;
+    *kept = e->frames;
     return again;
+}
+
+int ot_native_walk(uint64_t *frames, int want)
+{
+    uint64_t raw[NSTEPS + 1];
+    const uint64_t *kept;
+    const int n = walk(raw, want + 1, &kept); /* (its first frame returns here: not the caller's) */
+    for (int k = 1; k < n; k++)
+        frames[k - 1] = kept ? kept[k] >> 1 : raw[k];
+    return n > 0 ? n - 1 : n;
 }
 
 size_t ot_stack_room(void)
@@ -446,10 +463,11 @@ uint64_t ot_stack_top(void)
     return w ? w->stack_hi : 0;
 }
 
-/* Fills frames (room for OT_MAX_FRAMES) with return addresses, innermost first, each shifted left by one
- * (the low bit tags Python frames, see OT_FRAME_PYTHON). Returns how many, at most max; sets
- * OT_STACK_TRUNCATED in *flags when the stack went deeper. Unwinds straight into the caller's buffer and
- * compacts it in place: no second copy. */
+/* Return addresses, innermost first, each shifted left by one (the low bit tags Python frames, see
+ * OT_FRAME_PYTHON), at *out: in frames (room for OT_MAX_FRAMES: unwound straight into it and compacted in
+ * place), or where a replayed memo keeps them, until the thread's next walk (nothing copied: most captures
+ * of a step never read them, pyframes.c). Returns how many, at most max; sets OT_STACK_TRUNCATED in *flags
+ * when the stack went deeper. */
 static __thread uint64_t bt_place __attribute__((tls_model("initial-exec")));
 
 uint64_t ot_backtrace_place(void)
@@ -457,15 +475,17 @@ uint64_t ot_backtrace_place(void)
     return bt_place;
 }
 
-int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
+int ot_backtrace_at(uint64_t *frames, int max, unsigned *flags, const uint64_t **out)
 {
     _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames hold pointers");
     int want = max + 8 > OT_MAX_FRAMES ? OT_MAX_FRAMES : max + 8; /* our own frames come first */
     int n = -1;
     int replayed = 0;
+    const uint64_t *kept = NULL;
+    *out = frames;
     bt_place = 0;
     if (OT_LIKELY(walk_rest == 0)) {
-        n = ot_native_walk(frames, want);
+        n = walk(frames, want, &kept);
         if (n >= 0) {
             walk_fails = 0;
             replayed = walker_tls->replayed;
@@ -486,9 +506,13 @@ int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
         ot_loader_leave();
     }
     int skip = 0;
-    while (skip < n && frames[skip] - self_lo < self_hi - self_lo)
-        skip++;
-    int out = n - skip < max ? n - skip : max;
+    if (kept) /* (as the capture returns them: shifted) */
+        while (skip < n && (kept[skip] >> 1) - self_lo < self_hi - self_lo)
+            skip++;
+    else
+        while (skip < n && frames[skip] - self_lo < self_hi - self_lo)
+            skip++;
+    const int nout = n - skip < max ? n - skip : max;
     /* The previous walk's frames again (every slot it read unchanged): the stack interned from them last
      * time, named to the intern that follows (its hash and compare spared; a Python merge in between drops
      * the hint, pyframes.c). The same walk, max and own frames give the same frames out. */
@@ -497,21 +521,34 @@ int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
     /* A full buffer means the walk stopped at its end, not at the stack's. */
     if (n - skip > max || n == want)
         *flags |= OT_STACK_TRUNCATED;
-    if (out <= 0)
+    if (nout <= 0)
         return 0;
+    if (kept) { /* a memo's frames, where they lie (until the thread's next walk) */
+        *out = kept + skip;
+        return nout;
+    }
     /* Moved and tagged in one pass, four at a time (at 50-60 frames a stack, a loop of one frame an
      * iteration was a tenth of the event, and memmove a call of its own): each group is read before it is
      * written, and the frames move down, so a write never reaches a frame still to be read. */
     const uint64_t *src = frames + skip;
     int i = 0;
-    for (; i + 4 <= out; i += 4) {
+    for (; i + 4 <= nout; i += 4) {
         uint64_t a = src[i], b = src[i + 1], c = src[i + 2], d = src[i + 3];
         frames[i] = a << 1;
         frames[i + 1] = b << 1;
         frames[i + 2] = c << 1;
         frames[i + 3] = d << 1;
     }
-    for (; i < out; i++)
+    for (; i < nout; i++)
         frames[i] = src[i] << 1;
-    return out;
+    return nout;
+}
+
+int ot_backtrace(uint64_t *frames, int max, unsigned *flags)
+{
+    const uint64_t *out;
+    const int n = ot_backtrace_at(frames, max, flags, &out);
+    if (out != frames)
+        memcpy(frames, out, (size_t)n * sizeof *frames);
+    return n;
 }

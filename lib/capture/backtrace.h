@@ -4,7 +4,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-int ot_backtrace(uint64_t *frames, int max, unsigned *flags);
+/* The calling thread's return addresses at *out (frames, or a kept walk's), shifted left by one: backtrace.c */
+int ot_backtrace_at(uint64_t *frames, int max, unsigned *flags, const uint64_t **out);
+int ot_backtrace(uint64_t *frames, int max, unsigned *flags); /* the same, always in frames */
 void ot_backtrace_init(void);
 int ot_native_walk(uint64_t *frames, int want); /* raw return addresses from the caller out; -1: use libunwind */
 /* Which walk kept by place (backtrace.c: struct place_memo) gave the frames the thread's last ot_backtrace

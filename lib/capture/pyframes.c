@@ -364,8 +364,8 @@ static int borrowed_hit(struct mcache *mc, size_t si, int w, struct blink *b, ui
  * autograd thread's backward borrows the waiting main thread's chain for each of its ops), else merged and
  * kept there. gen: the walk kept by place that gave the native frames (0: none), cgen: the chain's number
  * (ot_py_borrow; 0: none). */
-static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *c, unsigned bflags, unsigned *flags,
-                          const uint64_t **src, uint64_t gen, uint64_t cgen)
+static int merge_borrowed(const uint64_t *native_in, uint64_t *frames, int n, int max, const struct chain *c,
+                          unsigned bflags, unsigned *flags, const uint64_t **src, uint64_t gen, uint64_t cgen)
 {
     struct py_thread *t = ot_py_tls;
     struct mcache *mc = NULL;
@@ -384,10 +384,10 @@ static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *
                 return borrowed_hit(mc, at / 2, (int)(at & 1), NULL, gen, cgen, bflags, flags, src);
             }
         }
-        h = bkey_hash(frames, n, c, bflags);
+        h = bkey_hash(native_in, n, c, bflags);
         struct mentry *set = mc->e[h & (MSETS - 1)];
         for (int w = 0; w < 2; w++)
-            if (bkey_same(&set[w], h, frames, n, max, c, bflags, gen)) {
+            if (bkey_same(&set[w], h, native_in, n, max, c, bflags, gen)) {
                 OT_STAGE_CACHE(OT_C_PY_BORROWED, 1);
                 return borrowed_hit(mc, h & (MSETS - 1), w, b, gen, cgen, bflags, flags, src);
             }
@@ -395,9 +395,10 @@ static int merge_borrowed(uint64_t *frames, int n, int max, const struct chain *
         e = &mc->e[h & (MSETS - 1)][mc->older[h & (MSETS - 1)]];
     }
     uint64_t native[OT_MAX_FRAMES];
-    memcpy(native, frames, (size_t)n * sizeof *frames);
+    memcpy(native, native_in, (size_t)n * sizeof *native); /* (native_in may be frames, written below) */
     unsigned added = 0;
     const int out = merge_into(frames, native, n, max, c, &added);
+    *src = frames;
     *flags |= added;
     if (!e || out > MNATIVE + MPY)
         return out;
@@ -533,7 +534,7 @@ static int merge_predicted(struct py_thread *t, struct mcache *mc, void *frame, 
     return place_hit(t, mc, at / 2, (int)(at & 1), 1, gen, flags, src);
 }
 
-static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint64_t cb, uint64_t *frames, int n,
+static int merge_place(struct mcache *mc, void *frame, int np, uint64_t ca, uint64_t cb, const uint64_t *frames, int n,
                        int max, unsigned *flags, const uint64_t **src, uint64_t gen, struct ppset *pred, uint32_t tag)
 {
     const uint64_t h = mkey_hash(frames, n, np, ca, cb, gen);
@@ -572,7 +573,8 @@ static void keep_merged(struct merged *m, const uint64_t *native, int n, int max
  * same chain: the merged stack is then the thread's last one, copied (struct merged), where the merge
  * read every native frame. Any difference in either, a Python frame's instruction included, merges
  * again. */
-static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, unsigned *flags, const uint64_t **src)
+static __attribute__((noinline)) int merge(const uint64_t *native, uint64_t *frames, int n, int max, unsigned *flags,
+                                            const uint64_t **src)
 {
     const uint64_t gen = ot_backtrace_place();
 #ifdef OT_PY_LINK
@@ -596,7 +598,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     if (np == OT_PY_WALK_MORE && (pmc = place_cache(frame, fast, n)) != NULL) {
         if (gen) {
             pred = pred_set(pmc, gen, frame, &tag);
-            const int out = merge_predicted(ot_py_tls, pmc, frame, pred, tag, frames, n, max, gen, flags, src);
+            const int out = merge_predicted(ot_py_tls, pmc, frame, pred, tag, native, n, max, gen, flags, src);
             if (out >= 0) {
                 OT_STAGE_END(OT_ST_PYWALK, tw);
                 return out;
@@ -606,7 +608,7 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     }
     if (k > 0) {
         OT_STAGE_END(OT_ST_PYWALK, tw); /* (the chain read again after a miss below is not counted) */
-        const int out = merge_place(pmc, frame, k, ca, cb, frames, n, max, flags, src, gen, pred, tag);
+        const int out = merge_place(pmc, frame, k, ca, cb, native, n, max, flags, src, gen, pred, tag);
         if (out >= 0)
             return out;
         np = ot_py_walk_rest(frame, &c, &got, &same, fast);
@@ -628,21 +630,22 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         }
         const unsigned bflags = OT_STACK_BORROWED | (lender & OT_STACK_LENDER_MAX) << OT_STACK_LENDER_SHIFT;
         *flags |= bflags;
-        return merge_borrowed(frames, n, max, &c, bflags, flags, src, gen, cgen);
+        return merge_borrowed(native, frames, n, max, &c, bflags, flags, src, gen, cgen);
     }
     struct py_thread *t = ot_py_tls;
     if (t == NULL || t == PY_THREAD_NONE) { /* no thread cache (ot_py_walk found none to be had) */
         if (!same && (np = ot_py_walk_ids(&c, np, fast)) == 0)
             return n;
-        uint64_t native[OT_MAX_FRAMES];
-        memcpy(native, frames, (size_t)n * sizeof *frames);
-        return merge_into(frames, native, n, max, got, flags);
+        uint64_t copy[OT_MAX_FRAMES];
+        memcpy(copy, native, (size_t)n * sizeof *native); /* (native may be frames, written below) */
+        *src = frames;
+        return merge_into(frames, copy, n, max, got, flags);
     }
     struct merged *m = &t->merged;
     if (same && m->valid) {
         struct mentry *r = m->ref; /* the merged stack by place it was, or its copy in m */
-        if (r ? r->n == n && r->max == max && native_same(r, frames, n, gen)
-              : m->n == n && m->max == max && memcmp(m->native, frames, (size_t)n * sizeof *frames) == 0) {
+        if (r ? r->n == n && r->max == max && native_same(r, native, n, gen)
+              : m->n == n && m->max == max && memcmp(m->native, native, (size_t)n * sizeof *native) == 0) {
             OT_STAGE_CACHE(OT_C_PY_MERGED, 1);
             const int out = r ? r->out : m->out;
             *src = r ? r->frames : m->frames;
@@ -672,11 +675,11 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         for (int i = 0; i < np; i++)
             names[i] = *(const void *const *)((const char *)got->code[i] + o_name);
         chain_hash(got, &ca, &cb);
-        h = mkey_hash(frames, n, np, ca, cb, gen);
+        h = mkey_hash(native, n, np, ca, cb, gen);
         if (mc) {
             struct mentry *set = mc->e[h & (MSETS - 1)];
             for (int w = 0; w < 2; w++)
-                if (mkey_same(&set[w], h, frames, n, max, got, names, gen)) {
+                if (mkey_same(&set[w], h, native, n, max, got, names, gen)) {
                     pred_note(mc, pred, tag, &set[w]);
                     return place_hit(t, mc, h, w, !same, gen, flags, src); /* !same: the chain's ids are the entry's */
                 }
@@ -689,9 +692,10 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
         return n;
     if (!same)
         got = &c;
-    memcpy(m->native, frames, (size_t)n * sizeof *frames);
+    memcpy(m->native, native, (size_t)n * sizeof *native); /* (native may be frames, written below) */
     unsigned added = 0;
     int out = merge_into(frames, m->native, n, max, got, &added);
+    *src = frames;
     *flags |= added;
     if (!e || out > MNATIVE + MPY) {
         keep_merged(m, m->native, n, max, frames, out, added);
@@ -710,9 +714,9 @@ static __attribute__((noinline)) int merge(uint64_t *frames, int n, int max, uns
     return out;
 }
 
-int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags, const uint64_t **src)
+int ot_python_merge(const uint64_t *native, uint64_t *frames, int n, int max, unsigned *flags, const uint64_t **src)
 {
-    *src = frames;
+    *src = native;
     int state = __atomic_load_n(&ot_py.state, __ATOMIC_ACQUIRE);
     if (OT_UNLIKELY(state == PY_UNPROBED)) {
         pthread_once(&probe_once, ot_py_probe);
@@ -721,6 +725,6 @@ int ot_python_merge(uint64_t *frames, int n, int max, unsigned *flags, const uin
     if (state != PY_ON)
         return n;
     ot_stack_hint = NULL; /* the native walk's (backtrace.c) names the frames before the Python ones */
-    return merge(frames, n, max, flags, src);
+    return merge(native, frames, n, max, flags, src);
 }
 

@@ -58,7 +58,7 @@ enum { META_CFA = 3, META_RBP_SHIFT = 2, META_RBP = 3 << 2, META_LAST = 16, META
 #define NX (2 * NSTEPS + 1)
 struct memo {
     uint32_t cfa[NSTEPS]; /* above the walk's rsp */
-    uint64_t frames[NSTEPS];
+    uint64_t frames[NSTEPS]; /* each shifted left by one (replay_slots) */
     uint32_t xoff[NX];    /* the other slots: above the walk's rsp, and what they held */
     uint64_t xval[NX];
 };
@@ -92,7 +92,7 @@ struct place_memo {
     uint64_t gen; /* its fill's number (ot_backtrace_place) */
     uint32_t cfa[PM_FRAMES]; /* above sp0 */
     uint32_t xoff[PM_X];
-    uint64_t frames[PM_FRAMES];
+    uint64_t frames[PM_FRAMES]; /* each shifted left by one (replay_slots) */
     uint64_t xval[PM_X];
 } __attribute__((aligned(64)));
 struct pm_dir {
@@ -156,38 +156,37 @@ struct walker {
     struct place_memo pm[1u << PM_SET_BITS][PM_WAYS];
 };
 
-/* The previous walk's frames (its start is this one's: the caller checked), when every slot it read still
- * holds what it read: the number of frames; -1 otherwise. (The slots' offsets fit 32 bits: a thread's stack
- * is smaller than 4 GiB, and the walk reads only within it.) */
+/* Whether the previous walk's frames hold again (its start is this one's: the caller checked): every slot
+ * it read still holds what it read. Returns the number of frames; -1 otherwise. Kept frames are as the
+ * capture returns them (each return address shifted left by one: backtrace.c), so a replay hands them out
+ * where they lie; a return address is below 2^63, so the shift loses nothing. (The slots' offsets fit 32
+ * bits: a thread's stack is smaller than 4 GiB, and the walk reads only within it.) */
 static inline OT_STACK_READS int replay_slots(uint64_t sp, int n, const uint32_t *cfa, const uint64_t *kept, uint32_t nx,
-                               const uint32_t *xoff, const uint64_t *xval, uint64_t *frames)
+                                              const uint32_t *xoff, const uint64_t *xval)
 {
-    for (int k = 0; k < n; k++) {
-        const uint64_t ra = kept[k];
-        if (*(const uint64_t *)(uintptr_t)(sp + cfa[k] - 8) != ra)
+    for (int k = 0; k < n; k++)
+        if (*(const uint64_t *)(uintptr_t)(sp + cfa[k] - 8) != kept[k] >> 1)
             return -1;
-        frames[k] = ra;
-    }
     for (uint32_t k = 0; k < nx; k++)
         if (*(const uint64_t *)(uintptr_t)(sp + xoff[k]) != xval[k])
             return -1;
     return n;
 }
 
-static inline int replay_memo(const struct walker *w, uint64_t sp, int want, uint64_t *frames)
+static inline int replay_memo(const struct walker *w, uint64_t sp, int want)
 {
     const struct memo *m = &w->memo;
     if (w->n < 0 || w->want != want)
         return -1;
-    return replay_slots(sp, w->n, m->cfa, m->frames, w->nx, m->xoff, m->xval, frames);
+    return replay_slots(sp, w->n, m->cfa, m->frames, w->nx, m->xoff, m->xval);
 }
 
 /* A place memo's frames, when it starts here and every slot it read holds what it held; -1 otherwise. */
-static inline int replay_place(const struct place_memo *e, uint64_t sp, uint64_t bp, int want, uint64_t *frames)
+static inline int replay_place(const struct place_memo *e, uint64_t sp, uint64_t bp, int want)
 {
     if (e->sp0 != sp || e->want != want || (e->needs_bp0 && e->bp0 != bp))
         return -1;
-    return replay_slots(sp, e->n, e->cfa, e->frames, e->nx, e->xoff, e->xval, frames);
+    return replay_slots(sp, e->n, e->cfa, e->frames, e->nx, e->xoff, e->xval);
 }
 
 /* By the address's low bits: the places' starts differ by their frames' sizes, a few hundred bytes, and

@@ -21,7 +21,7 @@ void ot_walk_keep_place(struct walker *w, uint64_t sp, uint64_t bp, int want, co
     if (clash) {
         const int c = n < clash->n ? n : clash->n;
         int k = 0; /* the first slot where both walks read a return address, and not the same one */
-        while (k < c && (frames[k] == clash->frames[k] || m->cfa[k] != clash->cfa[k]))
+        while (k < c && (frames[k] << 1 == clash->frames[k] || m->cfa[k] != clash->cfa[k]))
             k++;
         if (k < c && m->cfa[k] > 8 && (!disc || m->cfa[k] - 8 < disc)) {
             struct pm_dir *d = &w->dir[pm_dir_of(sp)];
@@ -61,7 +61,8 @@ void ot_walk_keep_place(struct walker *w, uint64_t sp, uint64_t bp, int want, co
     e->gen = ++w->fills;
     w->gen = e->gen;
     memcpy(e->cfa, m->cfa, (size_t)n * sizeof *e->cfa);
-    memcpy(e->frames, frames, (size_t)n * sizeof *frames);
+    for (int j = 0; j < n; j++)
+        e->frames[j] = frames[j] << 1;
     memcpy(e->xoff, m->xoff, (size_t)nx * sizeof *e->xoff);
     memcpy(e->xval, m->xval, (size_t)nx * sizeof *e->xval);
     w->last = e;

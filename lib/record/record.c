@@ -30,8 +30,9 @@ static int capture(uint64_t *frames, unsigned *flags, const uint64_t **src)
 {
     *flags = 0;
     ot_python_prefetch(); /* the Python frames arrive while the native walk runs */
-    int n = OT_STAGE_CALL(OT_ST_BACKTRACE, ot_backtrace(frames, ot_opt.depth, flags));
-    return OT_STAGE_CALL(OT_ST_PYTHON, ot_python_merge(frames, n, OT_MAX_FRAMES, flags, src));
+    const uint64_t *native;
+    int n = OT_STAGE_CALL(OT_ST_BACKTRACE, ot_backtrace_at(frames, ot_opt.depth, flags, &native));
+    return OT_STAGE_CALL(OT_ST_PYTHON, ot_python_merge(native, frames, n, OT_MAX_FRAMES, flags, src));
 }
 
 /* One event into the ring: its slot's fields, written under the lock (the encode is the compressor's). */
