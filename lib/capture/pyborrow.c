@@ -330,7 +330,7 @@ static int borrow_quick(const struct lent *l, uint64_t stamp, uint64_t now)
     return p == (l->cframe ? l->cframe : l->frame) && gil_holder(NULL) != l->ts;
 }
 
-static int borrow_again(struct lent *l, struct chain *c, uint32_t *lender, uint64_t stamp)
+static int borrow_again(struct lent *l, struct chain *c, uint32_t *lender, uint64_t stamp, const struct chain **got)
 {
     const struct layout *L = ot_py.L;
     uint64_t now = l && l->ts ? ot_now_ns() : 0;
@@ -339,16 +339,12 @@ static int borrow_again(struct lent *l, struct chain *c, uint32_t *lender, uint6
         return 0;
     int quick = borrow_quick(l, stamp, now);
     OT_STAGE_CACHE(OT_C_BORROW_QUICK, quick);
-    if (quick) {
+    if (quick) { /* the chain kept, where it is: its ids, run ends and cut (not copied: a merge by place
+                  * that the borrow's number names reads none of them) */
         l->quick++;
-        c->n = l->c.n;
-        c->cut = l->c.cut; /* (a merge reads them: a chain deeper than MAXPY keeps its outermost frames) */
-        c->gap = l->c.gap;
-        c->gap_runs = l->c.gap_runs;
-        memcpy(c->id, l->c.id, (size_t)c->n * sizeof c->id[0]);
-        memcpy(c->entry, l->c.entry, (size_t)c->n);
+        *got = &l->c;
         *lender = l->tid;
-        return c->n;
+        return l->c.n;
     }
     /* The whole chain where the lender ran Python and allocated since (a forward between two backwards: its
      * frames further out may differ under the same waiting one) or where a walk is due; else (it waited all
@@ -487,9 +483,10 @@ static int holder_misses; /* full walks in a row whose GIL holder the thread lis
 static int borrow_walk(struct chain *c, uint32_t *lender, struct py_thread *t, struct lent *l, uint64_t stamp);
 
 /* *lender is 0 when this CPython keeps no OS thread id and the lender is not the main thread. */
-int ot_py_borrow(struct chain *c, uint32_t *lender, uint64_t *cgen)
+int ot_py_borrow(struct chain *c, uint32_t *lender, uint64_t *cgen, const struct chain **got)
 {
     *cgen = 0;
+    *got = c;
     if (!ot_py.main_interp || !ot_py.thread_head || __atomic_load_n(&borrow_off, __ATOMIC_RELAXED))
         return 0;
     struct py_thread *t = ot_py_thread_get();
@@ -498,7 +495,7 @@ int ot_py_borrow(struct chain *c, uint32_t *lender, uint64_t *cgen)
     if (l && !__atomic_load_n(&ot_py_lending, __ATOMIC_RELAXED))
         __atomic_store_n(&ot_py_lending, 1, __ATOMIC_SEQ_CST);
     uint64_t stamp = __atomic_load_n(&ot_py_stamp, __ATOMIC_SEQ_CST);
-    int n = borrow_again(l, c, lender, stamp);
+    int n = borrow_again(l, c, lender, stamp, got);
     if (!n) {
         if (l)
             l->ts = NULL;

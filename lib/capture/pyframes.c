@@ -624,13 +624,14 @@ static __attribute__((noinline)) int merge(const uint64_t *native, uint64_t *fra
             return n;
         uint32_t lender = 0;
         uint64_t cgen = 0;
-        if (!ot_py.is_initialized() || (np = OT_STAGE_CALL(OT_ST_BORROW, ot_py_borrow(&c, &lender, &cgen))) == 0) {
+        const struct chain *lent = &c;
+        if (!ot_py.is_initialized() || (np = OT_STAGE_CALL(OT_ST_BORROW, ot_py_borrow(&c, &lender, &cgen, &lent))) == 0) {
             *flags |= OT_STACK_NO_PYTHON; /* a native thread of a Python process, no thread waiting */
             return n;
         }
         const unsigned bflags = OT_STACK_BORROWED | (lender & OT_STACK_LENDER_MAX) << OT_STACK_LENDER_SHIFT;
         *flags |= bflags;
-        return merge_borrowed(native, frames, n, max, &c, bflags, flags, src, gen, cgen);
+        return merge_borrowed(native, frames, n, max, lent, bflags, flags, src, gen, cgen);
     }
     struct py_thread *t = ot_py_tls;
     if (t == NULL || t == PY_THREAD_NONE) { /* no thread cache (ot_py_walk found none to be had) */

@@ -329,10 +329,11 @@ const struct chain *ot_py_walk_last(void);
 int ot_py_walk_deep(void *frame, struct chain *c, int checked);
 
 /* ---- pyborrow.c ---- */
-/* Fills c with a waiting Python thread's chain (ids interned); returns its length, 0 when no thread
- * waits, and sets *lender to the lender's OS thread id and *cgen to the number of the chain the thread's
- * last borrow keeps when c is that chain (struct lent), else 0. On the quick path c gets only what a
- * borrowed stack's key and merge read (n, id, entry, cut, gap, gap_runs). */
-int ot_py_borrow(struct chain *c, uint32_t *lender, uint64_t *cgen);
+/* A waiting Python thread's chain (ids interned) at *got: c, filled, or the chain the thread's last borrow
+ * keeps (struct lent) where the borrow found it unchanged without a read (then only what a borrowed stack's
+ * key and merge read is set: n, id, entry, cut, gap, gap_runs). Returns its length, 0 when no thread waits;
+ * sets *lender to the lender's OS thread id and *cgen to the number of the chain the thread's last borrow
+ * keeps when *got is that chain, else 0. */
+int ot_py_borrow(struct chain *c, uint32_t *lender, uint64_t *cgen, const struct chain **got);
 void ot_py_borrow_forked(void);
 #endif
