@@ -594,7 +594,15 @@ static __attribute__((noinline)) int merge(const uint64_t *native, uint64_t *fra
     struct ppset *pred = NULL;
     uint32_t tag = 0;
     OT_STAGE_BEGIN(tw);
-    int np = ot_py_walk_begin(&c, &got, &same, &fast, &frame);
+    /* The check against the thread's last chain (a loop's) where the native frames are the last capture's
+     * too, or no guess will be tried: in a step's mix the check failed, and read another place's entry, as
+     * the merged stack it leads to needs the last capture's native frames. */
+    struct py_thread *const t0 = ot_py_tls;
+    const int guess = gen && t0 && t0 != PY_THREAD_NONE && t0->mc && t0->mc != MAP_FAILED;
+    const int check_last = !guess || gen == t0->last_gen;
+    if (guess)
+        t0->last_gen = gen;
+    int np = ot_py_walk_begin(&c, &got, &same, &fast, &frame, check_last);
     if (np == OT_PY_WALK_MORE && (pmc = place_cache(frame, fast, n)) != NULL) {
         if (gen) {
             pred = pred_set(pmc, gen, frame, &tag);

@@ -267,6 +267,7 @@ struct py_thread {
     const struct mentry *last_ref;
     uint32_t last_np;
     int fast; /* this thread saw the layout validated (pywalk.c): its own copy, in the line it writes first */
+    uint64_t last_gen; /* the walk kept by place of the thread's last capture that could guess (pyframes.c) */
     const void *pf[MRAW];
     struct cache_entry cache[CACHE];
     struct chain last;
@@ -299,7 +300,7 @@ int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int 
  * (its length and the key's hash of it, or -1), then ot_py_walk_is against an entry (with the layout
  * validated and without frame objects: 3.11 and later). */
 #define OT_PY_WALK_MORE (-2)
-int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *fast, void **frame);
+int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *fast, void **frame, int check_last);
 int ot_py_walk_rest(void *frame, struct chain *c, const struct chain **got, int *same, int fast);
 int ot_py_walk_hash(void *frame, uint64_t *ca, uint64_t *cb);
 int ot_py_walk_is(void *frame, int np, const void *const *code, const char *const *instr, const void *const *name,

@@ -457,11 +457,12 @@ static int chain_is(const struct chain *c, int n, const void *const *code, const
 int ot_py_walk_gather(struct chain *c, const struct chain **got, int *same, int *fast_out)
 {
     void *frame;
-    const int n = ot_py_walk_begin(c, got, same, fast_out, &frame);
+    const int n = ot_py_walk_begin(c, got, same, fast_out, &frame, 1);
     return n == OT_PY_WALK_MORE ? ot_py_walk_rest(frame, c, got, same, *fast_out) : n;
 }
 
-int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *fast_out, void **frame_out)
+int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *fast_out, void **frame_out,
+                     int check_last)
 {
     *got = c;
     *same = 0;
@@ -496,7 +497,7 @@ int ot_py_walk_begin(struct chain *c, const struct chain **got, int *same, int *
     if (frame && __atomic_load_n(&ot_py_lending, __ATOMIC_RELAXED))
         __atomic_add_fetch(&ot_py_stamp, 1, __ATOMIC_RELAXED);
     int hit = 0;
-    if (fast && last && !L->frame_objects) {
+    if (check_last && fast && last && !L->frame_objects) {
         const struct mentry *r = t->last_ref;
         if (r || !last->cut)
             hit = ot_py_walk_is(frame, r ? (int)t->last_np : last->n, r ? r->code : last->code,
