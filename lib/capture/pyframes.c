@@ -475,8 +475,8 @@ static inline struct ppset *pred_set(struct mcache *mc, uint64_t gen, const void
 /* Way w of set ps was found or noted now: the way after the last one (its successor), and the last. */
 static inline void pred_seen(struct ppset *ps, uint32_t w)
 {
-    if (ps->succ[ps->last % PPWAYS] != w)
-        ps->succ[ps->last % PPWAYS] = (uint8_t)w;
+    if (ps->succ[ps->last] != w) /* (last and succ hold ways only: written here, zero when mapped) */
+        ps->succ[ps->last] = (uint8_t)w;
     if (ps->last != w)
         ps->last = (uint8_t)w;
 }
@@ -496,7 +496,7 @@ static inline void pred_note(struct mcache *mc, struct ppset *ps, uint32_t tag, 
     if (w == PPWAYS) {
         w = empty;
         if (w == PPWAYS) {
-            w = ps->victim % PPWAYS;
+            w = ps->victim;
             ps->victim = (uint8_t)(w + 1 < PPWAYS ? w + 1 : 0);
         }
     }
@@ -520,7 +520,7 @@ static int merge_predicted(struct py_thread *t, struct mcache *mc, void *frame, 
                            const uint64_t *frames, int n, int max, uint64_t gen, unsigned *flags,
                            const uint64_t **src)
 {
-    const uint32_t first = ps->succ[ps->last % PPWAYS] % PPWAYS;
+    const uint32_t first = ps->succ[ps->last];
     uint32_t w = first;
     if (!pred_is(mc, ps, w, tag, frame, frames, n, max, gen))
         for (w = 0; w < PPWAYS; w++)
@@ -614,6 +614,8 @@ static __attribute__((noinline)) int merge(const uint64_t *native, uint64_t *fra
         }
         k = ot_py_walk_hash(frame, &ca, &cb);
     }
+    if (np == OT_PY_WALK_MORE && !frame) /* no Python frame on this thread (autograd's): nothing to read */
+        np = 0;
     if (k > 0) {
         OT_STAGE_END(OT_ST_PYWALK, tw); /* (the chain read again after a miss below is not counted) */
         const int out = merge_place(pmc, frame, k, ca, cb, native, n, max, flags, src, gen, pred, tag);

@@ -331,8 +331,8 @@ int ot_py_walk_deep(void *frame, struct chain *c, int checked);
 
 /* ---- pyborrow.c ---- */
 /* A waiting Python thread's chain (ids interned) at *got: c, filled, or the chain the thread's last borrow
- * keeps (struct lent) where the borrow found it unchanged without a read (then only what a borrowed stack's
- * key and merge read is set: n, id, entry, cut, gap, gap_runs). Returns its length, 0 when no thread waits;
+ * keeps (struct lent) where the borrow found it unchanged without reading it whole (not copied: ~60 lines).
+ * Returns its length, 0 when no thread waits;
  * sets *lender to the lender's OS thread id and *cgen to the number of the chain the thread's last borrow
  * keeps when *got is that chain, else 0. */
 int ot_py_borrow(struct chain *c, uint32_t *lender, uint64_t *cgen, const struct chain **got);
