@@ -250,6 +250,7 @@ static __attribute__((noinline)) int walk(uint64_t *frames, int want, const uint
     if (again >= 0) {
         w->replayed = 1;
         w->hint = &w->stack;
+        w->kept_skip = w->skip;
         *kept = m->frames;
         return again;
     }
@@ -260,6 +261,7 @@ static __attribute__((noinline)) int walk(uint64_t *frames, int want, const uint
         w->replayed = 1;
         w->hint = &e->stack;
         w->gen = e->gen;
+        w->kept_skip = e->skip;
         *kept = e->frames;
         return again;
     }
@@ -416,14 +418,18 @@ static __attribute__((noinline)) int walk(uint64_t *frames, int want, const uint
     w->path ^= (uint64_t)n;
     w->again = w->path == w->prev_path;
     w->prev_path = w->path;
+    uint32_t skip = 0; /* (kept with the memos: a replay hands their frames out from there) */
+    while (skip < (uint32_t)n && frames[skip] - self_lo < self_hi - self_lo)
+        skip++;
     if (rec && single) {
         for (int k = 0; k < n; k++)
             m->frames[k] = frames[k] << 1;
         w->nx = nx;
+        w->skip = skip;
         w->n = n;
     }
     if (rec)
-        ot_walk_keep_place(w, lo, bp_in, want, frames, n, nx, needs_bp0, disc, clash);
+        ot_walk_keep_place(w, lo, bp_in, want, frames, n, nx, needs_bp0, disc, clash, skip);
     if (w->fresh || w->lookups > LOOKUPS_KEPT)
         keep_walk(w, frames, pc0);
     return n;
@@ -434,6 +440,7 @@ place_hit:
     *w->last_used = ++w->pm_tick;
     w->replayed = 1;
     w->hint = &e->stack;
+    w->kept_skip = e->skip;
     *kept = e->frames;
     return again;
 }
@@ -506,9 +513,8 @@ int ot_backtrace_at(uint64_t *frames, int max, unsigned *flags, const uint64_t *
         ot_loader_leave();
     }
     int skip = 0;
-    if (kept) /* (as the capture returns them: shifted) */
-        while (skip < n && (kept[skip] >> 1) - self_lo < self_hi - self_lo)
-            skip++;
+    if (kept) /* (counted when the memo was kept) */
+        skip = (int)walker_tls->kept_skip;
     else
         while (skip < n && frames[skip] - self_lo < self_hi - self_lo)
             skip++;

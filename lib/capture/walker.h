@@ -88,6 +88,7 @@ struct place_memo {
     int32_t want;
     uint16_t n, nx;
     uint8_t needs_bp0;
+    uint8_t skip; /* its first frames that are the tracer's own */
     struct ot_stack_memo stack;
     uint64_t gen; /* its fill's number (ot_backtrace_place) */
     uint32_t cfa[PM_FRAMES]; /* above sp0 */
@@ -117,6 +118,7 @@ struct walker {
     uint64_t sp0, bp0;
     int32_t want, n;  /* n < 0: no memo kept */
     uint32_t nx;
+    uint32_t skip;    /* the memo's first frames that are the tracer's own (backtrace.c drops them) */
     uint32_t start;   /* the arena position of the previous walk's first step */
     uint32_t lookups;
     int32_t again;
@@ -137,6 +139,7 @@ struct walker {
     struct place_memo *last; /* the place memo last replayed or kept: checked first */
     uint32_t *last_used;     /* its set's used[way] */
     uint64_t gen;   /* the place memo this walk replayed or kept: its fill's number; else 0 */
+    uint32_t kept_skip; /* the replayed memo's skip (a walk that replayed one) */
     uint64_t fills; /* the memos filled so far */
     uint32_t pm_tick;
     struct step fresh_step; /* a rule with no kept step, as a step */
@@ -224,5 +227,5 @@ static inline OT_STACK_READS uint64_t pm_key_slot(const struct walker *w, uint64
 }
 
 void ot_walk_keep_place(struct walker *w, uint64_t sp, uint64_t bp, int want, const uint64_t *frames, int n,
-                        uint32_t nx, int needs_bp0, uint32_t disc, struct place_memo *clash);
+                        uint32_t nx, int needs_bp0, uint32_t disc, struct place_memo *clash, uint32_t skip);
 #endif

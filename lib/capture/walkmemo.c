@@ -9,10 +9,10 @@
  * key that did not replay: the places starting at sp need another slot to tell them apart, the first
  * return address where the two walks differ (by address or by where it was read). */
 void ot_walk_keep_place(struct walker *w, uint64_t sp, uint64_t bp, int want, const uint64_t *frames, int n,
-                        uint32_t nx, int needs_bp0, uint32_t disc, struct place_memo *clash)
+                        uint32_t nx, int needs_bp0, uint32_t disc, struct place_memo *clash, uint32_t skip)
 {
     const struct memo *m = &w->memo;
-    if (n > PM_FRAMES || nx > PM_X)
+    if (n > PM_FRAMES || nx > PM_X || skip > UINT8_MAX)
         return;
     /* The slot moves only inwards (to a lower address: a frame nearer the walk's start, whose slot holds the
      * same kind of value from one place to the next more often than a frame further out), so it settles
@@ -57,6 +57,7 @@ void ot_walk_keep_place(struct walker *w, uint64_t sp, uint64_t bp, int want, co
     e->n = (uint16_t)n;
     e->nx = (uint16_t)nx;
     e->needs_bp0 = (uint8_t)needs_bp0;
+    e->skip = (uint8_t)skip;
     e->stack = (struct ot_stack_memo){0, 0};
     e->gen = ++w->fills;
     w->gen = e->gen;
