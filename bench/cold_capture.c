@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "code_run.h"
+
 typedef unsigned long long CUdeviceptr;
 int sm_alloc(unsigned op, size_t bytes, CUdeviceptr *out, CUdeviceptr free_me);
 int sm_free(CUdeviceptr p);
@@ -42,14 +44,10 @@ static double now_ns(void)
 /* ~200 KB of code run straight through: evicts the tracer's code from L1i and much of L2, as the step's
  * own code between two allocations does. */
 volatile int cc_sink;
-#define C1(k) cc_sink += (k);
-#define C8(k) C1(k) C1(k + 1) C1(k + 2) C1(k + 3) C1(k + 4) C1(k + 5) C1(k + 6) C1(k + 7)
-#define C64(k) C8(k) C8(k + 8) C8(k + 16) C8(k + 24) C8(k + 32) C8(k + 40) C8(k + 48) C8(k + 56)
-#define C512(k) C64(k) C64(k + 64) C64(k + 128) C64(k + 192) C64(k + 256) C64(k + 320) C64(k + 384) C64(k + 448)
-#define C4K(k) C512(k) C512(k + 512) C512(k + 1024) C512(k + 1536) C512(k + 2048) C512(k + 2560) C512(k + 3072) C512(k + 3584)
 __attribute__((noinline)) static void code_run(void)
 {
-    C4K(1) C4K(4097) C4K(8193) C4K(12289) C4K(16385)
+    OT_CODE_RUN(cc_sink, 1) OT_CODE_RUN(cc_sink, 4097) OT_CODE_RUN(cc_sink, 8193) OT_CODE_RUN(cc_sink, 12289)
+    OT_CODE_RUN(cc_sink, 16385)
 }
 
 static int cmp(const void *a, const void *b)

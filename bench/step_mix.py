@@ -23,6 +23,8 @@ Native frames per allocation: 31 of the library's, plus ctypes' and the eval loo
     # --evict KB: before each of the main thread's allocations, write KB of memory (a line each 64 bytes):
     #         the step's own work between allocations, which leaves the tracer's lines cold (issue 16);
     #         the line then gives the median and lower quartile of those allocations' calls, timed alone
+    # --code: with --evict, also run ~40 KB of straight-line code there (the step's own code, which leaves
+    #         the tracer's code out of the instruction cache)
 
 Prints: result kind=stepmix|pair steps=S events=E ns_per_step=<least of the loops> ns_per_event=..."""
 import ctypes
@@ -37,6 +39,7 @@ STEPS = int(args[0]) if args and args[0].isdigit() else 200
 LOOPS = int(args[args.index("--loops") + 1]) if "--loops" in args else 5
 PAIR = "--pair" in args
 EVICT = int(args[args.index("--evict") + 1]) * 1024 if "--evict" in args else 0
+CODE = "--code" in args
 
 lib = ctypes.CDLL(LIB)
 cuda = ctypes.CDLL("libcuda.so.1")
@@ -78,6 +81,8 @@ class Pool:
         old = self.slots[(i - FIFO) & 255].value if i >= FIFO else 0
         if EVICT:
             evict(EVICT)
+            if CODE:
+                lib.sm_evict_code()
             t0 = time.perf_counter_ns()
             if alloc(op, nbytes, self.refs[i & 255], old) != 0:
                 raise SystemExit("step_mix: sm_alloc failed")

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../code_run.h"
+
 typedef unsigned long long CUdeviceptr;
 typedef void *CUstream;
 int cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s);
@@ -113,6 +115,14 @@ void sm_evict(size_t n)
     }
     for (size_t k = 0; k < evict_n && k < n; k += 64)
         evict_buf[k]++;
+}
+
+/* ~40 KB of code run straight through (bench/code_run.h): the step's own code between two allocations,
+ * which evicts the tracer's code from the instruction cache (bench/step_mix.py --code). */
+volatile int sm_code_sink;
+void sm_evict_code(void)
+{
+    OT_CODE_RUN(sm_code_sink, 1)
 }
 
 /* ---- the backward thread ---- */
