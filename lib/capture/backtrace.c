@@ -447,8 +447,10 @@ place_hit:
 
 int ot_native_walk(uint64_t *frames, int want)
 {
-    uint64_t raw[NSTEPS + 1];
+    uint64_t raw[NSTEPS];
     const uint64_t *kept;
+    if (want > NSTEPS - 1) /* (the memo holds NSTEPS frames, this function's own among them) */
+        want = NSTEPS - 1;
     const int n = walk(raw, want + 1, &kept); /* (its first frame returns here: not the caller's) */
     for (int k = 1; k < n; k++)
         frames[k - 1] = kept ? kept[k] >> 1 : raw[k];

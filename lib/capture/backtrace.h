@@ -8,7 +8,8 @@
 int ot_backtrace_at(uint64_t *frames, int max, unsigned *flags, const uint64_t **out);
 int ot_backtrace(uint64_t *frames, int max, unsigned *flags); /* the same, always in frames */
 void ot_backtrace_init(void);
-int ot_native_walk(uint64_t *frames, int want); /* raw return addresses from the caller out; -1: use libunwind */
+/* raw return addresses from the caller out, at most want (and OT_MAX_FRAMES); -1: use libunwind */
+int ot_native_walk(uint64_t *frames, int want);
 /* Which walk kept by place (backtrace.c: struct place_memo) gave the frames the thread's last ot_backtrace
  * returned, replayed or kept by that walk: a number never given to another fill of a memo on this thread,
  * so that the capture's next stage can key what it made from those frames by it (pyframes.c); 0 when none

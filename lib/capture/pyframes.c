@@ -625,7 +625,10 @@ struct mstate {
 /* The rest of a merge, after the guesses and the thread's last merged stack: the chain read and hashed, the
  * merged stacks by place by their key, a merge and its entry filled. Cold, and out of merge: after a step's
  * first allocations a capture seldom gets here, and merge's own lines are a few that each capture runs
- * (the instruction cache holds none of the tracer's code after a step's own work between two captures). */
+ * (the instruction cache holds none of the tracer's code after a step's own work between two captures).
+ * MERGE_LEND: the chain is empty, and merge borrows one (merge_lent, with this frame gone: a thread's stack
+ * may be 16 KiB). */
+#define MERGE_LEND (-1)
 static __attribute__((cold, noinline)) int merge_rest(struct mstate *st, struct chain *c, const uint64_t *native,
                                                        uint64_t *frames, int n, int max, unsigned *flags,
                                                        const uint64_t **src, uint64_t gen)
@@ -652,7 +655,7 @@ static __attribute__((cold, noinline)) int merge_rest(struct mstate *st, struct 
     if (np < 0) /* refused by a check: said, and off, there */
         np = ot_py_walk_ids(c, np, fast);
     if (np == 0)
-        return merge_lent(native, frames, n, max, c, flags, src, gen);
+        return MERGE_LEND;
     struct py_thread *t = ot_py_tls;
     if (t == NULL || t == PY_THREAD_NONE) { /* no thread cache (ot_py_walk found none to be had) */
         if (!same && (np = ot_py_walk_ids(c, np, fast)) == 0)
@@ -765,7 +768,8 @@ static __attribute__((noinline)) int merge(const uint64_t *native, uint64_t *fra
         if (out >= 0)
             return out;
     }
-    return merge_rest(&st, &c, native, frames, n, max, flags, src, gen);
+    const int out = merge_rest(&st, &c, native, frames, n, max, flags, src, gen);
+    return out == MERGE_LEND ? merge_lent(native, frames, n, max, &c, flags, src, gen) : out;
 }
 
 int ot_python_merge(const uint64_t *native, uint64_t *frames, int n, int max, unsigned *flags, const uint64_t **src)

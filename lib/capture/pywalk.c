@@ -530,7 +530,10 @@ int ot_py_walk_rest(void *frame, struct chain *c, const struct chain **got, int 
     if (bad || !fast || !last)
         return bad ? -1 : n;
     const struct mentry *r = t->last_ref;
-    if (r) { /* checked above unless the layout has frame objects (3.9, 3.10), which the check does not read */
+    /* r: checked in ot_py_walk_begin where its caller asked (check_last), unless the layout has frame objects
+     * (3.9, 3.10), which that check does not read. Unchecked, the chain is said not the same: the merge then
+     * finds its stack by its key, as a new place's. */
+    if (r) {
         if (L->frame_objects && chain_is(c, (int)t->last_np, r->code, r->instr, r->entry, r->name)) {
             *got = NULL;
             *same = 2;
