@@ -573,92 +573,79 @@ static void keep_merged(struct merged *m, const uint64_t *native, int n, int max
  * same chain: the merged stack is then the thread's last one, copied (struct merged), where the merge
  * read every native frame. Any difference in either, a Python frame's instruction included, merges
  * again. */
-/* A borrowed stack, for a thread without Python frames of its own (autograd's), or none (flags say why). */
-static int merge_lent(const uint64_t *native, uint64_t *frames, int n, int max, struct chain *c, unsigned *flags,
-                      const uint64_t **src, uint64_t gen)
+static __attribute__((noinline)) int merge(const uint64_t *native, uint64_t *frames, int n, int max, unsigned *flags,
+                                            const uint64_t **src)
 {
-    if (__atomic_load_n(&ot_py.state, __ATOMIC_ACQUIRE) != PY_ON)
-        return n;
-    uint32_t lender = 0;
-    uint64_t cgen = 0;
-    const struct chain *lent = c;
-    if (!ot_py.is_initialized() || OT_STAGE_CALL(OT_ST_BORROW, ot_py_borrow(c, &lender, &cgen, &lent)) == 0) {
-        *flags |= OT_STACK_NO_PYTHON; /* a native thread of a Python process, no thread waiting */
-        return n;
+    const uint64_t gen = ot_backtrace_place();
+#ifdef OT_PY_LINK
+    if (gen && ot_py_tls && ot_py_tls != PY_THREAD_NONE) {
+        const int out = merge_linked(ot_py_tls, gen, n, max, flags, src);
+        if (out >= 0)
+            return out;
     }
-    const unsigned bflags = OT_STACK_BORROWED | (lender & OT_STACK_LENDER_MAX) << OT_STACK_LENDER_SHIFT;
-    *flags |= bflags;
-    return merge_borrowed(native, frames, n, max, lent, bflags, flags, src, gen, cgen);
-}
-
-/* The thread's last merged stack, when the chain is the last one (its caller found it so) and the native
- * frames are too: its length; -1 otherwise. */
-static int merged_again(struct py_thread *t, const uint64_t *native, int n, int max, uint64_t gen, unsigned *flags,
-                        const uint64_t **src)
-{
-    struct merged *const m = &t->merged;
-    struct mentry *const r = m->ref; /* the merged stack by place it was, or its copy in m */
-    const int hit = m->valid && (r ? r->n == n && r->max == max && native_same(r, native, n, gen)
-                                   : m->n == n && m->max == max && memcmp(m->native, native, (size_t)n * sizeof *native) == 0);
-    OT_STAGE_CACHE(OT_C_PY_MERGED, hit);
-    if (!hit)
-        return -1;
-    *src = r ? r->frames : m->frames;
-    *flags |= r ? r->flags : m->flags;
-    if (r) {
-        native_seen(r, gen);
-        ot_stack_hint = &r->sid;
-        LINK_ENTRY(t, gen, r);
-    }
-    return r ? r->out : m->out;
-}
-
-/* Where merge left its chain: ot_py_walk_begin's results, and the guesses' set when one was tried. */
-struct mstate {
+#endif
+    struct chain c;
     const struct chain *got;
-    int np, same, fast;
-    void *frame;
-    struct ppset *pred;
-    uint32_t tag;
-};
-
-/* The rest of a merge, after the guesses and the thread's last merged stack: the chain read and hashed, the
- * merged stacks by place by their key, a merge and its entry filled. Cold, and out of merge: after a step's
- * first allocations a capture seldom gets here, and merge's own lines are a few that each capture runs
- * (the instruction cache holds none of the tracer's code after a step's own work between two captures).
- * MERGE_LEND: the chain is empty, and merge borrows one (merge_lent, with this frame gone: a thread's stack
- * may be 16 KiB). */
-#define MERGE_LEND (-1)
-static __attribute__((cold, noinline)) int merge_rest(struct mstate *st, struct chain *c, const uint64_t *native,
-                                                       uint64_t *frames, int n, int max, unsigned *flags,
-                                                       const uint64_t **src, uint64_t gen)
-{
-    const struct chain *got = st->got;
-    int np = st->np, same = st->same;
-    const int fast = st->fast;
-    void *const frame = st->frame;
-    struct ppset *const pred = st->pred;
-    const uint32_t tag = st->tag;
+    int same, fast;
+    void *frame = NULL;
     struct mcache *pmc = NULL;
     uint64_t ca = 0, cb = 0;
     int k = -1;
-    if (np == OT_PY_WALK_MORE && (pmc = place_cache(frame, fast, n)) != NULL)
+    struct ppset *pred = NULL;
+    uint32_t tag = 0;
+    OT_STAGE_BEGIN(tw);
+    /* The check against the thread's last chain (a loop's) where the native frames are the last capture's
+     * too, or no guess will be tried: in a step's mix the check failed, and read another place's entry, as
+     * the merged stack it leads to needs the last capture's native frames. */
+    struct py_thread *const t0 = ot_py_tls;
+    const int guess = gen && t0 && t0 != PY_THREAD_NONE && t0->mc && t0->mc != MAP_FAILED;
+    const int check_last = !guess || gen == t0->last_gen;
+    if (guess)
+        t0->last_gen = gen;
+    int np = ot_py_walk_begin(&c, &got, &same, &fast, &frame, check_last);
+    if (np == OT_PY_WALK_MORE && (pmc = place_cache(frame, fast, n)) != NULL) {
+        if (gen) {
+            pred = pred_set(pmc, gen, frame, &tag);
+            const int out = merge_predicted(ot_py_tls, pmc, frame, pred, tag, native, n, max, gen, flags, src);
+            if (out >= 0) {
+                OT_STAGE_END(OT_ST_PYWALK, tw);
+                return out;
+            }
+        }
         k = ot_py_walk_hash(frame, &ca, &cb);
+    }
+    if (np == OT_PY_WALK_MORE && !frame) /* no Python frame on this thread (autograd's): nothing to read */
+        np = 0;
     if (k > 0) {
+        OT_STAGE_END(OT_ST_PYWALK, tw); /* (the chain read again after a miss below is not counted) */
         const int out = merge_place(pmc, frame, k, ca, cb, native, n, max, flags, src, gen, pred, tag);
         if (out >= 0)
             return out;
-        np = ot_py_walk_rest(frame, c, &got, &same, fast);
-    } else if (np == OT_PY_WALK_MORE) {
-        np = ot_py_walk_rest(frame, c, &got, &same, fast);
+        np = ot_py_walk_rest(frame, &c, &got, &same, fast);
+    } else {
+        if (np == OT_PY_WALK_MORE)
+            np = ot_py_walk_rest(frame, &c, &got, &same, fast);
+        OT_STAGE_END(OT_ST_PYWALK, tw);
     }
     if (np < 0) /* refused by a check: said, and off, there */
-        np = ot_py_walk_ids(c, np, fast);
-    if (np == 0)
-        return MERGE_LEND;
+        np = ot_py_walk_ids(&c, np, fast);
+    if (np == 0) {
+        if (__atomic_load_n(&ot_py.state, __ATOMIC_ACQUIRE) != PY_ON)
+            return n;
+        uint32_t lender = 0;
+        uint64_t cgen = 0;
+        const struct chain *lent = &c;
+        if (!ot_py.is_initialized() || (np = OT_STAGE_CALL(OT_ST_BORROW, ot_py_borrow(&c, &lender, &cgen, &lent))) == 0) {
+            *flags |= OT_STACK_NO_PYTHON; /* a native thread of a Python process, no thread waiting */
+            return n;
+        }
+        const unsigned bflags = OT_STACK_BORROWED | (lender & OT_STACK_LENDER_MAX) << OT_STACK_LENDER_SHIFT;
+        *flags |= bflags;
+        return merge_borrowed(native, frames, n, max, lent, bflags, flags, src, gen, cgen);
+    }
     struct py_thread *t = ot_py_tls;
     if (t == NULL || t == PY_THREAD_NONE) { /* no thread cache (ot_py_walk found none to be had) */
-        if (!same && (np = ot_py_walk_ids(c, np, fast)) == 0)
+        if (!same && (np = ot_py_walk_ids(&c, np, fast)) == 0)
             return n;
         uint64_t copy[OT_MAX_FRAMES];
         memcpy(copy, native, (size_t)n * sizeof *native); /* (native may be frames, written below) */
@@ -666,11 +653,23 @@ static __attribute__((cold, noinline)) int merge_rest(struct mstate *st, struct 
         return merge_into(frames, copy, n, max, got, flags);
     }
     struct merged *m = &t->merged;
-    if (same && !st->same) { /* the chain read is the thread's last (merge tried the loop's way already) */
-        const int out = merged_again(t, native, n, max, gen, flags, src);
-        if (out >= 0)
+    if (same && m->valid) {
+        struct mentry *r = m->ref; /* the merged stack by place it was, or its copy in m */
+        if (r ? r->n == n && r->max == max && native_same(r, native, n, gen)
+              : m->n == n && m->max == max && memcmp(m->native, native, (size_t)n * sizeof *native) == 0) {
+            OT_STAGE_CACHE(OT_C_PY_MERGED, 1);
+            const int out = r ? r->out : m->out;
+            *src = r ? r->frames : m->frames;
+            *flags |= r ? r->flags : m->flags;
+            if (r) {
+                native_seen(r, gen);
+                ot_stack_hint = &r->sid;
+                LINK_ENTRY(t, gen, r);
+            }
             return out;
+        }
     }
+    OT_STAGE_CACHE(OT_C_PY_MERGED, 0);
     if (same == 2) { /* the chain is the last merged stack's entry's: wanted whole now */
         got = ot_py_walk_last();
         same = 1;
@@ -700,10 +699,10 @@ static __attribute__((cold, noinline)) int merge_rest(struct mstate *st, struct 
         if ((mc = mcache_get(t)) != NULL)
             e = &mc->e[h & (MSETS - 1)][mc->older[h & (MSETS - 1)]];
     }
-    if (!same && (np = ot_py_walk_ids(c, np, fast)) == 0)
+    if (!same && (np = ot_py_walk_ids(&c, np, fast)) == 0)
         return n;
     if (!same)
-        got = c;
+        got = &c;
     memcpy(m->native, native, (size_t)n * sizeof *native); /* (native may be frames, written below) */
     unsigned added = 0;
     int out = merge_into(frames, m->native, n, max, got, &added);
@@ -724,52 +723,6 @@ static __attribute__((cold, noinline)) int merge_rest(struct mstate *st, struct 
     ot_stack_hint = &e->sid;
     LINK_ENTRY(t, gen, e);
     return out;
-}
-
-static __attribute__((noinline)) int merge(const uint64_t *native, uint64_t *frames, int n, int max, unsigned *flags,
-                                            const uint64_t **src)
-{
-    const uint64_t gen = ot_backtrace_place();
-#ifdef OT_PY_LINK
-    if (gen && ot_py_tls && ot_py_tls != PY_THREAD_NONE) {
-        const int out = merge_linked(ot_py_tls, gen, n, max, flags, src);
-        if (out >= 0)
-            return out;
-    }
-#endif
-    struct chain c;
-    struct mstate st = {.frame = NULL};
-    OT_STAGE_BEGIN(tw);
-    /* The check against the thread's last chain (a loop's) where the native frames are the last capture's
-     * too, or no guess will be tried: in a step's mix the check failed, and read another place's entry, as
-     * the merged stack it leads to needs the last capture's native frames. */
-    struct py_thread *const t = ot_py_tls;
-    const int guess = gen && t && t != PY_THREAD_NONE && t->mc && t->mc != MAP_FAILED;
-    const int check_last = !guess || gen == t->last_gen;
-    if (guess)
-        t->last_gen = gen;
-    st.np = ot_py_walk_begin(&c, &st.got, &st.same, &st.fast, &st.frame, check_last);
-    if (st.np == OT_PY_WALK_MORE && st.frame && guess) {
-        struct mcache *const pmc = place_cache(st.frame, st.fast, n);
-        if (pmc) {
-            st.pred = pred_set(pmc, gen, st.frame, &st.tag);
-            const int out = merge_predicted(t, pmc, st.frame, st.pred, st.tag, native, n, max, gen, flags, src);
-            if (out >= 0) {
-                OT_STAGE_END(OT_ST_PYWALK, tw);
-                return out;
-            }
-        }
-    }
-    OT_STAGE_END(OT_ST_PYWALK, tw); /* (a chain read after a missed guess, in merge_rest, is not counted) */
-    if (st.np == 0 || (st.np == OT_PY_WALK_MORE && !st.frame)) /* no Python frame here (autograd's thread) */
-        return merge_lent(native, frames, n, max, &c, flags, src, gen);
-    if (st.np > 0 && st.same && t && t != PY_THREAD_NONE) { /* a loop: the chain is the thread's last */
-        const int out = merged_again(t, native, n, max, gen, flags, src);
-        if (out >= 0)
-            return out;
-    }
-    const int out = merge_rest(&st, &c, native, frames, n, max, flags, src, gen);
-    return out == MERGE_LEND ? merge_lent(native, frames, n, max, &c, flags, src, gen) : out;
 }
 
 int ot_python_merge(const uint64_t *native, uint64_t *frames, int n, int max, unsigned *flags, const uint64_t **src)
