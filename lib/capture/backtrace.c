@@ -211,6 +211,26 @@ static void keep_walk(struct walker *w, const uint64_t *frames, uint64_t pc0)
  * from a kept step or from the table: what the walk returns is what a walk by the table alone returns
  * (tests/unit/test_walk.c checks it against libunwind). The kept steps only spare the table's look-up,
  * one random line a frame, for a kept walk's next step, read in order. */
+/* How many of the n raw frames, from the first, are the tracer's own (dropped from every stack). */
+static inline int own_frames(const uint64_t *frames, int n)
+{
+    int k = 0;
+    while (k < n && frames[k] - self_lo < self_hi - self_lo)
+        k++;
+    return k;
+}
+
+/* Place memo e replayed its n frames: the walk hands them out where e keeps them. */
+static inline int place_replayed(struct walker *w, struct place_memo *e, int n, const uint64_t **kept)
+{
+    w->replayed = 1;
+    w->hint = &e->stack;
+    w->gen = e->gen;
+    w->kept_skip = e->skip;
+    *kept = e->frames;
+    return n;
+}
+
 /* The walk: raw return addresses in frames, or (*kept not NULL) a memo's frames replayed where they lie, as
  * the capture returns them (walker.h: replay_slots). */
 static __attribute__((noinline)) int walk(uint64_t *frames, int want, const uint64_t **kept)
@@ -258,12 +278,7 @@ static __attribute__((noinline)) int walk(uint64_t *frames, int want, const uint
     struct place_memo *e = w->last, *clash = NULL;
     if (e && (again = replay_place(e, sp, bp, want)) >= 0) { /* (a loop: already the newest) */
         OT_STAGE_CACHE(OT_C_WALK_PLACE, 1);
-        w->replayed = 1;
-        w->hint = &e->stack;
-        w->gen = e->gen;
-        w->kept_skip = e->skip;
-        *kept = e->frames;
-        return again;
+        return place_replayed(w, e, again, kept);
     }
     const struct pm_dir *const d = &w->dir[pm_dir_of(sp)];
     const uint32_t disc = d->sp0 == sp ? d->disc : 0;
@@ -418,9 +433,7 @@ static __attribute__((noinline)) int walk(uint64_t *frames, int want, const uint
     w->path ^= (uint64_t)n;
     w->again = w->path == w->prev_path;
     w->prev_path = w->path;
-    uint32_t skip = 0; /* (kept with the memos: a replay hands their frames out from there) */
-    while (skip < (uint32_t)n && frames[skip] - self_lo < self_hi - self_lo)
-        skip++;
+    const uint32_t skip = (uint32_t)own_frames(frames, n); /* (kept with the memos: a replay hands them out) */
     if (rec && single) {
         for (int k = 0; k < n; k++)
             m->frames[k] = frames[k] << 1;
@@ -436,13 +449,8 @@ static __attribute__((noinline)) int walk(uint64_t *frames, int want, const uint
 place_hit:
     OT_STAGE_CACHE(OT_C_WALK_PLACE, 1);
     w->last = e;
-    w->gen = e->gen;
     *w->last_used = ++w->pm_tick;
-    w->replayed = 1;
-    w->hint = &e->stack;
-    w->kept_skip = e->skip;
-    *kept = e->frames;
-    return again;
+    return place_replayed(w, e, again, kept);
 }
 
 int ot_native_walk(uint64_t *frames, int want)
@@ -514,12 +522,7 @@ int ot_backtrace_at(uint64_t *frames, int max, unsigned *flags, const uint64_t *
         n = OT_STAGE_CALL(OT_ST_UNWIND, unw_backtrace((void **)frames, want));
         ot_loader_leave();
     }
-    int skip = 0;
-    if (kept) /* (counted when the memo was kept) */
-        skip = (int)walker_tls->kept_skip;
-    else
-        while (skip < n && frames[skip] - self_lo < self_hi - self_lo)
-            skip++;
+    const int skip = kept ? (int)walker_tls->kept_skip /* (counted when the memo was kept) */ : own_frames(frames, n);
     const int nout = n - skip < max ? n - skip : max;
     /* The previous walk's frames again (every slot it read unchanged): the stack interned from them last
      * time, named to the intern that follows (its hash and compare spared; a Python merge in between drops
