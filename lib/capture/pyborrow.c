@@ -286,10 +286,14 @@ static int borrow_whole(struct lent *l, struct chain *c)
     total += remote;
     const int read = !k || OT_STAGE_CALL(OT_ST_BORROW_READ, process_vm_readv(ot_py_self_pid(), lv, (unsigned long)k, rv,
                                                                              (unsigned long)k, 0)) == (ssize_t)total;
+    /* A span read with plain loads is copied item by item, not whole: a span is the lender's frames with
+     * their locals and value stacks between them, often ~40 lines, of which the check needs ~2 a frame;
+     * and the lender's lines were last written on its own core. The items' addresses are all known, so
+     * their misses overlap instead of following each other through the span. */
     if (read)
-        for (int s = 0; s < ns; s++)
-            if (plain[s])
-                copy_racy(l->scratch + off[s], l->lo[s], l->hi[s] - l->lo[s]);
+        for (int i = 0; i < nitems; i++)
+            if (plain[l->span[i]])
+                copy_racy(l->scratch + l->at[i], (uintptr_t)(i < nraw ? l->fa[i] : l->cframe), i < nraw ? need : ncf);
     if (l->plain) {
         ot_unmaps_leave();
         if (read && k && unmaps != OT_UNMAPS_UNSURE) /* every frame read through the kernel, within one count */
