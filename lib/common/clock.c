@@ -104,7 +104,7 @@ static int pair(uint64_t *tsc, uint64_t *ns)
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 3; i++) {
         uint64_t t1 = ot_clock_tsc(), n = ot_mono_ns(), t2 = ot_clock_tsc();
-        if (t2 - t1 < best) {
+        if (i == 0 || t2 - t1 < best) {
             best = t2 - t1;
             *tsc = t1 + (t2 - t1) / 2;
             *ns = n;
