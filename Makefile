@@ -47,9 +47,28 @@ check-deps:
 deps:
 	@tools/deps.sh --install
 
-$(B)/lib/%.o: lib/%.c $(B)/lib/%.d $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h
+# The library is built profile-guided (PGO=0: without). Its objects are first compiled with -fprofile-generate,
+# that library runs a training step's mix against the stand-in driver (tools/pgo-train.sh: PGO_PYTHON names the
+# Pythons it trains with, default python3), and the objects are then compiled from those counts: the paths
+# the training ran laid out together, the rest moved aside. An allocation after the step's own work pays for
+# each line of the tracer's code it runs (docs/PERFORMANCE.md, issue 16's fifteenth pass). Code the training
+# never ran is compiled as without a profile (-fprofile-partial-training); loops are not unrolled or peeled,
+# which ran more lines, not fewer. GCC only: with a compiler that does not take these options, or when the
+# training cannot run, the library is built without a profile (the training says why on stderr).
+ifndef PGO
+PGO := $(shell $(CC) -fprofile-partial-training -fprofile-update=atomic -fno-tracer -x c -c /dev/null -o /dev/null \
+	2>/dev/null && echo 1 || echo 0)
+endif
+PGO_DIR := $(abspath $(B))/pgo
+ifeq ($(PGO),1)
+pgo_use = -fprofile-use=$(PGO_DIR)/$(1) -fprofile-partial-training -Wno-missing-profile -fno-unroll-loops \
+	-fno-peel-loops -fno-tracer -fno-ipa-cp-clone
+pgo_dep = $(PGO_DIR)/$(1).stamp
+endif
+
+$(B)/lib/%.o: lib/%.c $(B)/lib/%.d $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(call pgo_dep,lib)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread -c $< -o $@
+	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(call pgo_use,lib) $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread -c $< -o $@
 
 $(B)/lib/%.o: lib/%.S
 	@mkdir -p $(dir $@)
@@ -70,7 +89,7 @@ $(B)/lib/runtime/companion_src.o: $(B)/lib/runtime/companion_src.S
 	$(DEPS) $(CC) -c $< -o $@
 
 $(B)/liboomtrace.so: $(LIB_OBJ)
-	$(DEPS) $(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
 
 $(B)/tools/%.o: tools/%.c $(B)/tools/%.d $(READ_HDR) include/oomtrace_format.h
 	@mkdir -p $(dir $@)
@@ -168,6 +187,28 @@ demo: all
 
 -include bench/bench.mk
 -include tests/fuzz/fuzz.mk
+
+# A profile (PGO, above): $(1) its name, $(2) the library's path under $(B), $(3) its objects. Its objects are
+# compiled instrumented where the final ones go, by a make of its own (PGO=0): GCC keys a static function's
+# counts by its object's path, so the counts then match those objects. The instrumented library is trained
+# (tools/pgo-train.sh), then it and its objects are removed, and the final objects are compiled from the
+# counts. Any source of the library makes the profile again.
+define pgo_profile
+$(PGO_DIR)/$(1).stamp: $(LIB_SRC) $(LIB_ASM) $(LIB_HDR) $(COMPANION_PY) include/oomtrace_format.h include/oomtrace.h \
+		tools/pgo-train.sh bench/step_mix.py $(B)/fake/libcuda.so.1 $(B)/bench/libstepmix.so $(B)/bench/cold_capture $(4)
+	@rm -rf $(PGO_DIR)/$(1) $(B)/$(2) $(3) && mkdir -p $(PGO_DIR)/$(1)
+	+@$(MAKE) -s --no-print-directory PGO=0 LDFLAGS=-fprofile-generate \
+		CFLAGS="$(CFLAGS) -fprofile-generate=$(PGO_DIR)/$(1) -fprofile-update=atomic" $(B)/$(2) || \
+		echo "oomtrace: $(1): the profile-guided build's instrumented library did not build: built without a profile" >&2
+	@[ ! -f $(B)/$(2) ] || tools/pgo-train.sh $(abspath $(B))/$(2) $(PGO_DIR)/$(1) $(B)
+	@rm -f $(B)/$(2) $(3)
+	@touch $$@
+endef
+ifeq ($(PGO),1)
+$(eval $(call pgo_profile,lib,liboomtrace.so,$(LIB_SRC:%.c=$(B)/%.o)))
+# (after the library's: the two share the assembled objects)
+$(eval $(call pgo_profile,stages,bench/liboomtrace-stages.so,$(LIB_SRC:%.c=$(BENCH_BIN)/stages/%.o),$(PGO_DIR)/lib.stamp))
+endif
 
 %.h: ;
 # An object without its .d (a build/ from before they were written) is made again, and gets one. Named, not a

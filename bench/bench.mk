@@ -83,12 +83,13 @@ bench-reader-ab: $(B)/oomtrace-read
 # per stage of the event path and each cache's hits, one line of JSON on stderr at exit. Bench only: the
 # normal build compiles the counters to nothing. Same link line, so it runs wherever liboomtrace.so does.
 STAGE_OBJ := $(LIB_SRC:%.c=$(BENCH_BIN)/stages/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
-$(BENCH_BIN)/stages/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h
+# Profile-guided as the library is (Makefile: PGO), from a profile of its own: the probes change the code.
+$(BENCH_BIN)/stages/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(call pgo_dep,stages)
 	@mkdir -p $(dir $@)
-	$(DEPS) $(CC) $(CPPFLAGS) -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
+	$(DEPS) $(CC) $(CPPFLAGS) -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(call pgo_use,stages) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
 
 $(BENCH_BIN)/liboomtrace-stages.so: $(STAGE_OBJ)
-	$(DEPS) $(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
 
 .PHONY: bench-stages
 bench-stages: $(BENCH_BIN)/liboomtrace-stages.so $(B)/fake/libcuda.so.1
