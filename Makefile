@@ -65,8 +65,21 @@ pgo_use = -fprofile-use=$(PGO_DIR)/$(1) -fprofile-partial-training -Wno-missing-
 	-fno-peel-loops -fno-tracer -fno-ipa-cp-clone
 pgo_dep = $(PGO_DIR)/$(1).stamp
 endif
+# What the library's objects are compiled with, in a file that changes only when it does: a new compiler, new
+# flags, PGO on or off or other Pythons to train with make the objects (and the profiles) again. A profile's
+# counts do not fit objects compiled with other flags (GCC stops on them), and objects left instrumented by an
+# interrupted build are never taken for final ones. (Not written by the profile's own make: OT_PGO_GEN.)
+LIB_FLAGS := $(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) PGO=$(PGO) PGO_PYTHON=$(PGO_PYTHON)
+ifndef OT_PGO_GEN
+ifneq ($(LIB_FLAGS),$(file <$(B)/lib.flags))
+$(shell mkdir -p $(B))
+$(file >$(B)/lib.flags,$(LIB_FLAGS))
+endif
+endif
+$(B)/lib.flags: ;
 
-$(B)/lib/%.o: lib/%.c $(B)/lib/%.d $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(call pgo_dep,lib)
+$(B)/lib/%.o: lib/%.c $(B)/lib/%.d $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(B)/lib.flags \
+		$(call pgo_dep,lib)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(call pgo_use,lib) $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread -c $< -o $@
 
@@ -188,26 +201,30 @@ demo: all
 -include bench/bench.mk
 -include tests/fuzz/fuzz.mk
 
-# A profile (PGO, above): $(1) its name, $(2) the library's path under $(B), $(3) its objects. Its objects are
-# compiled instrumented where the final ones go, by a make of its own (PGO=0): GCC keys a static function's
-# counts by its object's path, so the counts then match those objects. The instrumented library is trained
-# (tools/pgo-train.sh), then it and its objects are removed, and the final objects are compiled from the
-# counts. Any source of the library makes the profile again.
+# A profile (PGO, above): $(1) its name, $(2) its instrumented objects, $(3) the objects linked with them
+# unchanged (assembled). The instrumented objects are compiled where the final ones go, by a make of its own
+# (PGO=0): GCC keys a static function's counts by its object's path, so the counts then fit the final objects.
+# They are linked into $(PGO_DIR)/$(1)-train.so, never where the library goes, trained (tools/pgo-train.sh),
+# then removed, and the final objects are compiled from the counts. The library's sources, its flags
+# ($(B)/lib.flags) and the training make the profile again.
 define pgo_profile
-$(PGO_DIR)/$(1).stamp: $(LIB_SRC) $(LIB_ASM) $(LIB_HDR) $(COMPANION_PY) include/oomtrace_format.h include/oomtrace.h \
-		tools/pgo-train.sh bench/step_mix.py $(B)/fake/libcuda.so.1 $(B)/bench/libstepmix.so $(B)/bench/cold_capture $(4)
-	@rm -rf $(PGO_DIR)/$(1) $(B)/$(2) $(3) && mkdir -p $(PGO_DIR)/$(1)
-	+@$(MAKE) -s --no-print-directory PGO=0 LDFLAGS=-fprofile-generate \
-		CFLAGS="$(CFLAGS) -fprofile-generate=$(PGO_DIR)/$(1) -fprofile-update=atomic" $(B)/$(2) || \
+$(PGO_DIR)/$(1).stamp: $(LIB_SRC) $(LIB_HDR) $(COMPANION_PY) include/oomtrace_format.h include/oomtrace.h $(B)/lib.flags \
+		tools/pgo-train.sh bench/step_mix.py $(B)/fake/libcuda.so.1 $(B)/bench/libstepmix.so $(B)/bench/cold_capture $(3) $(4)
+	@rm -rf $(PGO_DIR)/$(1) $(PGO_DIR)/$(1)-train.so $(2) && mkdir -p $(PGO_DIR)/$(1)
+	+@$(MAKE) -s --no-print-directory PGO=0 OT_PGO_GEN=1 \
+		CFLAGS="$(CFLAGS) -fprofile-generate=$(PGO_DIR)/$(1) -fprofile-update=atomic" $(2) && \
+		$(CC) $(LDFLAGS) -fprofile-generate -shared -o $(PGO_DIR)/$(1)-train.so $(2) $(3) -Wl,-soname,liboomtrace.so \
+			-Wl,--no-undefined -pthread -lunwind -lzstd -ldl || \
 		echo "oomtrace: $(1): the profile-guided build's instrumented library did not build: built without a profile" >&2
-	@[ ! -f $(B)/$(2) ] || tools/pgo-train.sh $(abspath $(B))/$(2) $(PGO_DIR)/$(1) $(B)
-	@rm -f $(B)/$(2) $(3)
+	@[ ! -f $(PGO_DIR)/$(1)-train.so ] || tools/pgo-train.sh $(PGO_DIR)/$(1)-train.so $(PGO_DIR)/$(1) $(B)
+	@rm -f $(PGO_DIR)/$(1)-train.so $(2)
 	@touch $$@
 endef
 ifeq ($(PGO),1)
-$(eval $(call pgo_profile,lib,liboomtrace.so,$(LIB_SRC:%.c=$(B)/%.o)))
-# (after the library's: the two share the assembled objects)
-$(eval $(call pgo_profile,stages,bench/liboomtrace-stages.so,$(LIB_SRC:%.c=$(BENCH_BIN)/stages/%.o),$(PGO_DIR)/lib.stamp))
+PGO_ASM_OBJ := $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
+$(eval $(call pgo_profile,lib,$(LIB_SRC:%.c=$(B)/%.o),$(PGO_ASM_OBJ)))
+# (after the library is made again: its profile removes the library's objects)
+$(eval $(call pgo_profile,stages,$(LIB_SRC:%.c=$(BENCH_BIN)/stages/%.o),$(PGO_ASM_OBJ),$(B)/liboomtrace.so))
 endif
 
 %.h: ;
