@@ -68,17 +68,20 @@ endif
 # What the library's objects are compiled with, in a file that changes only when it does: a new compiler, new
 # flags, PGO on or off or other Pythons to train with make the objects (and the profiles) again. A profile's
 # counts do not fit objects compiled with other flags (GCC stops on them), and objects left instrumented by an
-# interrupted build are never taken for final ones. (Not written by the profile's own make: OT_PGO_GEN.)
+# interrupted build are never taken for final ones. LIB_FLAGS_TRACK=0 leaves it out: the profile's own make,
+# and the sanitizer trees, which compile some objects with flags of their own on purpose (make tsan).
+LIB_FLAGS_TRACK ?= 1
+ifeq ($(LIB_FLAGS_TRACK),1)
 LIB_FLAGS := $(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) PGO=$(PGO) PGO_PYTHON=$(PGO_PYTHON)
-ifndef OT_PGO_GEN
 ifneq ($(LIB_FLAGS),$(file <$(B)/lib.flags))
 $(shell mkdir -p $(B))
 $(file >$(B)/lib.flags,$(LIB_FLAGS))
 endif
-endif
+LIB_FLAGS_DEP := $(B)/lib.flags
 $(B)/lib.flags: ;
+endif
 
-$(B)/lib/%.o: lib/%.c $(B)/lib/%.d $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(B)/lib.flags \
+$(B)/lib/%.o: lib/%.c $(B)/lib/%.d $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(LIB_FLAGS_DEP) \
 		$(call pgo_dep,lib)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(call pgo_use,lib) $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread -c $< -o $@
@@ -208,10 +211,10 @@ demo: all
 # then removed, and the final objects are compiled from the counts. The library's sources, its flags
 # ($(B)/lib.flags) and the training make the profile again.
 define pgo_profile
-$(PGO_DIR)/$(1).stamp: $(LIB_SRC) $(LIB_HDR) $(COMPANION_PY) include/oomtrace_format.h include/oomtrace.h $(B)/lib.flags \
+$(PGO_DIR)/$(1).stamp: $(LIB_SRC) $(LIB_HDR) $(COMPANION_PY) include/oomtrace_format.h include/oomtrace.h $(LIB_FLAGS_DEP) \
 		tools/pgo-train.sh bench/step_mix.py $(B)/fake/libcuda.so.1 $(B)/bench/libstepmix.so $(B)/bench/cold_capture $(3) $(4)
 	@rm -rf $(PGO_DIR)/$(1) $(PGO_DIR)/$(1)-train.so $(2) && mkdir -p $(PGO_DIR)/$(1)
-	+@$(MAKE) -s --no-print-directory PGO=0 OT_PGO_GEN=1 \
+	+@$(MAKE) -s --no-print-directory PGO=0 LIB_FLAGS_TRACK=0 \
 		CFLAGS="$(CFLAGS) -fprofile-generate=$(PGO_DIR)/$(1) -fprofile-update=atomic" $(2) && \
 		$(CC) $(LDFLAGS) -fprofile-generate -shared -o $(PGO_DIR)/$(1)-train.so $(2) $(3) -Wl,-soname,liboomtrace.so \
 			-Wl,--no-undefined -pthread -lunwind -lzstd -ldl || \

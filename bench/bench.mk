@@ -84,7 +84,7 @@ bench-reader-ab: $(B)/oomtrace-read
 # normal build compiles the counters to nothing. Same link line, so it runs wherever liboomtrace.so does.
 STAGE_OBJ := $(LIB_SRC:%.c=$(BENCH_BIN)/stages/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
 # Profile-guided as the library is (Makefile: PGO), from a profile of its own: the probes change the code.
-$(BENCH_BIN)/stages/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(B)/lib.flags \
+$(BENCH_BIN)/stages/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(LIB_FLAGS_DEP) \
 		$(call pgo_dep,stages)
 	@mkdir -p $(dir $@)
 	$(DEPS) $(CC) $(CPPFLAGS) -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(call pgo_use,stages) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@

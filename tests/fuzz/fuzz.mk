@@ -90,15 +90,15 @@ $(TSAN_B)/tsan_unwind.so: tests/fuzz/tsan_unwind.c
 	$(DEPS) $(CC) -O1 -g $(WARN) -fPIC -shared -o $@ $< -ldl
 
 sanitize: test-build $(FUZZ_B)/snapgen $(ASAN_B)/cmocka_skip.so
-	$(MAKE) --no-print-directory PGO=0 B=$(ASAN_B) CC="$(SAN_CC) $(ASAN_FLAGS) $(ASAN_LINK)" CFLAGS="$(SAN_CFLAGS)" test-build
+	$(MAKE) --no-print-directory PGO=0 LIB_FLAGS_TRACK=0 B=$(ASAN_B) CC="$(SAN_CC) $(ASAN_FLAGS) $(ASAN_LINK)" CFLAGS="$(SAN_CFLAGS)" test-build
 	SNAPGEN=$(FUZZ_B)/snapgen tests/fuzz/sanitize.sh asan $(ASAN_B) $(ASAN_RT)
 
 tsan: test-build $(FUZZ_B)/snapgen $(TSAN_B)/cmocka_skip.so $(TSAN_B)/tsan_unwind.so
 	rm -f $(TSAN_B)/lib/intercept/route.o $(TSAN_B)/lib/driver/real.o $(TSAN_B)/lib/intercept/sigaction.o \
 		$(TSAN_B)/lib/runtime/sigchain.o
-	$(MAKE) --no-print-directory PGO=0 B=$(TSAN_B) CC="$(TSAN_CC)" CFLAGS="$(SAN_CFLAGS)" $(TSAN_B)/lib/intercept/route.o \
+	$(MAKE) --no-print-directory PGO=0 LIB_FLAGS_TRACK=0 B=$(TSAN_B) CC="$(TSAN_CC)" CFLAGS="$(SAN_CFLAGS)" $(TSAN_B)/lib/intercept/route.o \
 		$(TSAN_B)/lib/driver/real.o $(TSAN_B)/lib/intercept/sigaction.o $(TSAN_B)/lib/runtime/sigchain.o
-	$(MAKE) --no-print-directory PGO=0 B=$(TSAN_B) CC="$(TSAN_CC) -fsanitize=thread" CFLAGS="$(SAN_CFLAGS)" \
+	$(MAKE) --no-print-directory PGO=0 LIB_FLAGS_TRACK=0 B=$(TSAN_B) CC="$(TSAN_CC) -fsanitize=thread" CFLAGS="$(SAN_CFLAGS)" \
 		$(TSAN_B)/liboomtrace.so $(TSAN_B)/tests/test_recorder $(TSAN_B)/tests/test_recorder_ring \
 		$(TSAN_B)/oomtrace-read
 	SNAPGEN=$(FUZZ_B)/snapgen tests/fuzz/sanitize.sh tsan $(TSAN_B) $(TSAN_RT)
