@@ -17,6 +17,9 @@ LIB_SRC := $(wildcard lib/*/*.c)
 LIB_ASM := $(wildcard lib/*/*.S)
 LIB_HDR := $(wildcard lib/*.h lib/*/*.h lib/*/*.def)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
+# How every build of the library is linked, but the wheel's (which links zstd in): this one, the stage build, the
+# profile's training copies, the bench's Python-link builds
+LIB_LINK := -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
 # The Python companion's sources, embedded into the library as the table ot_py_modules (name, NUL-terminated
 # source), which lib/runtime/companion.c loads as modules in this order: each after the modules it
 # imports, the entry point _oomtrace_companion last. Every lib/companion/*.py must be listed.
@@ -105,7 +108,7 @@ $(B)/lib/runtime/companion_src.o: $(B)/lib/runtime/companion_src.S
 	$(DEPS) $(CC) -c $< -o $@
 
 $(B)/liboomtrace.so: $(LIB_OBJ)
-	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ $(LIB_LINK)
 
 $(B)/tools/%.o: tools/%.c $(B)/tools/%.d $(READ_HDR) include/oomtrace_format.h
 	@mkdir -p $(dir $@)
@@ -216,8 +219,7 @@ $(PGO_DIR)/$(1).stamp: $(LIB_SRC) $(LIB_HDR) $(COMPANION_PY) include/oomtrace_fo
 	@rm -rf $(PGO_DIR)/$(1) $(PGO_DIR)/$(1)-train.so $(2) && mkdir -p $(PGO_DIR)/$(1)
 	+@$(MAKE) -s --no-print-directory PGO=0 LIB_FLAGS_TRACK=0 \
 		CFLAGS="$(CFLAGS) -fprofile-generate=$(PGO_DIR)/$(1) -fprofile-update=atomic" $(2) && \
-		$(CC) $(LDFLAGS) -fprofile-generate -shared -o $(PGO_DIR)/$(1)-train.so $(2) $(3) -Wl,-soname,liboomtrace.so \
-			-Wl,--no-undefined -pthread -lunwind -lzstd -ldl || \
+		$(CC) $(LDFLAGS) -fprofile-generate -shared -o $(PGO_DIR)/$(1)-train.so $(2) $(3) $(LIB_LINK) || \
 		echo "oomtrace: $(1): the profile-guided build's instrumented library did not build: built without a profile" >&2
 	@[ ! -f $(PGO_DIR)/$(1)-train.so ] || tools/pgo-train.sh $(PGO_DIR)/$(1)-train.so $(PGO_DIR)/$(1) $(B)
 	@rm -f $(PGO_DIR)/$(1)-train.so $(2)

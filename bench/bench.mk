@@ -90,7 +90,7 @@ $(BENCH_BIN)/stages/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h includ
 	$(DEPS) $(CC) $(CPPFLAGS) -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(call pgo_use,stages) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
 
 $(BENCH_BIN)/liboomtrace-stages.so: $(STAGE_OBJ)
-	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ $(LIB_LINK)
 
 .PHONY: bench-stages
 bench-stages: $(BENCH_BIN)/liboomtrace-stages.so $(B)/fake/libcuda.so.1
@@ -121,8 +121,8 @@ $(BENCH_BIN)/stages-pylink/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h
 	@mkdir -p $(dir $@)
 	$(DEPS) $(CC) $(CPPFLAGS) -DOT_PY_LINK -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
 $(BENCH_BIN)/liboomtrace-pylink.so: $(filter-out $(B)/lib/capture/pyframes.o,$(LIB_OBJ)) $(BENCH_BIN)/pylink/lib/capture/pyframes.o
-	$(DEPS) $(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+	$(DEPS) $(CC) -shared -o $@ $^ $(LIB_LINK)
 $(BENCH_BIN)/liboomtrace-stages-pylink.so: $(filter-out $(BENCH_BIN)/stages/lib/capture/pyframes.o,$(STAGE_OBJ)) $(BENCH_BIN)/stages-pylink/lib/capture/pyframes.o
-	$(DEPS) $(CC) -shared -o $@ $^ -Wl,-soname,liboomtrace.so -Wl,--no-undefined -pthread -lunwind -lzstd -ldl
+	$(DEPS) $(CC) -shared -o $@ $^ $(LIB_LINK)
 .PHONY: bench-pylink
 bench-pylink: $(BENCH_BIN)/liboomtrace-pylink.so $(BENCH_BIN)/liboomtrace-stages-pylink.so $(B)/fake/libcuda.so.1

@@ -10,7 +10,7 @@
 #
 # GEN_LIB: the instrumented library; PROFILE_DIR: where it writes its counts (its -fprofile-generate=); BUILD: the
 # build directory of the stand-in driver and the bench programs. PGO_LOG=file keeps the runs' output. A training
-# run that fails only leaves its counts out: the final build compiles what was not run as without a profile,
+# run that fails leaves its counts out or partial: the final build compiles what was not run as without a profile,
 # and this says so on stderr.
 set -u
 [ $# -eq 3 ] || { echo "usage: tools/pgo-train.sh GEN_LIB PROFILE_DIR BUILD" >&2; exit 2; }
@@ -31,11 +31,11 @@ for py in ${PGO_PYTHON:-python3}; do
     if train "$py" "$here/bench/step_mix.py" 60 --loops 1 --evict 64 && train "$py" "$here/bench/step_mix.py" 20 --loops 1 --pair; then
         ran=$((ran + 1))
     else
-        echo "oomtrace: profile-guided build: the Python training with $py failed: left out" >&2
+        echo "oomtrace: profile-guided build: the Python training with $py failed: its paths may be built without a profile" >&2
     fi
 done
 train "$b/bench/cold_capture" --places 16 --evict 64 --calls 4000 && train "$b/bench/cold_capture" --pair --calls 4000 ||
-    echo "oomtrace: profile-guided build: the C training failed: left out" >&2
+    echo "oomtrace: profile-guided build: the C training failed: its paths may be built without a profile" >&2
 [ "$ran" -gt 0 ] || echo "oomtrace: profile-guided build: no Python training ran: the Python paths are built without a profile" >&2
 
 n=$(find "$prof" -name '*.gcda' | wc -l)
