@@ -194,6 +194,11 @@ $(TEST_BIN)/test_unmaps: tests/unit/test_unmaps.c $(LIB_CORE_OBJ)
 	$(DEPS) $(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -pthread -o $@ $^ -lcmocka -lunwind -lzstd -ldl
 TEST_PROGS += $(TEST_BIN)/test_unmaps
 
+$(TEST_BIN)/test_tables: tests/unit/test_tables.c $(LIB_CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(DEPS) $(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -pthread -o $@ $(filter-out %.h,$^) -lcmocka -lunwind -lzstd -ldl
+TEST_PROGS += $(TEST_BIN)/test_tables
+
 .PHONY: golden-update
 golden-update: test-build
 	@tests/golden/update.sh

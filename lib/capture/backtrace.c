@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "oomtrace_format.h"
 #include "capture/backtrace.h"
@@ -22,6 +21,7 @@
 #include "common/defs.h"
 #include "common/pages.h"
 #include "common/stage.h"
+#include "common/tables.h"
 
 static uintptr_t self_lo, self_hi;
 
@@ -42,7 +42,7 @@ static void walker_free(void *p)
 {
     walker_tls = NULL;
     walker_failed = 1;
-    ot_unmap(p, sizeof(struct walker));
+    ot_table_unmap(p, sizeof(struct walker));
 }
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *data)
@@ -72,7 +72,7 @@ void ot_backtrace_init(void)
     walker_key_ok = pthread_key_create(&walker_key, walker_free) == 0;
 }
 
-/* Once per thread: the table (mmap, out of the program's heap) and the stack's bounds. */
+/* Once per thread: the table (common/tables.h) and the stack's bounds. */
 static struct walker *walker_get(void)
 {
     struct walker *w = walker_tls;
@@ -88,8 +88,8 @@ static struct walker *walker_get(void)
     pthread_attr_destroy(&attr);
     if (!ok)
         return NULL;
-    w = mmap(NULL, sizeof *w, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (w == MAP_FAILED)
+    w = ot_table_map(sizeof *w);
+    if (!w)
         return NULL;
     w->stack_lo = (uint64_t)(uintptr_t)addr;
     w->stack_hi = w->stack_lo + size;
@@ -246,6 +246,8 @@ static __attribute__((noinline)) int walk(uint64_t *frames, int want, const uint
     uint64_t gen = ot_modules_generation();
     w->replayed = 0;
     w->gen = 0;
+    if (OT_UNLIKELY(++w->walks == OT_TABLE_HOT))
+        ot_table_hot(w, sizeof *w);
     if (OT_UNLIKELY(gen != w->modgen)) { /* a library was unloaded: its rules may now be another's */
         memset(w->rules, 0, sizeof w->rules);
         w->used = 0;

@@ -3,7 +3,6 @@
  * capture/pyframes.h. */
 #include <pthread.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "oomtrace_format.h"
 #include "capture/backtrace.h"
@@ -12,6 +11,7 @@
 #include "capture/stacks.h"
 #include "common/defs.h"
 #include "common/stage.h"
+#include "common/tables.h"
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
@@ -160,12 +160,12 @@ static int bkey_same(const struct mentry *e, uint64_t h, const uint64_t *native,
            memcmp(e->id, c->id, np * sizeof c->id[0]) == 0 && memcmp(e->entry, c->entry, np) == 0;
 }
 
-/* The thread's merged stacks by place, mapped at the first miss; NULL when none can be had. */
+/* The thread's merged stacks by place, in use from the first miss (the thread's table holds them). */
 static struct mcache *mcache_get(struct py_thread *t)
 {
     if (!t->mc)
-        t->mc = mmap(NULL, sizeof *t->mc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return t->mc == MAP_FAILED ? NULL : t->mc;
+        t->mc = (struct mcache *)((char *)t + PY_MC_AT);
+    return t->mc;
 }
 
 /* An entry (re)filled with a merged stack and what it was made of but the chain's code, instruction and
@@ -262,7 +262,7 @@ static int merge_linked(struct py_thread *t, uint64_t gen, int n, int max, unsig
 {
     struct mcache *mc = t->mc;
     const struct layout *L = ot_py.L;
-    if (!mc || mc == MAP_FAILED || L->frame_objects || !ot_py.is_initialized())
+    if (!mc || L->frame_objects || !ot_py.is_initialized())
         return -1;
     void *ts = ot_py.get_tstate();
     if (!ts)
@@ -307,7 +307,7 @@ static int merge_linked(struct py_thread *t, uint64_t gen, int n, int max, unsig
 static void link_entry(struct py_thread *t, uint64_t gen, struct mentry *r)
 {
     struct mcache *mc = t->mc;
-    if (!gen || !t->pf_whole || !t->npf || t->npf > MRAW || !mc || mc == MAP_FAILED)
+    if (!gen || !t->pf_whole || !t->npf || t->npf > MRAW || !mc)
         return;
     memcpy(r->fa, t->pf, t->npf * sizeof t->pf[0]);
     r->nraw = (uint16_t)t->npf;
@@ -429,7 +429,7 @@ static struct mcache *place_cache(const void *frame, int fast, int n)
     struct py_thread *t = ot_py_tls;
     struct mcache *mc;
     if (!fast || !frame || ot_py.L->frame_objects || !t || t == PY_THREAD_NONE || (mc = t->mc) == NULL ||
-        mc == MAP_FAILED || n > MNATIVE)
+        n > MNATIVE)
         return NULL;
     return mc;
 }
@@ -598,7 +598,9 @@ static __attribute__((noinline)) int merge(const uint64_t *native, uint64_t *fra
      * too, or no guess will be tried: in a step's mix the check failed, and read another place's entry, as
      * the merged stack it leads to needs the last capture's native frames. */
     struct py_thread *const t0 = ot_py_tls;
-    const int guess = gen && t0 && t0 != PY_THREAD_NONE && t0->mc && t0->mc != MAP_FAILED;
+    if (t0 && t0 != PY_THREAD_NONE && OT_UNLIKELY(++t0->captures == OT_TABLE_HOT))
+        ot_table_hot(t0, PY_TABLE);
+    const int guess = gen && t0 && t0 != PY_THREAD_NONE && t0->mc;
     const int check_last = !guess || gen == t0->last_gen;
     if (guess)
         t0->last_gen = gen;
@@ -681,7 +683,7 @@ static __attribute__((noinline)) int merge(const uint64_t *native, uint64_t *fra
     const void *names[MPY];
     struct mentry *e = NULL;
     uint64_t h = 0;
-    if (fast && n <= MNATIVE && np <= MPY && mc != MAP_FAILED) {
+    if (fast && n <= MNATIVE && np <= MPY) {
         const unsigned o_name = ot_py.L->co_qualname;
         for (int i = 0; i < np; i++)
             names[i] = *(const void *const *)((const char *)got->code[i] + o_name);

@@ -268,13 +268,18 @@ struct py_thread {
     uint32_t last_np;
     int fast; /* this thread saw the layout validated (pywalk.c): its own copy, in the line it writes first */
     uint64_t last_gen; /* the walk kept by place of the thread's last capture that could guess (pyframes.c) */
+    uint32_t captures; /* so far: at OT_TABLE_HOT the thread's tables move onto 2 MiB pages (common/tables.h) */
     const void *pf[MRAW];
     struct cache_entry cache[CACHE];
     struct chain last;
     struct lent lent; /* a native thread's last borrow (borrow_again) */
     struct merged merged;
-    struct mcache *mc; /* NULL until the first miss; MAP_FAILED: none to be had */
+    struct mcache *mc; /* NULL until the first miss; then in the same table, at PY_MC_AT */
 };
+/* A thread's table (common/tables.h): its struct py_thread, then its merged stacks by place. The merged
+ * stacks' pages are touched from the first miss on, as they were when mapped apart. */
+#define PY_MC_AT ((sizeof(struct py_thread) + 4095) / 4096 * 4096)
+#define PY_TABLE (PY_MC_AT + sizeof(struct mcache))
 #define PY_THREAD_NONE ((struct py_thread *)1) /* none to be had (exited, or mmap failed): walks go uncached */
 extern __thread struct py_thread *ot_py_tls __attribute__((tls_model("initial-exec")));
 struct py_thread *ot_py_thread_get(void); /* NULL: none */

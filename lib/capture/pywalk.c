@@ -5,13 +5,13 @@
  * hot path: a handful per frame). A per-thread cache makes repeated call sites cost a few loads each. */
 #include <pthread.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "capture/pyframes.h"
 #include "common/defs.h"
 #include "common/stage.h"
 #include "common/log.h"
 #include "common/pages.h"
+#include "common/tables.h"
 
 static int validated; /* one walk has confirmed the layout: plain loads from now on */
 uint64_t ot_py_stamp;
@@ -46,10 +46,7 @@ static void py_thread_free(void *p)
 {
     ot_py_tls = PY_THREAD_NONE;
     ot_stack_hint = NULL; /* (it may name an entry unmapped below) */
-    struct mcache *mc = ((struct py_thread *)p)->mc;
-    if (mc && mc != MAP_FAILED)
-        ot_unmap(mc, sizeof *mc); /* (MSETS x 2 entries of ~4 KB: 4 MB of address space, the pages used resident) */
-    ot_unmap(p, sizeof(struct py_thread));
+    ot_table_unmap(p, PY_TABLE); /* (the merged stacks with it: MSETS x 2 entries of ~4.5 KB) */
 }
 
 static void py_key_make(void)
@@ -64,8 +61,8 @@ struct py_thread *ot_py_thread_get(void)
         return t == PY_THREAD_NONE ? NULL : t;
     ot_py_tls = PY_THREAD_NONE;
     pthread_once(&py_key_once, py_key_make);
-    t = py_key_ok ? mmap(NULL, sizeof *t, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
-    if (t == MAP_FAILED)
+    t = py_key_ok ? ot_table_map(PY_TABLE) : NULL;
+    if (!t)
         return NULL;
     pthread_setspecific(py_key, t);
     ot_py_tls = t;

@@ -135,6 +135,7 @@ struct walker {
      * and hint names that memo's stack. */
     struct ot_stack_memo stack;
     int replayed;
+    uint32_t walks; /* so far: at OT_TABLE_HOT the table moves onto 2 MiB pages (common/tables.h) */
     struct ot_stack_memo *hint;
     struct place_memo *last; /* the place memo last replayed or kept: checked first */
     uint32_t *last_used;     /* its set's used[way] */

@@ -19,6 +19,7 @@ struct ot_options {
     int quiet;             /* OOMTRACE_QUIET: no "snapshot written" lines */
     int frameworks;        /* OOMTRACE_FRAMEWORKS: start the Python companion in Python processes */
     int tsc;               /* OOMTRACE_TSC: read the clock from the TSC where it is invariant */
+    int huge_pages;        /* OOMTRACE_HUGE_PAGES: a hot thread's tables move onto 2 MiB pages (common/tables.h) */
 };
 extern struct ot_options ot_opt;
 void ot_options_load(void);

@@ -3,30 +3,40 @@
  * linear probing and backward-shift deletion: no tombstones, so a long run of allocations and frees
  * never degrades lookups. Callers hold ot_lock. */
 #include <string.h>
-#include <sys/mman.h>
 
-#include "common/pages.h"
+#include "common/tables.h"
 #include "record/liveset.h"
 #include "record/rec.h"
 
+/* The process has made OT_TABLE_HOT events: its tables are on 2 MiB pages, and new ones go there at once. */
+static int hot;
+
+/* The table is probed at random (each allocation and free, and the snapshot's seq-order walk): on 4 KiB
+ * pages nearly every probe is also a TLB miss once the program's own work has run (common/tables.h). */
 static int resize(struct ot_liveset *s, uint64_t cap)
 {
-    struct ot_rec *slots = mmap(NULL, cap * sizeof *slots, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (slots == MAP_FAILED)
+    struct ot_rec *slots = ot_table_map(cap * sizeof *slots);
+    if (!slots)
         return -1;
-    /* A big table is probed at random (each free, and the snapshot's seq-order walk): on 4 KiB pages
-     * nearly every probe is also a TLB miss. Only a hint; where THP is off nothing changes. */
-    if (cap * sizeof *slots >= (2u << 20))
-        madvise(slots, cap * sizeof *slots, MADV_HUGEPAGE);
+    if (hot || cap * sizeof *slots >= OT_TABLE_ALIGN)
+        ot_table_hot(slots, cap * sizeof *slots);
     struct ot_liveset n = {.slots = slots, .mask = cap - 1, .count = 0};
     for (uint64_t i = 0; s->slots && i <= s->mask; i++)
         if (s->slots[i].size)
             ot_live_put(&n, &s->slots[i]);
     if (s->slots)
-        ot_unmap(s->slots, (s->mask + 1) * sizeof *s->slots);
+        ot_table_unmap(s->slots, (s->mask + 1) * sizeof *s->slots);
     *s = n;
     return 0;
+}
+
+void ot_live_hot(struct ot_liveset *s)
+{
+    if (hot)
+        return;
+    hot = 1;
+    if (s->slots)
+        ot_table_hot(s->slots, (s->mask + 1) * sizeof *s->slots);
 }
 
 /* ot_live_probe when the table must grow first (or has no slots yet). NULL when there is no memory for the
@@ -77,6 +87,6 @@ void ot_live_del_shift(struct ot_liveset *s, struct ot_rec *r)
 void ot_live_clear(struct ot_liveset *s)
 {
     if (s->slots)
-        ot_unmap(s->slots, (s->mask + 1) * sizeof *s->slots);
+        ot_table_unmap(s->slots, (s->mask + 1) * sizeof *s->slots);
     memset(s, 0, sizeof *s);
 }

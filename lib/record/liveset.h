@@ -2,6 +2,8 @@
  * every event does one of each, and a call costs about what the probe itself does. Callers hold ot_lock. */
 #ifndef OOMTRACE_LIVESET_H
 #define OOMTRACE_LIVESET_H
+#include <stddef.h>
+
 #include "common/defs.h"
 #include "record/rec.h"
 
@@ -67,4 +69,7 @@ static inline void ot_live_del(struct ot_liveset *s, struct ot_rec *r)
     ot_live_del_shift(s, r);
 }
 void ot_live_clear(struct ot_liveset *s);
+/* The process records often: s's table, and every table from now on, moves onto 2 MiB pages (common/tables.h).
+ * Once; a call after the first returns at once. */
+void ot_live_hot(struct ot_liveset *s);
 #endif

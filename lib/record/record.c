@@ -14,6 +14,7 @@
 #include "common/options.h"
 #include "common/stage.h"
 #include "common/self.h"
+#include "common/tables.h"
 #include "record/rec.h"
 #include "record/ring.h"
 #include "record/ring_next.h"
@@ -63,13 +64,24 @@ static inline __attribute__((always_inline)) void emit(uint8_t kind, const struc
             kind == OT_EV_ALLOC || kind == OT_EV_FAILED ? r->stack : 0, r->device, r->api, r->cat);
 }
 
+/* Every OT_TABLE_HOT events, allocations and frees (one of them will be), the live set's table may move onto
+ * 2 MiB pages: the first time only. */
+static inline __attribute__((always_inline)) void live_hot(uint64_t seq)
+{
+    _Static_assert((OT_TABLE_HOT & (OT_TABLE_HOT - 1)) == 0, "a power of two");
+    if (OT_UNLIKELY((seq & (OT_TABLE_HOT - 1)) == 0))
+        ot_live_hot(&S.live);
+}
+
 /* Closes a live record: accounting, the peak's retained set, the FREE event (its api and thread are the
  * free's), written from the live record before the delete moves records. Inline: every free does it. */
 static inline __attribute__((always_inline)) void close_rec(struct ot_rec *r, uint16_t api, uint32_t tid)
 {
     ot_peak_on_free(ot_devslot(r->device), r);
-    emit_ev(OT_EV_FREE, ++S.seq, ot_now_ns(), NULL, r->key, r->size, tid, 0, r->device, api, r->cat);
+    const uint64_t seq = ++S.seq;
+    emit_ev(OT_EV_FREE, seq, ot_now_ns(), NULL, r->key, r->size, tid, 0, r->device, api, r->cat);
     ot_live_del(&S.live, r);
+    live_hot(seq);
 }
 
 /* When an allocation set a new peak, keep copies of the markers before it. Copied only when markers came
@@ -191,6 +203,7 @@ void ot_record_alloc(const struct ot_alloc_req *a)
         S.untracked++;
     }
     emit(OT_EV_ALLOC, r, seq, t, NULL);
+    live_hot(seq);
     near_note(a->device);
     OT_STAGE_END(OT_ST_RECORD_ALLOC, tr);
     ot_lock_give();
