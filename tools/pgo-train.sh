@@ -20,21 +20,25 @@ snaps=$(mktemp -d) || exit 1
 trap 'rm -rf "$snaps"' EXIT
 log=${PGO_LOG:-/dev/null}
 
+# train FRAMEWORKS CMD...: FRAMEWORKS 1 runs with the framework companion, as the library runs by default (each
+# allocation then looks whether the companion is due); the benchmarks of the tracer alone run without it (0).
 train() {
+    fw=$1
+    shift
     LD_LIBRARY_PATH="$b/fake" FAKECUDA_CAPACITY=1T OOMTRACE_QUIET=1 OOMTRACE_DUMP=none OOMTRACE_DIR="$snaps" \
-        OOMTRACE_FRAMEWORKS=0 STEPMIX_LIB="$b/bench/libstepmix.so" LD_PRELOAD="$lib" timeout 120 "$@" >>"$log" 2>&1
+        OOMTRACE_FRAMEWORKS=$fw STEPMIX_LIB="$b/bench/libstepmix.so" LD_PRELOAD="$lib" timeout 120 "$@" >>"$log" 2>&1
 }
 
 ran=0
 for py in ${PGO_PYTHON:-python3}; do
     command -v "$py" >/dev/null 2>&1 || { echo "oomtrace: profile-guided build: $py not found: not trained with it" >&2; continue; }
-    if train "$py" "$here/bench/step_mix.py" 60 --loops 1 --evict 64 && train "$py" "$here/bench/step_mix.py" 20 --loops 1 --pair; then
+    if train 1 "$py" "$here/bench/step_mix.py" 60 --loops 1 --evict 64 && train 0 "$py" "$here/bench/step_mix.py" 20 --loops 1 --pair; then
         ran=$((ran + 1))
     else
         echo "oomtrace: profile-guided build: the Python training with $py failed: its paths may be built without a profile" >&2
     fi
 done
-train "$b/bench/cold_capture" --places 16 --evict 64 --calls 4000 && train "$b/bench/cold_capture" --pair --calls 4000 ||
+train 0 "$b/bench/cold_capture" --places 16 --evict 64 --calls 4000 && train 0 "$b/bench/cold_capture" --pair --calls 4000 ||
     echo "oomtrace: profile-guided build: the C training failed: its paths may be built without a profile" >&2
 [ "$ran" -gt 0 ] || echo "oomtrace: profile-guided build: no Python training ran: the Python paths are built without a profile" >&2
 
