@@ -8,8 +8,10 @@
 #include "record/liveset.h"
 #include "record/rec.h"
 
-/* The process has made OT_TABLE_HOT events: its tables are on 2 MiB pages, and new ones go there at once. */
-static int hot;
+/* The live set that was made hot (ot_live_hot): its table is on 2 MiB pages, and each table it grows into goes
+ * there at once. Only the allocations' set is made hot (not the VMM mappings'), and clearing it (a forked
+ * child's reset) makes it cold again. */
+static const struct ot_liveset *hot;
 
 /* The table is probed at random (each allocation and free, and the snapshot's seq-order walk): on 4 KiB
  * pages nearly every probe is also a TLB miss once the program's own work has run (common/tables.h). */
@@ -18,7 +20,7 @@ static int resize(struct ot_liveset *s, uint64_t cap)
     struct ot_rec *slots = ot_table_map(cap * sizeof *slots);
     if (!slots)
         return -1;
-    if (hot || cap * sizeof *slots >= OT_TABLE_ALIGN)
+    if (s == hot || cap * sizeof *slots >= OT_TABLE_ALIGN)
         ot_table_hot(slots, cap * sizeof *slots);
     struct ot_liveset n = {.slots = slots, .mask = cap - 1, .count = 0};
     for (uint64_t i = 0; s->slots && i <= s->mask; i++)
@@ -32,9 +34,9 @@ static int resize(struct ot_liveset *s, uint64_t cap)
 
 void ot_live_hot(struct ot_liveset *s)
 {
-    if (hot)
+    if (hot == s)
         return;
-    hot = 1;
+    hot = s;
     if (s->slots)
         ot_table_hot(s->slots, (s->mask + 1) * sizeof *s->slots);
 }
@@ -86,6 +88,8 @@ void ot_live_del_shift(struct ot_liveset *s, struct ot_rec *r)
 
 void ot_live_clear(struct ot_liveset *s)
 {
+    if (hot == s)
+        hot = NULL;
     if (s->slots)
         ot_table_unmap(s->slots, (s->mask + 1) * sizeof *s->slots);
     memset(s, 0, sizeof *s);

@@ -69,7 +69,7 @@ static inline void ot_live_del(struct ot_liveset *s, struct ot_rec *r)
     ot_live_del_shift(s, r);
 }
 void ot_live_clear(struct ot_liveset *s);
-/* The process records often: s's table, and every table from now on, moves onto 2 MiB pages (common/tables.h).
- * Once; a call after the first returns at once. */
+/* The process records often: s's table, and every table s grows into, moves onto 2 MiB pages
+ * (common/tables.h). Once for s, until ot_live_clear(s); a call after the first returns at once. */
 void ot_live_hot(struct ot_liveset *s);
 #endif

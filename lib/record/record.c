@@ -64,13 +64,15 @@ static inline __attribute__((always_inline)) void emit(uint8_t kind, const struc
             kind == OT_EV_ALLOC || kind == OT_EV_FAILED ? r->stack : 0, r->device, r->api, r->cat);
 }
 
-/* Every OT_TABLE_HOT events, allocations and frees (one of them will be), the live set's table may move onto
- * 2 MiB pages: the first time only. */
-static inline __attribute__((always_inline)) void live_hot(uint64_t seq)
+/* The next event's seq. At every OT_TABLE_HOT-th event, whatever its kind, the live set's table may move onto
+ * 2 MiB pages (in place, so records already found stay where they are): the first time only. */
+static inline __attribute__((always_inline)) uint64_t next_seq(void)
 {
     _Static_assert((OT_TABLE_HOT & (OT_TABLE_HOT - 1)) == 0, "a power of two");
+    const uint64_t seq = ++S.seq;
     if (OT_UNLIKELY((seq & (OT_TABLE_HOT - 1)) == 0))
         ot_live_hot(&S.live);
+    return seq;
 }
 
 /* Closes a live record: accounting, the peak's retained set, the FREE event (its api and thread are the
@@ -78,10 +80,8 @@ static inline __attribute__((always_inline)) void live_hot(uint64_t seq)
 static inline __attribute__((always_inline)) void close_rec(struct ot_rec *r, uint16_t api, uint32_t tid)
 {
     ot_peak_on_free(ot_devslot(r->device), r);
-    const uint64_t seq = ++S.seq;
-    emit_ev(OT_EV_FREE, seq, ot_now_ns(), NULL, r->key, r->size, tid, 0, r->device, api, r->cat);
+    emit_ev(OT_EV_FREE, next_seq(), ot_now_ns(), NULL, r->key, r->size, tid, 0, r->device, api, r->cat);
     ot_live_del(&S.live, r);
-    live_hot(seq);
 }
 
 /* When an allocation set a new peak, keep copies of the markers before it. Copied only when markers came
@@ -172,7 +172,7 @@ void ot_record_alloc(const struct ot_alloc_req *a)
         at = close_stale(at, a, tid, &found);
     /* Written straight into its live-set slot (into a local one when there is no memory for the slot). */
     struct ot_rec untracked, *r = OT_LIKELY(at != NULL) ? at : &untracked;
-    uint64_t seq = ++S.seq, t = ot_now_ns();
+    uint64_t seq = next_seq(), t = ot_now_ns();
     /* Every field: an empty slot holds a freed record's stale ones. */
     r->key = a->key;
     r->size = a->size;
@@ -203,7 +203,6 @@ void ot_record_alloc(const struct ot_alloc_req *a)
         S.untracked++;
     }
     emit(OT_EV_ALLOC, r, seq, t, NULL);
-    live_hot(seq);
     near_note(a->device);
     OT_STAGE_END(OT_ST_RECORD_ALLOC, tr);
     ot_lock_give();
@@ -290,7 +289,7 @@ static void unclose(const struct ot_rec *closed)
                 d->retained[i] = d->retained[--d->nretained];
                 break;
             }
-        uint64_t seq = ++S.seq, now = ot_now_ns();
+        uint64_t seq = next_seq(), now = ot_now_ns();
         if (ot_live_put(&S.live, closed)) {
             /* A new peak, if any, is set now: by this event, over everything live now. */
             struct ot_rec at = *closed;
@@ -311,7 +310,7 @@ static void unmap_undo(const struct ot_rec *m)
     struct ot_rec *r = ot_live_find(&S.live, OT_NS_VMM, m->seq);
     struct ot_rec ev = {.key = m->key, .size = m->size, .api = OT_API_cuMemMap, .cat = OT_CAT_VMM, .tid = ot_tid(),
                         .device = r ? r->device : -1};
-    emit(OT_EV_MAP, &ev, ++S.seq, ot_now_ns(), NULL);
+    emit(OT_EV_MAP, &ev, next_seq(), ot_now_ns(), NULL);
 }
 
 /* Latest change first, so that a record closed by its last reference comes back before the reference. */
@@ -355,7 +354,7 @@ void ot_record_failure(const struct ot_alloc_req *a, int result)
         .key = 0, .size = a->size, .time_ns = ot_now_ns(), .stack = ot_stack_intern(src, n, sflags),
         .tid = tid, .device = (int16_t)a->device, .cat = a->cat, .ns = a->ns, .api = a->api,
     };
-    uint64_t seq = ++S.seq;
+    uint64_t seq = next_seq();
     emit(OT_EV_FAILED, &r, seq, r.time_ns, NULL);
     S.failure = (struct trace_failure){
         .valid = 1, .req = *a, .result = result, .time_ns = r.time_ns, .seq = seq, .tid = tid,
@@ -377,7 +376,7 @@ void ot_record_marker_n(const char *label, size_t n)
         n = OT_LABEL_MAX - 1;
     ot_lock_take();
     struct trace_marker *m = &S.markers[S.nmarkers % OT_MAX_MARKERS];
-    m->seq = ++S.seq;
+    m->seq = next_seq();
     m->time_ns = ot_now_ns();
     m->tid = tid;
     memcpy(m->label, label, n);
@@ -449,7 +448,7 @@ void ot_vmm_map(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle)
     ot_live_put(&S.maps, &m);
     struct ot_rec ev = {.key = va, .size = size, .api = OT_API_cuMemMap, .cat = OT_CAT_VMM, .tid = tid,
                         .device = r ? r->device : -1};
-    emit(OT_EV_MAP, &ev, ++S.seq, ot_now_ns(), NULL);
+    emit(OT_EV_MAP, &ev, next_seq(), ot_now_ns(), NULL);
     ot_lock_give();
 }
 
@@ -498,7 +497,7 @@ void ot_vmm_unmap(uint64_t va, uint64_t size, struct ot_undo *u)
         goto refused;
     struct ot_rec ev = {.key = va, .size = size, .api = OT_API_cuMemUnmap, .cat = OT_CAT_VMM, .tid = tid,
                         .device = -1};
-    emit(OT_EV_UNMAP, &ev, ++S.seq, ot_now_ns(), NULL);
+    emit(OT_EV_UNMAP, &ev, next_seq(), ot_now_ns(), NULL);
     if (at >= end) {
         for (at = va; at < end;) {
             uint64_t msize = ot_live_find(&S.maps, OT_NS_DEVPTR, at)->size;
@@ -586,7 +585,7 @@ void ot_record_ctx_end(uint64_t ctx, int device, uint16_t api)
         ot_peak_on_free(ot_devslot(r->device), r);
         ot_live_del(s, r);
     }
-    e->seq = ++S.seq;
+    e->seq = next_seq();
     S.nctx_ends++;
     emit_ev(OT_EV_CONTEXT_END, e->seq, ot_now_ns(), NULL, ctx, bytes, tid, stack, (int16_t)device, api, 0);
     ot_lock_give();
