@@ -598,9 +598,10 @@ static __attribute__((noinline)) int merge(const uint64_t *native, uint64_t *fra
      * too, or no guess will be tried: in a step's mix the check failed, and read another place's entry, as
      * the merged stack it leads to needs the last capture's native frames. */
     struct py_thread *const t0 = ot_py_tls;
-    if (t0 && t0 != PY_THREAD_NONE && OT_UNLIKELY(++t0->captures == OT_TABLE_HOT))
+    const int cached = t0 && t0 != PY_THREAD_NONE;
+    if (cached && OT_UNLIKELY(++t0->captures == OT_TABLE_HOT))
         ot_table_hot(t0, PY_TABLE);
-    const int guess = gen && t0 && t0 != PY_THREAD_NONE && t0->mc;
+    const int guess = gen && cached && t0->mc;
     const int check_last = !guess || gen == t0->last_gen;
     if (guess)
         t0->last_gen = gen;
