@@ -121,8 +121,8 @@ $(BENCH_BIN)/stages-pylink/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h
 	@mkdir -p $(dir $@)
 	$(DEPS) $(CC) $(CPPFLAGS) -DOT_PY_LINK -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
 $(BENCH_BIN)/liboomtrace-pylink.so: $(filter-out $(B)/lib/capture/pyframes.o,$(LIB_OBJ)) $(BENCH_BIN)/pylink/lib/capture/pyframes.o
-	$(DEPS) $(CC) -shared -o $@ $^ $(LIB_LINK)
+	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ $(LIB_LINK)
 $(BENCH_BIN)/liboomtrace-stages-pylink.so: $(filter-out $(BENCH_BIN)/stages/lib/capture/pyframes.o,$(STAGE_OBJ)) $(BENCH_BIN)/stages-pylink/lib/capture/pyframes.o
-	$(DEPS) $(CC) -shared -o $@ $^ $(LIB_LINK)
+	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ $(LIB_LINK)
 .PHONY: bench-pylink
 bench-pylink: $(BENCH_BIN)/liboomtrace-pylink.so $(BENCH_BIN)/liboomtrace-stages-pylink.so $(B)/fake/libcuda.so.1
