@@ -24,6 +24,7 @@ static const char *const gap_names[OT_STAGE_GAPS] = {"near", "mid", "far"};
 
 __thread struct ot_stage_thread *ot_stage_me __attribute__((tls_model("initial-exec")));
 int ot_stage_fine = 1;
+int ot_stage_pass;
 int ot_stage_ring_drop;
 uint32_t ot_stage_last_tid;
 uint32_t ot_stage_pid;
@@ -34,7 +35,7 @@ static uint64_t probe, tsc_first, ns_first;
  * begin and end reads the tracer's time within them, apart from the process's setup and first steps (the
  * first allocation alone walks and parses for ~1 ms). Read racily from the other threads' blocks: a bench
  * marks while its other threads are idle. */
-#define MARKS 8
+#define MARKS 160
 struct mark {
     char label[32];
     uint64_t hooks, driver_alloc, nested, events;
@@ -156,6 +157,10 @@ static uint64_t own_cycles(uint64_t hooks, uint64_t driver_alloc, uint64_t neste
 
 void ot_stage_mark(const char *label)
 {
+    if (label && !strcmp(label, "stage: pass-through"))
+        __atomic_store_n(&ot_stage_pass, 1, __ATOMIC_RELAXED);
+    else if (label && !strcmp(label, "stage: traced"))
+        __atomic_store_n(&ot_stage_pass, 0, __ATOMIC_RELAXED);
     unsigned k = __atomic_fetch_add(&nmarks, 1, __ATOMIC_RELAXED);
     if (k >= MARKS)
         return;
@@ -187,7 +192,7 @@ __attribute__((destructor)) static void stage_report(void)
         npc = dt ? (double)dn / (double)dt : 0;
         rate = "process";
     }
-    static char line[16384];
+    static char line[65536];
     struct out o = {line, 0, sizeof line - 2};
     put(&o,
         "OOMTRACE_STAGES {\"pid\": %d, \"allocs\": %llu, \"frees\": %llu, \"ns_per_cycle\": %.6f, "

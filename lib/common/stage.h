@@ -113,6 +113,11 @@ static inline struct ot_stage_thread *ot_stage_self(void)
 }
 
 extern int ot_stage_fine;      /* 0 under OOMTRACE_STAGE_PROBES=outer */
+/* 1 between oomtrace_mark("stage: pass-through") and oomtrace_mark("stage: traced"): every wrapper calls the
+ * driver and records nothing, as when the tracer is disabled. A bench alternates blocks of steps traced and
+ * passed through within one process, whose step time does not move between processes as the host's does. */
+extern int ot_stage_pass;
+#define OT_STAGE_PASS() __atomic_load_n(&ot_stage_pass, __ATOMIC_RELAXED)
 extern int ot_stage_ring_drop; /* OOMTRACE_STAGE_RING=drop */
 extern uint32_t ot_stage_last_tid; /* the thread of the last event recorded (read without the lock) */
 extern uint32_t ot_stage_pid;
@@ -200,6 +205,7 @@ static inline void ot_stage_hook_out(enum ot_stage s)
 #define OT_STAGE_EVENT(alloc, tid) ((void)0)
 #define OT_STAGE_STACKS(n) ((void)0)
 #define OT_STAGE_MARK(label) ((void)0)
+#define OT_STAGE_PASS() 0
 #define OT_STAGE_HOOK_IN() ((void)0)
 #define OT_STAGE_HOOK_OUT(s) ((void)0)
 #define OT_STAGE_CALL(s, expr) (expr)

@@ -32,7 +32,7 @@ void *ot_real_slow(size_t off);
 /* Enters the tracer on this thread; 0 when it must not record (disabled, or already inside it). */
 static inline int ot_enter(void)
 {
-    if (ot_self.busy || !ot_ready_fast())
+    if (ot_self.busy || !ot_ready_fast() || OT_STAGE_PASS())
         return 0;
     ot_self.busy = 1;
     OT_STAGE_HOOK_IN();

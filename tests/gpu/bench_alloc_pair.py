@@ -6,6 +6,14 @@ cuMemFreeAsync. One process measures one case and prints one JSON line on stdout
   pair20    the same from 20 extra Python frames
   step      a small CPU-bound training step: 12 x Linear(256) + ReLU, batch 32, Adam
 
+--inproc, under the stage build (make bench-stages: build/bench/liboomtrace-stages.so): one process, --loops
+rounds of two blocks (--steps steps, or --pairs pairs), one traced and one passed through (oomtrace_mark
+"stage: traced" and "stage: pass-through": every wrapper then calls the driver and records nothing), in the
+order ABBA so that a drift cancels. Prints each block's ns a step or pair, and each round's traced block over its
+passed one (median): the tracer's whole cost, its effect on the host's caches included, within one process,
+whose speed does not move as the host's does between processes (docs/validation.md, run 14). What it leaves out:
+the wrapper's own call and checks, which a passed-through call still makes (a few ns).
+
 Each figure is the minimum over --loops timed loops (after one warm loop): the least disturbed loop of the
 process. Whether the tracer is preloaded is the runner's business (tests/gpu/bench_alloc_pair.sh alternates
 bare and traced processes). The one thing this script tells a tracer it finds in the process: where the step's
@@ -123,6 +131,45 @@ def measure(case, loops, n):
             "traced": "liboomtrace" in os.environ.get("LD_PRELOAD", ""), "pid": os.getpid()}
 
 
+def measure_inproc(case, rounds, n):
+    """--inproc: --loops rounds of two blocks (n steps, or n pairs), one traced and one passed through, in the
+    order ABBA; each block timed whole."""
+    if DEVICE == "cuda":
+        torch.cuda.init()
+    if case == "step":
+        step = make_step()
+
+        def block():
+            for _ in range(n):
+                step()
+            sync()
+        for _ in range(20):
+            step()
+        sync()
+    else:
+        depth = 20 if case == "pair20" else 0
+
+        def block():
+            nested(depth, lambda: pair_loop(n))
+        block()
+    blocks = []
+    for r in range(rounds):
+        for traced in ((True, False) if r % 2 == 0 else (False, True)):
+            mark("stage: traced" if traced else "stage: pass-through")
+            t0 = time.perf_counter_ns()
+            block()
+            blocks.append({"traced": traced, "ns": (time.perf_counter_ns() - t0) / n})
+    mark("stage: traced")
+    pairs = [(blocks[2 * r], blocks[2 * r + 1]) for r in range(rounds)]
+    ratios = sorted(a["ns"] / b["ns"] if a["traced"] else b["ns"] / a["ns"] for a, b in pairs)
+    added = sorted(a["ns"] - b["ns"] if a["traced"] else b["ns"] - a["ns"] for a, b in pairs)
+    least = {m: min(b["ns"] for b in blocks if b["traced"] == m) for m in (True, False)}
+    return {"case": case, "inproc": True, "unit": "ns/step" if case == "step" else "ns/pair", "blocks": blocks,
+            "ratio_median": ratios[len(ratios) // 2], "added_median": added[len(added) // 2],
+            "ratio_least": least[True] / least[False], "added_least": least[True] - least[False],
+            "traced": "liboomtrace" in os.environ.get("LD_PRELOAD", "")}
+
+
 def child(case, loops, n, w):
     """In the forked child: measure, write the line to w, and leave at once (no interpreter teardown, no
     exit snapshot: the parent's state is not ours to finalise)."""
@@ -175,6 +222,8 @@ def serve():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=["pair", "pair20", "step", "serve"])
+    ap.add_argument("--inproc", action="store_true", help="traced and passed-through blocks in this one process "
+                    "(the stage build)")
     ap.add_argument("--loops", type=int, default=8)
     ap.add_argument("--steps", type=int, default=200, help="steps per timed loop (case step)")
     ap.add_argument("--pairs", type=int, default=PAIRS, help="pairs per timed loop (cases pair, pair20)")
@@ -182,6 +231,10 @@ def main():
     need_async_backend("bench_alloc_pair")
     if a.case == "serve":
         serve()
+        return
+    if a.inproc:
+        res = measure_inproc(a.case, a.loops, a.steps if a.case == "step" else a.pairs)
+        print(json.dumps(res), flush=True)
         return
     res = measure(a.case, a.loops, a.steps if a.case == "step" else a.pairs)
     del res["pid"]

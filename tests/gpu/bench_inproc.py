@@ -1,0 +1,97 @@
+"""Issue 16's rows within one process: the tracer's cost as the difference between blocks of the same work
+traced and passed through, in the same process (bench_alloc_pair.py --inproc, under the stage build).
+
+    python3 tests/gpu/bench_inproc.py STAGE_LIB [--cases step,pair,pair20] [--procs 3] [--rounds 16]
+                                      [--steps 50] [--pairs 20000] [--cpus 4-7]
+
+Why: between processes the H200 host's step moves by up to a half (docs/validation.md, run 14), so alternating
+bare and traced processes resolves the step's ratio to ~±20%, not the 2% it is held to. Within one process the
+two modes share the host's speed; a round (one traced block, one passed through, ABBA) spreads by ~1%.
+
+Prints one line a process and case, then one summary line a case:
+  ratio      each round's traced block over its passed-through one, the median of the rounds (and of the
+             processes, in the summary): the issue's "step ≤ 1.02" row
+  added      the same as a difference, ns a step or a pair: the pair rows' "+0.3 µs"
+  counted    the stage build's own count of the tracer's time in the traced blocks (the wrappers' outer probes,
+             OOMTRACE_STAGE_PROBES=outer), over the traced blocks' time: what the tracer spends inside its
+             wrappers. ratio - 1 less this is what the tracer costs the host outside them (its caches), plus
+             the probes' own time
+What a passed-through block still pays: the wrapper's call and its checks (a few ns a call), so the figures
+leave that out. Needs PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (set here) and a CUDA device."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def stage_line(err):
+    for line in err.splitlines():
+        at = line.find("OOMTRACE_STAGES ")
+        if at >= 0:
+            return json.loads(line[at + len("OOMTRACE_STAGES "):])
+    return None
+
+
+def one(lib, case, a):
+    env = dict(os.environ, LD_PRELOAD=lib, PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync", OOMTRACE_DUMP="none",
+               OOMTRACE_QUIET="1", OOMTRACE_FRAMEWORKS="0", OOMTRACE_STAGE_PROBES="outer")
+    cmd = [sys.executable, os.path.join(HERE, "bench_alloc_pair.py"), case, "--inproc", "--loops", str(a.rounds),
+           "--steps", str(a.steps), "--pairs", str(a.pairs)]
+    if a.cpus:
+        cmd = ["taskset", "-c", a.cpus] + cmd
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
+    out = p.stdout.strip().splitlines()
+    st = stage_line(p.stderr)
+    if p.returncode or not out:
+        return {"case": case, "error": "status %d: %s" % (p.returncode, (p.stderr.strip().splitlines() or [""])[-1][:200])}
+    if st is None:
+        return {"case": case, "error": "no OOMTRACE_STAGES line: not the stage build, or no wrapper was reached"}
+    res = json.loads(out[-1])
+    marks = [m for m in st.get("marks", []) if m["label"] in ("stage: traced", "stage: pass-through")]
+    blocks = res["blocks"]
+    n = a.steps if case == "step" else a.pairs
+    if len(marks) != len(blocks) + 1:
+        return {"case": case, "error": "%d marks for %d blocks" % (len(marks), len(blocks))}
+    tracer = sum(marks[i + 1]["tracer_ns"] - marks[i]["tracer_ns"] for i, b in enumerate(blocks) if b["traced"])
+    traced_ns = sum(b["ns"] * n for b in blocks if b["traced"])
+    res["counted"] = tracer / traced_ns
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("lib", help="the stage build: build/bench/liboomtrace-stages.so")
+    ap.add_argument("--cases", default="step,pair,pair20")
+    ap.add_argument("--procs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=50, help="steps a block (step)")
+    ap.add_argument("--pairs", type=int, default=20000, help="pairs a block (pair, pair20)")
+    ap.add_argument("--cpus", default="", help="taskset's CPU list for each process (none: not pinned)")
+    ap.add_argument("--timeout", type=int, default=300)
+    a = ap.parse_args()
+    lib = os.path.abspath(a.lib)
+    for case in a.cases.split(","):
+        got = []
+        for _ in range(a.procs):
+            r = one(lib, case, a)
+            if "error" in r:
+                print(json.dumps(r), flush=True)
+                continue
+            got.append(r)
+            print("%-6s ratio %.4f  added %+8.1f %s  least %.4f  counted %.2f%%  (%d rounds)" % (
+                case, r["ratio_median"], r["added_median"], r["unit"], r["ratio_least"], 100 * r["counted"],
+                len(r["blocks"]) // 2), flush=True)
+        if got:
+            print("%-6s SUMMARY %d processes: ratio median %.4f (%.4f–%.4f), added median %+.1f %s, counted %.2f%%" % (
+                case, len(got), statistics.median(r["ratio_median"] for r in got),
+                min(r["ratio_median"] for r in got), max(r["ratio_median"] for r in got),
+                statistics.median(r["added_median"] for r in got), got[0]["unit"],
+                100 * statistics.median(r["counted"] for r in got)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
