@@ -4,7 +4,7 @@
 #
 #   bench/ir_per_event.sh EVENTS 'CMD SHORT' 'CMD LONG'     # EVENTS: allocations between the two runs
 #   e.g. bench/ir_per_event.sh 4100 'python3.12 bench/step_mix.py 20 --loops 1' 'python3.12 bench/step_mix.py 60 --loops 1'
-# Runs under LD_PRELOAD=build/liboomtrace.so (LIB= to name another) against the stand-in driver; prints the
+# Runs under LD_PRELOAD=build/liboomtrace.so (LIB= to name another, LIB=none untraced) against the stand-in driver; prints the
 # inclusive Ir per allocation event of each function named below. MISSES=1 (bench/misses_per_event.sh):
 # cachegrind with its cache simulation instead (D1=, LL= as size,assoc,line), and bench/misses_summary.py
 # prints Ir and cache misses per event by part.
@@ -12,12 +12,13 @@ set -eu
 cd "$(dirname "$0")/.."
 N=$1
 LIB=${LIB:-$PWD/build/liboomtrace.so}
+[ "$LIB" = none ] && LIB=
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 i=0
 MISSES=${MISSES:-0}
 tool="--tool=callgrind --callgrind-out-file"
-[ "$MISSES" = 1 ] && tool="--tool=cachegrind --cache-sim=yes --D1=${D1:-49152,12,64} --LL=${LL:-2097152,16,64} --cachegrind-out-file"
+[ "$MISSES" = 1 ] && tool="--tool=cachegrind --cache-sim=yes --I1=${I1:-32768,8,64} --D1=${D1:-49152,12,64} --LL=${LL:-2097152,16,64} --cachegrind-out-file"
 for cmd in "$2" "$3"; do
     i=$((i + 1))
     LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1T OOMTRACE_DUMP=none OOMTRACE_FRAMEWORKS=0 OOMTRACE_QUIET=1 \

@@ -1,4 +1,5 @@
-"""Per event Ir, D1 and LL misses by part of the tracer, from two cachegrind runs (bench/misses_per_event.sh)."""
+"""Per event Ir, I1, D1 and LL misses by part of the tracer and of the program, from two cachegrind runs
+(bench/misses_per_event.sh)."""
 import collections, glob, os, sys
 out, n = sys.argv[1], int(sys.argv[2])
 def read(i):
@@ -32,13 +33,15 @@ PARTS = [
     ("  record_free", lambda k: ours(k) and k[1] == "ot_record_free"),
     ("  the wrappers", lambda k: ours(k) and "/intercept/" in "/" + k[0]),
     ("libc memcmp, memcpy", lambda k: k[1].startswith(("__memcmp", "__memcpy"))),
+    ("the program (not lib/)", lambda k: not ours(k)),
     ("whole process", lambda k: True),
 ]
-print(f"{'per event':24s} {'Ir':>8s} {'D1 miss':>8s} {'LL miss':>8s}")
+print(f"{'per event':24s} {'Ir':>8s} {'I1 miss':>8s} {'D1 miss':>8s} {'LL miss':>8s}")
 for name, pred in PARTS:
     t = [0.0] * 9
     for k in set(a) | set(b):
         if pred(k):
             va, vb = a.get(k, [0] * 9), b.get(k, [0] * 9)
             t = [s + (y - x) / n for s, x, y in zip(t, va, vb)]
-    print(f"{name:24s} {t[ix['Ir']]:8.0f} {t[ix['D1mr']] + t[ix['D1mw']]:8.1f} {t[ix['DLmr']] + t[ix['DLmw']]:8.2f}")
+    ll = t[ix['DLmr']] + t[ix['DLmw']] + t[ix['ILmr']]
+    print(f"{name:24s} {t[ix['Ir']]:8.0f} {t[ix['I1mr']]:8.1f} {t[ix['D1mr']] + t[ix['D1mw']]:8.1f} {ll:8.2f}")

@@ -35,7 +35,7 @@ static uint64_t probe, tsc_first, ns_first;
  * begin and end reads the tracer's time within them, apart from the process's setup and first steps (the
  * first allocation alone walks and parses for ~1 ms). Read racily from the other threads' blocks: a bench
  * marks while its other threads are idle. */
-#define MARKS 160
+#define MARKS 1024
 struct mark {
     char label[32];
     uint64_t hooks, driver_alloc, nested, events;
@@ -192,7 +192,7 @@ __attribute__((destructor)) static void stage_report(void)
         npc = dt ? (double)dn / (double)dt : 0;
         rate = "process";
     }
-    static char line[65536];
+    static char line[262144];
     struct out o = {line, 0, sizeof line - 2};
     put(&o,
         "OOMTRACE_STAGES {\"pid\": %d, \"allocs\": %llu, \"frees\": %llu, \"ns_per_cycle\": %.6f, "

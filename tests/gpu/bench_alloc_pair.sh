@@ -26,7 +26,8 @@
 # out the diagnostic variants (OOMTRACE_PYTHON=0, OOMTRACE_DEPTH=4). LIB_B=path/liboomtrace.so (another build,
 # e.g. the one before a change) adds a variant traced with it to the pair, pair20 and C rows, in the same
 # rounds: between runs the least moves by up to ~100 ns, so two builds are compared within one run.
-# Without a GPU, BENCH_DEVICE=cpu CUDA_LIBDIR=build/fake runs the same mechanics on the CPU and the stand-in
+# Then the Python rows again within one process (INPROC, below). Without a GPU, BENCH_DEVICE=cpu
+# CUDA_LIBDIR=build/fake runs the same mechanics on the CPU and the stand-in
 # driver (LD_LIBRARY_PATH=build/fake FAKECUDA_CAPACITY=1T): a check of the runner, not a measurement.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -54,3 +55,15 @@ export CBIN=$OUT/alloc_pair
 cc -O2 -I"$CUDA_HOME/include" -o "$CBIN" tests/gpu/alloc_pair.c -L"${CUDA_LIBDIR:-$CUDA_HOME/lib64/stubs}" -lcuda \
     || { echo "bench_alloc_pair: cannot build tests/gpu/alloc_pair.c (CUDA_HOME=$CUDA_HOME)" >&2; CBIN=; }
 "$PY" tests/gpu/bench_alloc_rounds.py
+rc=$?
+# The same rows within one process (tests/gpu/bench_inproc.py: blocks traced and passed through by the stage
+# build, ABBA): what the host's two speeds between processes leave the rows above unable to settle, the step's
+# 2% above all (with QUICK too). INPROC=0 leaves it out; INPROC_CASES (default step,pair,pair20); INPROC_PROCS
+# (default 3, QUICK 2) processes a case.
+if [ "${INPROC:-1}" = 1 ] && [ -f "$STAGES_LIB" ] && [ "${BENCH_DEVICE:-cuda}" = cuda ]; then
+    procs=${INPROC_PROCS:-$([ -n "${QUICK:-}" ] && echo 2 || echo 3)}
+    echo "== within one process: traced blocks over passed-through ones (tests/gpu/bench_inproc.py)"
+    LD_LIBRARY_PATH=$CARRY_LD "$PY" tests/gpu/bench_inproc.py "$STAGES_LIB" --cases "${INPROC_CASES:-step,pair,pair20}" --procs "$procs" \
+        --rounds 16 --steps 50 --pairs 10000 ${PIN:+--cpus "$PIN"} --raw "$OUT/inproc.jsonl" || rc=1
+fi
+exit $rc

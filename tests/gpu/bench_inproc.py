@@ -9,8 +9,9 @@ bare and traced processes resolves the step's ratio to ~±20%, not the 2% it is 
 two modes share the host's speed; a round (one traced block, one passed through, ABBA) spreads by ~1%.
 
 Prints one line a process and case, then one summary line a case:
-  ratio      each round's traced block over its passed-through one, the median of the rounds (and of the
-             processes, in the summary): the issue's "step ≤ 1.02" row
+  ratio      each round's traced block over its passed-through one, the median of the rounds; in the
+             summary, the geometric mean over every round of every process, with its standard error: the
+             issue's "step ≤ 1.02" row
   added      the same as a difference, ns a step or a pair: the pair rows' "+0.3 µs"
   counted    the stage build's own count of the tracer's time in the traced blocks (the wrappers' outer probes,
              OOMTRACE_STAGE_PROBES=outer), over the traced blocks' time: what the tracer spends inside its
@@ -20,6 +21,7 @@ What a passed-through block still pays: the wrapper's call and its checks (a few
 leave that out. Needs PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (set here) and a CUDA device."""
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -34,6 +36,15 @@ def stage_line(err):
         if at >= 0:
             return json.loads(line[at + len("OOMTRACE_STAGES "):])
     return None
+
+
+def round_ratios(blocks):
+    """Each round's traced block over its passed-through one (a round: two blocks, either order)."""
+    out = []
+    for a, b in zip(blocks[0::2], blocks[1::2]):
+        t, p = (a, b) if a["traced"] else (b, a)
+        out.append(t["ns"] / p["ns"])
+    return out
 
 
 def one(lib, case, a):
@@ -54,11 +65,10 @@ def one(lib, case, a):
     marks = [m for m in st.get("marks", []) if m["label"] in ("stage: traced", "stage: pass-through")]
     blocks = res["blocks"]
     n = a.steps if case == "step" else a.pairs
-    if len(marks) != len(blocks) + 1:
-        return {"case": case, "error": "%d marks for %d blocks" % (len(marks), len(blocks))}
-    tracer = sum(marks[i + 1]["tracer_ns"] - marks[i]["tracer_ns"] for i, b in enumerate(blocks) if b["traced"])
-    traced_ns = sum(b["ns"] * n for b in blocks if b["traced"])
-    res["counted"] = tracer / traced_ns
+    res["counted"] = None  # the stage build keeps 1,024 marks: more blocks than that are not counted
+    if len(marks) == len(blocks) + 1:
+        tracer = sum(marks[i + 1]["tracer_ns"] - marks[i]["tracer_ns"] for i, b in enumerate(blocks) if b["traced"])
+        res["counted"] = tracer / sum(b["ns"] * n for b in blocks if b["traced"])
     return res
 
 
@@ -72,6 +82,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=20000, help="pairs a block (pair, pair20)")
     ap.add_argument("--cpus", default="", help="taskset's CPU list for each process (none: not pinned)")
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--raw", help="append each process's JSON line (its blocks, and counted) to this file")
     a = ap.parse_args()
     lib = os.path.abspath(a.lib)
     for case in a.cases.split(","):
@@ -82,15 +93,23 @@ def main():
                 print(json.dumps(r), flush=True)
                 continue
             got.append(r)
-            print("%-6s ratio %.4f  added %+8.1f %s  least %.4f  counted %.2f%%  (%d rounds)" % (
-                case, r["ratio_median"], r["added_median"], r["unit"], r["ratio_least"], 100 * r["counted"],
-                len(r["blocks"]) // 2), flush=True)
+            if a.raw:
+                with open(a.raw, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+            print("%-6s ratio %.4f  added %+8.1f %s  least %.4f  counted %s  (%d rounds)" % (
+                case, r["ratio_median"], r["added_median"], r["unit"], r["ratio_least"],
+                "%.2f%%" % (100 * r["counted"]) if r["counted"] is not None else "-", len(r["blocks"]) // 2), flush=True)
         if got:
-            print("%-6s SUMMARY %d processes: ratio median %.4f (%.4f–%.4f), added median %+.1f %s, counted %.2f%%" % (
-                case, len(got), statistics.median(r["ratio_median"] for r in got),
-                min(r["ratio_median"] for r in got), max(r["ratio_median"] for r in got),
-                statistics.median(r["added_median"] for r in got), got[0]["unit"],
-                100 * statistics.median(r["counted"] for r in got)), flush=True)
+            # every round of every process pooled: the geometric mean of the rounds' ratios and its standard error
+            logs = [math.log(ratio) for r in got for ratio in round_ratios(r["blocks"])]
+            mean, se = statistics.mean(logs), statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
+            counted = [r["counted"] for r in got if r["counted"] is not None]
+            print("%-6s SUMMARY %d processes, %d rounds: ratio %.4f ± %.4f (geometric mean, its standard error), "
+                  "processes' medians %.4f–%.4f, added median %+.1f %s, counted %s" % (
+                      case, len(got), len(logs), math.exp(mean), math.exp(mean) * se,
+                      min(r["ratio_median"] for r in got), max(r["ratio_median"] for r in got),
+                      statistics.median(r["added_median"] for r in got), got[0]["unit"],
+                      "%.2f%%" % (100 * statistics.median(counted)) if counted else "-"), flush=True)
 
 
 if __name__ == "__main__":

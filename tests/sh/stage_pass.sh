@@ -1,0 +1,65 @@
+#!/bin/sh
+# The stage build's pass-through switch (lib/common/stage.h: OT_STAGE_PASS), which issue 16's in-process bench
+# (tests/gpu/bench_inproc.py) rests on: between oomtrace_mark("stage: pass-through") and ("stage: traced") no
+# allocation or free is recorded, and each returns what the driver returned; the counts at the marks split the
+# tracer's time by block. Also the bench's round arithmetic. The normal build has no such switch.
+set -u
+cd "$(dirname "$0")/../.."
+fail() { echo "stage_pass: FAIL: $*"; exit 1; }
+lib=$PWD/build/bench/liboomtrace-stages.so
+make -s bench-stages >/dev/null 2>&1 || fail "make bench-stages"
+! nm -D --defined-only build/liboomtrace.so | grep -q ot_stage && ! nm build/liboomtrace.so | grep -q ot_stage_pass ||
+    fail "the normal build has the stage build's switch"
+work=$(mktemp -d /tmp/oomtrace-stagepass.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cp tests/py/drv.py "$work/"
+cat >"$work/prog.py" <<'PY'
+from drv import try_alloc, free, mark
+
+
+def pairs(n):
+    for _ in range(n):
+        status, addr = try_alloc(4096)
+        assert status == 0 and addr, (status, addr)
+        free(addr)
+
+
+assert mark(b"stage: traced") == 0
+pairs(10)
+mark(b"stage: pass-through")
+pairs(500)
+status, addr = try_alloc(1 << 50)  # refused by the driver: the same status passed through
+assert status == 2 and addr == 0, (status, addr)
+mark(b"stage: traced")
+pairs(20)
+mark(b"stage: traced")
+PY
+LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1G OOMTRACE_DUMP=none OOMTRACE_QUIET=1 LD_PRELOAD=$lib \
+    python3 "$work/prog.py" >"$work/out" 2>"$work/err" || fail "the program: $(tail -3 "$work/err")"
+python3 - "$work/err" <<'PY' || exit 1
+import json, sys
+line = next((l for l in open(sys.argv[1]) if "OOMTRACE_STAGES " in l), None)
+if line is None:
+    sys.exit("stage_pass: FAIL: no OOMTRACE_STAGES line")
+st = json.loads(line[line.index("OOMTRACE_STAGES ") + 16:])
+m = st["marks"]
+ev = [x["events"] for x in m]
+ns = [x["tracer_ns"] for x in m]
+# each mark is an event of its own; a pair is two
+want = [ev[0] + 1 + 20, ev[0] + 1 + 20 + 1, ev[0] + 1 + 20 + 1 + 1 + 40]
+if ev[1:] != want:
+    sys.exit("stage_pass: FAIL: events at the marks %s, want %s (the passed-through block recorded)" % (ev, [ev[0]] + want))
+# (a mark's own record moves the count by a few ns; 500 pairs traced would be ~0.1 ms or more)
+if not (ns[1] > ns[0] and abs(ns[2] - ns[1]) < 5000 and ns[3] > ns[2] + 5000):
+    sys.exit("stage_pass: FAIL: the tracer's time at the marks %s: the passed-through block counted" % ns)
+PY
+PYTHONPATH=tests/gpu python3 - <<'PY' || fail "bench_inproc's rounds"
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("bi", "tests/gpu/bench_inproc.py")
+bi = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bi)
+r = bi.round_ratios([{"traced": True, "ns": 105}, {"traced": False, "ns": 100},
+                     {"traced": False, "ns": 200}, {"traced": True, "ns": 206}])
+assert [round(x, 3) for x in r] == [1.05, 1.03], r
+PY
+echo "stage_pass: ok"
