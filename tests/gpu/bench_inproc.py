@@ -27,15 +27,9 @@ import statistics
 import subprocess
 import sys
 
+from bench_pair_parts import stages_line  # the stage build's exit line, parsed
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def stage_line(err):
-    for line in err.splitlines():
-        at = line.find("OOMTRACE_STAGES ")
-        if at >= 0:
-            return json.loads(line[at + len("OOMTRACE_STAGES "):])
-    return None
 
 
 def round_ratios(blocks):
@@ -56,7 +50,7 @@ def one(lib, case, a):
         cmd = ["taskset", "-c", a.cpus] + cmd
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
     out = p.stdout.strip().splitlines()
-    st = stage_line(p.stderr)
+    st = stages_line(p.stderr)
     if p.returncode or not out:
         return {"case": case, "error": "status %d: %s" % (p.returncode, (p.stderr.strip().splitlines() or [""])[-1][:200])}
     if st is None:
