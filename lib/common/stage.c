@@ -31,10 +31,11 @@ uint32_t ot_stage_pid;
 static struct ot_stage_thread *threads;
 static uint64_t probe, tsc_first, ns_first;
 
-/* The counters summed at each oomtrace_mark() (ot_stage_mark): a bench that marks where its timed loops
- * begin and end reads the tracer's time within them, apart from the process's setup and first steps (the
- * first allocation alone walks and parses for ~1 ms). Read racily from the other threads' blocks: a bench
- * marks while its other threads are idle. */
+/* The counters summed at each oomtrace_mark() (ot_stage_mark; two labels also switch OT_STAGE_PASS, stage.h):
+ * a bench that marks where its timed loops begin and end reads the tracer's time within them, apart from the
+ * process's setup and first steps (the first allocation alone walks and parses for ~1 ms). Read racily from the
+ * other threads' blocks: a bench marks while its other threads are idle. 1,024: tests/gpu/bench_inproc.py marks
+ * each block of its rounds. */
 #define MARKS 1024
 struct mark {
     char label[32];

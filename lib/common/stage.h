@@ -115,7 +115,9 @@ static inline struct ot_stage_thread *ot_stage_self(void)
 extern int ot_stage_fine;      /* 0 under OOMTRACE_STAGE_PROBES=outer */
 /* 1 between oomtrace_mark("stage: pass-through") and oomtrace_mark("stage: traced"): every wrapper calls the
  * driver and records nothing, as when the tracer is disabled. A bench alternates blocks of steps traced and
- * passed through within one process, whose step time does not move between processes as the host's does. */
+ * passed through within one process, whose step time does not move between processes as the host's does. What
+ * a block passes through is lost to the record (an allocation freed there stays live until its address comes
+ * back, closed then as stale): the switch is for timing, and only the stage build has it. */
 extern int ot_stage_pass;
 #define OT_STAGE_PASS() __atomic_load_n(&ot_stage_pass, __ATOMIC_RELAXED)
 extern int ot_stage_ring_drop; /* OOMTRACE_STAGE_RING=drop */
