@@ -1,5 +1,6 @@
 """Per event Ir, I1, D1 and LL misses by part of the tracer and of the program, from two cachegrind runs
-(bench/misses_per_event.sh)."""
+(bench/misses_per_event.sh). LL counts data and instruction misses (before issue 16's seventeenth pass, data
+only). "The program" is everything outside lib/, the libc and Python C API calls the tracer makes included."""
 import collections, glob, os, sys
 out, n = sys.argv[1], int(sys.argv[2])
 def read(i):

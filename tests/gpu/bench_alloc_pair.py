@@ -9,8 +9,9 @@ cuMemFreeAsync. One process measures one case and prints one JSON line on stdout
 --inproc, under the stage build (make bench-stages: build/bench/liboomtrace-stages.so): one process, --loops
 rounds of two blocks (--steps steps, or --pairs pairs), one traced and one passed through (oomtrace_mark
 "stage: traced" and "stage: pass-through": every wrapper then calls the driver and records nothing), in the
-order ABBA so that a drift cancels. Prints each block's ns a step or pair, and each round's traced block over its
-passed one (median): the tracer's whole cost, its effect on the host's caches included, within one process,
+order ABBA so that a drift cancels (--loops even). A step block ends with torch.cuda.synchronize(); a pair block
+needs none. Prints each block's ns a step or pair, and each round's traced block over its passed one (median):
+the tracer's whole cost, its effect on the host's caches included, within one process,
 whose speed does not move as the host's does between processes (docs/validation.md, run 14). What it leaves out:
 the wrapper's own call and checks, which a passed-through call still makes (a few ns).
 
@@ -33,6 +34,7 @@ import faulthandler
 import json
 import os
 import select
+import statistics
 import sys
 import time
 
@@ -64,14 +66,15 @@ def pair_loop(pairs=PAIRS):
 
 
 def mark(label):
-    """oomtrace_mark(label) when a tracer is in the process; nothing otherwise (a bare run)."""
+    """oomtrace_mark(label) when a tracer is in the process (its status: 0 when it took the mark); None
+    otherwise (a bare run)."""
     try:
         import ctypes
         fn = ctypes.CDLL(None).oomtrace_mark
     except (OSError, AttributeError):
-        return
+        return None
     fn.argtypes, fn.restype = [ctypes.c_char_p], ctypes.c_int
-    fn(label.encode())
+    return fn(label.encode())
 
 
 def sync():
@@ -157,17 +160,19 @@ def measure_inproc(case, rounds, n):
     blocks = []
     for r in range(rounds):
         for traced in ((True, False) if r % 2 == 0 else (False, True)):
-            mark("stage: traced" if traced else passed)
+            # a switch the tracer did not take (no stage build, or not ready) makes the rounds meaningless
+            if mark("stage: traced" if traced else passed) != 0:
+                raise RuntimeError("oomtrace_mark refused the switch: --inproc needs the stage build preloaded")
             t0 = time.perf_counter_ns()
             block()
             blocks.append({"traced": traced, "ns": (time.perf_counter_ns() - t0) / n})
     mark("stage: traced")
     pairs = [(blocks[2 * r], blocks[2 * r + 1]) for r in range(rounds)]
-    ratios = sorted(a["ns"] / b["ns"] if a["traced"] else b["ns"] / a["ns"] for a, b in pairs)
-    added = sorted(a["ns"] - b["ns"] if a["traced"] else b["ns"] - a["ns"] for a, b in pairs)
+    ratios = [a["ns"] / b["ns"] if a["traced"] else b["ns"] / a["ns"] for a, b in pairs]
+    added = [a["ns"] - b["ns"] if a["traced"] else b["ns"] - a["ns"] for a, b in pairs]
     least = {m: min(b["ns"] for b in blocks if b["traced"] == m) for m in (True, False)}
     return {"case": case, "inproc": True, "unit": "ns/step" if case == "step" else "ns/pair", "blocks": blocks,
-            "ratio_median": ratios[len(ratios) // 2], "added_median": added[len(added) // 2],
+            "ratio_median": statistics.median(ratios), "added_median": statistics.median(added),
             "ratio_least": least[True] / least[False], "added_least": least[True] - least[False],
             "traced": "liboomtrace" in os.environ.get("LD_PRELOAD", "")}
 
@@ -235,6 +240,8 @@ def main():
         serve()
         return
     if a.inproc:
+        if a.case == "serve" or a.loops % 2:
+            sys.exit("bench_alloc_pair: --inproc takes pair, pair20 or step, and an even --loops (ABBA rounds)")
         res = measure_inproc(a.case, a.loops, a.steps if a.case == "step" else a.pairs)
         print(json.dumps(res), flush=True)
         return

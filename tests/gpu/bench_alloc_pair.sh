@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's table on the GPU machine, in one command (under 4 minutes on one H200; QUICK=1 under 2.5):
+# Issue 16's table on the GPU machine, in one command (under 5.5 minutes on one H200; QUICK=1 under 3.5):
 #
 #   bash tests/gpu/bench_alloc_pair.sh            # OUT=dir keeps the raw lines; QUICK=1 for the short form
 #
@@ -26,8 +26,9 @@
 # out the diagnostic variants (OOMTRACE_PYTHON=0, OOMTRACE_DEPTH=4). LIB_B=path/liboomtrace.so (another build,
 # e.g. the one before a change) adds a variant traced with it to the pair, pair20 and C rows, in the same
 # rounds: between runs the least moves by up to ~100 ns, so two builds are compared within one run.
-# Then the Python rows again within one process (INPROC, below). Without a GPU, BENCH_DEVICE=cpu
-# CUDA_LIBDIR=build/fake runs the same mechanics on the CPU and the stand-in
+# Then the Python rows again within one process (INPROC, below: ~90 s, QUICK ~60 s; on a GPU only, as the stage
+# build's switch needs a wrapper reached). Without a GPU, BENCH_DEVICE=cpu CUDA_LIBDIR=build/fake runs the table's
+# mechanics on the CPU and the stand-in
 # driver (LD_LIBRARY_PATH=build/fake FAKECUDA_CAPACITY=1T): a check of the runner, not a measurement.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
