@@ -3,13 +3,17 @@
  * pairs; prints one JSON line with the minimum over the timed loops (ns per pair). Built and run by
  * tests/gpu/bench_alloc_pair.sh:  cc -O2 -I$CUDA_HOME/include alloc_pair.c -lcuda
  *
- *   alloc_pair [LOOPS] [split]
+ *   alloc_pair [LOOPS] [split|inproc]
  * split: rdtsc around each call as well (x86-64), so that a traced process's calls can be set against a bare
  * one's and against the driver calls the stage build times inside the wrappers (tests/gpu/bench_pair_parts.sh).
  * The line then has "split": the allocation's call, the free's call and the rest of the loop, ns each per
  * pair, for the least loop ("least") and over every pair of the process, warm loop included ("all": the
- * stage build's counters cover the same pairs). The rdtsc reads add the same few ns to bare and traced. */
+ * stage build's counters cover the same pairs). The rdtsc reads add the same few ns to bare and traced.
+ * inproc: under the stage build, LOOPS (even) rounds of two loops, one traced and one passed through
+ * (oomtrace_mark "stage: traced" / "stage: pass-through"), in the order ABBA; the line has each loop ("blocks")
+ * and the median round (tests/gpu/bench_inproc.py, the C row of issue 16's table within one process). */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +87,66 @@ static double loop(CUstream s)
     return (now_ns() - t0) / PAIRS;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* inproc: the stage build's switch through oomtrace_mark, found in the process (the preloaded library). */
+static int inproc(CUstream s, int rounds)
+{
+    int (*mark)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "oomtrace_mark");
+    if (!mark || rounds < 2 || rounds % 2) {
+        fprintf(stderr, "alloc_pair: inproc needs the stage build preloaded and an even number of rounds\n");
+        return 2;
+    }
+    double *ns = calloc((size_t)rounds * 2, sizeof *ns), *ratio = calloc((size_t)rounds, sizeof *ratio),
+           *added = calloc((size_t)rounds, sizeof *added);
+    int *traced = calloc((size_t)rounds * 2, sizeof *traced);
+    if (!ns || !ratio || !added || !traced) {
+        fprintf(stderr, "alloc_pair: out of memory\n");
+        return 2;
+    }
+    loop(s); /* warm */
+    for (int r = 0; r < rounds; r++)
+        for (int k = 0; k < 2; k++) {
+            int i = 2 * r + k;
+            traced[i] = (r % 2 == 0) == (k == 0);
+            if (mark(traced[i] ? "stage: traced" : "stage: pass-through") != 0) {
+                fprintf(stderr, "alloc_pair: oomtrace_mark refused the switch\n");
+                return 2;
+            }
+            ns[i] = loop(s);
+        }
+    mark("stage: traced");
+    check(cuStreamSynchronize(s), "cuStreamSynchronize");
+    double least_t = 1e30, least_p = 1e30;
+    printf("{\"case\": \"c_async\", \"inproc\": true, \"unit\": \"ns/pair\", \"n\": %d, \"blocks\": [", PAIRS);
+    for (int i = 0; i < 2 * rounds; i++) {
+        printf("%s{\"traced\": %s, \"ns\": %.1f}", i ? ", " : "", traced[i] ? "true" : "false", ns[i]);
+        if (traced[i])
+            least_t = ns[i] < least_t ? ns[i] : least_t;
+        else
+            least_p = ns[i] < least_p ? ns[i] : least_p;
+    }
+    for (int r = 0; r < rounds; r++) {
+        double t = traced[2 * r] ? ns[2 * r] : ns[2 * r + 1], p = traced[2 * r] ? ns[2 * r + 1] : ns[2 * r];
+        ratio[r] = t / p;
+        added[r] = t - p;
+    }
+    printf("], \"ratio_median\": %.4f, \"added_median\": %.1f, \"ratio_least\": %.4f, \"added_least\": %.1f, "
+           "\"traced\": true}\n",
+           median(ratio, rounds), median(added, rounds), least_t / least_p, least_t - least_p);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int loops = argc > 1 ? atoi(argv[1]) : 8;
@@ -98,6 +162,8 @@ int main(int argc, char **argv)
     check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
     check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    if (argc > 2 && !strcmp(argv[2], "inproc"))
+        return inproc(s, loops);
     if (split) {
         loop_split(s, &p); /* warm */
         all = p;

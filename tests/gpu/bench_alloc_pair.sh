@@ -53,18 +53,19 @@ CUDA_HOME=${CUDA_HOME:-$(ls -d /usr/local/cuda /usr/local/cuda-* 2>/dev/null | h
 export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync OOMTRACE_QUIET=1 OOMTRACE_DIR=$OUT/snap
 mkdir -p "$OUT/snap"
 export CBIN=$OUT/alloc_pair
-cc -O2 -I"$CUDA_HOME/include" -o "$CBIN" tests/gpu/alloc_pair.c -L"${CUDA_LIBDIR:-$CUDA_HOME/lib64/stubs}" -lcuda \
+cc -O2 -I"$CUDA_HOME/include" -o "$CBIN" tests/gpu/alloc_pair.c -L"${CUDA_LIBDIR:-$CUDA_HOME/lib64/stubs}" -lcuda -ldl \
     || { echo "bench_alloc_pair: cannot build tests/gpu/alloc_pair.c (CUDA_HOME=$CUDA_HOME)" >&2; CBIN=; }
 "$PY" tests/gpu/bench_alloc_rounds.py
 rc=$?
 # The same rows within one process (tests/gpu/bench_inproc.py: blocks traced and passed through by the stage
 # build, ABBA): what the host's two speeds between processes leave the rows above unable to settle, the step's
-# 2% above all (with QUICK too). INPROC=0 leaves it out; INPROC_CASES (default step,pair,pair20); INPROC_PROCS
-# (default 3, QUICK 2) processes a case.
+# 2% above all (with QUICK too). INPROC=0 leaves it out; INPROC_CASES (default step,pair,pair20, and c_async where
+# tests/gpu/alloc_pair.c built); INPROC_PROCS (default 3, QUICK 2) processes a case.
 if [ "${INPROC:-1}" = 1 ] && [ -f "$STAGES_LIB" ] && [ "${BENCH_DEVICE:-cuda}" = cuda ]; then
     procs=${INPROC_PROCS:-$([ -n "${QUICK:-}" ] && echo 2 || echo 3)}
     echo "== within one process: traced blocks over passed-through ones (tests/gpu/bench_inproc.py)"
-    LD_LIBRARY_PATH=$CARRY_LD "$PY" tests/gpu/bench_inproc.py "$STAGES_LIB" --cases "${INPROC_CASES:-step,pair,pair20}" --procs "$procs" \
-        --rounds 16 --steps 50 --pairs 10000 ${PIN:+--cpus "$PIN"} --raw "$OUT/inproc.jsonl" || rc=1
+    LD_LIBRARY_PATH=$CARRY_LD "$PY" tests/gpu/bench_inproc.py "$STAGES_LIB" \
+        --cases "${INPROC_CASES:-step,pair,pair20${CBIN:+,c_async}}" --procs "$procs" --rounds 16 --steps 50 \
+        --pairs 10000 ${CBIN:+--cbin "$CBIN"} ${PIN:+--cpus "$PIN"} --raw "$OUT/inproc.jsonl" || rc=1
 fi
 exit $rc

@@ -1,8 +1,11 @@
 """Issue 16's rows within one process: the tracer's cost as the difference between blocks of the same work
 traced and passed through, in the same process (bench_alloc_pair.py --inproc, under the stage build).
 
-    python3 tests/gpu/bench_inproc.py STAGE_LIB [--cases step,pair,pair20] [--procs 3] [--rounds 16]
-                                      [--steps 50] [--pairs 20000] [--cpus 4-7]
+    python3 tests/gpu/bench_inproc.py STAGE_LIB [--cases step,pair,pair20,c_async] [--procs 3] [--rounds 16]
+                                      [--steps 50] [--pairs 20000] [--cpus 4-7] [--cbin alloc_pair]
+
+c_async is the C program's pair (tests/gpu/alloc_pair.c ROUNDS inproc: loops of 20,000 cuMemAllocAsync +
+cuMemFreeAsync, the switch through oomtrace_mark found in the process).
 
 Why: between processes the H200 host's step moves by up to a half (docs/validation.md, run 14), so alternating
 bare and traced processes resolves the step's ratio to ~±20%, not the 2% it is held to. Within one process the
@@ -12,7 +15,7 @@ Prints one line a process and case, then one summary line a case:
   ratio      each round's traced block over its passed-through one, the median of the rounds; in the
              summary, the geometric mean over every round of every process, with its standard error, the
              median round, and the spread of a round's log ratio: the issue's "step ≤ 1.02" row
-  added      the same as a difference, ns a step or a pair: the pair rows' "+0.3 µs"
+  added      the same as a difference, ns a step or a pair: the pair rows' "+0.3 µs", the C row's "+150 ns"
   counted    the stage build's own count of the tracer's time in the traced blocks (the wrappers' outer probes,
              OOMTRACE_STAGE_PROBES=outer), over the traced blocks' time: what the tracer spends inside its
              wrappers. ratio - 1 less this is what the tracer costs the host outside them (its caches), plus
@@ -45,8 +48,11 @@ def round_ratios(blocks):
 def one(lib, case, a):
     env = dict(os.environ, LD_PRELOAD=lib, PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync", OOMTRACE_DUMP="none",
                OOMTRACE_QUIET="1", OOMTRACE_FRAMEWORKS="0", OOMTRACE_STAGE_PROBES="outer")
-    cmd = [sys.executable, os.path.join(HERE, "bench_alloc_pair.py"), case, "--inproc", "--loops", str(a.rounds),
-           "--steps", str(a.steps), "--pairs", str(a.pairs)]
+    if case == "c_async":  # tests/gpu/alloc_pair.c, built by bench_alloc_pair.sh: loops of 20,000 pairs
+        cmd = [a.cbin, str(a.rounds), "inproc"]
+    else:
+        cmd = [sys.executable, os.path.join(HERE, "bench_alloc_pair.py"), case, "--inproc", "--loops", str(a.rounds),
+               "--steps", str(a.steps), "--pairs", str(a.pairs)]
     if a.cpus:
         cmd = ["taskset", "-c", a.cpus] + cmd
     try:  # a process that hangs, crashes or prints what is not JSON is a row with an error, not the end of the run
@@ -62,7 +68,7 @@ def one(lib, case, a):
         return {"case": case, "error": "no OOMTRACE_STAGES line: not the stage build, or no wrapper was reached"}
     marks = [m for m in st.get("marks", []) if m["label"] in ("stage: traced", "stage: pass-through")]
     blocks = res["blocks"]
-    n = a.steps if case == "step" else a.pairs
+    n = res.get("n") or (a.steps if case == "step" else a.pairs)
     res["counted"] = None  # the stage build keeps 1,024 marks: more blocks than that are not counted
     if len(marks) == len(blocks) + 1:
         tracer = sum(marks[i + 1]["tracer_ns"] - marks[i]["tracer_ns"] for i, b in enumerate(blocks) if b["traced"])
@@ -73,7 +79,8 @@ def one(lib, case, a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("lib", help="the stage build: build/bench/liboomtrace-stages.so")
-    ap.add_argument("--cases", default="step,pair,pair20")
+    ap.add_argument("--cases", default="step,pair,pair20", help="of step, pair, pair20, c_async (needs --cbin)")
+    ap.add_argument("--cbin", help="tests/gpu/alloc_pair.c built (case c_async)")
     ap.add_argument("--procs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=16)
     ap.add_argument("--steps", type=int, default=50, help="steps a block (step)")
@@ -84,6 +91,8 @@ def main():
     a = ap.parse_args()
     if a.rounds % 2:
         ap.error("--rounds must be even (ABBA)")
+    if "c_async" in a.cases.split(",") and not a.cbin:
+        ap.error("case c_async needs --cbin (tests/gpu/alloc_pair.c built)")
     lib = os.path.abspath(a.lib)
     failed = 0
     for case in a.cases.split(","):

@@ -2,7 +2,8 @@
 # The stage build's pass-through switch (lib/common/stage.h: OT_STAGE_PASS), which issue 16's in-process bench
 # (tests/gpu/bench_inproc.py) rests on: between oomtrace_mark("stage: pass-through") and ("stage: traced") no
 # allocation or free is recorded, and each returns what the driver returned; the counts at the marks split the
-# tracer's time by block. Also the bench's round arithmetic. The normal build has no such switch.
+# tracer's time by block. Also the bench's round arithmetic, and the bench end to end with the C program's rounds.
+# The normal build has no such switch.
 set -u
 cd "$(dirname "$0")/../.."
 fail() { echo "stage_pass: FAIL: $*"; exit 1; }
@@ -66,4 +67,22 @@ r = bi.round_ratios([{"traced": True, "ns": 105}, {"traced": False, "ns": 100},
                      {"traced": False, "ns": 200}, {"traced": True, "ns": 206}])
 assert [round(x, 3) for x in r] == [1.05, 1.03], r
 PY
+# The bench end to end on the stand-in driver: the C program's in-process rounds (tests/gpu/alloc_pair.c inproc)
+# through tests/gpu/bench_inproc.py, whose summary needs the process's stage line, its marks and its blocks
+cuda_home=${CUDA_HOME:-$(ls -d /usr/local/cuda /usr/local/cuda-* 2>/dev/null | head -1)}
+cc -O2 -I"$cuda_home/include" -o "$work/alloc_pair" tests/gpu/alloc_pair.c -Lbuild/fake -lcuda -ldl ||
+    fail "tests/gpu/alloc_pair.c does not build against the stand-in driver"
+LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1T python3 tests/gpu/bench_inproc.py "$lib" --cases c_async \
+    --cbin "$work/alloc_pair" --procs 1 --rounds 2 --raw "$work/raw.jsonl" >"$work/inproc" 2>&1 ||
+    fail "bench_inproc.py: $(cat "$work/inproc")"
+grep -q "^c_async SUMMARY 1 processes, 2 rounds: ratio .*counted [0-9.]*%$" "$work/inproc" ||
+    fail "bench_inproc.py's summary: $(cat "$work/inproc")"
+python3 - "$work/raw.jsonl" <<'PY2' || exit 1
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+modes = [b["traced"] for b in r["blocks"]]
+if modes != [True, False, False, True] or r["n"] != 20000 or not 0 < r["counted"] < 1:
+    sys.exit("stage_pass: FAIL: the C program's rounds: %s" % json.dumps(r)[:300])
+PY2
+LD_LIBRARY_PATH=$PWD/build/fake "$work/alloc_pair" 2 inproc >/dev/null 2>&1 && fail "alloc_pair inproc ran without a tracer"
 echo "stage_pass: ok"
