@@ -9,7 +9,8 @@ cuMemFreeAsync, the switch through oomtrace_mark found in the process).
 
 Why: between processes the H200 host's step moves by up to a half (docs/validation.md, run 14), so alternating
 bare and traced processes resolves the step's ratio to ~±20%, not the 2% it is held to. Within one process the
-two modes share the host's speed; a round (one traced block, one passed through, ABBA) spreads by ~1%.
+two modes share the host's speed; a round (one traced block, one passed through, ABBA) spreads by ~2% for the
+pairs and ~7% for 50-step blocks on the H200 (runs 76-78), so the rounds of several processes are pooled.
 
 Prints one line a process and case, then one summary line a case:
   ratio      each round's traced block over its passed-through one, the median of the rounds; in the
