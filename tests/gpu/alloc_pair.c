@@ -10,8 +10,8 @@
  * pair, for the least loop ("least") and over every pair of the process, warm loop included ("all": the
  * stage build's counters cover the same pairs). The rdtsc reads add the same few ns to bare and traced.
  * inproc: under the stage build, LOOPS (even) rounds of two loops, one traced and one passed through
- * (oomtrace_mark "stage: traced" / "stage: pass-through"), in the order ABBA; the line has each loop ("blocks")
- * and the median round (tests/gpu/bench_inproc.py, the C row of issue 16's table within one process). */
+ * (oomtrace_mark "stage: traced" / "stage: pass-through"), in the order ABBA; the line has each loop ("blocks"),
+ * which tests/gpu/bench_inproc.py sets in rounds (the C row of issue 16's table within one process). */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -87,18 +87,6 @@ static double loop(CUstream s)
     return (now_ns() - t0) / PAIRS;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* inproc: the stage build's switch through oomtrace_mark, found in the process (the preloaded library). */
 static int inproc(CUstream s, int rounds)
 {
@@ -107,10 +95,9 @@ static int inproc(CUstream s, int rounds)
         fprintf(stderr, "alloc_pair: inproc needs the stage build preloaded and an even number of rounds\n");
         return 2;
     }
-    double *ns = calloc((size_t)rounds * 2, sizeof *ns), *ratio = calloc((size_t)rounds, sizeof *ratio),
-           *added = calloc((size_t)rounds, sizeof *added);
+    double *ns = calloc((size_t)rounds * 2, sizeof *ns);
     int *traced = calloc((size_t)rounds * 2, sizeof *traced);
-    if (!ns || !ratio || !added || !traced) {
+    if (!ns || !traced) {
         fprintf(stderr, "alloc_pair: out of memory\n");
         return 2;
     }
@@ -127,23 +114,10 @@ static int inproc(CUstream s, int rounds)
         }
     mark("stage: traced");
     check(cuStreamSynchronize(s), "cuStreamSynchronize");
-    double least_t = 1e30, least_p = 1e30;
     printf("{\"case\": \"c_async\", \"inproc\": true, \"unit\": \"ns/pair\", \"n\": %d, \"blocks\": [", PAIRS);
-    for (int i = 0; i < 2 * rounds; i++) {
+    for (int i = 0; i < 2 * rounds; i++)
         printf("%s{\"traced\": %s, \"ns\": %.1f}", i ? ", " : "", traced[i] ? "true" : "false", ns[i]);
-        if (traced[i])
-            least_t = ns[i] < least_t ? ns[i] : least_t;
-        else
-            least_p = ns[i] < least_p ? ns[i] : least_p;
-    }
-    for (int r = 0; r < rounds; r++) {
-        double t = traced[2 * r] ? ns[2 * r] : ns[2 * r + 1], p = traced[2 * r] ? ns[2 * r + 1] : ns[2 * r];
-        ratio[r] = t / p;
-        added[r] = t - p;
-    }
-    printf("], \"ratio_median\": %.4f, \"added_median\": %.1f, \"ratio_least\": %.4f, \"added_least\": %.1f, "
-           "\"traced\": true}\n",
-           median(ratio, rounds), median(added, rounds), least_t / least_p, least_t - least_p);
+    printf("], \"traced\": true}\n");
     return 0;
 }
 

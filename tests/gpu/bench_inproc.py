@@ -37,13 +37,23 @@ from bench_pair_parts import stages_line  # the stage build's exit line, parsed
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def rounds_of(blocks):
+    """Each round's (traced, passed-through) block times (a round: two blocks, either order)."""
+    return [(a["ns"], b["ns"]) if a["traced"] else (b["ns"], a["ns"]) for a, b in zip(blocks[0::2], blocks[1::2])]
+
+
 def round_ratios(blocks):
-    """Each round's traced block over its passed-through one (a round: two blocks, either order)."""
-    out = []
-    for a, b in zip(blocks[0::2], blocks[1::2]):
-        t, p = (a, b) if a["traced"] else (b, a)
-        out.append(t["ns"] / p["ns"])
-    return out
+    """Each round's traced block over its passed-through one."""
+    return [t / p for t, p in rounds_of(blocks)]
+
+
+def process_figures(blocks):
+    """One process's median round (ratio and difference) and its least blocks' ratio."""
+    rounds = rounds_of(blocks)
+    least = {m: min(b["ns"] for b in blocks if b["traced"] == m) for m in (True, False)}
+    return {"ratio_median": statistics.median(t / p for t, p in rounds),
+            "added_median": statistics.median(t - p for t, p in rounds),
+            "ratio_least": least[True] / least[False]}
 
 
 def one(lib, case, a):
@@ -69,6 +79,9 @@ def one(lib, case, a):
         return {"case": case, "error": "no OOMTRACE_STAGES line: not the stage build, or no wrapper was reached"}
     marks = [m for m in st.get("marks", []) if m["label"] in ("stage: traced", "stage: pass-through")]
     blocks = res["blocks"]
+    if len(blocks) < 2 or len(blocks) % 2:
+        return {"case": case, "error": "%d blocks: not whole rounds" % len(blocks)}
+    res.update(process_figures(blocks))
     n = res.get("n") or (a.steps if case == "step" else a.pairs)
     res["counted"] = None  # the stage build keeps 1,024 marks: more blocks than that are not counted
     if len(marks) == len(blocks) + 1:
