@@ -230,6 +230,7 @@ PGO_ASM_OBJ := $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
 $(eval $(call pgo_profile,lib,$(LIB_SRC:%.c=$(B)/%.o),$(PGO_ASM_OBJ)))
 # (after the library is made again: its profile removes the library's objects)
 $(eval $(call pgo_profile,stages,$(LIB_SRC:%.c=$(BENCH_BIN)/stages/%.o),$(PGO_ASM_OBJ),$(B)/liboomtrace.so))
+$(eval $(call pgo_profile,pass,$(LIB_SRC:%.c=$(BENCH_BIN)/pass/%.o),$(PGO_ASM_OBJ),$(B)/liboomtrace.so))
 endif
 
 %.h: ;

@@ -92,8 +92,20 @@ $(BENCH_BIN)/stages/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h includ
 $(BENCH_BIN)/liboomtrace-stages.so: $(STAGE_OBJ)
 	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ $(LIB_LINK)
 
+# The pass-through build (lib/common/stage.h): the normal build's code and the stage build's switch between
+# blocks traced and passed through, without its probes, which run in traced blocks only (~120 cycles each on the
+# H200): what tests/gpu/bench_inproc.py times (--pass-lib). Its own profile: the switch changes ot_enter.
+PASS_OBJ := $(LIB_SRC:%.c=$(BENCH_BIN)/pass/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
+$(BENCH_BIN)/pass/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(LIB_FLAGS_DEP) \
+		$(call pgo_dep,pass)
+	@mkdir -p $(dir $@)
+	$(DEPS) $(CC) $(CPPFLAGS) -DOT_STAGE_PASS_ONLY -Ilib $(CFLAGS) $(call pgo_use,pass) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
+
+$(BENCH_BIN)/liboomtrace-pass.so: $(PASS_OBJ)
+	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ $(LIB_LINK)
+
 .PHONY: bench-stages
-bench-stages: $(BENCH_BIN)/liboomtrace-stages.so $(B)/fake/libcuda.so.1
+bench-stages: $(BENCH_BIN)/liboomtrace-stages.so $(BENCH_BIN)/liboomtrace-pass.so $(B)/fake/libcuda.so.1
 
 # bench/step_mix.py's native side: a step's allocations through PyTorch-like C chains, a backward thread.
 $(BENCH_BIN)/libstepmix.so: bench/stepmix/stepmix.c $(B)/fake/libcuda.so.1

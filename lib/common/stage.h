@@ -1,6 +1,6 @@
 /* Cycles per stage of the event path, for a bench-only build (make bench-stages:
  * build/bench/liboomtrace-stages.so, compiled with -DOT_STAGE_CYCLES). The normal build compiles every
- * macro here to nothing.
+ * macro here to nothing; the pass-through build (-DOT_STAGE_PASS_ONLY, at the end) keeps the switch only.
  *
  * Each stage adds its rdtsc cycles and one call to the calling thread's own counters (plain adds into a
  * per-thread block, summed at exit: process-wide atomics would bounce their lines between the threads
@@ -113,13 +113,6 @@ static inline struct ot_stage_thread *ot_stage_self(void)
 }
 
 extern int ot_stage_fine;      /* 0 under OOMTRACE_STAGE_PROBES=outer */
-/* 1 between oomtrace_mark("stage: pass-through") and oomtrace_mark("stage: traced"): every wrapper calls the
- * driver and records nothing, as when the tracer is disabled. A bench alternates blocks of steps traced and
- * passed through within one process, whose step time does not move between processes as the host's does. What
- * a block passes through is lost to the record (an allocation freed there stays live until its address comes
- * back, closed then as stale): the switch is for timing, and only the stage build has it. */
-extern int ot_stage_pass;
-#define OT_STAGE_PASS() __atomic_load_n(&ot_stage_pass, __ATOMIC_RELAXED)
 extern int ot_stage_ring_drop; /* OOMTRACE_STAGE_RING=drop */
 extern uint32_t ot_stage_last_tid; /* the thread of the last event recorded (read without the lock) */
 extern uint32_t ot_stage_pid;
@@ -157,7 +150,8 @@ static inline void ot_stage_events(int alloc, uint32_t tid)
     __atomic_store_n(&ot_stage_last_tid, tid, __ATOMIC_RELAXED);
 }
 void ot_stage_stacks(uint32_t n); /* the stack table now holds n distinct stacks */
-/* oomtrace_mark(label): the counters so far, kept for the exit line's marks (a bench's timed loops) */
+/* oomtrace_mark(label): the counters so far, kept for the exit line's marks (a bench's timed loops); two
+ * labels switch OT_STAGE_PASS */
 void ot_stage_mark(const char *label);
 
 /* Gap buckets, in TSC ticks (2-3.5 GHz on the machines measured): under ~1 us, under ~20 us, more. */
@@ -188,7 +182,6 @@ static inline void ot_stage_hook_out(enum ot_stage s)
 #define OT_STAGE_CACHE(c, hit) ot_stage_cache((c), (hit))
 #define OT_STAGE_EVENT(alloc, tid) ot_stage_events((alloc), (tid))
 #define OT_STAGE_STACKS(n) ot_stage_stacks(n)
-#define OT_STAGE_MARK(label) ot_stage_mark(label)
 #define OT_STAGE_HOOK_IN() ot_stage_hook_in()
 #define OT_STAGE_HOOK_OUT(s) ot_stage_hook_out(s)
 /* expr's value, with its cycles counted under stage s */
@@ -206,10 +199,27 @@ static inline void ot_stage_hook_out(enum ot_stage s)
 #define OT_STAGE_CACHE(c, hit) ((void)0)
 #define OT_STAGE_EVENT(alloc, tid) ((void)0)
 #define OT_STAGE_STACKS(n) ((void)0)
-#define OT_STAGE_MARK(label) ((void)0)
-#define OT_STAGE_PASS() 0
 #define OT_STAGE_HOOK_IN() ((void)0)
 #define OT_STAGE_HOOK_OUT(s) ((void)0)
 #define OT_STAGE_CALL(s, expr) (expr)
+#endif
+
+#if defined(OT_STAGE_CYCLES) || defined(OT_STAGE_PASS_ONLY)
+/* 1 between oomtrace_mark("stage: pass-through") and oomtrace_mark("stage: traced"): every wrapper calls the
+ * driver and records nothing, as when the tracer is disabled. A bench alternates blocks of steps traced and
+ * passed through within one process, whose step time does not move between processes as the host's does. What
+ * a block passes through is lost to the record (an allocation freed there stays live until its address comes
+ * back, closed then as stale): the switch is for timing, and only the bench builds have it: the stage build, and
+ * the pass-through build (make bench-stages: build/bench/liboomtrace-pass.so, -DOT_STAGE_PASS_ONLY), which is
+ * the normal build's code with this switch and nothing else. Its blocks are timed without the stage build's
+ * probes, which cost ~120 cycles a pair of rdtsc on the H200 and run in traced blocks only. It prints
+ * "OOMTRACE_PASS {"pid": P, "switches": N}" at exit (N: the marks that switched). */
+extern int ot_stage_pass;
+#define OT_STAGE_PASS() __atomic_load_n(&ot_stage_pass, __ATOMIC_RELAXED)
+void ot_stage_mark(const char *label);
+#define OT_STAGE_MARK(label) ot_stage_mark(label)
+#else
+#define OT_STAGE_PASS() 0
+#define OT_STAGE_MARK(label) ((void)0)
 #endif
 #endif

@@ -9,7 +9,7 @@
  * The line then has "split": the allocation's call, the free's call and the rest of the loop, ns each per
  * pair, for the least loop ("least") and over every pair of the process, warm loop included ("all": the
  * stage build's counters cover the same pairs). The rdtsc reads add the same few ns to bare and traced.
- * inproc: under the stage build, LOOPS (even) rounds of two loops, one traced and one passed through
+ * inproc: under the stage or pass-through build, LOOPS (even) rounds of two loops, one traced and one passed through
  * (oomtrace_mark "stage: traced" / "stage: pass-through"), in the order ABBA; the line has each loop ("blocks"),
  * which tests/gpu/bench_inproc.py sets in rounds (the C row of issue 16's table within one process). */
 #include <cuda.h>
@@ -87,12 +87,13 @@ static double loop(CUstream s)
     return (now_ns() - t0) / PAIRS;
 }
 
-/* inproc: the stage build's switch through oomtrace_mark, found in the process (the preloaded library). */
+/* inproc: the bench builds' switch through oomtrace_mark, found in the process (the preloaded library). */
 static int inproc(CUstream s, int rounds)
 {
     int (*mark)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "oomtrace_mark");
     if (!mark || rounds < 2 || rounds % 2) {
-        fprintf(stderr, "alloc_pair: inproc needs the stage build preloaded and an even number of rounds\n");
+        fprintf(stderr, "alloc_pair: inproc needs the stage or pass-through build preloaded and an even number of "
+                        "rounds\n");
         return 2;
     }
     double *ns = calloc((size_t)rounds * 2, sizeof *ns);

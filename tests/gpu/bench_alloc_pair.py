@@ -6,14 +6,15 @@ cuMemFreeAsync. One process measures one case and prints one JSON line on stdout
   pair20    the same from 20 extra Python frames
   step      a small CPU-bound training step: 12 x Linear(256) + ReLU, batch 32, Adam
 
---inproc, under the stage build (make bench-stages: build/bench/liboomtrace-stages.so): one process, --loops
-rounds of two blocks (--steps steps, or --pairs pairs), one traced and one passed through (oomtrace_mark
-"stage: traced" and "stage: pass-through": every wrapper then calls the driver and records nothing), in the
-order ABBA so that a drift cancels (--loops even). A step block ends with torch.cuda.synchronize(); a pair block
-needs none. Prints each block's ns a step or pair; tests/gpu/bench_inproc.py sets each round's traced block over
-its passed one: the tracer's whole cost, its effect on the host's caches included, within one process,
-whose speed does not move as the host's does between processes (docs/validation.md, run 14). What it leaves out:
-the wrapper's own call and checks, which a passed-through call still makes (a few ns).
+--inproc, under the stage or the pass-through build (make bench-stages: build/bench/liboomtrace-stages.so and
+liboomtrace-pass.so): one process, --loops rounds of two blocks (--steps steps, or --pairs pairs), one traced
+and one passed through (oomtrace_mark "stage: traced" and "stage: pass-through": every wrapper then calls the
+driver and records nothing), in the order ABBA so that a drift cancels (--loops even). A step block ends with
+torch.cuda.synchronize(); a pair block needs none. Prints each block's ns a step or pair;
+tests/gpu/bench_inproc.py sets each round's traced block over its passed one: the tracer's whole cost, its
+effect on the host's caches included, within one process, whose speed does not move as the host's does between
+processes (docs/validation.md, run 14). What it leaves out: the wrapper's own call and checks, which a
+passed-through call still makes (a few ns).
 
 Each figure is the minimum over --loops timed loops (after one warm loop): the least disturbed loop of the
 process. Whether the tracer is preloaded is the runner's business (tests/gpu/bench_alloc_pair.sh alternates
@@ -161,7 +162,8 @@ def measure_inproc(case, rounds, n):
         for traced in ((True, False) if r % 2 == 0 else (False, True)):
             # a switch the tracer did not take (no stage build, or not ready) makes the rounds meaningless
             if mark("stage: traced" if traced else passed) != 0:
-                raise RuntimeError("oomtrace_mark refused the switch: --inproc needs the stage build preloaded")
+                raise RuntimeError("oomtrace_mark refused the switch: --inproc needs the stage or pass-through build "
+                                   "preloaded")
             t0 = time.perf_counter_ns()
             block()
             blocks.append({"traced": traced, "ns": (time.perf_counter_ns() - t0) / n})

@@ -46,6 +46,7 @@ mkdir -p "$OUT"
 PY=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')
 export LIB=$ROOT/build/liboomtrace.so
 export STAGES_LIB=$ROOT/build/bench/liboomtrace-stages.so
+PASS_LIB=$ROOT/build/bench/liboomtrace-pass.so
 export CARRY_LD=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 CUDA_HOME=${CUDA_HOME:-$(ls -d /usr/local/cuda /usr/local/cuda-* 2>/dev/null | head -1)}
 [ -f "$LIB" ] || { echo "bench_alloc_pair: $LIB missing (make)" >&2; exit 2; }
@@ -59,12 +60,13 @@ cc -O2 -I"$CUDA_HOME/include" -o "$CBIN" tests/gpu/alloc_pair.c -L"${CUDA_LIBDIR
 rc=$?
 # The same rows within one process (tests/gpu/bench_inproc.py: blocks traced and passed through by the stage
 # build, ABBA): what the host's two speeds between processes leave the rows above unable to settle, the step's
-# 2% above all (with QUICK too). INPROC=0 leaves it out; INPROC_CASES (default step,pair,pair20, and c_async where
+# 2% above all (with QUICK too). The pass-through build's processes (make bench-stages) alternate with the stage
+# build's: its ratio is read, without the probes. INPROC=0 leaves it out; INPROC_CASES (default step,pair,pair20, and c_async where
 # tests/gpu/alloc_pair.c built); INPROC_PROCS (default 3, QUICK 2) processes a case.
 if [ "${INPROC:-1}" = 1 ] && [ -f "$STAGES_LIB" ] && [ "${BENCH_DEVICE:-cuda}" = cuda ]; then
     procs=${INPROC_PROCS:-$([ -n "${QUICK:-}" ] && echo 2 || echo 3)}
     echo "== within one process: traced blocks over passed-through ones (tests/gpu/bench_inproc.py)"
-    LD_LIBRARY_PATH=$CARRY_LD "$PY" tests/gpu/bench_inproc.py "$STAGES_LIB" \
+    LD_LIBRARY_PATH=$CARRY_LD "$PY" tests/gpu/bench_inproc.py "$STAGES_LIB" ${PASS_LIB:+$([ -f "$PASS_LIB" ] && echo --pass-lib "$PASS_LIB")} \
         --cases "${INPROC_CASES:-step,pair,pair20${CBIN:+,c_async}}" --procs "$procs" --rounds 16 --steps 50 \
         --pairs 10000 ${CBIN:+--cbin "$CBIN"} ${PIN:+--cpus "$PIN"} --raw "$OUT/inproc.jsonl" || rc=1
 fi

@@ -1,8 +1,15 @@
 """Issue 16's rows within one process: the tracer's cost as the difference between blocks of the same work
 traced and passed through, in the same process (bench_alloc_pair.py --inproc, under the stage build).
 
-    python3 tests/gpu/bench_inproc.py STAGE_LIB [--cases step,pair,pair20,c_async] [--procs 3] [--rounds 16]
-                                      [--steps 50] [--pairs 20000] [--cpus 4-7] [--cbin alloc_pair]
+    python3 tests/gpu/bench_inproc.py STAGE_LIB [--pass-lib PASS_LIB] [--cases step,pair,pair20,c_async]
+                                      [--procs 3] [--rounds 16] [--steps 50] [--pairs 20000] [--cpus 4-7]
+                                      [--cbin alloc_pair]
+
+--pass-lib (build/bench/liboomtrace-pass.so, made by make bench-stages): each case's processes alternate between
+it and the stage build. The pass-through build is the normal build's code with the switch and without the stage
+build's probes, which run in traced blocks only (on the H200 an empty probe costs ~120 cycles, and a pair passes
+four: a wrapper's and its driver call's, for each of its two calls), so its ratio is the one to read; the stage
+build's rows give the counted column, and their ratio less the pass-through one is what the probes add.
 
 c_async is the C program's pair (tests/gpu/alloc_pair.c ROUNDS inproc: loops of 20,000 cuMemAllocAsync +
 cuMemFreeAsync, the switch through oomtrace_mark found in the process).
@@ -12,7 +19,7 @@ bare and traced processes resolves the step's ratio to ~±20%, not the 2% it is 
 two modes share the host's speed; a round (one traced block, one passed through, ABBA) spreads by ~2% for the
 pairs and ~7% for 50-step blocks on the H200 (runs 76-78), so the rounds of several processes are pooled.
 
-Prints one line a process and case, then one summary line a case:
+Prints one line a process and case ("pass" or "stage": the build it ran), then one summary line a case and build:
   ratio      each round's traced block over its passed-through one, the median of the rounds; in the
              summary, the geometric mean over every round of every process, with its standard error, the
              median round, and the spread of a round's log ratio: the issue's "step ≤ 1.02" row
@@ -56,7 +63,18 @@ def process_figures(blocks):
             "ratio_least": least[True] / least[False]}
 
 
-def one(lib, case, a):
+def switches_line(stderr):
+    """The pass-through build's exit line (lib/common/stage.c): its marks that switched, or None."""
+    for line in reversed(stderr.splitlines()):
+        if line.startswith("OOMTRACE_PASS "):
+            try:
+                return json.loads(line[len("OOMTRACE_PASS "):])
+            except ValueError:
+                return None
+    return None
+
+
+def one(lib, case, a, build="stage"):
     env = dict(os.environ, LD_PRELOAD=lib, PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync", OOMTRACE_DUMP="none",
                OOMTRACE_QUIET="1", OOMTRACE_FRAMEWORKS="0", OOMTRACE_STAGE_PROBES="outer")
     if case == "c_async":  # tests/gpu/alloc_pair.c, built by bench_alloc_pair.sh: loops of 20,000 pairs
@@ -71,19 +89,27 @@ def one(lib, case, a):
         out = p.stdout.strip().splitlines()
         if p.returncode or not out:
             return {"case": case, "error": "status %d: %s" % (p.returncode, (p.stderr.strip().splitlines() or [""])[-1][:200])}
-        st = stages_line(p.stderr)
+        st = stages_line(p.stderr) if build == "stage" else switches_line(p.stderr)
         res = json.loads(out[-1])
     except (subprocess.TimeoutExpired, OSError, ValueError) as e:
         return {"case": case, "error": repr(e)[:200]}
-    if st is None:
-        return {"case": case, "error": "no OOMTRACE_STAGES line: not the stage build, or no wrapper was reached"}
-    marks = [m for m in st.get("marks", []) if m["label"] in ("stage: traced", "stage: pass-through")]
     blocks = res["blocks"]
     if len(blocks) < 2 or len(blocks) % 2:
         return {"case": case, "error": "%d blocks: not whole rounds" % len(blocks)}
+    res["build"] = build
     res.update(process_figures(blocks))
+    res["counted"] = None
+    if build == "pass":
+        # a round's two marks, and the last one back to traced: a switch the library did not take is no round
+        if st is None or st.get("switches") != len(blocks) + 1:
+            return {"case": case, "error": "the pass-through build's line %r: want %d switches (not the pass-through "
+                    "build, or it ignored the marks)" % (st, len(blocks) + 1)}
+        return res
+    if st is None:
+        return {"case": case, "error": "no OOMTRACE_STAGES line: not the stage build, or no wrapper was reached"}
+    marks = [m for m in st.get("marks", []) if m["label"] in ("stage: traced", "stage: pass-through")]
     n = res.get("n") or (a.steps if case == "step" else a.pairs)
-    res["counted"] = None  # the stage build keeps 1,024 marks: more blocks than that are not counted
+    # (the stage build keeps 1,024 marks: more blocks than that are not counted)
     if len(marks) == len(blocks) + 1:
         tracer = sum(marks[i + 1]["tracer_ns"] - marks[i]["tracer_ns"] for i, b in enumerate(blocks) if b["traced"])
         res["counted"] = tracer / sum(b["ns"] * n for b in blocks if b["traced"])
@@ -93,6 +119,8 @@ def one(lib, case, a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("lib", help="the stage build: build/bench/liboomtrace-stages.so")
+    ap.add_argument("--pass-lib", help="the pass-through build (build/bench/liboomtrace-pass.so): its processes "
+                    "alternate with the stage build's, and its ratio is read without the probes")
     ap.add_argument("--cases", default="step,pair,pair20", help="of step, pair, pair20, c_async (needs --cbin)")
     ap.add_argument("--cbin", help="tests/gpu/alloc_pair.c built (case c_async)")
     ap.add_argument("--procs", type=int, default=3)
@@ -107,43 +135,54 @@ def main():
         ap.error("--rounds must be even (ABBA)")
     if "c_async" in a.cases.split(",") and not a.cbin:
         ap.error("case c_async needs --cbin (tests/gpu/alloc_pair.c built)")
-    lib = os.path.abspath(a.lib)
+    builds = [("pass", os.path.abspath(a.pass_lib))] if a.pass_lib else []
+    builds.append(("stage", os.path.abspath(a.lib)))
     failed = 0
     for case in a.cases.split(","):
-        got = []
+        runs = {b: [] for b, _ in builds}
         for _ in range(a.procs):
-            r = one(lib, case, a)
-            if "error" in r:
-                print(json.dumps(r), flush=True)
-                failed += 1
-                continue
-            got.append(r)
-            if a.raw:
-                with open(a.raw, "a") as f:
-                    f.write(json.dumps(r) + "\n")
-            print("%-6s ratio %.4f  added %+8.1f %s  least %.4f  counted %s  (%d rounds)" % (
-                case, r["ratio_median"], r["added_median"], r["unit"], r["ratio_least"],
-                "%.2f%%" % (100 * r["counted"]) if r["counted"] is not None else "-", len(r["blocks"]) // 2), flush=True)
-        if got:
-            # every round of every process pooled: the geometric mean of the rounds' ratios and its standard error
-            # The spread of a round's log ratio says whether the host held its speed within the processes: ~0.02
-            # for the pairs and ~0.07 for 50-step blocks on a steady H200 host, 0.18 where its speed moved within
-            # a process (docs/validation.md, run 77); the median of the rounds then reads better than the mean.
-            logs = [math.log(ratio) for r in got for ratio in round_ratios(r["blocks"])]
-            sd = statistics.stdev(logs) if len(logs) > 1 else 0.0
-            mean, se = statistics.mean(logs), sd / math.sqrt(len(logs))
-            counted = [r["counted"] for r in got if r["counted"] is not None]
-            print("%-6s SUMMARY %d processes, %d rounds: ratio %.4f ± %.4f (geometric mean, its standard error), "
-                  "median round %.4f, spread of a round's log ratio %.3f, processes' medians %.4f–%.4f, "
-                  "added median %+.1f %s, counted %s%s" % (
-                      case, len(got), len(logs), math.exp(mean), math.exp(mean) * se,
-                      math.exp(statistics.median(logs)), sd,
-                      min(r["ratio_median"] for r in got), max(r["ratio_median"] for r in got),
-                      statistics.median(r["added_median"] for r in got), got[0]["unit"],
-                      "%.2f%%" % (100 * statistics.median(counted)) if counted else "-",
-                      "" if len(counted) == len(got) else " (%d not counted: over 1,024 marks)" % (len(got) - len(counted))),
-                  flush=True)
+            for build, lib in builds:
+                r = one(lib, case, a, build)
+                if "error" in r:
+                    print(json.dumps(r), flush=True)
+                    failed += 1
+                    continue
+                runs[build].append(r)
+                if a.raw:
+                    with open(a.raw, "a") as f:
+                        f.write(json.dumps(r) + "\n")
+                print("%-6s %-5s ratio %.4f  added %+8.1f %s  least %.4f  counted %s  (%d rounds)" % (
+                    case, build, r["ratio_median"], r["added_median"], r["unit"], r["ratio_least"],
+                    "%.2f%%" % (100 * r["counted"]) if r["counted"] is not None else "-", len(r["blocks"]) // 2),
+                    flush=True)
+        for build, _ in builds:
+            summary(case, build, runs[build])
     sys.exit(1 if failed else 0)
+
+
+def summary(case, build, got):
+    """One case's line for one build: every round of its processes pooled."""
+    if not got:
+        return
+    # every round of every process pooled: the geometric mean of the rounds' ratios and its standard error
+    # The spread of a round's log ratio says whether the host held its speed within the processes: ~0.02
+    # for the pairs and ~0.07 for 50-step blocks on a steady H200 host, 0.18 where its speed moved within
+    # a process (docs/validation.md, run 77); the median of the rounds then reads better than the mean.
+    logs = [math.log(ratio) for r in got for ratio in round_ratios(r["blocks"])]
+    sd = statistics.stdev(logs) if len(logs) > 1 else 0.0
+    mean, se = statistics.mean(logs), sd / math.sqrt(len(logs))
+    counted = [r["counted"] for r in got if r["counted"] is not None]
+    print("%-6s %-5s SUMMARY %d processes, %d rounds: ratio %.4f ± %.4f (geometric mean, its standard error), "
+          "median round %.4f, spread of a round's log ratio %.3f, processes' medians %.4f–%.4f, "
+          "added median %+.1f %s, counted %s%s" % (
+              case, build, len(got), len(logs), math.exp(mean), math.exp(mean) * se,
+              math.exp(statistics.median(logs)), sd,
+              min(r["ratio_median"] for r in got), max(r["ratio_median"] for r in got),
+              statistics.median(r["added_median"] for r in got), got[0]["unit"],
+              "%.2f%%" % (100 * statistics.median(counted)) if counted else "-",
+              "" if len(counted) == len(got) or build == "pass" else
+              " (%d not counted: over 1,024 marks)" % (len(got) - len(counted))),
+          flush=True)
 
 
 if __name__ == "__main__":

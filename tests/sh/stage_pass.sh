@@ -3,14 +3,18 @@
 # (tests/gpu/bench_inproc.py) rests on: between oomtrace_mark("stage: pass-through") and ("stage: traced") no
 # allocation or free is recorded, and each returns what the driver returned; the counts at the marks split the
 # tracer's time by block. Also the bench's round arithmetic, and the bench end to end with the C program's rounds.
-# The normal build has no such switch.
+# The normal build has no such switch; the pass-through build (build/bench/liboomtrace-pass.so) has it and no
+# probes, and the bench reads its ratio beside the stage build's.
 set -u
 cd "$(dirname "$0")/../.."
 fail() { echo "stage_pass: FAIL: $*"; exit 1; }
 lib=$PWD/build/bench/liboomtrace-stages.so
 make -s bench-stages >/dev/null 2>&1 || fail "make bench-stages"
+pass=$PWD/build/bench/liboomtrace-pass.so
 ! nm -D --defined-only build/liboomtrace.so | grep -q ot_stage && ! nm build/liboomtrace.so | grep -q ot_stage_pass ||
     fail "the normal build has the stage build's switch"
+nm "$pass" | grep -q ot_stage_pass || fail "the pass-through build has no switch"
+! nm "$pass" | grep -qE "ot_stage_(me|thread_new|stacks)" || fail "the pass-through build has the stage build's probes"
 work=$(mktemp -d /tmp/oomtrace-stagepass.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cp tests/py/drv.py "$work/"
@@ -58,6 +62,30 @@ if calls != (30, 30):
 if not (ns[1] > ns[0] and abs(ns[2] - ns[1]) < 1000 and ns[3] > ns[2] + 1000):
     sys.exit("stage_pass: FAIL: the tracer's time at the marks %s: the passed-through block counted" % ns)
 PY
+# The pass-through build: what a passed-through block allocated is not live in its record; the switches are counted
+# at exit, and nothing else is printed (no probes)
+cat >"$work/keep.py" <<'PY'
+from drv import try_alloc, mark, dump, MiB
+
+assert mark(b"stage: traced") == 0
+assert try_alloc(1 * MiB)[0] == 0
+mark(b"stage: pass-through")
+for _ in range(3):
+    assert try_alloc(2 * MiB)[0] == 0
+mark(b"stage: traced")
+assert dump(b"check") == 0
+PY
+mkdir -p "$work/snap"
+LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1 OOMTRACE_DIR="$work/snap" LD_PRELOAD=$pass \
+    python3 "$work/keep.py" >"$work/out" 2>"$work/err" || fail "the program under the pass-through build: $(tail -3 "$work/err")"
+grep -q "OOMTRACE_STAGES" "$work/err" && fail "the pass-through build printed the stage build's line"
+[ "$(grep -c '^OOMTRACE_PASS {"pid": [0-9]*, "switches": 3}$' "$work/err")" = 1 ] ||
+    fail "the pass-through build's exit line: $(cat "$work/err")"
+build/oomtrace-read --format json "$work"/snap/*.oomt | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["devices"][0]
+sys.exit(0 if d["tracked_bytes"] == 1 << 20 else "tracked %d bytes, want the traced 1 MiB alone" % d["tracked_bytes"])' ||
+    fail "the pass-through build recorded a passed-through allocation"
 PYTHONPATH=tests/gpu python3 - <<'PY' || fail "bench_inproc's rounds"
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("bi", "tests/gpu/bench_inproc.py")
@@ -72,17 +100,27 @@ PY
 cuda_home=${CUDA_HOME:-$(ls -d /usr/local/cuda /usr/local/cuda-* 2>/dev/null | head -1)}
 cc -O2 -I"$cuda_home/include" -o "$work/alloc_pair" tests/gpu/alloc_pair.c -Lbuild/fake -lcuda -ldl ||
     fail "tests/gpu/alloc_pair.c does not build against the stand-in driver"
-LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1T python3 tests/gpu/bench_inproc.py "$lib" --cases c_async \
-    --cbin "$work/alloc_pair" --procs 1 --rounds 2 --raw "$work/raw.jsonl" >"$work/inproc" 2>&1 ||
+LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1T python3 tests/gpu/bench_inproc.py "$lib" --pass-lib "$pass" \
+    --cases c_async --cbin "$work/alloc_pair" --procs 1 --rounds 2 --raw "$work/raw.jsonl" >"$work/inproc" 2>&1 ||
     fail "bench_inproc.py: $(cat "$work/inproc")"
-grep -q "^c_async SUMMARY 1 processes, 2 rounds: ratio .*counted [0-9.]*%$" "$work/inproc" ||
-    fail "bench_inproc.py's summary: $(cat "$work/inproc")"
+grep -q "^c_async stage SUMMARY 1 processes, 2 rounds: ratio .*counted [0-9.]*%$" "$work/inproc" &&
+    grep -q "^c_async pass  SUMMARY 1 processes, 2 rounds: ratio .*counted -$" "$work/inproc" ||
+    fail "bench_inproc.py's summaries: $(cat "$work/inproc")"
 python3 - "$work/raw.jsonl" <<'PY2' || exit 1
 import json, sys
-r = json.loads(open(sys.argv[1]).readline())
-modes = [b["traced"] for b in r["blocks"]]
-if modes != [True, False, False, True] or r["n"] != 20000 or not 0 < r["counted"] < 1:
-    sys.exit("stage_pass: FAIL: the C program's rounds: %s" % json.dumps(r)[:300])
+rows = {r["build"]: r for r in map(json.loads, open(sys.argv[1]))}
+for build, r in sorted(rows.items()):
+    modes = [b["traced"] for b in r["blocks"]]
+    if modes != [True, False, False, True] or r["n"] != 20000 or (build == "stage") != (r["counted"] is not None) \
+            or build == "stage" and not 0 < r["counted"] < 1:
+        sys.exit("stage_pass: FAIL: the C program's rounds (%s): %s" % (build, json.dumps(r)[:300]))
+if sorted(rows) != ["pass", "stage"]:
+    sys.exit("stage_pass: FAIL: the builds run: %s" % sorted(rows))
 PY2
+# The normal build takes the marks and switches nothing: the bench refuses it as a pass-through build
+LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1T python3 tests/gpu/bench_inproc.py "$lib" \
+    --pass-lib build/liboomtrace.so --cases c_async --cbin "$work/alloc_pair" --procs 1 --rounds 2 >"$work/inproc" 2>&1 &&
+    fail "bench_inproc.py took the normal build for the pass-through one: $(cat "$work/inproc")"
+grep -q "want 5 switches" "$work/inproc" || fail "bench_inproc.py's refusal: $(cat "$work/inproc")"
 LD_LIBRARY_PATH=$PWD/build/fake "$work/alloc_pair" 2 inproc >/dev/null 2>&1 && fail "alloc_pair inproc ran without a tracer"
 echo "stage_pass: ok"
