@@ -1,9 +1,9 @@
 """Issue 16's rows within one process: the tracer's cost as the difference between blocks of the same work
 traced and passed through, in the same process (bench_alloc_pair.py --inproc, under the stage build).
 
-    python3 tests/gpu/bench_inproc.py STAGE_LIB [--pass-lib PASS_LIB] [--cases step,pair,pair20,c_async]
-                                      [--procs 3] [--rounds 16] [--steps 50] [--pairs 20000] [--cpus 4-7]
-                                      [--cbin alloc_pair]
+    python3 tests/gpu/bench_inproc.py STAGE_LIB [--pass-lib PASS_LIB [--pass-only]]
+                                      [--cases step,pair,pair20,c_async] [--procs 3] [--rounds 16] [--steps 50]
+                                      [--pairs 20000] [--cpus 4-7] [--cbin alloc_pair]
 
 --pass-lib (build/bench/liboomtrace-pass.so, made by make bench-stages): each case's processes alternate between
 it and the stage build. The pass-through build is the normal build's code with the switch and without the stage
@@ -130,13 +130,17 @@ def main():
     ap.add_argument("--cpus", default="", help="taskset's CPU list for each process (none: not pinned)")
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--raw", help="append each process's JSON line (its blocks, and counted) to this file")
+    ap.add_argument("--pass-only", action="store_true", help="with --pass-lib: its processes alone, no counted column")
     a = ap.parse_args()
+    if a.pass_only and not a.pass_lib:
+        ap.error("--pass-only needs --pass-lib")
     if a.rounds % 2:
         ap.error("--rounds must be even (ABBA)")
     if "c_async" in a.cases.split(",") and not a.cbin:
         ap.error("case c_async needs --cbin (tests/gpu/alloc_pair.c built)")
     builds = [("pass", os.path.abspath(a.pass_lib))] if a.pass_lib else []
-    builds.append(("stage", os.path.abspath(a.lib)))
+    if not a.pass_only:
+        builds.append(("stage", os.path.abspath(a.lib)))
     failed = 0
     for case in a.cases.split(","):
         runs = {b: [] for b, _ in builds}
