@@ -134,9 +134,9 @@ def measure(case, loops, n):
             "traced": "liboomtrace" in os.environ.get("LD_PRELOAD", ""), "pid": os.getpid()}
 
 
-def measure_inproc(case, rounds, n, pmu=False):
+def measure_inproc(case, rounds, n):
     """--inproc: --loops rounds of two blocks (n steps, or n pairs), one traced and one passed through, in the
-    order ABBA; each block timed whole. pmu: each block's hardware counts too, per step or pair (pmu.py)."""
+    order ABBA; each block timed whole."""
     if DEVICE == "cuda":
         torch.cuda.init()
     if case == "step":
@@ -157,12 +157,6 @@ def measure_inproc(case, rounds, n, pmu=False):
         block()
     # BENCH_INPROC_NULL=1: the "passed-through" blocks are traced too, so the ratio's own bias and spread show
     passed = "stage: traced" if os.environ.get("BENCH_INPROC_NULL") == "1" else "stage: pass-through"
-    counters = None
-    if pmu:
-        from pmu import Counters
-        counters = Counters()
-        if counters.error:
-            print("bench_alloc_pair: no hardware counters: %s" % counters.error, file=sys.stderr)
     blocks = []
     for r in range(rounds):
         for traced in ((True, False) if r % 2 == 0 else (False, True)):
@@ -170,18 +164,12 @@ def measure_inproc(case, rounds, n, pmu=False):
             if mark("stage: traced" if traced else passed) != 0:
                 raise RuntimeError("oomtrace_mark refused the switch: --inproc needs the stage or pass-through build "
                                    "preloaded")
-            c0 = counters.read() if counters else None
             t0 = time.perf_counter_ns()
             block()
-            t1 = time.perf_counter_ns()
-            blocks.append({"traced": traced, "ns": (t1 - t0) / n})
-            if counters and counters.fds:
-                blocks[-1]["pmu"] = {k: v / n if k != "multiplexed" else v
-                                     for k, v in counters.delta(c0, counters.read()).items()}
+            blocks.append({"traced": traced, "ns": (time.perf_counter_ns() - t0) / n})
     mark("stage: traced")
     return {"case": case, "inproc": True, "unit": "ns/step" if case == "step" else "ns/pair", "blocks": blocks,
-            "traced": "liboomtrace" in os.environ.get("LD_PRELOAD", ""),
-            **({"pmu_error": counters.error} if counters and counters.error else {})}
+            "traced": "liboomtrace" in os.environ.get("LD_PRELOAD", "")}
 
 
 def child(case, loops, n, w):
@@ -238,7 +226,6 @@ def main():
     ap.add_argument("case", choices=["pair", "pair20", "step", "serve"])
     ap.add_argument("--inproc", action="store_true", help="traced and passed-through blocks in this one process "
                     "(the stage build)")
-    ap.add_argument("--pmu", action="store_true", help="with --inproc: each block's hardware counters (pmu.py)")
     ap.add_argument("--loops", type=int, default=8)
     ap.add_argument("--steps", type=int, default=200, help="steps per timed loop (case step)")
     ap.add_argument("--pairs", type=int, default=PAIRS, help="pairs per timed loop (cases pair, pair20)")
@@ -250,7 +237,7 @@ def main():
     if a.inproc:
         if a.case == "serve" or a.loops % 2:
             sys.exit("bench_alloc_pair: --inproc takes pair, pair20 or step, and an even --loops (ABBA rounds)")
-        res = measure_inproc(a.case, a.loops, a.steps if a.case == "step" else a.pairs, a.pmu)
+        res = measure_inproc(a.case, a.loops, a.steps if a.case == "step" else a.pairs)
         print(json.dumps(res), flush=True)
         return
     res = measure(a.case, a.loops, a.steps if a.case == "step" else a.pairs)

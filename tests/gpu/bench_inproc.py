@@ -81,7 +81,7 @@ def one(lib, case, a, build="stage"):
         cmd = [a.cbin, str(a.rounds), "inproc"]
     else:
         cmd = [sys.executable, os.path.join(HERE, "bench_alloc_pair.py"), case, "--inproc", "--loops", str(a.rounds),
-               "--steps", str(a.steps), "--pairs", str(a.pairs)] + (["--pmu"] if a.pmu else [])
+               "--steps", str(a.steps), "--pairs", str(a.pairs)]
     if a.cpus:
         cmd = ["taskset", "-c", a.cpus] + cmd
     try:  # a process that hangs, crashes or prints what is not JSON is a row with an error, not the end of the run
@@ -131,8 +131,6 @@ def main():
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--raw", help="append each process's JSON line (its blocks, and counted) to this file")
     ap.add_argument("--pass-only", action="store_true", help="with --pass-lib: its processes alone, no counted column")
-    ap.add_argument("--pmu", action="store_true", help="the Python cases' hardware counters by block (pmu.py): each "
-                    "counter's traced block less its passed-through one, per step or pair")
     a = ap.parse_args()
     if a.pass_only and not a.pass_lib:
         ap.error("--pass-only needs --pass-lib")
@@ -161,41 +159,15 @@ def main():
                     case, build, r["ratio_median"], r["added_median"], r["unit"], r["ratio_least"],
                     "%.2f%%" % (100 * r["counted"]) if r["counted"] is not None else "-", len(r["blocks"]) // 2),
                     flush=True)
-                if r.get("pmu_error"):
-                    print("%-6s %-5s no hardware counters: %s" % (case, build, r["pmu_error"]), flush=True)
         for build, _ in builds:
             summary(case, build, runs[build])
     sys.exit(1 if failed else 0)
-
-
-def pmu_added(got):
-    """Each hardware counter's traced block less its passed-through one, per step or pair: the median over every
-    round of these processes, with the passed-through blocks' median beside it; and whether the kernel
-    multiplexed a counter in any block."""
-    added, base, shared = {}, {}, False
-    for r in got:
-        for a, b in zip(r["blocks"][0::2], r["blocks"][1::2]):
-            t, p = (a, b) if a["traced"] else (b, a)
-            if "pmu" not in t or "pmu" not in p:
-                continue
-            shared |= bool(t["pmu"].get("multiplexed") or p["pmu"].get("multiplexed"))
-            for k in t["pmu"]:
-                if k != "multiplexed" and k in p["pmu"]:
-                    added.setdefault(k, []).append(t["pmu"][k] - p["pmu"][k])
-                    base.setdefault(k, []).append(p["pmu"][k])
-    return {k: (statistics.median(v), statistics.median(base[k])) for k, v in added.items()}, shared
 
 
 def summary(case, build, got):
     """One case's line for one build: every round of its processes pooled."""
     if not got:
         return
-    added, shared = pmu_added(got)
-    if added:
-        print("%-6s %-5s PMU per %s, traced less passed through (passed through): %s%s" % (
-            case, build, got[0]["unit"].split("/")[1], ", ".join(
-                "%s %+.1f (%.1f)" % (k, v, b) for k, (v, b) in added.items()),
-            "; multiplexed, scaled" if shared else ""), flush=True)
     # every round of every process pooled: the geometric mean of the rounds' ratios and its standard error
     # The spread of a round's log ratio says whether the host held its speed within the processes: ~0.02
     # for the pairs and ~0.07 for 50-step blocks on a steady H200 host, 0.18 where its speed moved within

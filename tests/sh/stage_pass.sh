@@ -94,13 +94,6 @@ spec.loader.exec_module(bi)
 r = bi.round_ratios([{"traced": True, "ns": 105}, {"traced": False, "ns": 100},
                      {"traced": False, "ns": 200}, {"traced": True, "ns": 206}])
 assert [round(x, 3) for x in r] == [1.05, 1.03], r
-# the hardware counters' rows: each round's traced block less its passed-through one, whichever came first
-blocks = [{"traced": True, "ns": 1, "pmu": {"instructions": 900.0}}, {"traced": False, "ns": 1, "pmu": {"instructions": 100.0}},
-          {"traced": False, "ns": 1, "pmu": {"instructions": 120.0, "multiplexed": 1}},
-          {"traced": True, "ns": 1, "pmu": {"instructions": 1020.0}}]
-added, shared = bi.pmu_added([{"blocks": blocks}])
-assert added == {"instructions": (850.0, 110.0)} and shared, (added, shared)
-assert bi.pmu_added([{"blocks": [{"traced": True, "ns": 1}, {"traced": False, "ns": 1}]}]) == ({}, False)
 PY
 # The bench end to end on the stand-in driver: the C program's in-process rounds (tests/gpu/alloc_pair.c inproc)
 # through tests/gpu/bench_inproc.py, whose summary needs the process's stage line, its marks and its blocks
