@@ -79,30 +79,28 @@ bench-reader-ab: $(B)/oomtrace-read
 	@MAKE="$(MAKE)" bench/reader_ab.sh
 
 
+# A bench build of the library: $(1) its name (its objects under $(BENCH_BIN)/$(1)/, liboomtrace-$(1).so, its
+# profile), $(2) the define that makes it. Profile-guided as the library is (Makefile: PGO), each from a profile
+# of its own: the define changes the code. Same link line, so it runs wherever liboomtrace.so does.
+define bench_lib
+$(BENCH_BIN)/$(1)/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(LIB_FLAGS_DEP) \
+		$(call pgo_dep,$(1))
+	@mkdir -p $$(dir $$@)
+	$$(DEPS) $$(CC) $$(CPPFLAGS) -D$(2) -Ilib $$(CFLAGS) $$(call pgo_use,$(1)) $$(WARN) -fPIC -fvisibility=hidden -pthread -c $$< -o $$@
+
+$(BENCH_BIN)/liboomtrace-$(1).so: $(LIB_SRC:%.c=$(BENCH_BIN)/$(1)/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
+	$$(DEPS) $$(CC) $$(LDFLAGS) -shared -o $$@ $$^ $$(LIB_LINK)
+endef
+
 # The stage build (lib/common/stage.h): the library with -DOT_STAGE_CYCLES, counting rdtsc cycles and calls
 # per stage of the event path and each cache's hits, one line of JSON on stderr at exit. Bench only: the
-# normal build compiles the counters to nothing. Same link line, so it runs wherever liboomtrace.so does.
+# normal build compiles the counters to nothing.
 STAGE_OBJ := $(LIB_SRC:%.c=$(BENCH_BIN)/stages/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
-# Profile-guided as the library is (Makefile: PGO), from a profile of its own: the probes change the code.
-$(BENCH_BIN)/stages/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(LIB_FLAGS_DEP) \
-		$(call pgo_dep,stages)
-	@mkdir -p $(dir $@)
-	$(DEPS) $(CC) $(CPPFLAGS) -DOT_STAGE_CYCLES -Ilib $(CFLAGS) $(call pgo_use,stages) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
-
-$(BENCH_BIN)/liboomtrace-stages.so: $(STAGE_OBJ)
-	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ $(LIB_LINK)
-
+$(eval $(call bench_lib,stages,OT_STAGE_CYCLES))
 # The pass-through build (lib/common/stage.h): the normal build's code and the stage build's switch between
 # blocks traced and passed through, without its probes, which run in traced blocks only (~120 cycles each on the
-# H200): what tests/gpu/bench_inproc.py times (--pass-lib). Its own profile: the switch changes ot_enter.
-PASS_OBJ := $(LIB_SRC:%.c=$(BENCH_BIN)/pass/%.o) $(LIB_ASM:%.S=$(B)/%.o) $(B)/lib/runtime/companion_src.o
-$(BENCH_BIN)/pass/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(LIB_FLAGS_DEP) \
-		$(call pgo_dep,pass)
-	@mkdir -p $(dir $@)
-	$(DEPS) $(CC) $(CPPFLAGS) -DOT_STAGE_PASS_ONLY -Ilib $(CFLAGS) $(call pgo_use,pass) $(WARN) -fPIC -fvisibility=hidden -pthread -c $< -o $@
-
-$(BENCH_BIN)/liboomtrace-pass.so: $(PASS_OBJ)
-	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ $(LIB_LINK)
+# H200): what tests/gpu/bench_inproc.py times (--pass-lib).
+$(eval $(call bench_lib,pass,OT_STAGE_PASS_ONLY))
 
 .PHONY: bench-stages
 bench-stages: $(BENCH_BIN)/liboomtrace-stages.so $(BENCH_BIN)/liboomtrace-pass.so $(B)/fake/libcuda.so.1
