@@ -81,10 +81,11 @@ bench-reader-ab: $(B)/oomtrace-read
 
 # A bench build of the library: $(1) its name (its objects under $(BENCH_BIN)/$(1)/, liboomtrace-$(1).so, its
 # profile), $(2) the define that makes it. Profile-guided as the library is (Makefile: PGO), each from a profile
-# of its own: the define changes the code. Same link line, so it runs wherever liboomtrace.so does.
+# of its own: the define changes the code. Same link line, so it runs wherever liboomtrace.so does. A change of
+# this file's rules makes the objects again.
 define bench_lib
 $(BENCH_BIN)/$(1)/lib/%.o: lib/%.c $(LIB_HDR) include/oomtrace_format.h include/oomtrace.h $(LIB_FLAGS_DEP) \
-		$(call pgo_dep,$(1))
+		bench/bench.mk $(call pgo_dep,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(DEPS) $$(CC) $$(CPPFLAGS) -D$(2) -Ilib $$(CFLAGS) $$(call pgo_use,$(1)) $$(WARN) -fPIC -fvisibility=hidden -pthread -c $$< -o $$@
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 int ot_stage_pass;
-static unsigned switches;
+static unsigned switches; /* the pass-through build's exit line; the stage build's marks say the same already */
 
 /* The two labels that switch OT_STAGE_PASS (stage.h) */
 static void stage_switch(const char *label)
@@ -27,8 +27,8 @@ void ot_stage_mark(const char *label)
     stage_switch(label);
 }
 
-/* What a bench reads to know the switch was this build's and was honoured (the normal build takes the marks too,
- * and switches nothing). A process that never switched says nothing: a launcher, the companion's children. */
+/* What a bench reads to know that its marks reached this build's switch (the normal build takes the marks too,
+ * and has none). A process that never switched says nothing: a launcher, the companion's children. */
 __attribute__((destructor)) static void pass_report(void)
 {
     const unsigned k = __atomic_load_n(&switches, __ATOMIC_RELAXED);

@@ -150,9 +150,6 @@ static inline void ot_stage_events(int alloc, uint32_t tid)
     __atomic_store_n(&ot_stage_last_tid, tid, __ATOMIC_RELAXED);
 }
 void ot_stage_stacks(uint32_t n); /* the stack table now holds n distinct stacks */
-/* oomtrace_mark(label): the counters so far, kept for the exit line's marks (a bench's timed loops); two
- * labels switch OT_STAGE_PASS */
-void ot_stage_mark(const char *label);
 
 /* Gap buckets, in TSC ticks (2-3.5 GHz on the machines measured): under ~1 us, under ~20 us, more. */
 #define OT_STAGE_GAP1 2500u
@@ -211,11 +208,14 @@ static inline void ot_stage_hook_out(enum ot_stage s)
  * a block passes through is lost to the record (an allocation freed there stays live until its address comes
  * back, closed then as stale): the switch is for timing, and only the bench builds have it: the stage build, and
  * the pass-through build (make bench-stages: build/bench/liboomtrace-pass.so, -DOT_STAGE_PASS_ONLY), which is
- * the normal build's code with this switch and nothing else. Its blocks are timed without the stage build's
+ * the normal build's code with this switch and nothing else (exactly so without a profile; with one, up to what
+ * its own training run lays out differently, as two trainings of the normal build also do). Its blocks are timed without the stage build's
  * probes, which cost ~120 cycles a pair of rdtsc on the H200 and run in traced blocks only. It prints
  * "OOMTRACE_PASS {"pid": P, "switches": N}" at exit (N: the marks that switched). */
 extern int ot_stage_pass;
 #define OT_STAGE_PASS() __atomic_load_n(&ot_stage_pass, __ATOMIC_RELAXED)
+/* oomtrace_mark(label): two labels switch OT_STAGE_PASS; the stage build also keeps the counters so far for its
+ * exit line's marks (a bench's timed loops) */
 void ot_stage_mark(const char *label);
 #define OT_STAGE_MARK(label) ot_stage_mark(label)
 #else

@@ -61,12 +61,14 @@ rc=$?
 # The same rows within one process (tests/gpu/bench_inproc.py: blocks traced and passed through by the stage
 # build, ABBA): what the host's two speeds between processes leave the rows above unable to settle, the step's
 # 2% above all (with QUICK too). The pass-through build's processes (make bench-stages) alternate with the stage
-# build's: its ratio is read, without the probes. INPROC=0 leaves it out; INPROC_CASES (default step,pair,pair20, and c_async where
-# tests/gpu/alloc_pair.c built); INPROC_PROCS (default 3, QUICK 2) processes a case.
+# build's: its ratio is read, without the probes. INPROC=0 leaves it out; INPROC_CASES (default step,pair,pair20,
+# and c_async where tests/gpu/alloc_pair.c built); INPROC_PROCS (default 3, QUICK 2) processes a case.
 if [ "${INPROC:-1}" = 1 ] && [ -f "$STAGES_LIB" ] && [ "${BENCH_DEVICE:-cuda}" = cuda ]; then
     procs=${INPROC_PROCS:-$([ -n "${QUICK:-}" ] && echo 2 || echo 3)}
     echo "== within one process: traced blocks over passed-through ones (tests/gpu/bench_inproc.py)"
-    LD_LIBRARY_PATH=$CARRY_LD "$PY" tests/gpu/bench_inproc.py "$STAGES_LIB" ${PASS_LIB:+$([ -f "$PASS_LIB" ] && echo --pass-lib "$PASS_LIB")} \
+    pass_args=()
+    [ -f "$PASS_LIB" ] && pass_args=(--pass-lib "$PASS_LIB")
+    LD_LIBRARY_PATH=$CARRY_LD "$PY" tests/gpu/bench_inproc.py "$STAGES_LIB" "${pass_args[@]}" \
         --cases "${INPROC_CASES:-step,pair,pair20${CBIN:+,c_async}}" --procs "$procs" --rounds 16 --steps 50 \
         --pairs 10000 ${CBIN:+--cbin "$CBIN"} ${PIN:+--cpus "$PIN"} --raw "$OUT/inproc.jsonl" || rc=1
 fi

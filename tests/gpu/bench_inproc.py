@@ -1,7 +1,8 @@
 """Issue 16's rows within one process: the tracer's cost as the difference between blocks of the same work
-traced and passed through, in the same process (bench_alloc_pair.py --inproc, under the stage build).
+traced and passed through, in the same process (bench_alloc_pair.py --inproc, under the pass-through build and
+the stage build).
 
-    python3 tests/gpu/bench_inproc.py STAGE_LIB [--pass-lib PASS_LIB [--pass-only]]
+    python3 tests/gpu/bench_inproc.py {STAGE_LIB [--pass-lib PASS_LIB] | --pass-lib PASS_LIB --pass-only}
                                       [--cases step,pair,pair20,c_async] [--procs 3] [--rounds 16] [--steps 50]
                                       [--pairs 20000] [--cpus 4-7] [--cbin alloc_pair]
 
@@ -74,6 +75,23 @@ def switches_line(stderr):
     return None
 
 
+def pass_error(st, nblocks):
+    """Why a pass-through build's process is no measure (its exit line st, nblocks blocks), or None: each round
+    switches twice, and the last mark switches back to traced."""
+    if st is None:
+        return "no OOMTRACE_PASS line: not the pass-through build, or no mark reached its switch"
+    if st.get("switches") != nblocks + 1:
+        return "the pass-through build switched %r times, want %d: a switch the library did not take" % (
+            st.get("switches"), nblocks + 1)
+    return None
+
+
+def last_error(stderr):
+    """A failed process's last line of its own: the builds' exit lines (OOMTRACE_...) come after it."""
+    lines = [l for l in stderr.strip().splitlines() if not l.startswith("OOMTRACE_")]
+    return lines[-1][:200] if lines else ""
+
+
 def one(lib, case, a, build="stage"):
     env = dict(os.environ, LD_PRELOAD=lib, PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync", OOMTRACE_DUMP="none",
                OOMTRACE_QUIET="1", OOMTRACE_FRAMEWORKS="0", OOMTRACE_STAGE_PROBES="outer")
@@ -88,7 +106,7 @@ def one(lib, case, a, build="stage"):
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
         out = p.stdout.strip().splitlines()
         if p.returncode or not out:
-            return {"case": case, "error": "status %d: %s" % (p.returncode, (p.stderr.strip().splitlines() or [""])[-1][:200])}
+            return {"case": case, "error": "status %d: %s" % (p.returncode, last_error(p.stderr))}
         st = stages_line(p.stderr) if build == "stage" else switches_line(p.stderr)
         res = json.loads(out[-1])
     except (subprocess.TimeoutExpired, OSError, ValueError) as e:
@@ -100,11 +118,8 @@ def one(lib, case, a, build="stage"):
     res.update(process_figures(blocks))
     res["counted"] = None
     if build == "pass":
-        # a round's two marks, and the last one back to traced: a switch the library did not take is no round
-        if st is None or st.get("switches") != len(blocks) + 1:
-            return {"case": case, "error": "the pass-through build's line %r: want %d switches (not the pass-through "
-                    "build, or it ignored the marks)" % (st, len(blocks) + 1)}
-        return res
+        err = pass_error(st, len(blocks))
+        return {"case": case, "error": err} if err else res
     if st is None:
         return {"case": case, "error": "no OOMTRACE_STAGES line: not the stage build, or no wrapper was reached"}
     marks = [m for m in st.get("marks", []) if m["label"] in ("stage: traced", "stage: pass-through")]
@@ -118,7 +133,7 @@ def one(lib, case, a, build="stage"):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("lib", help="the stage build: build/bench/liboomtrace-stages.so")
+    ap.add_argument("lib", nargs="?", help="the stage build: build/bench/liboomtrace-stages.so (not with --pass-only)")
     ap.add_argument("--pass-lib", help="the pass-through build (build/bench/liboomtrace-pass.so): its processes "
                     "alternate with the stage build's, and its ratio is read without the probes")
     ap.add_argument("--cases", default="step,pair,pair20", help="of step, pair, pair20, c_async (needs --cbin)")
@@ -134,8 +149,12 @@ def main():
     a = ap.parse_args()
     if a.pass_only and not a.pass_lib:
         ap.error("--pass-only needs --pass-lib")
-    if a.rounds % 2:
-        ap.error("--rounds must be even (ABBA)")
+    if a.pass_only and a.lib:
+        ap.error("--pass-only runs the pass-through build alone: no stage build")
+    if not a.pass_only and not a.lib:
+        ap.error("the stage build is needed (or --pass-lib with --pass-only)")
+    if a.rounds < 2 or a.rounds % 2:
+        ap.error("--rounds must be even and at least 2 (ABBA)")
     if "c_async" in a.cases.split(",") and not a.cbin:
         ap.error("case c_async needs --cbin (tests/gpu/alloc_pair.c built)")
     builds = [("pass", os.path.abspath(a.pass_lib))] if a.pass_lib else []

@@ -13,11 +13,18 @@ make -s bench-stages >/dev/null 2>&1 || fail "make bench-stages"
 pass=$PWD/build/bench/liboomtrace-pass.so
 ! nm -D --defined-only build/liboomtrace.so | grep -q ot_stage && ! nm build/liboomtrace.so | grep -q ot_stage_pass ||
     fail "the normal build has the stage build's switch"
-nm "$pass" | grep -q ot_stage_pass || fail "the pass-through build has no switch"
-! nm "$pass" | grep -qE "ot_stage_(me|thread_new|stacks)" || fail "the pass-through build has the stage build's probes"
 work=$(mktemp -d /tmp/oomtrace-stagepass.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cp tests/py/drv.py "$work/"
+# The pass-through build is the normal build's code and the switch: compiled as the normal build is (the same
+# compiler options, but for its own profile's path), with none of the stage build's probes, counters or exit line
+producer() { readelf --debug-dump=info "$1" 2>/dev/null | grep -m1 DW_AT_producer | sed -e 's/.*: GNU/GNU/' -e 's|-fprofile-use=[^ ]*||'; }
+[ -n "$(producer build/lib/record/record.o)" ] &&
+    [ "$(producer build/lib/record/record.o)" = "$(producer build/bench/pass/lib/record/record.o)" ] ||
+    fail "the pass-through build is compiled otherwise: [$(producer build/bench/pass/lib/record/record.o)] against the normal build's [$(producer build/lib/record/record.o)]"
+nm --defined-only "$pass" | grep -qE " (ot_stage_(me|fine|thread_new|stacks|ring_drop|last_tid)|stage_report|sum_threads)$" &&
+    fail "the pass-through build has the stage build's probes"
+nm --defined-only "$pass" | grep -q " ot_stage_pass$" || fail "the pass-through build has no switch"
 cat >"$work/prog.py" <<'PY'
 from drv import try_alloc, free, mark
 
@@ -69,6 +76,7 @@ from drv import try_alloc, mark, dump, MiB
 
 assert mark(b"stage: traced") == 0
 assert try_alloc(1 * MiB)[0] == 0
+mark(b"another label")  # a mark, not a switch
 mark(b"stage: pass-through")
 for _ in range(3):
     assert try_alloc(2 * MiB)[0] == 0
@@ -81,6 +89,10 @@ LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1 OOMTRACE_D
 grep -q "OOMTRACE_STAGES" "$work/err" && fail "the pass-through build printed the stage build's line"
 [ "$(grep -c '^OOMTRACE_PASS {"pid": [0-9]*, "switches": 3}$' "$work/err")" = 1 ] ||
     fail "the pass-through build's exit line: $(cat "$work/err")"
+echo 'from drv import try_alloc; assert try_alloc(4096)[0] == 0' >"$work/plain.py"
+LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1G OOMTRACE_QUIET=1 OOMTRACE_DUMP=none LD_PRELOAD=$pass \
+    python3 "$work/plain.py" 2>"$work/err.plain" || fail "a program under the pass-through build that never switches"
+[ -s "$work/err.plain" ] && fail "a process that never switched printed: $(cat "$work/err.plain")"
 build/oomtrace-read --format json "$work"/snap/*.oomt | python3 -c '
 import json, sys
 d = json.load(sys.stdin)["devices"][0]
@@ -94,6 +106,12 @@ spec.loader.exec_module(bi)
 r = bi.round_ratios([{"traced": True, "ns": 105}, {"traced": False, "ns": 100},
                      {"traced": False, "ns": 200}, {"traced": True, "ns": 206}])
 assert [round(x, 3) for x in r] == [1.05, 1.03], r
+# a pass-through process is a measure only when its marks switched as its rounds did
+assert bi.pass_error({"pid": 1, "switches": 5}, 4) is None
+assert "switched 4 times, want 5" in bi.pass_error({"pid": 1, "switches": 4}, 4)
+assert "no OOMTRACE_PASS line" in bi.pass_error(None, 4)
+# a failed process's own last line, not the build's exit line after it
+assert bi.last_error("Traceback\nRuntimeError: boom\nOOMTRACE_PASS {\"pid\": 1, \"switches\": 2}\n") == "RuntimeError: boom"
 PY
 # The bench end to end on the stand-in driver: the C program's in-process rounds (tests/gpu/alloc_pair.c inproc)
 # through tests/gpu/bench_inproc.py, whose summary needs the process's stage line, its marks and its blocks
@@ -121,6 +139,12 @@ PY2
 LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1T python3 tests/gpu/bench_inproc.py "$lib" \
     --pass-lib build/liboomtrace.so --cases c_async --cbin "$work/alloc_pair" --procs 1 --rounds 2 >"$work/inproc" 2>&1 &&
     fail "bench_inproc.py took the normal build for the pass-through one: $(cat "$work/inproc")"
-grep -q "want 5 switches" "$work/inproc" || fail "bench_inproc.py's refusal: $(cat "$work/inproc")"
+grep -q "no OOMTRACE_PASS line" "$work/inproc" || fail "bench_inproc.py's refusal: $(cat "$work/inproc")"
+# --pass-only: the pass-through build's processes alone
+LD_LIBRARY_PATH=$PWD/build/fake FAKECUDA_CAPACITY=1T python3 tests/gpu/bench_inproc.py --pass-lib "$pass" --pass-only \
+    --cases c_async --cbin "$work/alloc_pair" --procs 1 --rounds 2 >"$work/inproc" 2>&1 ||
+    fail "bench_inproc.py --pass-only: $(cat "$work/inproc")"
+[ "$(grep -c SUMMARY "$work/inproc")" = 1 ] && grep -q "^c_async pass  SUMMARY 1 processes, 2 rounds" "$work/inproc" ||
+    fail "bench_inproc.py --pass-only's summary: $(cat "$work/inproc")"
 LD_LIBRARY_PATH=$PWD/build/fake "$work/alloc_pair" 2 inproc >/dev/null 2>&1 && fail "alloc_pair inproc ran without a tracer"
 echo "stage_pass: ok"
