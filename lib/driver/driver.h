@@ -11,9 +11,19 @@
 #include "driver/cuda_api.h"
 #include "driver/real.h"
 
+/* How many devices the process sees, asked once cuInit has run (the count cannot change after it): 0 not known
+ * yet, 1 one device, 2 several. With one, every context's device is 0, the answer the driver would give: on the
+ * H200 the driver's answer cost ~35 ns an allocation (docs/PERFORMANCE.md, issue 16's eighteenth pass). */
+extern int ot_drv_devices;
+int ot_drv_devices_probe(void); /* asks and sets ot_drv_devices; 1 when the process sees one device */
+void ot_drv_forked(void);       /* a forked child counts again: its cuInit is its own */
+
 /* The current context's device; 0 when none. Inline: every allocation asks it. */
 static inline int ot_drv_current_device(void)
 {
+    const int devices = __atomic_load_n(&ot_drv_devices, __ATOMIC_RELAXED);
+    if (OT_LIKELY(devices == 1) || (OT_UNLIKELY(devices == 0) && ot_drv_devices_probe()))
+        return 0;
     CUdevice d = 0;
     void *f = ot_real.cuCtxGetDevice;
     if (OT_UNLIKELY(!f) || ((__typeof__(&cuCtxGetDevice))f)(&d) != CUDA_SUCCESS)

@@ -23,6 +23,7 @@
 #include "common/options.h"
 #include "common/self.h"
 #include "common/unmaps.h"
+#include "driver/driver.h"
 #include "driver/real.h"
 #include "record/lock.h"
 #include "record/record.h"
@@ -333,6 +334,7 @@ static void atfork_child(void)
 {
     ot_self.tid = 0;
     ot_clock_forked();
+    ot_drv_forked();
     __atomic_store_n(&ot_ready_now, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&threads_pid, 0, __ATOMIC_RELEASE); /* restarted on the child's next tracer call */
     pthread_mutex_init(&flush_mu, NULL);
