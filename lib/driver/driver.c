@@ -17,13 +17,13 @@ int ot_drv_devices_probe(void)
     /* Before cuInit the driver says so, and the next query asks again. */
     if (!ot_real.cuDeviceGetCount || REAL(cuDeviceGetCount)(&n) != CUDA_SUCCESS || n < 1)
         return 0;
-    __atomic_store_n(&ot_drv_devices, n == 1 ? 1 : 2, __ATOMIC_RELAXED);
+    __atomic_store_n(&ot_drv_devices, n == 1 ? OT_DEVICES_ONE : OT_DEVICES_SEVERAL, __ATOMIC_RELAXED);
     return n == 1;
 }
 
 void ot_drv_forked(void)
 {
-    __atomic_store_n(&ot_drv_devices, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&ot_drv_devices, OT_DEVICES_UNKNOWN, __ATOMIC_RELAXED);
 }
 
 /* The thread's current context is ctx (the caller asked); its device is asked and kept for next time. */

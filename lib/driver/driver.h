@@ -11,18 +11,23 @@
 #include "driver/cuda_api.h"
 #include "driver/real.h"
 
-/* How many devices the process sees, asked once cuInit has run (the count cannot change after it): 0 not known
- * yet, 1 one device, 2 several. With one, every context's device is 0, the answer the driver would give: on the
- * H200 the driver's answer cost ~35 ns an allocation (docs/PERFORMANCE.md, issue 16's eighteenth pass). */
+/* How many devices the process sees (cuDeviceGetCount, which the count cannot change after cuInit): asked at the
+ * first question below, and again at the next one while the driver will not say (before cuInit, when allocations
+ * fail anyway). With one device every context's device is 0, the answer the driver would give, so it is not
+ * asked: within one process on the H200 its answer cost ~35 ns an allocation, where a loop of nothing else but
+ * the query reads 11 ns (docs/PERFORMANCE.md, issue 16's eighteenth pass). */
+enum { OT_DEVICES_UNKNOWN, OT_DEVICES_ONE, OT_DEVICES_SEVERAL };
 extern int ot_drv_devices;
 int ot_drv_devices_probe(void); /* asks and sets ot_drv_devices; 1 when the process sees one device */
-void ot_drv_forked(void);       /* a forked child counts again: its cuInit is its own */
+/* In a forked child the count is asked again: a child that uses CUDA initialises its own (a parent's CUDA does
+ * not survive fork), and may see other devices if it set CUDA_VISIBLE_DEVICES first. */
+void ot_drv_forked(void);
 
 /* The current context's device; 0 when none. Inline: every allocation asks it. */
 static inline int ot_drv_current_device(void)
 {
     const int devices = __atomic_load_n(&ot_drv_devices, __ATOMIC_RELAXED);
-    if (OT_LIKELY(devices == 1) || (OT_UNLIKELY(devices == 0) && ot_drv_devices_probe()))
+    if (OT_LIKELY(devices == OT_DEVICES_ONE) || (OT_UNLIKELY(devices == OT_DEVICES_UNKNOWN) && ot_drv_devices_probe()))
         return 0;
     CUdevice d = 0;
     void *f = ot_real.cuCtxGetDevice;

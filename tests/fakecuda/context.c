@@ -138,9 +138,27 @@ API CUresult cuDriverGetVersion(int *driverVersion)
     return CUDA_SUCCESS;
 }
 
+/* How often the device questions were asked, written at exit to FAKECUDA_CALLS (a test of who asks them: an
+ * allocation in a one-device process asks neither, tests/sh/device_query.sh). */
+static unsigned long n_get_count, n_ctx_get_device;
+
+__attribute__((destructor)) static void calls_report(void)
+{
+    const char *path = getenv("FAKECUDA_CALLS");
+    FILE *f = path && *path ? fopen(path, "w") : NULL;
+    if (f) {
+        fprintf(f, "cuDeviceGetCount %lu\ncuCtxGetDevice %lu\n", __atomic_load_n(&n_get_count, __ATOMIC_RELAXED),
+                __atomic_load_n(&n_ctx_get_device, __ATOMIC_RELAXED));
+        fclose(f);
+    }
+}
+
 API CUresult cuDeviceGetCount(int *count)
 {
     enter();
+    __atomic_fetch_add(&n_get_count, 1, __ATOMIC_RELAXED);
+    if (cfg.count_refused)
+        return CUDA_ERROR_NOT_INITIALIZED;
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
     *count = cfg.ndev;
@@ -352,6 +370,7 @@ API CUresult cuCtxGetDevice(CUdevice *device)
     int dev;
     CUresult rc;
     enter();
+    __atomic_fetch_add(&n_ctx_get_device, 1, __ATOMIC_RELAXED);
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = cur_dev(&dev)))

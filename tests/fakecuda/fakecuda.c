@@ -135,6 +135,7 @@ static void init(void)
     cfg.driver_version = (int)env_long("FAKECUDA_DRIVER_VERSION", 13000, 1000, 1000000);
     cfg.alarm_in_free = (int)env_long("FAKECUDA_ALARM_IN_FREE", 0, 0, 1);
     cfg.async_ns = env_long("FAKECUDA_ASYNC_NS", 0, 0, 100000000);
+    cfg.count_refused = (int)env_long("FAKECUDA_COUNT_REFUSED", 0, 0, 1);
     pthread_atfork(fork_prepare, fork_done, fork_done);
 
     for (int d = 0; d < MAX_DEVICES; d++) {

@@ -84,6 +84,7 @@ struct fake_cfg {
     int driver_version;
     int alarm_in_free; /* FAKECUDA_ALARM_IN_FREE=1: a SIGALRM lands inside cuMemFree, its lock held */
     long async_ns; /* FAKECUDA_ASYNC_NS: cuMemAllocAsync takes at least this long (a real driver's ~1 us, for benches) */
+    int count_refused; /* FAKECUDA_COUNT_REFUSED=1: cuDeviceGetCount refuses, as a driver does before cuInit */
 };
 extern struct fake_cfg cfg;
 

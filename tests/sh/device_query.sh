@@ -1,8 +1,9 @@
 #!/bin/sh
 # The device a stream-ordered allocation is on (lib/driver/driver.h: ot_drv_current_device). A process that sees
-# one device is not asked which: every allocation is on device 0, as the driver would say. One that sees several
-# is asked each time, so an allocation made while device 1's context is current is device 1's. Both against the
-# stand-in driver: FAKECUDA_DEVICES=1 and 2.
+# one device is not asked which: every allocation is on device 0, as the driver would say, and the driver is asked
+# its device count once. One that sees several is asked each time, so an allocation made while device 1's context
+# is current is device 1's. A driver that will not give the count (before cuInit) is asked each time too, and
+# answers as before. Against the stand-in driver, which counts the questions (FAKECUDA_CALLS).
 set -u
 cd "$(dirname "$0")/../.."
 command -v python3 >/dev/null 2>&1 || { echo "device_query: skipped, no python3"; exit 0; }
@@ -30,7 +31,8 @@ def alloc_async(nbytes):
 
 
 use(0)
-alloc_async(3 * MiB)
+for _ in range(int(sys.argv[2])):
+    alloc_async(1 * MiB)
 if sys.argv[1] == "2":
     use(1)
     alloc_async(5 * MiB)
@@ -38,16 +40,35 @@ if sys.argv[1] == "2":
     alloc_async(7 * MiB)
 assert dump(b"check") == 0
 PY
-# run N: the program with N devices; prints each device's tracked bytes in MiB, as "device:MiB" words
+# run N ALLOCS [ENV...]: the program with N devices and ALLOCS allocations of 1 MiB on device 0; prints each
+# device's tracked MiB as "device:MiB" words, then the driver's count of each question
 run() {
-    mkdir -p "$T/$1"
-    LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_DEVICES=$1 FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$T/$1" OOMTRACE_QUIET=1 \
-        LD_PRELOAD="$PWD/build/liboomtrace.so" python3 "$T/prog.py" "$1" >"$T/$1.out" 2>&1 ||
-        fail "$1 devices: the program: $(tail -3 "$T/$1.out")"
-    build/oomtrace-read --format json "$T/$1"/*.oomt | python3 -c '
+    n=$1 k=$2
+    shift 2
+    d="$T/$n-$k-$#"
+    mkdir -p "$d"
+    env LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_DEVICES=$n FAKECUDA_CAPACITY=1G FAKECUDA_CALLS="$d.calls" \
+        OOMTRACE_DIR="$d" OOMTRACE_QUIET=1 "$@" LD_PRELOAD="$PWD/build/liboomtrace.so" python3 "$T/prog.py" "$n" "$k" \
+        >"$d.out" 2>&1 || fail "$n devices: the program: $(tail -3 "$d.out")"
+    tracked=$(build/oomtrace-read --format json "$d"/*.oomt | python3 -c '
 import json, sys
-print(" ".join("%d:%d" % (d["ordinal"], d["tracked_bytes"] >> 20) for d in json.load(sys.stdin)["devices"]))'
+print(" ".join("%d:%d" % (d["ordinal"], d["tracked_bytes"] >> 20) for d in json.load(sys.stdin)["devices"]))')
+    echo "$tracked $(tr '\n' ' ' <"$d.calls")"
 }
-got=$(run 1) && [ "$got" = "0:3" ] || fail "one device: tracked [$got], want 0:3"
-got=$(run 2) && [ "$got" = "0:10 1:5" ] || fail "two devices: tracked [$got], want 0:10 1:5 (device 1's allocation as device 1's)"
+# calls RUN1 RUN2 NAME: how many more times RUN2 asked NAME than RUN1 (their ALLOCS differ by 40)
+more() { echo $(($(echo "$2" | sed "s/.*$3 \([0-9]*\).*/\1/") - $(echo "$1" | sed "s/.*$3 \([0-9]*\).*/\1/"))); }
+a=$(run 1 10) && b=$(run 1 50) || exit 1
+case "$a" in "0:10 "*) ;; *) fail "one device: [$a], want device 0 with 10 MiB" ;; esac
+case "$b" in "0:50 "*) ;; *) fail "one device: [$b], want device 0 with 50 MiB" ;; esac
+[ "$(more "$a" "$b" cuCtxGetDevice)" = 0 ] && [ "$(more "$a" "$b" cuDeviceGetCount)" = 0 ] ||
+    fail "one device: 40 more allocations asked the driver more: [$a] then [$b]"
+case "$a" in *"cuDeviceGetCount 0 "*) fail "one device: the device count was never asked: [$a]" ;; esac
+a=$(run 2 10) && b=$(run 2 50) || exit 1
+case "$a" in "0:17 1:5 "*) ;; *) fail "two devices: [$a], want 0:17 1:5 (device 1's allocation as device 1's)" ;; esac
+[ "$(more "$a" "$b" cuCtxGetDevice)" = 40 ] ||
+    fail "two devices: 40 more allocations did not each ask their device: [$a] then [$b]"
+a=$(run 1 10 FAKECUDA_COUNT_REFUSED=1) && b=$(run 1 50 FAKECUDA_COUNT_REFUSED=1) || exit 1
+case "$b" in "0:50 "*) ;; *) fail "no device count: [$b], want device 0 with 50 MiB" ;; esac
+[ "$(more "$a" "$b" cuCtxGetDevice)" = 40 ] && [ "$(more "$a" "$b" cuDeviceGetCount)" = 40 ] ||
+    fail "no device count: each allocation should ask both: [$a] then [$b]"
 echo "device_query: ok"
