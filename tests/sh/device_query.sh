@@ -71,4 +71,35 @@ a=$(run 1 10 FAKECUDA_COUNT_REFUSED=1) && b=$(run 1 50 FAKECUDA_COUNT_REFUSED=1)
 case "$b" in "0:50 "*) ;; *) fail "no device count: [$b], want device 0 with 50 MiB" ;; esac
 [ "$(more "$a" "$b" cuCtxGetDevice)" = 40 ] && [ "$(more "$a" "$b" cuDeviceGetCount)" = 40 ] ||
     fail "no device count: each allocation should ask both: [$a] then [$b]"
+# A forked child asks the count again (its CUDA is its own): its counts are the parent's at the fork and its own
+cat >"$T/fork.py" <<'PY'
+import os
+import sys
+from drv import cuda, ctypes, MiB
+
+cuda.cuMemAllocAsync.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_void_p]
+
+
+def alloc_async(nbytes):
+    p = ctypes.c_uint64()
+    assert cuda.cuMemAllocAsync(ctypes.byref(p), nbytes, None) == 0
+
+
+assert cuda.cuInit(0) == 0
+alloc_async(MiB)
+pid = os.fork()
+if pid == 0:
+    os.environ["FAKECUDA_CALLS"] = sys.argv[1]  # the child's counts in a file of its own, written at its exit
+    alloc_async(MiB)
+    alloc_async(MiB)
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
+LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CALLS="$T/fork.parent" OOMTRACE_DUMP=none OOMTRACE_QUIET=1 \
+    LD_PRELOAD="$PWD/build/liboomtrace.so" python3 "$T/fork.py" "$T/fork.child" >"$T/fork.out" 2>&1 ||
+    fail "the forked program: $(tail -3 "$T/fork.out")"
+child=$(tr '\n' ' ' <"$T/fork.child")
+[ "$child" = "cuDeviceGetCount 2 cuCtxGetDevice 0 " ] ||
+    fail "a forked child: [$child], want the count asked once by the parent and once by the child, and no device query"
 echo "device_query: ok"
