@@ -152,7 +152,7 @@ static __attribute__((noinline)) struct ot_rec *close_stale(struct ot_rec *stale
     return ot_live_probe(&S.live, a->ns, a->key, found);
 }
 
-void ot_record_alloc(const struct ot_alloc_req *a)
+uint64_t ot_record_alloc(const struct ot_alloc_req *a)
 {
     uint64_t frames[OT_MAX_FRAMES];
     const uint64_t *src;
@@ -206,6 +206,7 @@ void ot_record_alloc(const struct ot_alloc_req *a)
     near_note(a->device);
     OT_STAGE_END(OT_ST_RECORD_ALLOC, tr);
     ot_lock_give();
+    return t;
 }
 
 /* ---- undo: frees are recorded before the real call (lib/intercept/hook_call.h says why) ---- */

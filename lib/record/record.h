@@ -69,7 +69,7 @@ static inline void ot_undo_init(struct ot_undo *u)
 }
 
 /* ---- events (record.c), each called after (a free: before) the real driver call ---- */
-void ot_record_alloc(const struct ot_alloc_req *a);
+uint64_t ot_record_alloc(const struct ot_alloc_req *a); /* the event's time (tracer's clock, ns) */
 void ot_record_free(uint8_t ns, uint64_t key, uint16_t api, struct ot_undo *u); /* u may be NULL */
 void ot_record_undo(struct ot_undo *u); /* the driver refused: undo u's steps, latest first */
 void ot_undo_free(struct ot_undo *u); /* steps that outgrew the inline room */

@@ -217,6 +217,11 @@ static int run_pending(void *arg)
 
 void ot_companion_poke(enum ot_poke why)
 {
+    ot_companion_poke_at(why, 0);
+}
+
+void ot_companion_poke_at(enum ot_poke why, uint64_t now)
+{
     if (!ot_opt.frameworks)
         return;
     int s = __atomic_load_n(&cstate, __ATOMIC_ACQUIRE);
@@ -227,9 +232,12 @@ void ot_companion_poke(enum ot_poke why)
      * fraction), had no snapshot when the first successful allocation started it. */
     if (why == OT_POKE_LOOKUP && s != C_NEW)
         return;
-    uint64_t now = ot_now_ns();
+    if (!now)
+        now = ot_now_ns();
+    /* (signed: an event's time, read under the recorder's lock, can be a little before another thread's last
+     * poke, which is then not a second ago) */
     if (why == OT_POKE_ALLOC && s != C_NEW &&
-        now - __atomic_load_n(&last_poke_ns, __ATOMIC_RELAXED) < POKE_INTERVAL_NS)
+        (int64_t)(now - __atomic_load_n(&last_poke_ns, __ATOMIC_RELAXED)) < (int64_t)POKE_INTERVAL_NS)
         return;
     if (s == C_NEW) {
         pthread_once(&probe_once, probe);
