@@ -209,9 +209,9 @@ static inline void ot_stage_hook_out(enum ot_stage s)
  * back, closed then as stale): the switch is for timing, and only the bench builds have it: the stage build, and
  * the pass-through build (make bench-stages: build/bench/liboomtrace-pass.so, -DOT_STAGE_PASS_ONLY), which is
  * the normal build's code with this switch and nothing else (exactly so without a profile; with one, up to what
- * its own training run lays out differently, as two trainings of the normal build also do). Its blocks are timed without the stage build's
- * probes, which cost ~120 cycles a pair of rdtsc on the H200 and run in traced blocks only. It prints
- * "OOMTRACE_PASS {"pid": P, "switches": N}" at exit (N: the marks that switched). */
+ * its own training run lays out differently, as two trainings of the normal build also do). Its blocks are timed
+ * without the stage build's probes, which cost ~120 cycles a pair of rdtsc on the H200 and run in traced blocks
+ * only. It prints "OOMTRACE_PASS {"pid": P, "switches": N}" at exit (N: the marks that switched). */
 extern int ot_stage_pass;
 #define OT_STAGE_PASS() __atomic_load_n(&ot_stage_pass, __ATOMIC_RELAXED)
 /* oomtrace_mark(label): two labels switch OT_STAGE_PASS; the stage build also keeps the counters so far for its

@@ -11,7 +11,7 @@
 #include "driver/cuda_api.h"
 #include "driver/real.h"
 
-/* How many devices the process sees (cuDeviceGetCount, which the count cannot change after cuInit): asked at the
+/* How many devices the process sees (cuDeviceGetCount; the count cannot change after cuInit): asked at the
  * first question below, and again at the next one while the driver will not say (before cuInit, when allocations
  * fail anyway). With one device every context's device is 0, the answer the driver would give, so it is not
  * asked: within one process on the H200 its answer cost ~35 ns an allocation, where a loop of nothing else but
@@ -27,7 +27,8 @@ void ot_drv_forked(void);
 static inline int ot_drv_current_device(void)
 {
     const int devices = __atomic_load_n(&ot_drv_devices, __ATOMIC_RELAXED);
-    if (OT_LIKELY(devices == OT_DEVICES_ONE) || (OT_UNLIKELY(devices == OT_DEVICES_UNKNOWN) && ot_drv_devices_probe()))
+    if (OT_LIKELY(devices == OT_DEVICES_ONE) ||
+        (OT_UNLIKELY(devices == OT_DEVICES_UNKNOWN) && ot_drv_devices_probe()))
         return 0;
     CUdevice d = 0;
     void *f = ot_real.cuCtxGetDevice;

@@ -104,11 +104,11 @@ static inline void ot_after_alloc(CUresult r, const struct ot_alloc_req *req)
 {
     if (OT_LIKELY(r == CUDA_SUCCESS)) {
         OT_STAGE_BEGIN(t);
-        const uint64_t t = ot_record_alloc(req);
+        const uint64_t at = ot_record_alloc(req);
         if (OT_UNLIKELY(!__atomic_load_n(&ot_exit_registered, __ATOMIC_RELAXED)))
             ot_after_first_alloc();
         if (ot_opt.frameworks)
-            ot_companion_poke_at(OT_POKE_ALLOC, t);
+            ot_companion_poke_at(OT_POKE_ALLOC, at);
         OT_STAGE_END(OT_ST_AFTER_ALLOC, t);
     } else {
         ot_after_alloc_failed(r, req);
