@@ -105,28 +105,43 @@ def make_step(with_model=False, device=DEVICE, width=256):
     return (step, model, opt, x) if with_model else step
 
 
-def measure(case, loops, n):
-    """One process's figures: the JSON object it prints. n: pairs a loop (pair cases), steps a loop (step)."""
+def warm_block(case, n):
+    """The case's block of work, warmed: one call runs n pairs (and returns pair_loop's ns a pair) or n steps
+    (ending with a sync, to be timed whole)."""
     if DEVICE == "cuda":
         torch.cuda.init()
-    per = []
-    if case in ("pair", "pair20"):
-        depth = 20 if case == "pair20" else 0
-        nested(depth, lambda: pair_loop(n))  # warm: the pool, the tracer's tables, every cache on the path
-        for _ in range(loops):
-            per.append(nested(depth, lambda: pair_loop(n)))
-        unit = "ns/pair"
-    else:
+    if case == "step":
         step = make_step()
         for _ in range(20):
             step()
         sync()
-        mark("timed loops")
-        for _ in range(loops):
-            t0 = time.perf_counter_ns()
+
+        def block():
             for _ in range(n):
                 step()
             sync()
+    else:
+        depth = 20 if case == "pair20" else 0
+
+        def block():
+            return nested(depth, lambda: pair_loop(n))
+        block()  # warm: the pool, the tracer's tables, every cache on the path
+    return block
+
+
+def measure(case, loops, n):
+    """One process's figures: the JSON object it prints. n: pairs a loop (pair cases), steps a loop (step)."""
+    block = warm_block(case, n)
+    per = []
+    if case in ("pair", "pair20"):
+        for _ in range(loops):
+            per.append(block())
+        unit = "ns/pair"
+    else:
+        mark("timed loops")
+        for _ in range(loops):
+            t0 = time.perf_counter_ns()
+            block()
             per.append((time.perf_counter_ns() - t0) / n)
         mark("timed loops end")
         unit = "ns/step"
@@ -137,24 +152,7 @@ def measure(case, loops, n):
 def measure_inproc(case, rounds, n):
     """--inproc: --loops rounds of two blocks (n steps, or n pairs), one traced and one passed through, in the
     order ABBA; each block timed whole."""
-    if DEVICE == "cuda":
-        torch.cuda.init()
-    if case == "step":
-        step = make_step()
-
-        def block():
-            for _ in range(n):
-                step()
-            sync()
-        for _ in range(20):
-            step()
-        sync()
-    else:
-        depth = 20 if case == "pair20" else 0
-
-        def block():
-            nested(depth, lambda: pair_loop(n))
-        block()
+    block = warm_block(case, n)
     # BENCH_INPROC_NULL=1: the "passed-through" blocks are traced too, so the ratio's own bias and spread show
     passed = "stage: traced" if os.environ.get("BENCH_INPROC_NULL") == "1" else "stage: pass-through"
     blocks = []
@@ -225,7 +223,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=["pair", "pair20", "step", "serve"])
     ap.add_argument("--inproc", action="store_true", help="traced and passed-through blocks in this one process "
-                    "(the stage build)")
+                    "(the stage or the pass-through build)")
     ap.add_argument("--loops", type=int, default=8)
     ap.add_argument("--steps", type=int, default=200, help="steps per timed loop (case step)")
     ap.add_argument("--pairs", type=int, default=PAIRS, help="pairs per timed loop (cases pair, pair20)")

@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from bench_pair_parts import stages_line  # the stage build's exit line, parsed
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENV = os.environ
 ROUNDS = int(ENV.get("ROUNDS", "40"))
@@ -125,16 +127,13 @@ def record(raw, rnd, variant, res):
     raw.flush()
 
 
-def stages_line(path):
-    """The stage build's OOMTRACE_STAGES object from a process's stderr, or None."""
+def stages_file(path):
+    """The stage build's OOMTRACE_STAGES object from a process's stderr file, or None."""
     try:
-        for line in open(path, encoding="utf-8", errors="replace"):
-            at = line.find("OOMTRACE_STAGES ")
-            if at >= 0:
-                return json.loads(line[at + len("OOMTRACE_STAGES "):])
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return stages_line(f.read())
     except OSError:
-        pass
-    return None
+        return None
 
 
 def counted(raw):
@@ -162,7 +161,7 @@ def counted(raw):
                         res = json.loads(r.stdout.strip().splitlines()[-1])
                     except Exception as e:
                         res = {"case": case, "error": repr(e)}
-            st = stages_line(err)
+            st = stages_file(err)
             if "error" in res or not st:
                 print(f"bench_alloc_rounds: stage build, {case}: {res.get('error', 'no OOMTRACE_STAGES line')}",
                       file=sys.stderr)

@@ -40,7 +40,7 @@ import statistics
 import subprocess
 import sys
 
-from bench_pair_parts import stages_line  # the stage build's exit line, parsed
+from bench_pair_parts import stages_line  # the bench builds' exit lines, parsed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -62,17 +62,6 @@ def process_figures(blocks):
     return {"ratio_median": statistics.median(t / p for t, p in rounds),
             "added_median": statistics.median(t - p for t, p in rounds),
             "ratio_least": least[True] / least[False]}
-
-
-def switches_line(stderr):
-    """The pass-through build's exit line (lib/common/stage.c): its marks that switched, or None."""
-    for line in reversed(stderr.splitlines()):
-        if line.startswith("OOMTRACE_PASS "):
-            try:
-                return json.loads(line[len("OOMTRACE_PASS "):])
-            except ValueError:
-                return None
-    return None
 
 
 def pass_error(st, nblocks):
@@ -107,7 +96,7 @@ def one(lib, case, a, build="stage"):
         out = p.stdout.strip().splitlines()
         if p.returncode or not out:
             return {"case": case, "error": "status %d: %s" % (p.returncode, last_error(p.stderr))}
-        st = stages_line(p.stderr) if build == "stage" else switches_line(p.stderr)
+        st = stages_line(p.stderr, "OOMTRACE_STAGES" if build == "stage" else "OOMTRACE_PASS")
         res = json.loads(out[-1])
     except (subprocess.TimeoutExpired, OSError, ValueError) as e:
         return {"case": case, "error": repr(e)[:200]}

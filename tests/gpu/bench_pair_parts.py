@@ -48,11 +48,13 @@ def variant_env(v):
     return e
 
 
-def stages_line(text):
+def stages_line(text, name="OOMTRACE_STAGES"):
+    """A bench build's exit line in a process's stderr, its JSON object (the stage build's OOMTRACE_STAGES, or the
+    pass-through build's OOMTRACE_PASS), or None."""
     for line in text.splitlines():
-        at = line.find("OOMTRACE_STAGES ")
+        at = line.find(name + " ")
         if at >= 0:
-            return json.loads(line[at + len("OOMTRACE_STAGES "):])
+            return json.loads(line[at + len(name) + 1:])
     return None
 
 
