@@ -8,23 +8,24 @@
 #include <unistd.h>
 
 int ot_stage_pass;
-static unsigned switches; /* the pass-through build's exit line; the stage build's marks say the same already */
 
-/* The two labels that switch OT_STAGE_PASS (stage.h) */
-static void stage_switch(const char *label)
+/* The two labels that switch OT_STAGE_PASS (stage.h); 1 when label is one of them */
+static int stage_switch(const char *label)
 {
     int to = !label ? -1 : !strcmp(label, "stage: pass-through") ? 1 : !strcmp(label, "stage: traced") ? 0 : -1;
-    if (to < 0)
-        return;
-    __atomic_store_n(&ot_stage_pass, to, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&switches, 1, __ATOMIC_RELAXED);
+    if (to >= 0)
+        __atomic_store_n(&ot_stage_pass, to, __ATOMIC_RELAXED);
+    return to >= 0;
 }
 #endif
 
 #ifdef OT_STAGE_PASS_ONLY
+static unsigned switches; /* for the exit line (the stage build's marks say the same) */
+
 void ot_stage_mark(const char *label)
 {
-    stage_switch(label);
+    if (stage_switch(label))
+        __atomic_fetch_add(&switches, 1, __ATOMIC_RELAXED);
 }
 
 /* What a bench reads to know that its marks reached this build's switch (the normal build takes the marks too,
