@@ -3,7 +3,7 @@ TEST_BIN := $(B)/tests
 LIB_CORE_OBJ := $(filter-out $(B)/lib/intercept/dlsym.o,$(LIB_OBJ))
 DOORS := linked dlsym procaddr
 
-RECORDER_TESTS := $(TEST_BIN)/test_recorder $(TEST_BIN)/test_recorder_ring
+RECORDER_TESTS := $(TEST_BIN)/test_recorder $(TEST_BIN)/test_recorder_ring $(TEST_BIN)/test_lock
 $(RECORDER_TESTS): $(TEST_BIN)/%: tests/unit/%.c tests/unit/recorder_setup.c tests/unit/recorder_setup.h $(LIB_CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(DEPS) $(CC) $(CPPFLAGS) -Ilib $(CFLAGS) $(WARN) -pthread -o $@ $(filter-out %.h,$^) -lcmocka -lunwind -lzstd -ldl

@@ -40,6 +40,7 @@ static const struct opt table[] = {
     {"OOMTRACE_FRAMEWORKS", OPT_BOOL, "1", 0, 1, &ot_opt.frameworks}, /* the Python companion */
     {"OOMTRACE_TSC", OPT_BOOL, "1", 0, 1, &ot_opt.tsc},           /* 0: clock_gettime for every time */
     {"OOMTRACE_HUGE_PAGES", OPT_BOOL, "1", 0, 1, &ot_opt.huge_pages}, /* 0: tables stay on 4 KiB pages */
+    {"OOMTRACE_LOCK_OWNER", OPT_BOOL, "1", 0, 1, &ot_opt.lock_owner}, /* 0: every take is the exchange */
 };
 
 static int parse_size(const char *s, long long *out)

@@ -20,6 +20,7 @@ struct ot_options {
     int frameworks;        /* OOMTRACE_FRAMEWORKS: start the Python companion in Python processes */
     int tsc;               /* OOMTRACE_TSC: read the clock from the TSC where it is invariant */
     int huge_pages;        /* OOMTRACE_HUGE_PAGES: a hot thread's tables move onto 2 MiB pages (common/tables.h) */
+    int lock_owner;        /* OOMTRACE_LOCK_OWNER: a thread that records alone may own the lock (record/lock.h) */
 };
 extern struct ot_options ot_opt;
 void ot_options_load(void);

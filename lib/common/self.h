@@ -6,7 +6,10 @@
 struct trace_thread {
     int busy;     /* reentrancy guard: set while the tracer itself runs on this thread */
     uint32_t tid; /* cached gettid() */
-    int in_loader; /* inside a walk of the loaded objects (capture/loader.c) */
+    uint16_t in_loader; /* inside a walk of the loaded objects (capture/loader.c): its depth */
+    /* record/lock.h's: this thread's slot (0 until it first takes the lock the slow way), and how its
+     * current hold of the lock was taken */
+    uint8_t lock_slot, lock_mode;
     /* The device of the last context this thread allocated in, valid while ot_ctx_gen is ctx_gen: a
      * context's device never changes, and ending a context (which may let a new one take its handle)
      * moves ot_ctx_gen on. */

@@ -359,6 +359,7 @@ static void init_once(void)
     }
     ot_clock_start(ot_opt.tsc);
     ot_lock_tsan_init();
+    ot_lock_owner_init(ot_opt.lock_owner);
     ot_backtrace_init();
     pthread_atfork(ot_record_fork_prepare, ot_record_fork_parent, atfork_child);
     /* Registered after the state lock's, so its prepare runs first: fork waits for the walks of the loaded

@@ -1,5 +1,6 @@
 /* Unit tests of the recorder's core, linked against lib/'s objects: the live set, the exact peak set,
- * VMM reference counting, the options table, the clock and the lock (the ring's: test_recorder_ring.c). */
+ * VMM reference counting, the options table and the clock (the ring's: test_recorder_ring.c; the lock's:
+ * test_lock.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -327,68 +328,6 @@ static void test_clock_from_tsc_follows_monotonic(void **state)
     ot_clock_start(1);
 }
 
-/* ot_lock (record/lock.h): eight threads adding under it lose no update, however they meet (spinning,
- * asleep on the futex, woken by a give); a bounded take gives up while another thread holds it, and
- * takes it once given back. */
-static uint64_t lock_counter;
-
-static void *lock_adder(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < 50000; i++) {
-        ot_lock_take();
-        uint64_t v = lock_counter;
-        if (i % 1024 == 0)
-            sched_yield(); /* held across a yield now and then: the others spin out and sleep */
-        lock_counter = v + 1;
-        ot_lock_give();
-    }
-    return NULL;
-}
-
-struct lock_try {
-    int got, errno_kept;
-};
-
-static void *lock_try_briefly(void *arg)
-{
-    struct lock_try *t = arg;
-    errno = 1234; /* the program's: the futex calls must leave it */
-    t->got = ot_lock_take_within(20000000); /* 20 ms */
-    t->errno_kept = errno == 1234;
-    if (t->got == 0)
-        ot_lock_give();
-    return NULL;
-}
-
-static void test_lock_excludes_and_gives_up(void **state)
-{
-    (void)state;
-    pthread_t th[8];
-    lock_counter = 0;
-    for (int i = 0; i < 8; i++)
-        assert_int_equal(pthread_create(&th[i], NULL, lock_adder, NULL), 0);
-    for (int i = 0; i < 8; i++)
-        pthread_join(th[i], NULL);
-    assert_int_equal(lock_counter, 8 * 50000);
-    /* No sleeper left; the sign bit says whether ThreadSanitizer is here (make tsan's build of this test). */
-    int sleepers = __atomic_load_n(&ot_lock.sleepers, __ATOMIC_RELAXED);
-    assert_int_equal(sleepers & ~OT_LOCK_TSAN, 0);
-    assert_int_equal(sleepers < 0, ot_tsan_present());
-
-    struct lock_try tr = {1, 0};
-    ot_lock_take();
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, lock_try_briefly, &tr), 0);
-    pthread_join(t, NULL);
-    assert_int_equal(tr.got, -1);
-    assert_true(tr.errno_kept);
-    ot_lock_give();
-    assert_int_equal(pthread_create(&t, NULL, lock_try_briefly, &tr), 0);
-    pthread_join(t, NULL);
-    assert_int_equal(tr.got, 0);
-}
-
 /* What every event writes under the lock is the lock's own cache line (record/state.h): the lock, the seq,
  * the ring's slot pointers, the live set's header; the device's current and peak bytes and its device
  * categories are one line of their own. Spread over more lines, each was one more miss an event in a
@@ -451,7 +390,6 @@ int main(void)
         cmocka_unit_test(test_markers_before_peak_are_kept),
         cmocka_unit_test(test_options_fall_back_on_bad_values),
         cmocka_unit_test(test_clock_from_tsc_follows_monotonic),
-        cmocka_unit_test(test_lock_excludes_and_gives_up),
         cmocka_unit_test(test_event_state_is_one_line),
         cmocka_unit_test(test_devices_seen),
     };
