@@ -19,10 +19,12 @@ struct ot_lock_slot ot_lock_slots[OT_LOCK_SLOTS] __attribute__((aligned(64)));
 #define SPINS 64
 #define SLEEP_NS 1000000 /* one sleep at most: a wake-up missed in the store's window costs no more */
 
-/* The run of shared takes that makes an owner. A revocation costs ~0.5 us and an owned take saves ~70 ns
- * a pair on the H200's host, so an ownership should earn a few hundred takes: one revoked with fewer than
- * EARNED makes the next run four times longer (up to RUN_MAX, where threads that take turns in short runs
- * never own the lock again); one that earned more halves it. */
+/* The run of shared takes that makes an owner. A revocation costs ~0.5 us and an owned take saves ~35 ns
+ * on the H200's host, so an ownership should earn a few hundred takes: one revoked with fewer than EARNED
+ * makes the next run twice as long (up to RUN_MAX, where threads that take turns in short runs never own
+ * the lock again); one that earned more brings it back to RUN_MIN. Not halved: the ring's compressor
+ * takes the lock twice a block, a compression apart, so a lone recording thread's ownerships alternate
+ * long and short (H200 run 87), and halving after each long one let the run needed climb. */
 #define RUN_MIN 64
 #define RUN_MAX (1u << 20)
 #define EARNED 512
@@ -133,10 +135,7 @@ static int settle(uint64_t deadline_ns)
     B.pending = 0;
     B.revoked++;
     B.owned_takes += earned;
-    if (earned < EARNED)
-        B.need = B.need >= RUN_MAX / 4 ? RUN_MAX : B.need * 4;
-    else if (B.need / 2 >= RUN_MIN)
-        B.need /= 2;
+    B.need = earned >= EARNED ? RUN_MIN : B.need >= RUN_MAX / 2 ? RUN_MAX : B.need * 2;
     return 0;
 }
 
