@@ -137,3 +137,8 @@ $(BENCH_BIN)/liboomtrace-stages-pylink.so: $(filter-out $(BENCH_BIN)/stages/lib/
 	$(DEPS) $(CC) $(LDFLAGS) -shared -o $@ $^ $(LIB_LINK)
 .PHONY: bench-pylink
 bench-pylink: $(BENCH_BIN)/liboomtrace-pylink.so $(BENCH_BIN)/liboomtrace-stages-pylink.so $(B)/fake/libcuda.so.1
+# bench/lock_cost.c: one take and give of the recorder's lock, owned against shared (issue 16's nineteenth pass)
+$(BENCH_BIN)/lock_cost: bench/lock_cost.c $(LIB_CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(DEPS) $(CC) $(CPPFLAGS) -Ilib $(BENCH_CFLAGS) $(WARN) -pthread -o $@ $^ -lunwind -lzstd -ldl
+bench-build: $(BENCH_BIN)/lock_cost
