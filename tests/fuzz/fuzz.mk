@@ -99,6 +99,6 @@ tsan: test-build $(FUZZ_B)/snapgen $(TSAN_B)/cmocka_skip.so $(TSAN_B)/tsan_unwin
 	$(MAKE) --no-print-directory PGO=0 LIB_FLAGS_TRACK=0 B=$(TSAN_B) CC="$(TSAN_CC)" CFLAGS="$(SAN_CFLAGS)" $(TSAN_B)/lib/intercept/route.o \
 		$(TSAN_B)/lib/driver/real.o $(TSAN_B)/lib/intercept/sigaction.o $(TSAN_B)/lib/runtime/sigchain.o
 	$(MAKE) --no-print-directory PGO=0 LIB_FLAGS_TRACK=0 B=$(TSAN_B) CC="$(TSAN_CC) -fsanitize=thread" CFLAGS="$(SAN_CFLAGS)" \
-		$(TSAN_B)/liboomtrace.so $(TSAN_B)/tests/test_recorder $(TSAN_B)/tests/test_recorder_ring \
+		$(TSAN_B)/liboomtrace.so $(TSAN_B)/tests/test_recorder $(TSAN_B)/tests/test_recorder_ring $(TSAN_B)/tests/test_lock \
 		$(TSAN_B)/oomtrace-read
 	SNAPGEN=$(FUZZ_B)/snapgen tests/fuzz/sanitize.sh tsan $(TSAN_B) $(TSAN_RT)

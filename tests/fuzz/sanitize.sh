@@ -69,6 +69,7 @@ tsan)
     # with the instrumented library in their children (which is where the threads are).
     run test_recorder "$SB"/tests/test_recorder
     run test_recorder_ring "$SB"/tests/test_recorder_ring
+    run test_lock "$SB"/tests/test_lock
     for t in build/tests/test_doors build/tests/test_pitfalls build/tests/test_*thread* build/tests/test_*stress*; do
         [ -x "$t" ] || continue
         run "$(basename "$t")" env LD_PRELOAD="$skip" "$t"
