@@ -19,7 +19,7 @@ struct ot_lock_slot ot_lock_slots[OT_LOCK_SLOTS] __attribute__((aligned(64)));
 #define SPINS 64
 #define SLEEP_NS 1000000 /* one sleep at most: a wake-up missed in the store's window costs no more */
 
-/* The run of shared takes that makes an owner. A revocation costs ~0.5 us and an owned take saves ~35 ns
+/* The run of shared takes that makes an owner. A revocation costs ~0.5 us and an owned take saves ~10 ns
  * on the H200's host, so an ownership should earn a few hundred takes: one revoked with fewer than EARNED
  * makes the next run twice as long (up to RUN_MAX, where threads that take turns in short runs never own
  * the lock again); one that earned more brings it back to RUN_MIN. Not halved: the ring's compressor

@@ -9,21 +9,21 @@
  * store is visible and miss its wake-up: each sleep is bounded (1 ms) for that case.
  *
  * Owned: most processes record from one thread at a time, for long runs (a C loop, a forward pass, an
- * evaluation). There the exchange, a locked instruction that also drains the store buffer, was the largest
- * part of an event's cost after the driver call (35-40 ns each on the H200's host, two a pair of an
- * allocation and its free: docs/PERFORMANCE.md, nineteenth pass). A thread that took the shared lock
- * OT_LOCK_RUN times in a row, no other thread between, becomes its owner (ot_lock.owner: its slot). The
- * owner takes the lock by raising its own flag (ot_lock_slots[slot].busy) and then reading that it is
- * still the owner, and gives it back by lowering the flag: plain stores and loads, no fence. Any other
- * thread takes the exchange as before, then takes the ownership back (lock.c, disown and settle): it clears the
- * owner, asks the kernel for a barrier on every running thread of the process (membarrier,
+ * evaluation). There the exchange, a locked instruction, must also wait for the stores before it (the driver
+ * call's) to drain: on the H200's host a C program's allocation-and-free pair cost 19-26 ns less owned than
+ * shared (docs/PERFORMANCE.md, nineteenth pass), though an exchange alone costs ~5 ns. A thread that took the
+ * shared lock a run of times in a row (lock.c), no other thread between, becomes its owner (ot_lock.owner:
+ * its slot). The owner takes the lock by raising its own flag (ot_lock_slots[slot].busy) and then reading
+ * that it is still the owner, and gives it back by lowering the flag: plain stores and loads, no fence. Any
+ * other thread takes the exchange as before, then takes the ownership back (lock.c, disown and settle): it
+ * clears the owner, asks the kernel for a barrier on every running thread of the process (membarrier,
  * MEMBARRIER_CMD_PRIVATE_EXPEDITED), and waits for the owner's flag to drop. The barrier is the fence the
- * owner's store and load lack: if the owner read itself as owner before the clear, its raised flag is
- * visible once the barrier returns; if after, it reads the clear and takes the shared way. A revocation
- * costs a system call (~0.5 us); an ownership that earned few takes before it was revoked makes the next
- * one wait for a longer run (lock.c), so threads taking turns in short runs stay on the shared lock.
- * OOMTRACE_LOCK_OWNER=0, a kernel without membarrier (or a sandbox that refuses it) and ThreadSanitizer
- * leave every take shared.
+ * owner's store and load lack: if the owner read itself as owner before the clear, its raised flag is visible
+ * once the barrier returns; if after, it reads the clear and takes the shared way. A revocation costs a
+ * system call (~0.5 us); an ownership that earned few takes before it was revoked makes the next one wait for
+ * a longer run (lock.c), so threads taking turns in short runs stay on the shared lock.
+ * OOMTRACE_LOCK_OWNER=0, a kernel without membarrier (or a sandbox that refuses it) and ThreadSanitizer leave
+ * every take shared.
  *
  * Never held while unwinding. In signal context only through ot_lock_take_within, which gives up: at
  * once when the interrupted code is this thread's own owned hold (its flag is up), as it could never
