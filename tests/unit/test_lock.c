@@ -120,13 +120,13 @@ static int ownership_expected(void)
     return !ot_tsan_present() && q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED);
 }
 
-static int start_owned(void)
+/* Ownership on, its counts so far in *before; 0 where it cannot be (the case is then skipped). */
+static int start_owned(struct ot_lock_counts *before)
 {
     ot_lock_owner_init(1);
-    struct ot_lock_counts c;
-    ot_lock_counts(&c);
-    assert_int_equal(c.ownership, ownership_expected());
-    if (!c.ownership) {
+    ot_lock_counts(before);
+    assert_int_equal(before->ownership, ownership_expected());
+    if (!before->ownership) {
         print_message("no ownership here (%s): its cases are skipped\n",
                       ot_tsan_present() ? "ThreadSanitizer" : "no membarrier");
         return 0;
@@ -146,10 +146,9 @@ static void own_it(void)
 static void test_owner_takes_without_the_exchange(void **state)
 {
     (void)state;
-    if (!start_owned())
-        skip();
     struct ot_lock_counts before, after;
-    ot_lock_counts(&before);
+    if (!start_owned(&before))
+        skip();
     own_it();
     ot_lock_take();
     assert_int_equal(ot_lock.held, 0); /* the exchange was not taken */
@@ -174,10 +173,9 @@ static void test_owner_takes_without_the_exchange(void **state)
 static void test_owner_revoked_and_excludes(void **state)
 {
     (void)state;
-    if (!start_owned())
-        skip();
     struct ot_lock_counts before, after;
-    ot_lock_counts(&before);
+    if (!start_owned(&before))
+        skip();
     add_on_threads(8, 4096);
     add_on_threads(3, 0);
     ot_lock_counts(&after);
@@ -191,10 +189,10 @@ static void test_owner_revoked_and_excludes(void **state)
 static void test_owner_holds_against_a_bounded_take(void **state)
 {
     (void)state;
-    if (!start_owned())
+    struct ot_lock_counts before, after;
+    if (!start_owned(&before))
         skip();
     own_it();
-    struct ot_lock_counts before, after;
     ot_lock_counts(&before);
     ot_lock_take();
     struct lock_try tr = try_on_thread(20000000);
@@ -230,7 +228,8 @@ static void take_in_handler(int sig)
 static void test_owner_interrupted_by_a_handler(void **state)
 {
     (void)state;
-    if (!start_owned())
+    struct ot_lock_counts before;
+    if (!start_owned(&before))
         skip();
     struct sigaction sa = {0}, old;
     sa.sa_handler = take_in_handler;
@@ -275,10 +274,9 @@ static void *turn_taker(void *arg)
 static void test_owner_stops_for_short_turns(void **state)
 {
     (void)state;
-    if (!start_owned())
-        skip();
     struct ot_lock_counts before, after;
-    ot_lock_counts(&before);
+    if (!start_owned(&before))
+        skip();
     counter = 0;
     turn = 0;
     pthread_t a, b;
@@ -299,7 +297,8 @@ static void test_owner_stops_for_short_turns(void **state)
 static void test_owner_forked(void **state)
 {
     (void)state;
-    if (!start_owned())
+    struct ot_lock_counts before;
+    if (!start_owned(&before))
         skip();
     own_it();
     pid_t pid = fork();
