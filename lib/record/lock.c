@@ -118,10 +118,15 @@ static void disown(unsigned o)
 {
     __atomic_store_n(&ot_lock.owner, 0, __ATOMIC_RELAXED);
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
-        /* Refused after it was registered (not seen): the global barrier, slower but always there, and
-         * no owner from now on. */
+        /* Refused after it was registered (not seen: a seccomp filter installed later, the kernel short of
+         * memory): the global barrier, slower; no owner from now on. Where that is refused too (nohz_full,
+         * the same filter), a sleep: no barrier then, but a store waits in a store buffer for nanoseconds,
+         * not a millisecond. */
         B.on = 0;
-        syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+        if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
     }
     B.pending = o;
 }
@@ -218,7 +223,7 @@ void ot_lock_owner_init(int on)
 }
 
 /* The child's one thread may have been the owner, inside its hold (the fork's prepare takes the lock);
- * the registration is asked again, as the child is a new address space. */
+ * the registration is asked again, as the child is a new address space. Called on that thread. */
 void ot_lock_forked(void)
 {
     __atomic_store_n(&ot_lock.held, 0, __ATOMIC_RELAXED);
@@ -226,7 +231,8 @@ void ot_lock_forked(void)
     __atomic_store_n(&ot_lock.owner, 0, __ATOMIC_RELAXED);
     memset(ot_lock_slots, 0, sizeof ot_lock_slots);
     ot_self.lock_mode = OT_LOCK_SHARED;
-    B.run_slot = B.run = B.pending = 0;
+    ot_self.lock_slot = 0; /* the slots start again: the parent's other threads are not the child's */
+    B.nslots = B.run_slot = B.run = B.pending = 0;
     B.need = RUN_MIN;
     if (B.on)
         B.on = register_barrier();

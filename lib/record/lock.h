@@ -27,7 +27,9 @@
  *
  * Never held while unwinding. In signal context only through ot_lock_take_within, which gives up: at
  * once when the interrupted code is this thread's own owned hold (its flag is up), as it could never
- * be given back.
+ * be given back. An unbounded take in a handler (a fork from one: the fork's prepare takes the lock) that
+ * interrupts the owner's take between raising its flag and reading that it was revoked waits forever for
+ * the revoker, which waits for the flag: a window of a few instructions, where the exchange had none.
  *
  * In a program built with ThreadSanitizer, its runtime cannot see this lock (our code is not instrumented),
  * but it sees the C library calls made under it (memcmp, mmap): it reported the recorder's own data as

@@ -305,10 +305,12 @@ static void test_owner_forked(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         ot_lock_forked();
-        int ok = ot_lock.owner == 0 && ot_lock.held == 0 && ot_lock_slots[ot_self.lock_slot].busy == 0;
+        int ok = ot_lock.owner == 0 && ot_lock.held == 0 && ot_self.lock_slot == 0;
+        for (int i = 0; i < OT_LOCK_SLOTS; i++)
+            ok = ok && ot_lock_slots[i].busy == 0;
         for (int i = 0; i < 1000; i++)
             add_one();
-        ok = ok && ot_lock.owner == ot_self.lock_slot && ot_lock.held == 0;
+        ok = ok && ot_self.lock_slot == 1 && ot_lock.owner == 1 && ot_lock.held == 0; /* the first slot again */
         _exit(ok ? 0 : 1);
     }
     assert_int_equal(ot_lock.owner, ot_self.lock_slot);
