@@ -49,7 +49,7 @@ if [ "$BUILT" = 0 ]; then
     ${MAKE:-make} -s bench-build
 fi
 for f in "$B/liboomtrace.so" "$B/oomtrace-read" "$B/fake/libcuda.so.1" "$OUT/alloc_cost" "$OUT/alloc_objects" "$OUT/steady" \
-    "$OUT/bigsnap" "$OUT/snapinfo"; do
+    "$OUT/bigsnap" "$OUT/snapinfo" "$OUT/lock_cost"; do
     [ -x "$f" ] || [ -f "$f" ] || { echo "bench: $f is missing (make bench-build)" >&2; exit 2; }
 done
 
@@ -240,6 +240,11 @@ if /usr/bin/python3 -c "import torch" 2>/dev/null; then
 else
     echo "   (no torch for /usr/bin/python3: step overhead not measured)" | tee -a "$OUT/companion.txt"
 fi
+
+# ---- 6. the recorder's lock ---------------------------------------------------------------------------
+# Its own line, not in the table: one take and give, shared (the exchange) against owned (lib/record/lock.h).
+echo "== 6. the recorder's lock: bench/lock_cost.c =="
+"$OUT/lock_cost" 2000000 9 | tee "$OUT/lock_cost.txt"
 
 # ---- the table --------------------------------------------------------------------------------------
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on this machine adds noise to every figure)" >> "$OUT/env.txt"
