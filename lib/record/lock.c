@@ -85,15 +85,6 @@ static int lock_wait(uint64_t deadline_ns)
     }
 }
 
-static void give_held(void)
-{
-    if (ot_lock_tsan())
-        ot_lock_tsan_release(); /* before the store: the next taker's acquire must follow it */
-    __atomic_store_n(&ot_lock.held, 0, __ATOMIC_RELEASE);
-    if (__atomic_load_n(&ot_lock.sleepers, __ATOMIC_RELAXED) != 0)
-        ot_lock_wake();
-}
-
 /* Waits for slot o's flag to drop: the owner's hold is a few hundred instructions, unless it was
  * preempted inside it, or holds the lock for a snapshot. 0 when dropped, -1 at the deadline (0: none). */
 static int wait_flag(unsigned o, uint64_t deadline_ns)
@@ -155,7 +146,7 @@ int ot_lock_taken(uint64_t deadline_ns)
          * back while the handler waits. An unbounded take there waits forever, as a second exchange would. */
         int mine = (o ? o : B.pending) == s && __atomic_load_n(&ot_lock_slots[s].busy, __ATOMIC_RELAXED);
         if (mine && deadline_ns) {
-            give_held();
+            ot_lock_give_held();
             return -1;
         }
         int err = errno; /* the program's: the system calls below must not change it */
@@ -164,7 +155,7 @@ int ot_lock_taken(uint64_t deadline_ns)
         int r = settle(deadline_ns);
         errno = err;
         if (r != 0) {
-            give_held();
+            ot_lock_give_held();
             return -1;
         }
     }
@@ -184,7 +175,7 @@ int ot_lock_taken(uint64_t deadline_ns)
     return 0;
 }
 
-void ot_lock_give_shared(void)
+void ot_lock_give_and_own(void)
 {
     if (ot_self.lock_mode == OT_LOCK_SHARED_THEN_OWN && B.on) {
         unsigned s = ot_self.lock_slot;
@@ -194,7 +185,7 @@ void ot_lock_give_shared(void)
         __atomic_store_n(&ot_lock.owner, (uint8_t)s, __ATOMIC_RELAXED); /* published by the release below */
     }
     ot_self.lock_mode = OT_LOCK_SHARED;
-    give_held();
+    ot_lock_give_held();
 }
 
 void ot_lock_wake(void)

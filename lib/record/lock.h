@@ -67,7 +67,7 @@ enum { OT_LOCK_SHARED, OT_LOCK_OWNED, OT_LOCK_SHARED_THEN_OWN /* shared; owner f
 
 int ot_lock_wait(uint64_t deadline_ns); /* the exchange's slow path: 0 when taken, -1 at the deadline (0: none) */
 int ot_lock_taken(uint64_t deadline_ns); /* after the exchange: revocation, runs; -1: given up, given back */
-void ot_lock_give_shared(void);
+void ot_lock_give_and_own(void); /* a hold of mode OT_LOCK_SHARED_THEN_OWN */
 void ot_lock_wake(void);
 void ot_lock_forked(void); /* in a forked child, the only thread: free, whoever held it in the parent */
 void ot_lock_tsan_init(void); /* sets ot_lock.tsan when ThreadSanitizer's runtime is in the process */
@@ -133,18 +133,26 @@ static inline int ot_lock_take_within(uint64_t ns)
     return ot_lock_taken(deadline);
 }
 
+/* Gives back the exchange's hold (lock.c's give-up paths too). */
+static inline void ot_lock_give_held(void)
+{
+    if (ot_lock_tsan())
+        ot_lock_tsan_release(); /* before the store: the next taker's acquire must follow it */
+    __atomic_store_n(&ot_lock.held, 0, __ATOMIC_RELEASE);
+    if (OT_UNLIKELY(__atomic_load_n(&ot_lock.sleepers, __ATOMIC_RELAXED) != 0))
+        ot_lock_wake();
+}
+
 static inline void ot_lock_give(void)
 {
     if (OT_LIKELY(ot_self.lock_mode == OT_LOCK_OWNED)) {
         __atomic_store_n(&ot_lock_slots[ot_self.lock_slot].busy, 0, __ATOMIC_RELEASE);
         return;
     }
-    if (OT_UNLIKELY(ot_self.lock_mode != OT_LOCK_SHARED) || ot_lock_tsan()) {
-        ot_lock_give_shared(); /* becomes the owner, or tells ThreadSanitizer */
+    if (OT_UNLIKELY(ot_self.lock_mode != OT_LOCK_SHARED)) {
+        ot_lock_give_and_own(); /* becomes the owner */
         return;
     }
-    __atomic_store_n(&ot_lock.held, 0, __ATOMIC_RELEASE);
-    if (OT_UNLIKELY(__atomic_load_n(&ot_lock.sleepers, __ATOMIC_RELAXED) != 0))
-        ot_lock_wake();
+    ot_lock_give_held();
 }
 #endif
