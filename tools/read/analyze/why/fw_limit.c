@@ -1,6 +1,7 @@
 /* framework_limit: a framework's own limit refused the request, not a full device (PyTorch's per-process
  * memory fraction). jax_preallocation: JAX reserved its pool at start; the setting that controls it. */
 #include "analyze/why/item.h"
+#include "analyze/why/remedy.h"
 
 #include <inttypes.h>
 
@@ -45,6 +46,46 @@ void why_fw_limit(struct ot_why *w, const struct ot_analysis *a)
             why_num_u(&b, "device_free_bytes", freeb);
         why_item_end(&b);
     }
+}
+
+/* The fraction refused it (why: framework_limit): the fraction that fits what was reserved plus the request,
+ * or the memory of the call site that held the most at the failure, when freeing it would make the room. */
+void remedy_fw_limit(struct ot_why *w, const struct ot_analysis *a)
+{
+    const struct ot_why_item *it = why_find(a->why, "framework_limit");
+    if (!it)
+        return;
+    const struct ot_snapshot *s = a->s;
+    const int64_t dev = s->failure.device;
+    const uint64_t limit = item_num(it, "limit_bytes"), reserved = item_num(it, "reserved_bytes"),
+                   req = item_num(it, "requested_bytes"), need = ot_sat_add(reserved, req);
+    const struct snap_device *d = ot_snapshot_device(s, dev);
+    const uint64_t total = d && (d->flags & OT_DEV_MEMINFO_KNOWN) ? d->total_bytes : 0;
+    char b1[32], b2[32], b3[32];
+    struct why_item_b b;
+    if (!why_item_begin(&b, w, "framework_limit"))
+        return;
+    fprintf(b.f, "PyTorch's per-process memory fraction, not the device, refused the request: ");
+    if (total && need <= total)
+        /* (rounded up to the hundredth: the fraction's own rounding must not refuse the same request again) */
+        fprintf(b.f, "raise it to at least %.2f (torch.cuda.set_per_process_memory_fraction: the %s reserved plus the "
+                "%s asked for, of the device's %s), or do not set it",
+                (double)((need * 100 + total - 1) / total) / 100, why_bytes(b1, reserved), why_bytes(b2, req),
+                why_bytes(b3, total));
+    else
+        fprintf(b.f, "raise it (torch.cuda.set_per_process_memory_fraction) so that it allows at least the %s reserved "
+                "plus the %s asked for", why_bytes(b1, reserved), why_bytes(b2, req));
+    const struct ot_site *top = a->has_at_failure && a->at_failure.n ? &a->at_failure.v[0] : NULL;
+    if (top && limit < need && top->bytes >= need - limit) {
+        fputs("; or free what ", b.f);
+        why_put_headline(b.f, a, top->stack_id);
+        fprintf(b.f, " holds (%s live at the failure, %s allocation%s) before the request", why_bytes(b1, top->bytes),
+                ot_fmt_count(b2, top->count), top->count == 1 ? "" : "s");
+    }
+    fputc('.', b.f);
+    WHY_NUMS_U(&b, {"limit_bytes", limit}, {"needed_bytes", need}, {"device_total_bytes", total},
+               {"site_bytes", top ? top->bytes : 0});
+    why_item_end(&b);
 }
 
 void why_jax_prealloc(struct ot_why *w, const struct ot_analysis *a, int64_t dev)

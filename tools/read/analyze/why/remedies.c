@@ -519,7 +519,8 @@ static bool direct(const struct ot_why_item *it)
 {
     return strcmp(it->kind, "request_too_large") == 0 || strcmp(it->kind, "other_process") == 0 ||
            strcmp(it->kind, "baseline_in_use") == 0 || strcmp(it->kind, "fragmentation") == 0 ||
-           strcmp(it->kind, "jax_preallocation") == 0 || strcmp(it->kind, "framework_pool_cache") == 0;
+           strcmp(it->kind, "jax_preallocation") == 0 || strcmp(it->kind, "framework_pool_cache") == 0 ||
+           strcmp(it->kind, "framework_limit") == 0;
 }
 
 /* A leak and a step's need that grows, each at its own bytes a step: the one that stops more of the device's growth
@@ -550,7 +551,7 @@ static const struct {
     {"pool_trim", "pool_cached"},                   {"leak", "growing_site"},
     {"unbounded_site", "unfreed_site"},             {"free_unused", "nothing_freed"},
     {"bound_input", "growing_request"},             {"step_input", "step_demand"},
-    {"make_room", "request_exceeds_free"},
+    {"make_room", "request_exceeds_free"},          {"framework_limit", "framework_limit"},
 };
 
 /* Where the statement a remedy answers stands in the Why; SIZE_MAX when it answers none, or the Why does not
@@ -618,6 +619,7 @@ struct ot_why *ot_remedies_new(const struct ot_analysis *a)
     fragmentation(w, a, w->device);
     jax_preallocation(w, a, w->device);
     pool_trim(w, a);
+    remedy_fw_limit(w, a); /* (not alone: freeing memory makes room under the fraction too) */
     size_t before = w->n;
     remedy_leak(w, a);
     if (w->n == before)

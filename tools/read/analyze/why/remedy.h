@@ -47,5 +47,7 @@ void remedy_step_input(struct ot_why *w, const struct ot_analysis *a);
 void remedy_bound_input(struct ot_why *w, const struct ot_analysis *a);
 /* The pool's maximum size refused the request (why: pool_cap; pool_cap.c). */
 void remedy_pool_cap(struct ot_why *w, const struct ot_analysis *a);
+/* PyTorch's per-process memory fraction refused the request (why: framework_limit; fw_limit.c). */
+void remedy_fw_limit(struct ot_why *w, const struct ot_analysis *a);
 
 #endif
