@@ -344,7 +344,9 @@ class Torch:
         roles = sys.modules.get("_oomtrace_roles")
         if roles is not None:
             got = roles.collect(self.torch)
-            if got:
+            # Empty, it says the scan found no model's tensor on the GPU (the reader then counts PyTorch's tensors
+            # as the program's own): said only once torch has set up CUDA, before which it could hold none.
+            if got or (got is not None and self.ready()):
                 records.append(rec_roles("torch", got))
         if not self.ready():
             return

@@ -154,9 +154,11 @@ def _collect(torch, include_cpu):
 
 def collect(torch, include_cpu=False):
     """[(category, label, data_ptr, nbytes)] for every storage of a parameter, gradient, optimizer state
-    or module buffer, each storage once. CUDA tensors only unless include_cpu (the tests run on CPU)."""
+    or module buffer, each storage once. CUDA tensors only unless include_cpu (the tests run on CPU).
+    An empty list says the scan ran and found none (no model on the GPU: the reader then counts PyTorch's
+    tensors as the program's own, not as a model's activations); None, that the scan itself failed."""
     try:
         return _collect(torch, include_cpu)
     except Exception as e:
         _warn("finding parameters, gradients and optimizer state", e)
-        return []
+        return None

@@ -182,6 +182,9 @@ class Broken(torch.optim.Optimizer):
 
 b = Broken()
 assert roles.collect(torch, include_cpu=True) == got, "one broken optimizer lost the others' roles"
+# A scan that found nothing is an empty list (the snapshot then says no model was on the GPU); a scan that
+# failed as a whole is None (the snapshot says nothing of roles), with its one line.
+assert roles.collect(object()) is None
 # The model carries nothing of the companion: its hook dicts are empty, and a copy or a pickle of it is the
 # same whether the step hook is installed or not (tests/gpu/step_sample_check.py compares the bytes traced
 # and untraced on the GPU).

@@ -68,17 +68,19 @@ for v in 9 10 11 12 13; do
     check "$f" '[p["file"] for p in d["probes"]] == ["'"$probe"'"] and d["probes"][0]["requested"] == 4 << 30 and
         [r for r in d["framework"]["records"] if r["kind"] == "ERROR"][0]["text"].startswith("CUDA out of memory")' ||
         fail "3.$v: the fatal snapshot does not list the driver OOM or lacks torch's message"
+    # (ROLES empty: the fake torch holds no model, and its roles scan says so.)
     check "$f" 'd["trigger"] == 6 and d["reason"] == "torch" and d["failure"]["api"] == 32 and
         d["failure"]["requested"] == 2 << 30 and d["failure"]["result"] == 2 and
-        [r["kind"] for r in d["framework"]["records"]] == ["INFO", "STATS", "STEPS", "SEGMENTS", "BLOCKS", "STATS", "SETTINGS", "ERROR"] and
+        [r["kind"] for r in d["framework"]["records"]] == ["INFO", "STATS", "STEPS", "ROLES", "SEGMENTS", "BLOCKS", "STATS", "SETTINGS", "ERROR"] and
         d["framework"]["records"][1]["device"] == (1 << 32) - 1 and d["framework"]["records"][1]["stats"] == {"grad_enabled": 1} and
         [s["step"] for s in d["framework"]["records"][2]["steps"]] == [1, 2, 3] and
         d["framework"]["records"][2]["steps"][0]["reserved"] == 8 << 20 and
         all(s["reserved"] in (0, 8 << 20) for s in d["framework"]["records"][2]["steps"]) and
-        d["framework"]["records"][4]["blocks"]["state"] == [1, 0, 1, 1, 0, 1] and
-        d["framework"]["records"][3]["segments"]["pool_id"] == [0, (1 << 32) ^ 2] and
-        d["framework"]["records"][5]["stats"]["memory_fraction_limit_bytes"] == int(0.4 * (1 << 30)) and
-        d["framework"]["records"][6]["settings"]["backend"] == "native"' || fail "3.$v: torch's fatal snapshot"
+        d["framework"]["records"][3]["labels"] == [] and d["framework"]["records"][3]["roles"]["address"] == [] and
+        d["framework"]["records"][5]["blocks"]["state"] == [1, 0, 1, 1, 0, 1] and
+        d["framework"]["records"][4]["segments"]["pool_id"] == [0, (1 << 32) ^ 2] and
+        d["framework"]["records"][6]["stats"]["memory_fraction_limit_bytes"] == int(0.4 * (1 << 30)) and
+        d["framework"]["records"][7]["settings"]["backend"] == "native"' || fail "3.$v: torch's fatal snapshot"
 
     # A refusal inside torch's pool before any allocation (a memory fraction): the companion started at the
     # runtime's driver lookups, and attached its observer in torch's own queue of calls at CUDA's setup.

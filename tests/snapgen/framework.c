@@ -226,22 +226,24 @@ static void fw_torch(struct buf *recs, uint64_t *nrec)
     }
     fw_record(recs, nrec, OT_FW_BLOCK_FRAMES, &b);
 
-    /* Roles of the allocated blocks: parameters, gradients, Adam's two states. */
+    /* Roles of the allocated blocks: parameters, gradients, Adam's two states (--no-model: none, the record
+     * empty, as the companion writes it when its scan finds no model on the GPU). */
     static const char *const labels[] = {"", "", "Adam.exp_avg", "Adam.exp_avg_sq", ""};
     static const uint64_t cats[] = {OT_FW_ROLE_PARAMETERS, OT_FW_ROLE_GRADIENTS, OT_FW_ROLE_OPTIMIZER_STATE,
                                     OT_FW_ROLE_OPTIMIZER_STATE, OT_FW_ROLE_BUFFERS};
+    const int nlabels = cfg.no_model ? 0 : 5;
     put_cstr(&b, "torch");
-    put_uv(&b, 5);
-    for (int i = 0; i < 5; i++) {
+    put_uv(&b, (uint64_t)nlabels);
+    for (int i = 0; i < nlabels; i++) {
         put_uv(&b, cats[i]);
         put_cstr(&b, labels[i]);
     }
     size_t nrole = 0;
-    for (size_t i = 0; i < nb; i++)
+    for (size_t i = 0; i < nb && !cfg.no_model; i++)
         nrole += blk[i].state == OT_FW_BLOCK_ALLOCATED;
     put_uv(&b, nrole);
     for (int c = 0; c < 3; c++)
-        for (size_t i = 0, k = 0; i < nb; i++) {
+        for (size_t i = 0, k = 0; i < nb && nrole; i++) {
             if (blk[i].state != OT_FW_BLOCK_ALLOCATED)
                 continue;
             uint64_t lab = k % 5;

@@ -53,6 +53,7 @@ static const char usage[] =
     "                      expandable segment over the VMM mappings, roles and steps; jax: preallocated\n"
     "                      pool and live arrays; cupy: a pool caching freed memory)\n"
     "  --fraction PCT      torch's per-process memory fraction, percent (its framework OOM hits the limit)\n"
+    "  --no-model          torch's roles record empty: the companion's scan found no model on the GPU\n"
     "  --probes N          driver-level OOM snapshots listed before a framework OOM (default 3)\n"
     "  --no-probes         a framework OOM without that list\n"
     "  --borrowed          every fifth stack borrowed its Python frames from a waiting thread (BORROWED)\n"
@@ -63,7 +64,7 @@ static const char usage[] =
 
 enum { O_SEED = 256, O_TRIGGER, O_EVENTS, O_LIVE, O_STACKS, O_DEVICES, O_CHUNK, O_DROP, O_MARKERS,
        O_INCOMPLETE, O_NOCOMPRESS, O_REAL, O_FUTURE, O_HOSTILE, O_CORRUPT, O_SEQ_ORDER, O_FRAMEWORK, O_FRACTION,
-       O_PROBES, O_NO_PROBES, O_BORROWED, O_CTX_ENDS, O_HELP };
+       O_PROBES, O_NO_PROBES, O_BORROWED, O_CTX_ENDS, O_NO_MODEL, O_HELP };
 
 static uint64_t num(const char *opt, const char *s)
 {
@@ -87,7 +88,7 @@ int main(int argc, char **argv)
         {"seq-order", 0, 0, O_SEQ_ORDER}, {"help", 0, 0, O_HELP},          {"framework", 1, 0, O_FRAMEWORK},
         {"fraction", 1, 0, O_FRACTION},  {"probes", 1, 0, O_PROBES},         {"no-probes", 0, 0, O_NO_PROBES},
         {"borrowed", 0, 0, O_BORROWED},
-        {"ctx-ends", 0, 0, O_CTX_ENDS},
+        {"ctx-ends", 0, 0, O_CTX_ENDS},  {"no-model", 0, 0, O_NO_MODEL},
         {0, 0, 0, 0},
     };
     int c;
@@ -112,6 +113,7 @@ int main(int argc, char **argv)
         case O_NO_PROBES: cfg.no_probes = true; break;
         case O_BORROWED: cfg.borrowed = true; break;
         case O_CTX_ENDS: cfg.ctx_ends = true; break;
+        case O_NO_MODEL: cfg.no_model = true; break;
         case O_FRAMEWORK: {
             char *list = strdup(optarg), *save = NULL;
             for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {

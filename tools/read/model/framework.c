@@ -397,6 +397,7 @@ static int parse_body(struct fctx *x, struct ot_framework *f, struct tables *t, 
             r->label = lab[l];
         }
         f->nroles += (size_t)n;
+        f->nroles_records++;
         return 0;
     }
     case OT_FW_STEPS: {

@@ -69,10 +69,12 @@ void h_breakdown_section(struct hx *h)
     ot_bd_wholes(wholes, sizeof(wholes), b);
     fprintf(f, "<section class=\"card\" id=\"breakdown\"><h2>What held the memory<small>device %" PRId64 "%s%s", b->device,
             *wholes ? "; " : "", wholes);
-    if (!b->identity)
-        fputs(b->framework_seen ? "; inferred from the allocations' stacks and libraries (the tensors' roles were not reported)"
-                                : "; inferred from the allocations' stacks and libraries (no framework was on those stacks)",
-              f);
+    const char *why = ot_bd_inferred_why(b);
+    if (why) {
+        fputs("; inferred from the allocations' stacks and libraries (", f);
+        h_cstr(f, why);
+        fputc(')', f);
+    }
     fputs("</small></h2>\n<div class=\"bd\">\n", f);
     if (b->now.known)
         bd_bar(f, b, &b->now, b->at_failure ? "failure" : "snapshot", b->at_failure ? "At the failure" : "At the snapshot");

@@ -44,6 +44,7 @@ void ot_json_breakdown(struct ot_json *j, const char *key, const struct ot_break
     ot_json_cstr(j, "first_moment", b->at_failure ? "failure" : "snapshot");
     ot_json_bool(j, "identity", b->identity);
     ot_json_bool(j, "framework_on_stacks", b->framework_seen);
+    ot_json_bool(j, "no_model", b->no_model);
     bd_moment(j, "now", b, &b->now);
     bd_moment(j, "peak", b, &b->peak);
     if (b->nothing_held[0])

@@ -73,10 +73,9 @@ static void breakdown(struct md *m)
     }
     char wholes[256];
     ot_bd_wholes(wholes, sizeof(wholes), b);
-    fprintf(m->f, "**What held the memory on device %" PRId64 "**%s%s%s\n\n", b->device,
-            b->identity          ? ""
-            : b->framework_seen ? " (inferred from the allocations' stacks and libraries; the tensors' roles were not reported)"
-                                : " (inferred from the allocations' stacks and libraries; no framework was on those stacks)",
+    const char *why = ot_bd_inferred_why(b);
+    fprintf(m->f, "**What held the memory on device %" PRId64 "**%s%s%s%s%s\n\n", b->device,
+            why ? " (inferred from the allocations' stacks and libraries; " : "", why ? why : "", why ? ")" : "",
             *wholes ? ": " : "", wholes);
     struct ot_doc d = {.f = m->f, .kind = OT_DOC_MARKDOWN};
     ot_bd_table(&d, b);

@@ -233,10 +233,9 @@ static void breakdown(struct tx *t)
             fputc('\n', o);
         }
     }
-    if (!b->identity)
-        fputs(b->framework_seen ? "  (inferred: from the allocations' stacks and libraries; the tensors' roles were not reported)\n"
-                                : "  (inferred: from the allocations' stacks and libraries; no framework was on those stacks)\n",
-              o);
+    const char *why = ot_bd_inferred_why(b);
+    if (why)
+        fprintf(o, "  (inferred: from the allocations' stacks and libraries; %s)\n", why);
 }
 
 static void meminfo_gap(struct tx *t, const struct snap_device *d)

@@ -39,6 +39,16 @@ const char *ot_bd_row_key(enum ot_bd_row r)
     return r < OT_BD_NROWS ? rows[r].key : "unknown";
 }
 
+const char *ot_bd_inferred_why(const struct ot_breakdown *b)
+{
+    if (b->no_model) /* (identity may still name the cache: the allocator's free blocks) */
+        return "no model was on the GPU: a scan of the process at the snapshot found no parameter, gradient, optimizer "
+               "state or module buffer there, so PyTorch's tensors are the program's own, by call site";
+    if (b->identity)
+        return NULL;
+    return b->framework_seen ? "the tensors' roles were not reported" : "no framework was on those stacks";
+}
+
 /* What a stack says about the memory it allocated, when no identity is known. */
 struct guess {
     enum ot_bd_row row;
@@ -55,16 +65,25 @@ static bool fn_has(const struct ot_frame *f, const char *s)
     return ot_str_contains(f->function, s);
 }
 
+/* The companion scanned the process for modules and optimizers and found no tensor of theirs on the GPU
+ * (an empty ROLES record): no model there, so nothing PyTorch allocated is a model's activations. */
+static bool no_model(const struct ot_snapshot *s)
+{
+    return s->fw.present && s->fw.nroles_records && !s->fw.nroles;
+}
+
 /* Library workspaces are named by the library that asked for them; the program's tensors by the
  * framework code that made them: an optimizer's step (torch/optim), a model moved or loaded to the
  * device (Module._apply, load_state_dict, from_pretrained), autograd's backward. The rest of what
  * PyTorch allocated (its Python source or its native libraries on the stack) is activations and
- * temporaries: the guides' name for a framework's other tensors. Without PyTorch on the stack nothing
- * says the memory is activations (a C program's buffers, raw driver calls from Python, CuPy's or JAX's
- * arrays): it is the program's own, and its call sites say what it is. */
+ * temporaries: the guides' name for a framework's other tensors, unless the companion found no model on
+ * the GPU (a loop of tensors kept in a list). Without PyTorch on the stack nothing says the memory is
+ * activations (a C program's buffers, raw driver calls from Python, CuPy's or JAX's arrays): it is the
+ * program's own, and its call sites say what it is. */
 static struct guess guess_stack(const struct ot_analysis *a, uint64_t stack_id)
 {
     struct guess g = {OT_BD_PROGRAM, NULL};
+    const bool model = !no_model(a->s);
     struct ot_frame_walk w;
     for (ot_walk_begin(&w, a->res, ot_snapshot_stack(a->s, stack_id), OT_WALK_ALL); ot_walk_next(&w);) {
         const struct ot_frame *f = w.f;
@@ -78,7 +97,7 @@ static struct guess guess_stack(const struct ot_analysis *a, uint64_t stack_id)
         }
         /* PyTorch's native libraries or its installed Python source (ot_walk_framework's rule). */
         const char *fw = ot_walk_framework(&w);
-        if (fw && strcmp(fw, "torch") == 0)
+        if (fw && strcmp(fw, "torch") == 0 && model)
             g.row = OT_BD_ACTIVATIONS;
         if (!w.py)
             continue;
@@ -477,6 +496,7 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
         return -1;
     int rc = identity_build(s, out->device, &id);
     out->identity = id.n > 0;
+    out->no_model = no_model(s);
     if (rc == 0 && s->has_live) {
         rc = add_records(&g, &id, NULL, s, &out->now, s->live, s->nlive, out->device, &sb_now);
         split_pools(s, &out->now, out->device);
