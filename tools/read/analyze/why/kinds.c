@@ -41,6 +41,7 @@ const struct ot_why_kind ot_remedy_kinds[] = {
     {"jax_preallocation", "JAX: preallocation of half the device or more (XLA_PYTHON_CLIENT_* settings)"},
     {"framework_pool_cache", "CuPy: free_all_blocks() for the pool's freed memory"},
     {"pool_cap", "a pool's maximum size refused the request: raise maxSize, or allocate from another pool"},
+    {"framework_limit", "PyTorch's memory fraction refused the request: the fraction that fits, or free the largest site"},
     {"pool_trim", "trim the stream-ordered pools before the request, when their idle memory covered it"},
     {"no_grad", "PyTorch: torch.no_grad() for evaluation or inference that runs with autograd on"},
     {"activations", "activations are half of the peak or more: checkpointing, a smaller batch, bf16"},
