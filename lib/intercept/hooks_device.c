@@ -28,8 +28,8 @@ void ot_after_alloc_failed(CUresult r, const struct ot_alloc_req *req)
 {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         ot_after_first_alloc(); /* a process whose first allocation fails uses the device too */
-        ot_record_failure(req, r);
-        ot_snapshot_trigger(OT_TRIGGER_OOM, ot_api_name(req->api));
+        const struct trace_failure mine = ot_record_failure(req, r);
+        ot_snapshot_trigger_failure(OT_TRIGGER_OOM, ot_api_name(req->api), &mine);
         ot_companion_poke(OT_POKE_DRIVER_OOM);
     }
 }

@@ -342,7 +342,7 @@ void ot_undo_free(struct ot_undo *u)
     free(u->steps);
 }
 
-void ot_record_failure(const struct ot_alloc_req *a, int result)
+struct trace_failure ot_record_failure(const struct ot_alloc_req *a, int result)
 {
     uint64_t frames[OT_MAX_FRAMES];
     const uint64_t *src;
@@ -362,7 +362,9 @@ void ot_record_failure(const struct ot_alloc_req *a, int result)
         .stack = r.stack,
     };
     S.failures++;
+    const struct trace_failure mine = S.failure;
     ot_lock_give();
+    return mine;
 }
 
 void ot_record_marker(const char *label)

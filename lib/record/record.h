@@ -78,7 +78,9 @@ static inline void ot_undo_done(struct ot_undo *u)
     if (OT_UNLIKELY(u->steps != u->inline_steps))
         ot_undo_free(u);
 }
-void ot_record_failure(const struct ot_alloc_req *a, int result); /* the event only; no snapshot */
+/* The event only; no snapshot. Returns the failure as recorded: the snapshot that follows reports that one, not
+ * the process's latest, which in a burst of failures may be another thread's (ot_record_last_failure). */
+struct trace_failure ot_record_failure(const struct ot_alloc_req *a, int result);
 void ot_record_marker(const char *label);
 void ot_record_marker_n(const char *label, size_t n); /* n: label's length, cut at OT_LABEL_MAX - 1 */
 void ot_vmm_retain(uint64_t handle);

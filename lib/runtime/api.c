@@ -92,9 +92,9 @@ OT_EXPORT int oomtrace_framework_oom(const char *framework, unsigned long long r
     struct ot_alloc_req q = {.ns = OT_NS_DEVPTR, .cat = OT_CAT_DEVICE, .api = OT_API_framework_allocator,
                              .device = device, .size = request_bytes};
     ot_self.busy = 1;
-    ot_record_failure(&q, CUDA_ERROR_OUT_OF_MEMORY);
+    const struct trace_failure mine = ot_record_failure(&q, CUDA_ERROR_OUT_OF_MEMORY);
     ot_self.busy = 0;
-    int rc = ot_snapshot_trigger(OT_TRIGGER_FRAMEWORK_OOM, framework && *framework ? framework : "framework");
+    int rc = ot_snapshot_trigger_failure(OT_TRIGGER_FRAMEWORK_OOM, framework && *framework ? framework : "framework", &mine);
     errno = err;
     return rc;
 }

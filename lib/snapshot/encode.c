@@ -335,7 +335,7 @@ static struct ot_buf *section(struct trace_sections *secs, uint32_t type)
 }
 
 int ot_encode(struct trace_sections *secs, const struct trace_facts *f, enum ot_trigger trigger, const char *reason,
-              unsigned seq, int bounded, struct trace_failure *failed)
+              unsigned seq, int bounded, const struct trace_failure *mine, struct trace_failure *failed)
 {
     memset(secs, 0, sizeof *secs);
     failed->valid = 0;
@@ -353,8 +353,9 @@ int ot_encode(struct trace_sections *secs, const struct trace_facts *f, enum ot_
     for (int i = 0; i < f->ndevs; i++)
         put_device(b, &f->devs[i]);
 
-    /* A framework OOM's FAILURE is the framework's request (api framework_allocator). */
-    const struct trace_failure *last = ot_record_last_failure();
+    /* A framework OOM's FAILURE is the framework's request (api framework_allocator). The failing thread's own:
+     * in a burst, another thread may have failed since, and its snapshot reports that one. */
+    const struct trace_failure *last = mine && mine->valid ? mine : ot_record_last_failure();
     if ((trigger == OT_TRIGGER_OOM || trigger == OT_TRIGGER_FRAMEWORK_OOM) && last) {
         *failed = *last;
         put_failure(section(secs, OT_SEC_FAILURE), failed);

@@ -7,6 +7,10 @@
  * for this trigger (an OOM with OOMTRACE_DUMP containing "oom", the exit once, ...). Not for signal
  * context: the signal and crash paths hand over to a thread. Returns 0 when a file was written. */
 int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason);
+/* The same for an out-of-memory trigger: the snapshot's FAILURE is this one, the caller's own (NULL: the
+ * process's latest). */
+struct trace_failure;
+int ot_snapshot_trigger_failure(enum ot_trigger trigger, const char *reason, const struct trace_failure *failure);
 
 /* The next flush is the last, after a fatal signal: the recorder is waited for at most a second. */
 void ot_snapshot_last_flush(void);

@@ -111,7 +111,7 @@ static int outside_budget(enum ot_trigger trigger)
     }
 }
 
-static int write_snapshot(enum ot_trigger trigger, const char *reason)
+static int write_snapshot(enum ot_trigger trigger, const char *reason, const struct trace_failure *mine)
 {
     int flush = trigger == OT_TRIGGER_FLUSH;
     unsigned seq = flush ? 0 : __atomic_add_fetch(&snapshot_seq, 1, __ATOMIC_RELAXED);
@@ -140,7 +140,7 @@ static int write_snapshot(enum ot_trigger trigger, const char *reason)
     if (f && secs && ot_gather(f, flush, bounded) == 0) {
         struct trace_failure failed;
         char path[OT_PATH_MAX];
-        if (ot_encode(secs, f, trigger, reason, seq, bounded, &failed) == 0) {
+        if (ot_encode(secs, f, trigger, reason, seq, bounded, mine, &failed) == 0) {
             unsigned long long written;
             rc = ot_file_write(secs, trigger, seq, &f->rk, path, room, &written);
             __atomic_add_fetch(&bytes_written, written, __ATOMIC_RELAXED);
@@ -170,6 +170,7 @@ static int write_snapshot(enum ot_trigger trigger, const char *reason)
 struct handoff {
     enum ot_trigger trigger;
     const char *reason;
+    const struct trace_failure *mine; /* the asking thread's (it waits) */
     int rc;
 };
 
@@ -177,13 +178,13 @@ static void *write_handed(void *arg)
 {
     struct handoff *h = arg;
     ot_self.busy = 1; /* this thread's own driver calls (NVML, the framework's) are never recorded */
-    h->rc = write_snapshot(h->trigger, h->reason);
+    h->rc = write_snapshot(h->trigger, h->reason, h->mine);
     return NULL;
 }
 
-static int write_on_own_stack(enum ot_trigger trigger, const char *reason)
+static int write_on_own_stack(enum ot_trigger trigger, const char *reason, const struct trace_failure *mine)
 {
-    struct handoff h = {trigger, reason, -1};
+    struct handoff h = {trigger, reason, mine, -1};
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread never runs the program's signal handlers */
@@ -199,6 +200,11 @@ static int write_on_own_stack(enum ot_trigger trigger, const char *reason)
 }
 
 int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason)
+{
+    return ot_snapshot_trigger_failure(trigger, reason, NULL);
+}
+
+int ot_snapshot_trigger_failure(enum ot_trigger trigger, const char *reason, const struct trace_failure *mine)
 {
     int saved_errno = errno;
     int was_busy = ot_self.busy;
@@ -216,7 +222,8 @@ int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason)
         writing_here++;
     }
     if (wanted(trigger))
-        rc = ot_stack_room() < OT_WRITER_STACK ? write_on_own_stack(trigger, reason) : write_snapshot(trigger, reason);
+        rc = ot_stack_room() < OT_WRITER_STACK ? write_on_own_stack(trigger, reason, mine)
+                                                : write_snapshot(trigger, reason, mine);
     if (counted) {
         writing_here--;
         __atomic_sub_fetch(&writing, 1, __ATOMIC_ACQ_REL);

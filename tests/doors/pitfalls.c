@@ -12,6 +12,8 @@
  *                     Allocates through each and dumps "routes".
  *   pitfalls threads  16 threads allocate and free through routed pointers at once, with frees from
  *                     other threads; prints the ground truth and dumps "threads".
+ *   pitfalls failures 6 threads fail an allocation each at once (a burst of out-of-memory failures); each
+ *                     prints "failed TID BYTES RESULT". Each thread's snapshot must report its own.
  *   pitfalls refused  frees and unmaps that the driver refuses, of memory it still holds; dumps
  *                     "refused" (nothing may have changed) and "refused-cleaned" (after the real frees).
  *   pitfalls refused-release, refused-unmap
@@ -76,7 +78,7 @@ void *main_next(const char *name)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: pitfalls lookups|routes|threads|refused\n");
+        fprintf(stderr, "usage: pitfalls lookups|routes|threads|failures|refused\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -87,6 +89,8 @@ int main(int argc, char **argv)
         return cmd_routes();
     if (strcmp(argv[1], "threads") == 0)
         return cmd_threads();
+    if (strcmp(argv[1], "failures") == 0)
+        return cmd_failures();
     if (strcmp(argv[1], "refused") == 0)
         return cmd_refused();
     if (strcmp(argv[1], "refused-release") == 0)

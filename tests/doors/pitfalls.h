@@ -20,5 +20,6 @@ int cmd_routes(void);
 int cmd_refused(void);
 int cmd_refused_vmm(int unmap_it);
 int cmd_threads(void);
+int cmd_failures(void);
 
 #endif

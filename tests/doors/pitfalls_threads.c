@@ -1,5 +1,7 @@
 /* pitfalls threads (pitfalls.c): concurrent allocation and frees through routed pointers. */
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "pitfalls.h"
 
@@ -141,5 +143,39 @@ int cmd_threads(void)
     printf("fake.live %d\n", live(0));
     printf("churn.allocs %lu\n", churn_allocs);
     dump("threads");
+    return 0;
+}
+
+/* ---- failures: a burst of out-of-memory failures, one a thread, at once ---- */
+
+#define NFAIL 6
+
+/* Distinct and far beyond the stand-in device's 1 GiB: each thread's failure is told apart by its size. */
+static uint64_t fail_size(int t)
+{
+    return 2 * GiB + (uint64_t)(t + 1) * MiB;
+}
+
+static void *failer(void *arg)
+{
+    const int t = (int)(intptr_t)arg;
+    CUdeviceptr p = 0;
+    pthread_barrier_wait(&barrier);
+    const CUresult r = t_alloc[1](&p, fail_size(t));
+    printf("failed %ld %llu %d\n", (long)syscall(SYS_gettid), (unsigned long long)fail_size(t), (int)r);
+    return NULL;
+}
+
+int cmd_failures(void)
+{
+    t_alloc[1] = (alloc_fn)dlsym(drv, "cuMemAlloc_v2");
+    CHECK(t_alloc[1]);
+    CHECK(pthread_barrier_init(&barrier, NULL, NFAIL) == 0);
+    pthread_t th[NFAIL];
+    for (int t = 0; t < NFAIL; t++)
+        CHECK(pthread_create(&th[t], NULL, failer, (void *)(intptr_t)t) == 0);
+    for (int t = 0; t < NFAIL; t++)
+        pthread_join(th[t], NULL);
+    printf("failures %d\n", NFAIL);
     return 0;
 }

@@ -362,6 +362,45 @@ static void test_refused_unmap_changes_nothing(void **st)
     expect_refused_vmm("refused-unmap", true);
 }
 
+/* A burst of failures: each thread's snapshot reports the failure of the thread that wrote it, not the
+ * process's latest (which, while the first snapshot was gathered, became another thread's). */
+static void test_burst_of_failures(void **st)
+{
+    (void)st;
+    traced_run_capture(&traced, (char *const[]){PROG, "failures", NULL}, NULL);
+    assert_int_equal(traced.status, 0);
+    const int n = (int)run_u64(&traced, "failures");
+    struct {
+        uint64_t tid, bytes;
+        int seen;
+    } want[16] = {{0}};
+    int nwant = 0;
+    for (const char *p = traced.out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        unsigned long long tid, bytes;
+        int r;
+        if (sscanf(p, "failed %llu %llu %d", &tid, &bytes, &r) == 3 && nwant < 16) {
+            assert_int_equal(r, 2); /* CUDA_ERROR_OUT_OF_MEMORY */
+            want[nwant].tid = tid;
+            want[nwant++].bytes = bytes;
+        }
+    }
+    assert_int_equal(nwant, n);
+    assert_int_equal(traced.nsnaps, (size_t)n);
+    load_all(&snaps, &traced);
+    for (size_t i = 0; i < snaps.n; i++) {
+        const struct ot_snapshot *s = &snaps.snap[i].s;
+        assert_int_equal(s->meta.trigger, OT_TRIGGER_OOM);
+        assert_true(s->has_failure);
+        int k = 0;
+        while (k < nwant && want[k].tid != s->failure.tid)
+            k++;
+        assert_true(k < nwant);
+        assert_int_equal(s->failure.requested_bytes, want[k].bytes);
+        assert_int_equal(want[k].seen, 0); /* one snapshot a failure */
+        want[k].seen = 1;
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +408,7 @@ int main(void)
         cmocka_unit_test_teardown(test_routes, teardown),
         cmocka_unit_test_teardown(test_disabled_is_transparent, teardown),
         cmocka_unit_test_teardown(test_threads_exact, teardown),
+        cmocka_unit_test_teardown(test_burst_of_failures, teardown),
         cmocka_unit_test_teardown(test_refused_frees_change_nothing, teardown),
         cmocka_unit_test_teardown(test_refused_release_changes_nothing, teardown),
         cmocka_unit_test_teardown(test_refused_unmap_changes_nothing, teardown),
