@@ -72,6 +72,9 @@ class _Found:
         self.include_cpu = include_cpu
         self.seen = set()
         self.out = []
+        # A module, optimizer or tensor the scan could not read: an empty result then says nothing of whether a
+        # model was on the GPU (a tensor subclass without a plain storage, a module whose parameters() raises).
+        self.unread = False
 
     def add(self, category, label, t):
         if not isinstance(t, self.torch.Tensor):
@@ -79,7 +82,10 @@ class _Found:
         if not self.include_cpu and not _is_cuda(t):
             return
         st = _storage(t)
-        if st is None or st[0] in self.seen:
+        if st is None:
+            self.unread = True
+            return
+        if st[0] in self.seen:
             return
         self.seen.add(st[0])
         self.out.append((category, label, st[0], st[1]))
@@ -115,6 +121,7 @@ def _collect(torch, include_cpu):
         try:
             params.extend(m.parameters(recurse=False))
         except Exception as e:  # a module subclass with a broken override: skip that one
+            found.unread = True
             _warn("reading a module's parameters", e)
     good = []
     for opt in optimizers:
@@ -123,6 +130,7 @@ def _collect(torch, include_cpu):
                 params.extend(g.get("params", ()))
             good.append(opt)
         except Exception as e:
+            found.unread = True
             _warn("reading an optimizer's parameters", e)
     optimizers = good
     # Parameters first (a gradient or state tensor never aliases a parameter's storage on purpose, but
@@ -142,21 +150,25 @@ def _collect(torch, include_cpu):
                 for key, v in list(state.items()):
                     found.add(OPTIMIZER_STATE, "%s.%s" % (cls, key), v)
         except Exception as e:
+            found.unread = True
             _warn("reading an optimizer's state", e)
     for m in modules:
         try:
             for b in m.buffers(recurse=False):
                 found.add(BUFFERS, "buffers", b)
         except Exception as e:
+            found.unread = True
             _warn("reading a module's buffers", e)
-    return found.out
+    # Nothing found while something could not be read: not "no model" (None: no record, as for a failed scan).
+    return None if found.unread and not found.out else found.out
 
 
 def collect(torch, include_cpu=False):
     """[(category, label, data_ptr, nbytes)] for every storage of a parameter, gradient, optimizer state
     or module buffer, each storage once. CUDA tensors only unless include_cpu (the tests run on CPU).
     An empty list says the scan ran and found none (no model on the GPU: the reader then counts PyTorch's
-    tensors as the program's own, not as a model's activations); None, that the scan itself failed."""
+    tensors as the program's own, not as a model's activations); None, that the scan failed, or found nothing
+    while some module, optimizer or CUDA tensor of theirs could not be read."""
     try:
         return _collect(torch, include_cpu)
     except Exception as e:

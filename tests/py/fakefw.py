@@ -82,6 +82,7 @@ def fake_torch(snapshot=None, observer=True, stats_raise=False, initialized=True
 
     class Optimizer:
         param_groups = []
+        state = {}  # (read by the roles scan: an optimizer without it could not be read, and says nothing)
 
     def backward(tensors, run=None):  # torch.autograd.backward: run() stands for the engine's work
         if run is not None:

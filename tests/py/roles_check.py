@@ -182,6 +182,9 @@ class Broken(torch.optim.Optimizer):
 
 b = Broken()
 assert roles.collect(torch, include_cpu=True) == got, "one broken optimizer lost the others' roles"
+# Nothing found on the GPU while an optimizer could not be read: not "no model" (None), which the snapshot would
+# otherwise say.
+assert roles.collect(torch) is None
 # A scan that found nothing is an empty list (the snapshot then says no model was on the GPU); a scan that
 # failed as a whole is None (the snapshot says nothing of roles), with its one line.
 assert roles.collect(object()) is None

@@ -33,8 +33,6 @@ enum ot_bd_row {
 struct ot_breakdown;
 const char *ot_bd_row_name(const struct ot_breakdown *b, enum ot_bd_row r);
 const char *ot_bd_row_key(enum ot_bd_row r);
-/* Why the rows were inferred from the allocations' stacks and libraries, as a clause ("the tensors' roles were
- * not reported"); NULL when they come from the tensors' identity. Declared after struct ot_breakdown. */
 
 #define OT_BD_MAX_PARTS 12
 #define OT_BD_SITE_PARTS 4   /* call sites named under the program's row; the rest as one "N more call sites" */
@@ -56,6 +54,7 @@ struct ot_bd_moment {
     bool measured[OT_BD_NROWS];     /* false: this moment has no measure of the row (printed as unknown) */
     uint64_t inferred[OT_BD_NROWS]; /* bytes of the row that come from stacks, not identity */
     uint64_t whole;                 /* what shares are of: used device memory at the snapshot, or the peak */
+    uint64_t no_model_bytes;        /* PyTorch's allocations counted as the program's own (no_model) */
     bool whole_is_used;             /* whole is the device's used memory (cuMemGetInfo), not a sum of rows */
     size_t nparts;
     struct ot_bd_part parts[OT_BD_MAX_PARTS]; /* largest first within a row */
@@ -72,8 +71,8 @@ struct ot_breakdown {
     bool framework_seen; /* a framework (PyTorch, CuPy, JAX) is on a stack the rows were inferred from: a
                           * program with none (C, raw driver calls) is never told of tensors' roles */
     bool cache_is_pools; /* the cache row is only the stream-ordered pools' reserved beyond used */
-    bool no_model;       /* the companion looked for a model's tensors and found none on the GPU: PyTorch's
-                          * allocations are the program's own (by call site), not a model's activations */
+    bool no_model;       /* the companion looked for a model's tensors and found none on the GPU, and PyTorch's
+                          * allocations live then were counted as the program's own (by call site) */
     struct ot_bd_moment now, peak;
     /* Set when no row holds a byte at either moment known (a process whose first allocation failed): the
      * one sentence a report gives instead of an empty table, "nothing: ..."; "" otherwise. */
@@ -81,6 +80,8 @@ struct ot_breakdown {
     char *owned;         /* a copy's own label bytes (ot_breakdown_copy); NULL in a built one */
 };
 
+/* Why the rows were inferred from the allocations' stacks and libraries, as a clause ("the tensors' roles were
+ * not reported"); NULL when they come from the tensors' identity. */
 const char *ot_bd_inferred_why(const struct ot_breakdown *b);
 
 /* Builds the breakdown for the analysis's device (the failing one, else the leading peak's). -1 only

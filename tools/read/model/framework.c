@@ -397,7 +397,8 @@ static int parse_body(struct fctx *x, struct ot_framework *f, struct tables *t, 
             r->label = lab[l];
         }
         f->nroles += (size_t)n;
-        f->nroles_records++;
+        if (ot_str_eq(fw, "torch"))
+            f->torch_roles_records++;
         return 0;
     }
     case OT_FW_STEPS: {

@@ -112,8 +112,8 @@ struct ot_framework {
     struct ot_fw_error *errors;
     size_t nroles;
     struct ot_fw_role *roles;
-    size_t nroles_records; /* ROLES records read: one with no entries says the companion's scan found no
-                            * model's tensor on the GPU (where nroles is 0 with none, nothing was scanned) */
+    size_t torch_roles_records; /* PyTorch's ROLES records read: one with no entries says the companion's scan
+                                 * found no model's tensor on the GPU (none: nothing was scanned) */
     size_t nsteps;
     struct ot_fw_step *steps;
 };

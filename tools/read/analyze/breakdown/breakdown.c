@@ -42,8 +42,9 @@ const char *ot_bd_row_key(enum ot_bd_row r)
 const char *ot_bd_inferred_why(const struct ot_breakdown *b)
 {
     if (b->no_model) /* (identity may still name the cache: the allocator's free blocks) */
-        return "no model was on the GPU: a scan of the process at the snapshot found no parameter, gradient, optimizer "
-               "state or module buffer there, so PyTorch's tensors are the program's own, by call site";
+        return "no model was on the GPU: the companion's scan of the process (every nn.Module and optimizer) found no "
+               "parameter, gradient, optimizer state or module buffer there, so PyTorch's tensors live then are the "
+               "program's own, by call site";
     if (b->identity)
         return NULL;
     return b->framework_seen ? "the tensors' roles were not reported" : "no framework was on those stacks";
@@ -53,6 +54,8 @@ const char *ot_bd_inferred_why(const struct ot_breakdown *b)
 struct guess {
     enum ot_bd_row row;
     const char *part; /* workspaces: the library; NULL otherwise */
+    bool torch;       /* the row is PyTorch's (activations, or a model's tensor by its code): the program's own
+                       * where the companion found no model (no_model) */
 };
 
 static bool file_has(const struct ot_frame *f, const char *s)
@@ -66,10 +69,20 @@ static bool fn_has(const struct ot_frame *f, const char *s)
 }
 
 /* The companion scanned the process for modules and optimizers and found no tensor of theirs on the GPU
- * (an empty ROLES record): no model there, so nothing PyTorch allocated is a model's activations. */
+ * (PyTorch's ROLES record, empty): no model there, so nothing PyTorch allocated that was still live then is a
+ * model's tensor. Not beside another framework's pool (CuPy, JAX), which takes its cache from the program's
+ * row: PyTorch's tensors there would be taken for it. */
 static bool no_model(const struct ot_snapshot *s)
 {
-    return s->fw.present && s->fw.nroles_records && !s->fw.nroles;
+    if (!s->fw.present || !s->fw.torch_roles_records || s->fw.nroles)
+        return false;
+    for (size_t i = 0; i < s->fw.ninfo; i++)
+        if (!ot_str_eq(s->fw.info[i].framework, "torch"))
+            return false;
+    for (size_t i = 0; i < s->fw.nstats; i++)
+        if (!ot_str_eq(s->fw.stats[i].framework, "torch"))
+            return false;
+    return true;
 }
 
 /* Library workspaces are named by the library that asked for them; the program's tensors by the
@@ -82,32 +95,31 @@ static bool no_model(const struct ot_snapshot *s)
  * program's own, and its call sites say what it is. */
 static struct guess guess_stack(const struct ot_analysis *a, uint64_t stack_id)
 {
-    struct guess g = {OT_BD_PROGRAM, NULL};
-    const bool model = !no_model(a->s);
+    struct guess g = {OT_BD_PROGRAM, NULL, false};
     struct ot_frame_walk w;
     for (ot_walk_begin(&w, a->res, ot_snapshot_stack(a->s, stack_id), OT_WALK_ALL); ot_walk_next(&w);) {
         const struct ot_frame *f = w.f;
         if (!w.py) {
             if (ot_str_starts(w.module, "libcublas"))
-                return (struct guess){OT_BD_WORKSPACES, "cuBLAS"};
+                return (struct guess){OT_BD_WORKSPACES, "cuBLAS", false};
             if (ot_str_starts(w.module, "libcudnn"))
-                return (struct guess){OT_BD_WORKSPACES, "cuDNN"};
+                return (struct guess){OT_BD_WORKSPACES, "cuDNN", false};
             if (ot_str_starts(w.module, "libnccl"))
-                return (struct guess){OT_BD_WORKSPACES, "NCCL"};
+                return (struct guess){OT_BD_WORKSPACES, "NCCL", false};
         }
         /* PyTorch's native libraries or its installed Python source (ot_walk_framework's rule). */
         const char *fw = ot_walk_framework(&w);
-        if (fw && strcmp(fw, "torch") == 0 && model)
-            g.row = OT_BD_ACTIVATIONS;
+        if (fw && strcmp(fw, "torch") == 0)
+            g = (struct guess){OT_BD_ACTIVATIONS, NULL, true};
         if (!w.py)
             continue;
         if (file_has(f, "torch/optim/"))
-            return (struct guess){OT_BD_OPTIMIZER, NULL};
+            return (struct guess){OT_BD_OPTIMIZER, NULL, true};
         if ((file_has(f, "torch/nn/modules/module.py") && fn_has(f, "_apply")) || fn_has(f, "load_state_dict") ||
             fn_has(f, "from_pretrained"))
-            return (struct guess){OT_BD_PARAMETERS, NULL};
+            return (struct guess){OT_BD_PARAMETERS, NULL, true};
         if (file_has(f, "torch/autograd/") && fn_has(f, "backward"))
-            return (struct guess){OT_BD_GRADIENTS, NULL};
+            return (struct guess){OT_BD_GRADIENTS, NULL, true};
     }
     return g;
 }
@@ -311,9 +323,11 @@ static uint64_t identity_apply(const struct identity *id, struct ot_bd_moment *m
 /* same_as_now: for the peak, which of its records are the very allocations live at the snapshot (the
  * identity describes those only); NULL for the snapshot's own records. */
 /* sb: the program row's bytes by the guesser's stack index. */
+/* nm: the companion found no model at the snapshot (no_model): PyTorch's allocations live then are the
+ * program's own. */
 static int add_records(struct guesser *g, const struct identity *id, const struct ot_u64map *live_by_address,
                        const struct ot_snapshot *s, struct ot_bd_moment *m, const struct ot_record *recs, size_t n,
-                       int64_t device, struct ot_bd_site_bytes *sb)
+                       int64_t device, struct ot_bd_site_bytes *sb, bool nm)
 {
     for (int r = OT_BD_PARAMETERS; r <= OT_BD_WORKSPACES; r++)
         m->measured[r] = true;
@@ -321,7 +335,7 @@ static int add_records(struct guesser *g, const struct identity *id, const struc
      * a lookup. */
     uint64_t last_id = 0;
     int64_t last_k = -1;
-    struct guess last_g = {OT_BD_PROGRAM, NULL};
+    struct guess last_g = {OT_BD_PROGRAM, NULL, false};
     for (size_t i = 0; i < n; i++) {
         const struct ot_record *r = &recs[i];
         if (r->device != device || !ot_category_is_device64(r->category))
@@ -341,6 +355,10 @@ static int add_records(struct guesser *g, const struct identity *id, const struc
         last_id = r->stack_id;
         last_k = k;
         last_g = gs;
+        if (nm && same && gs.torch) {
+            gs.row = OT_BD_PROGRAM;
+            m->no_model_bytes = ot_sat_add(m->no_model_bytes, r->size - covered);
+        }
         if (k < 0 || (gs.row == OT_BD_PROGRAM && ot_bd_site_add(sb, (size_t)k, r->size - covered) < 0))
             return -1;
         add_row(m, gs.row, r->size - covered, true);
@@ -496,16 +514,17 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
         return -1;
     int rc = identity_build(s, out->device, &id);
     out->identity = id.n > 0;
-    out->no_model = no_model(s);
+    const bool nm = no_model(s);
     if (rc == 0 && s->has_live) {
-        rc = add_records(&g, &id, NULL, s, &out->now, s->live, s->nlive, out->device, &sb_now);
+        rc = add_records(&g, &id, NULL, s, &out->now, s->live, s->nlive, out->device, &sb_now, nm);
         split_pools(s, &out->now, out->device);
     }
     const struct ot_peak_view *p = a->peak;
     bool at_peak = p && p->device == out->device && p->section;
     if (rc == 0 && at_peak) {
-        /* Identity holds at the peak only for allocations still live at the snapshot. */
-        bool by_address = id.n && s->has_live;
+        /* Identity holds at the peak only for allocations still live at the snapshot, and so does the scan that
+         * found no model. */
+        bool by_address = (id.n || nm) && s->has_live;
         if (by_address) {
             rc = ot_u64map_init(&live, s->nlive);
             for (size_t i = 0; rc == 0 && i < s->nlive && i < OT_U64MAP_NONE; i++)
@@ -514,7 +533,7 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
         }
         if (rc == 0)
             rc = add_records(&g, by_address ? &id : &(struct identity){0}, by_address ? &live : NULL, s, &out->peak,
-                             p->section->recs, p->section->count, out->device, &sb_peak);
+                             p->section->recs, p->section->count, out->device, &sb_peak, nm && by_address);
         /* The pools' counters describe the snapshot: the peak gets them when its allocations are the
          * snapshot's (nothing allocated or freed on the device since). */
         const struct snap_device *d = ot_snapshot_device(s, out->device);
@@ -536,6 +555,8 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
     }
     for (size_t i = 0; i < g.n && !out->framework_seen; i++)
         out->framework_seen = ot_stack_framework(a, g.ids[i]) != NULL;
+    /* Said only where it changed a row: PyTorch's allocations live at the scan were counted as the program's. */
+    out->no_model = out->now.no_model_bytes || out->peak.no_model_bytes;
     nothing_held(s, out);
     ot_u64map_free(&live);
     ot_u64map_free(&g.map);

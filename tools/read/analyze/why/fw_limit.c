@@ -2,6 +2,7 @@
  * memory fraction). jax_preallocation: JAX reserved its pool at start; the setting that controls it. */
 #include "analyze/why/item.h"
 #include "analyze/why/remedy.h"
+#include "analyze/allocview.h"
 
 #include <inttypes.h>
 
@@ -49,7 +50,9 @@ void why_fw_limit(struct ot_why *w, const struct ot_analysis *a)
 }
 
 /* The fraction refused it (why: framework_limit): the fraction that fits what was reserved plus the request,
- * or the memory of the call site that held the most at the failure, when freeing it would make the room. */
+ * or, where even the whole device would not, less memory; and the call site whose tensors held the most at the
+ * failure, when freeing them would make the room. A site's driver bytes under a caching allocator are its
+ * segments, whose tensors may be gone (cached): what its segments hold allocated is what freeing it gives. */
 void remedy_fw_limit(struct ot_why *w, const struct ot_analysis *a)
 {
     const struct ot_why_item *it = why_find(a->why, "framework_limit");
@@ -61,30 +64,46 @@ void remedy_fw_limit(struct ot_why *w, const struct ot_analysis *a)
                    req = item_num(it, "requested_bytes"), need = ot_sat_add(reserved, req);
     const struct snap_device *d = ot_snapshot_device(s, dev);
     const uint64_t total = d && (d->flags & OT_DEV_MEMINFO_KNOWN) ? d->total_bytes : 0;
+    const struct ot_site *top = a->has_at_failure && a->at_failure.n ? &a->at_failure.v[0] : NULL;
+    uint64_t held = top ? top->bytes : 0;
+    const struct ot_fw_creator *c = top && a->fw ? ot_allocview_creator(a->fw, top->stack_id) : NULL;
+    if (c)
+        held = c->allocated_bytes;
+    const bool site = top && held && limit < need && held >= need - limit;
+    /* Hundredths, rounded up: the fraction's own rounding must not refuse the same request again. */
+    const uint64_t hundredths =
+        total ? (uint64_t)(((unsigned __int128)need * 100 + total - 1) / total) : 0;
+    const bool fits = total && need < UINT64_MAX && hundredths <= 100; /* (a saturated sum fits nothing) */
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
     if (!why_item_begin(&b, w, "framework_limit"))
         return;
     fprintf(b.f, "PyTorch's per-process memory fraction, not the device, refused the request: ");
-    if (total && need <= total)
-        /* (rounded up to the hundredth: the fraction's own rounding must not refuse the same request again) */
-        fprintf(b.f, "raise it to at least %.2f (torch.cuda.set_per_process_memory_fraction: the %s reserved plus the "
-                "%s asked for, of the device's %s), or do not set it",
-                (double)((need * 100 + total - 1) / total) / 100, why_bytes(b1, reserved), why_bytes(b2, req),
-                why_bytes(b3, total));
+    if (fits)
+        fprintf(b.f, "raise it to at least %" PRIu64 ".%02" PRIu64 " (torch.cuda.set_per_process_memory_fraction: "
+                "the %s reserved plus the %s asked for, of the device's %s), or do not set it",
+                hundredths / 100, hundredths % 100, why_bytes(b1, reserved), why_bytes(b2, req), why_bytes(b3, total));
+    else if (total)
+        fprintf(b.f, "no fraction makes room, as the %s reserved plus the %s asked for are more than the device's %s: "
+                "free memory before the request, or make the request smaller",
+                why_bytes(b1, reserved), why_bytes(b2, req), why_bytes(b3, total));
     else
         fprintf(b.f, "raise it (torch.cuda.set_per_process_memory_fraction) so that it allows at least the %s reserved "
                 "plus the %s asked for", why_bytes(b1, reserved), why_bytes(b2, req));
-    const struct ot_site *top = a->has_at_failure && a->at_failure.n ? &a->at_failure.v[0] : NULL;
-    if (top && limit < need && top->bytes >= need - limit) {
-        fputs("; or free what ", b.f);
+    if (site) {
+        fputs(total && !fits ? "; " : "; or ", b.f);
+        fputs("free what ", b.f);
         why_put_headline(b.f, a, top->stack_id);
-        fprintf(b.f, " holds (%s live at the failure, %s allocation%s) before the request", why_bytes(b1, top->bytes),
-                ot_fmt_count(b2, top->count), top->count == 1 ? "" : "s");
+        fprintf(b.f, " holds (%s of live %s at the failure) before the request", why_bytes(b1, held),
+                c ? "tensors in its segments" : "allocations");
     }
     fputc('.', b.f);
     WHY_NUMS_U(&b, {"limit_bytes", limit}, {"needed_bytes", need}, {"device_total_bytes", total},
-               {"site_bytes", top ? top->bytes : 0});
+               {"fraction_hundredths", fits ? hundredths : 0});
+    if (site) {
+        why_num_u(&b, "site_bytes", held);
+        why_num_u(&b, "stack_id", top->stack_id);
+    }
     why_item_end(&b);
 }
 

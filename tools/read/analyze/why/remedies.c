@@ -577,6 +577,10 @@ static bool before(const struct ot_why *why, const struct ot_why_item *x, const 
 {
     if (direct(x) != direct(y))
         return direct(x);
+    /* The framework's own limit refused this very request: its remedy before another framework's pool's. */
+    const bool fx = strcmp(x->kind, "framework_limit") == 0, fy = strcmp(y->kind, "framework_limit") == 0;
+    if (fx != fy)
+        return fx;
     if (growth_pair(x, y))
         return per_step(x) > per_step(y);
     size_t sx = stated_at(why, x), sy = stated_at(why, y);
