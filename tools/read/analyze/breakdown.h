@@ -67,7 +67,7 @@ struct ot_breakdown {
     bool has_device;
     int64_t device;
     bool at_failure;     /* first moment: the failure (an oom snapshot), else the snapshot */
-    bool identity;       /* the snapshot carried the framework's roles */
+    bool identity;       /* the framework's view named some memory by address: roles, or free blocks as cache */
     bool framework_seen; /* a framework (PyTorch, CuPy, JAX) is on a stack the rows were inferred from: a
                           * program with none (C, raw driver calls) is never told of tensors' roles */
     bool cache_is_pools; /* the cache row is only the stream-ordered pools' reserved beyond used */
