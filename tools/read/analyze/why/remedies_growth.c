@@ -107,7 +107,13 @@ void remedy_leak(struct ot_why *w, const struct ot_analysis *a)
     if (!fw && !stack_has_python(a, item_num(site, "stack_id")) && a->s->meta.python_version.n && a->s->fw.present &&
         a->s->fw.ninfo && pytorch_or_unknown(&a->s->fw))
         fw = "torch";
-    if (fw && strcmp(fw, "torch") == 0)
+    /* With no model on the GPU (breakdown.h: no_model) there is no loss, graph or training step to speak of. */
+    if (fw && strcmp(fw, "torch") == 0 && a->breakdown && a->breakdown->no_model)
+        fputs("memory that grows by the same amount every iteration is held across iterations: do not keep tensors (or "
+              "views of them) in lists or globals from one iteration to the next; keep host copies of what is needed "
+              "later (x.item(), x.cpu()) and let the device tensors go (del); freed tensors return to PyTorch's cache, "
+              "which a later allocation reuses.", b.f);
+    else if (fw && strcmp(fw, "torch") == 0)
         fputs("memory that grows by the same amount every iteration is held across iterations, and gradient checkpointing "
               "or a smaller batch only delays the failure: accumulate loss.item() (or loss.detach()), not the loss tensor; do "
               "not keep outputs or their graphs in lists; drop retain_graph=True unless the graph is used again; "
