@@ -24,9 +24,10 @@ def common(s, a):
     if a.host:
         s = re.sub(r"(?<![\w.])" + re.escape(a.host) + r"(?![\w.])", "HOST", s)
     # A pid is a number like any other: one that reads as a size, a count or a share ("672 MiB" while a
-    # traced process was pid 672) stays.
+    # traced process was pid 672), or a value after '=' ("seq_len=8192" in a marker while one was pid 8192),
+    # stays.
     for p in a.pid:
-        s = re.sub(r"(?<![\w.,+])" + re.escape(p) + r"(?![\w.]|,\d| ?(?:B|KiB|MiB|GiB|TiB|bytes|allocation|free|%))", "PID", s)
+        s = re.sub(r"(?<![\w.,+=])" + re.escape(p) + r"(?![\w.]|,\d| ?(?:B|KiB|MiB|GiB|TiB|bytes|allocation|free|%))", "PID", s)
     # A flush file's name carries its run's id (start time in ns and random bits), new at every run.
     s = re.sub(r"-r[0-9a-f]{17,}-flush\.oomt", "-RUN-flush.oomt", s)
     return s
