@@ -79,7 +79,7 @@ static inline void ot_undo_done(struct ot_undo *u)
         ot_undo_free(u);
 }
 /* The event only; no snapshot. Returns the failure as recorded: the snapshot that follows reports that one, not
- * the process's latest, which in a burst of failures may be another thread's (ot_record_last_failure). */
+ * the process's latest, which in a burst of failures may be another thread's. */
 struct trace_failure ot_record_failure(const struct ot_alloc_req *a, int result);
 void ot_record_marker(const char *label);
 void ot_record_marker_n(const char *label, size_t n); /* n: label's length, cut at OT_LABEL_MAX - 1 */
@@ -129,7 +129,6 @@ uint64_t ot_record_events(void); /* events recorded (kept in the ring or dropped
 const struct ot_liveset *ot_record_live(void);
 const struct ot_liveset *ot_record_mappings(void); /* key = va, size, seq = handle, time_ns = offset */
 const struct trace_device *ot_record_device(int ordinal); /* outside 0..OT_MAX_DEVICES-1: the host */
-const struct trace_failure *ot_record_last_failure(void); /* the most recent failed allocation, or NULL */
 #define OT_MARKERS_VIEW (OT_MAX_MARKERS + OT_MAX_DEVICES * OT_PEAK_MARKERS)
 /* The recent markers and those pinned at each device's peak, by seq, each once, into v (room for
  * OT_MARKERS_VIEW). */

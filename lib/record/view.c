@@ -59,11 +59,6 @@ const struct trace_device *ot_record_device(int ordinal)
     return ot_devslot(ordinal);
 }
 
-const struct trace_failure *ot_record_last_failure(void)
-{
-    return S.failure.valid ? &S.failure : NULL;
-}
-
 static int cmp_marker(const void *a, const void *b)
 {
     uint64_t x = (*(const struct trace_marker *const *)a)->seq, y = (*(const struct trace_marker *const *)b)->seq;

@@ -94,7 +94,8 @@ OT_EXPORT int oomtrace_framework_oom(const char *framework, unsigned long long r
     ot_self.busy = 1;
     const struct trace_failure mine = ot_record_failure(&q, CUDA_ERROR_OUT_OF_MEMORY);
     ot_self.busy = 0;
-    int rc = ot_snapshot_trigger_failure(OT_TRIGGER_FRAMEWORK_OOM, framework && *framework ? framework : "framework", &mine);
+    int rc = ot_snapshot_trigger_failure(OT_TRIGGER_FRAMEWORK_OOM, framework && *framework ? framework : "framework",
+                                         &mine);
     errno = err;
     return rc;
 }

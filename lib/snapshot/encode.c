@@ -355,9 +355,8 @@ int ot_encode(struct trace_sections *secs, const struct trace_facts *f, enum ot_
 
     /* A framework OOM's FAILURE is the framework's request (api framework_allocator). The failing thread's own:
      * in a burst, another thread may have failed since, and its snapshot reports that one. */
-    const struct trace_failure *last = mine && mine->valid ? mine : ot_record_last_failure();
-    if ((trigger == OT_TRIGGER_OOM || trigger == OT_TRIGGER_FRAMEWORK_OOM) && last) {
-        *failed = *last;
+    if ((trigger == OT_TRIGGER_OOM || trigger == OT_TRIGGER_FRAMEWORK_OOM) && mine && mine->valid) {
+        *failed = *mine;
         put_failure(section(secs, OT_SEC_FAILURE), failed);
     }
 

@@ -7,8 +7,8 @@
  * for this trigger (an OOM with OOMTRACE_DUMP containing "oom", the exit once, ...). Not for signal
  * context: the signal and crash paths hand over to a thread. Returns 0 when a file was written. */
 int ot_snapshot_trigger(enum ot_trigger trigger, const char *reason);
-/* The same for an out-of-memory trigger: the snapshot's FAILURE is this one, the caller's own (NULL: the
- * process's latest). */
+/* The same for an out-of-memory trigger: the snapshot's FAILURE is this one, the caller's own (an out-of-memory
+ * trigger without one writes no FAILURE). */
 struct trace_failure;
 int ot_snapshot_trigger_failure(enum ot_trigger trigger, const char *reason, const struct trace_failure *failure);
 

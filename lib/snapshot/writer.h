@@ -59,8 +59,8 @@ struct trace_sections {
     struct trace_section s[OT_MAX_SECTIONS];
 };
 
-/* Every section of one snapshot, in file order, and the failure it reports (failed->valid = 0: none): mine
- * where the trigger gave one, else the process's latest; -1 when the recorder could not be held. */
+/* Every section of one snapshot, in file order, and the failure it reports (failed->valid = 0: none): mine, the
+ * out-of-memory trigger's own (NULL: none); -1 when the recorder could not be held. */
 int ot_encode(struct trace_sections *secs, const struct trace_facts *f, enum ot_trigger trigger, const char *reason,
               unsigned seq, int bounded, const struct trace_failure *mine, struct trace_failure *failed);
 void ot_sections_free(struct trace_sections *secs);
