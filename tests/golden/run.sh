@@ -167,6 +167,22 @@ b = json.load(sys.stdin)["breakdown"]
 rows = {r["category"]: r["bytes"] for r in b["now"]["rows"]}
 assert b["no_model"] and rows["activations"] == 0 and rows["program_allocations"] > 0, (b["no_model"], rows)
 ' || { echo "golden: fw-nomodel's breakdown at the failure is not the program's own"; fail=1; }
+# A driver-level out-of-memory whose frameworks' view is the one of an earlier framework OOM the program survived
+# (a batch-size search): shown as earlier, with what came between, and read by nothing else (no segments joined,
+# no share or remedy from it).
+fwcase fw-earlier.txt text --framework torch --fw-earlier
+check fw-earlier.md text "$READER" --format markdown --top 2 "$TMP/fw-earlier.txt.oomt"
+"$READER" --format json "$TMP/fw-earlier.txt.oomt" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+f, b = r["frameworks"], r["breakdown"]
+assert f["earlier"] and f["between"]["allocations"] > 0 and f["between"]["frees"] > 0, f.get("between")
+assert not f["creators"] and not f["fatal"], (f["creators"], f["fatal"])
+rows = {x["category"]: x["bytes"] for x in b["now"]["rows"]}
+assert not rows.get("parameters") and not rows.get("optimizer_state"), rows
+kinds = [w["kind"] for w in r["why"] + r["what_to_try"]]
+assert not [k for k in kinds if k.startswith(("framework", "graph")) or k == "fragmentation"], kinds
+' || { echo "golden: fw-earlier's view is read as the failure's"; fail=1; }
 fwcase fw-jax.txt text --trigger framework-oom --framework jax
 fwcase fw-cupy.txt text --framework cupy
 # Each case states its cause (the statement kinds in the JSON report), whatever the wording.

@@ -7,6 +7,8 @@ CPython the machine has, traced and untraced, and compares output and exit statu
                                       OutOfMemoryError raised and left uncaught (exit status 1)
     companion_workload.py torch       a stand-in torch: a driver OOM first (a probe), then torch's OOM
                                       observer fires: the fatal framework-oom snapshot lists the probe
+    companion_workload.py torch-again torch's OOM caught, two more allocations, then a driver OOM torch
+                                      swallows: its snapshot carries the caught OOM's view, an earlier one
     companion_workload.py steps       a stand-in torch model and optimizer: 70 steps with inputs (2, 8), then
                                       a 71st with (64, 8) runs out in the model's forward; the allocator's
                                       counters are read at step 1 only (the first read takes 50 ms, so the
@@ -83,6 +85,23 @@ def main():
         except torch.OutOfMemoryError as e:
             print("caught", type(e).__name__)
         print("observers", "called")
+        return 0
+    if mode == "torch-again":
+        # A batch-size search: torch's OOM caught, the program goes on smaller, then a driver-level OOM that
+        # torch swallows (the companion collects nothing there: the snapshot keeps the caught OOM's view).
+        torch = fakefw.fake_torch()
+        fakefw.install(torch)
+        print("alloc", allocate(16 * MiB))
+        settle()
+        for fn in torch.observers:
+            fn(0, 2 << 30, 3 * MiB, 100 * MiB)
+        try:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+        except torch.OutOfMemoryError as e:
+            print("caught", type(e).__name__)
+        print("smaller", allocate(8 * MiB), allocate(8 * MiB))
+        settle()
+        print("too big", allocate(4 << 30))
         return 0
     if mode == "steps":
         return steps()

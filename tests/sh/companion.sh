@@ -82,6 +82,21 @@ for v in 9 10 11 12 13; do
         d["framework"]["records"][6]["stats"]["memory_fraction_limit_bytes"] == int(0.4 * (1 << 30)) and
         d["framework"]["records"][7]["settings"]["backend"] == "native"' || fail "3.$v: torch's fatal snapshot"
 
+    # A driver-level OOM after a torch OOM the program caught: the snapshot carries the caught OOM's view, which
+    # the reader shows as earlier, with the allocations between, and reads for nothing else.
+    same "$py" torch-again "$d/again"
+    f=$(ls -v "$d/again"/*-oom.oomt 2>/dev/null | grep -v framework-oom | tail -1)
+    [ -n "$f" ] || fail "3.$v: torch-again: no driver-level snapshot ($(ls "$d/again"))"
+    build/oomtrace-read --format json "$f" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+f = r["frameworks"]
+assert f["reason"] == "oom" and f["earlier"] and f["between"]["allocations"] >= 2, f.get("between")
+assert not f["fatal"] and not f["creators"], f
+' || fail "3.$v: torch-again: the caught OOM's view is read as the driver OOM's"
+    build/oomtrace-read "$f" | grep -q "^Allocator's view, earlier (.*at PyTorch's own out-of-memory error; [0-9]* device allocations" ||
+        fail "3.$v: torch-again: the report does not say the view is earlier"
+
     # A refusal inside torch's pool before any allocation (a memory fraction): the companion started at the
     # runtime's driver lookups, and attached its observer in torch's own queue of calls at CUDA's setup.
     same "$py" pool-first "$d/pool"

@@ -166,7 +166,10 @@ static void fw_torch(struct buf *recs, uint64_t *nrec)
     put_setting(&b, "garbage_collection_threshold", "0");
     put_setting(&b, "PYTORCH_CUDA_ALLOC_CONF", "");
     char frac[32];
-    snprintf(frac, sizeof(frac), cfg.fraction_pct ? "0.%02" PRIu64 : "1.0", cfg.fraction_pct);
+    if (cfg.fraction_pct && cfg.fraction_pct < 100)
+        snprintf(frac, sizeof(frac), "0.%02" PRIu64, cfg.fraction_pct);
+    else
+        snprintf(frac, sizeof(frac), "1.0");
     if (cfg.corrupt == C_FW_SETTINGS_SHORT)
         put_uv(&b, 200); /* a key that runs past the body */
     else
@@ -254,6 +257,8 @@ static void fw_torch(struct buf *recs, uint64_t *nrec)
         }
     fw_record(recs, nrec, OT_FW_ROLES, &b);
 
+    if (cfg.no_model) /* the optimizer-step hook saw no optimizer: no steps */
+        return;
     put_cstr(&b, "torch");
     put_uv(&b, 4);
     for (uint64_t i = 0; i < 4; i++) {
@@ -347,11 +352,16 @@ void write_framework(void)
     struct buf recs = {0}, b = {0};
     uint64_t nrec = 0;
     const bool fatal = cfg.trigger == OT_TRIGGER_FRAMEWORK_OOM;
+    /* --fw-earlier: the last report is the one the companion wrote at a framework OOM 60% into the run, which
+     * the program survived (as a batch-size search does); its message is that failure's. */
+    const bool earlier = cfg.fw_earlier;
     put_cstr(&b, fw_main_name());
     put_cstr(&b, cfg.frameworks & FW_TORCH ? "2.11.0+cu130" : cfg.frameworks & FW_JAX ? "0.11.2" : "14.0.0");
-    put_cstr(&b, fatal ? "oom" : cfg.trigger == OT_TRIGGER_OOM ? "driver-oom" : cfg.trigger == OT_TRIGGER_API ? "api"
-                                                                                                            : "exit");
-    put_uv(&b, sim.t);
+    put_cstr(&b, fatal || earlier ? "oom"
+                 : cfg.trigger == OT_TRIGGER_OOM ? "driver-oom"
+                 : cfg.trigger == OT_TRIGGER_API ? "api"
+                                                 : "exit");
+    put_uv(&b, earlier ? sim.start_t + (sim.t - sim.start_t) / 10 * 6 : sim.t);
     if (cfg.corrupt != C_FW_INFO_SHORT)
         put_uv(&b, 3500000);
     fw_record(&recs, &nrec, OT_FW_INFO, &b);
@@ -361,7 +371,7 @@ void write_framework(void)
         fw_jax(&recs, &nrec);
     if (cfg.frameworks & FW_CUPY)
         fw_cupy(&recs, &nrec);
-    if (fatal) {
+    if (fatal || earlier) {
         char text[512];
         char rq[32];
         snprintf(rq, sizeof(rq), "%.2f GiB", (double)fwv.request / (1 << 30));

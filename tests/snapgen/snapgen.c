@@ -54,6 +54,8 @@ static const char usage[] =
     "                      pool and live arrays; cupy: a pool caching freed memory)\n"
     "  --fraction PCT      torch's per-process memory fraction, percent (its framework OOM hits the limit)\n"
     "  --no-model          torch's roles record empty: the companion's scan found no model on the GPU\n"
+    "  --fw-earlier        the frameworks' view (implies --framework torch unless given) is the one the companion\n"
+    "                      took at an earlier framework OOM, 60% into the run, with that failure's message\n"
     "  --probes N          driver-level OOM snapshots listed before a framework OOM (default 3)\n"
     "  --no-probes         a framework OOM without that list\n"
     "  --borrowed          every fifth stack borrowed its Python frames from a waiting thread (BORROWED)\n"
@@ -64,7 +66,7 @@ static const char usage[] =
 
 enum { O_SEED = 256, O_TRIGGER, O_EVENTS, O_LIVE, O_STACKS, O_DEVICES, O_CHUNK, O_DROP, O_MARKERS,
        O_INCOMPLETE, O_NOCOMPRESS, O_REAL, O_FUTURE, O_HOSTILE, O_CORRUPT, O_SEQ_ORDER, O_FRAMEWORK, O_FRACTION,
-       O_PROBES, O_NO_PROBES, O_BORROWED, O_CTX_ENDS, O_NO_MODEL, O_HELP };
+       O_PROBES, O_NO_PROBES, O_BORROWED, O_CTX_ENDS, O_NO_MODEL, O_FW_EARLIER, O_HELP };
 
 static uint64_t num(const char *opt, const char *s)
 {
@@ -89,6 +91,7 @@ int main(int argc, char **argv)
         {"fraction", 1, 0, O_FRACTION},  {"probes", 1, 0, O_PROBES},         {"no-probes", 0, 0, O_NO_PROBES},
         {"borrowed", 0, 0, O_BORROWED},
         {"ctx-ends", 0, 0, O_CTX_ENDS},  {"no-model", 0, 0, O_NO_MODEL},
+        {"fw-earlier", 0, 0, O_FW_EARLIER},
         {0, 0, 0, 0},
     };
     int c;
@@ -114,6 +117,7 @@ int main(int argc, char **argv)
         case O_BORROWED: cfg.borrowed = true; break;
         case O_CTX_ENDS: cfg.ctx_ends = true; break;
         case O_NO_MODEL: cfg.no_model = true; break;
+        case O_FW_EARLIER: cfg.fw_earlier = true; break;
         case O_FRAMEWORK: {
             char *list = strdup(optarg), *save = NULL;
             for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
@@ -173,6 +177,12 @@ int main(int argc, char **argv)
         cfg.borrowed = true;
     if (cfg.corrupt >= C_CTX_ORDER && cfg.corrupt <= C_CTX_SIZE)
         cfg.ctx_ends = true;
+    if (cfg.fw_earlier && !cfg.frameworks)
+        cfg.frameworks = FW_TORCH;
+    if (cfg.fraction_pct > 100) {
+        fputs("snapgen: --fraction is a percent, 1..100\n", stderr);
+        return 2;
+    }
     if (cfg.corrupt >= C_FW_LAYOUT) {
         cfg.frameworks |= cfg.frameworks ? 0 : FW_TORCH;
         cfg.frameworks |= cfg.corrupt == C_FW_ARRAYS_SHORT ? FW_JAX : 0;

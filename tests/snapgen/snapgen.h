@@ -121,6 +121,7 @@ struct cfg {
     unsigned frameworks; /* FW_* bits: the frameworks' view the companion would have written */
     uint64_t fraction_pct; /* torch's per-process memory fraction, percent (0: none) */
     bool no_model;         /* torch's ROLES record empty (no model's tensor on the GPU) */
+    bool fw_earlier;       /* the frameworks' view is the one of an earlier framework OOM */
     uint64_t probes;       /* driver-level OOM snapshots before a framework OOM */
     bool no_probes;        /* a framework OOM without its list of them (an older companion's) */
     bool borrowed;         /* some stacks borrowed their Python frames from a waiting thread (BORROWED) */

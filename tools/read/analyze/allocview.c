@@ -173,7 +173,7 @@ static int build_devs(struct ot_allocview *v)
             d->ncached++;
             d->cached_bytes = ot_sat_add(d->cached_bytes, g->total_size);
         }
-        if (!sv->creator)
+        if (!sv->creator && !v->earlier)
             d->nunjoined++;
         if (g->flags & OT_FW_SEG_EXPANDABLE) {
             d->nexpandable++;
@@ -271,17 +271,19 @@ bool ot_fw_segments_misread(uint64_t reserved_bytes, uint64_t free_bytes)
     return reserved_bytes && free_bytes >= reserved_bytes / 10;
 }
 
-struct ot_allocview *ot_allocview_new(const struct ot_snapshot *s)
+/* The view of fw; joined to the snapshot's driver allocations only when it shows the snapshot's moment
+ * (an earlier view's segments may have been freed, and their addresses reused, since). */
+static struct ot_allocview *build(const struct ot_snapshot *s, const struct ot_framework *fw, bool earlier)
 {
     struct ot_allocview *v = calloc(1, sizeof(*v));
     if (!v)
         return NULL;
-    v->fw = &s->fw;
-    v->present = s->fw.present;
-    v->fatal = s->meta.trigger == OT_TRIGGER_FRAMEWORK_OOM;
+    v->fw = fw;
+    v->present = fw->present;
+    v->earlier = earlier;
+    v->fatal = !earlier && s->meta.trigger == OT_TRIGGER_FRAMEWORK_OOM;
     if (!v->present)
         return v;
-    const struct ot_framework *fw = &s->fw;
     v->info = fw->ninfo ? &fw->info[0] : NULL;
     v->error = fw->nerrors ? &fw->errors[fw->nerrors - 1] : NULL;
     v->fatal_framework = v->error ? v->error->framework : v->info ? v->info->framework : (struct ot_str){NULL, 0};
@@ -290,9 +292,9 @@ struct ot_allocview *ot_allocview_new(const struct ot_snapshot *s)
     if (!fw->nsegments)
         return v;
     size_t nr = 0;
-    struct drange *r = driver_ranges(s, &nr);
+    struct drange *r = earlier ? NULL : driver_ranges(s, &nr);
     v->segs = calloc(fw->nsegments, sizeof(*v->segs));
-    if (!r || !v->segs) {
+    if ((!earlier && !r) || !v->segs) {
         free(r);
         ot_allocview_free(v);
         return NULL;
@@ -301,15 +303,26 @@ struct ot_allocview *ot_allocview_new(const struct ot_snapshot *s)
     for (size_t i = 0; i < v->nsegs; i++) {
         v->segs[i].seg = &fw->segments[i];
         measure(&v->segs[i], fw);
-        join(&v->segs[i], r, nr);
+        if (!earlier)
+            join(&v->segs[i], r, nr);
     }
     free(r);
     qsort(v->segs, v->nsegs, sizeof(*v->segs), cmp_segview);
-    if (build_devs(v) < 0 || build_creators(v) < 0) {
+    if (build_devs(v) < 0 || (!earlier && build_creators(v) < 0)) {
         ot_allocview_free(v);
         return NULL;
     }
     return v;
+}
+
+struct ot_allocview *ot_allocview_new(const struct ot_snapshot *s)
+{
+    return build(s, &s->fw, false);
+}
+
+struct ot_allocview *ot_allocview_earlier(const struct ot_snapshot *s)
+{
+    return s->fw_earlier.present ? build(s, &s->fw_earlier, true) : NULL;
 }
 
 void ot_allocview_free(struct ot_allocview *v)
@@ -333,9 +346,14 @@ const struct ot_fw_devview *ot_allocview_dev(const struct ot_allocview *v, const
 
 bool ot_fw_stat(const struct ot_snapshot *s, const char *framework, uint64_t device, const char *key, uint64_t *out)
 {
+    return ot_fw_stat_of(&s->fw, framework, device, key, out);
+}
+
+bool ot_fw_stat_of(const struct ot_framework *fw, const char *framework, uint64_t device, const char *key,
+                   uint64_t *out)
+{
     int64_t v;
-    if (!ot_fw_stat_get(&s->fw, framework, device, key, &v) &&
-        !ot_fw_stat_get(&s->fw, framework, OT_FW_DEVICE_ALL, key, &v))
+    if (!ot_fw_stat_get(fw, framework, device, key, &v) && !ot_fw_stat_get(fw, framework, OT_FW_DEVICE_ALL, key, &v))
         return false;
     if (v < 0)
         return false;

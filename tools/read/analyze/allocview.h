@@ -53,6 +53,7 @@ struct ot_fw_devview {
 
 struct ot_allocview {
     bool present; /* the snapshot had the frameworks' view */
+    bool earlier; /* a view older than the snapshot's moment (ot_allocview_earlier) */
     const struct ot_framework *fw;
     size_t nsegs;
     struct ot_fw_segview *segs; /* by device, then address */
@@ -71,6 +72,9 @@ struct ot_allocview {
 /* Builds the view; NULL only when out of memory (a snapshot without the frameworks' view gives one with
  * present false). */
 struct ot_allocview *ot_allocview_new(const struct ot_snapshot *s);
+/* The view the companion took before the snapshot's moment (s->fw_earlier), for the reports to show as such:
+ * its segments measured, not joined (no creators); NULL when there is none or memory runs out. */
+struct ot_allocview *ot_allocview_earlier(const struct ot_snapshot *s);
 void ot_allocview_free(struct ot_allocview *v);
 
 /* The view of one framework on one device; NULL when absent. */
@@ -86,8 +90,11 @@ const struct ot_fw_creator *ot_allocview_creator(const struct ot_allocview *v, u
  * anyone's). Below that, reserved and allocated agree to a tenth and the row reads true. */
 bool ot_fw_segments_misread(uint64_t reserved_bytes, uint64_t free_bytes);
 
-/* A framework's counter (STATS) for a device, also from a record for all devices. */
+/* A framework's counter (STATS) for a device, also from a record for all devices: of the view that shows the
+ * snapshot's moment (s->fw), or of a given one. */
 bool ot_fw_stat(const struct ot_snapshot *s, const char *framework, uint64_t device, const char *key, uint64_t *out);
+bool ot_fw_stat_of(const struct ot_framework *fw, const char *framework, uint64_t device, const char *key,
+                   uint64_t *out);
 
 /* "PyTorch", "JAX", "CuPy", else NULL (the reader then shows the framework's own name). */
 const char *ot_fw_display_name(struct ot_str framework);

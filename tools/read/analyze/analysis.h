@@ -57,6 +57,7 @@ struct ot_analysis {
     uint64_t other_bytes, other_count; /* unknown categories */
 
     struct ot_allocview *fw; /* allocview.h: the frameworks' segments joined to the driver's records */
+    struct ot_allocview *fw_earlier; /* a view older than the snapshot's moment, shown as such; NULL when none */
 
     struct ot_notes notes;
     struct ot_why *why; /* why.h: statements explaining the failure or the peak; NULL when out of memory */

@@ -19,6 +19,7 @@ int ot_analyze(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_res
         ot_analysis_release(a);
         return -1;
     }
+    a->fw_earlier = ot_allocview_earlier(s); /* for the reports only: NULL leaves it unshown */
     a->breakdown = calloc(1, sizeof(*a->breakdown));
     if (a->breakdown && ot_breakdown_build(a, a->breakdown) < 0) {
         free(a->breakdown);
@@ -39,5 +40,7 @@ void ot_analysis_free(struct ot_analysis *a)
     a->breakdown = NULL;
     ot_allocview_free(a->fw);
     a->fw = NULL;
+    ot_allocview_free(a->fw_earlier);
+    a->fw_earlier = NULL;
     ot_analysis_release(a);
 }

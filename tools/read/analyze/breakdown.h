@@ -71,6 +71,8 @@ struct ot_breakdown {
     bool framework_seen; /* a framework (PyTorch, CuPy, JAX) is on a stack the rows were inferred from: a
                           * program with none (C, raw driver calls) is never told of tensors' roles */
     bool cache_is_pools; /* the cache row is only the stream-ordered pools' reserved beyond used */
+    bool roles_earlier;  /* the only roles the companion reported are in a view older than the snapshot's
+                          * moment (the allocator's view, earlier), which no row reads */
     bool no_model;       /* the companion looked for a model's tensors and found none on the GPU, and PyTorch's
                           * allocations live then were counted as the program's own (by call site) */
     struct ot_bd_moment now, peak;

@@ -11,6 +11,7 @@
 _Static_assert(sizeof(struct ot_file_header) == OT_FILE_HEADER_SIZE, "file header is 32 bytes");
 _Static_assert(sizeof(struct ot_section_header) == OT_SECTION_HEADER_SIZE, "section header is 24 bytes");
 
+#include "model/fw_when.h"
 #include "model/section.h"
 #include "model/zstd.h"
 
@@ -329,6 +330,7 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
         ot_snapshot_free(snap);
         return -1;
     }
+    ot_fw_settle(snap);
     return 0;
 }
 

@@ -149,6 +149,16 @@ struct snap_thread {
     struct ot_str name;
 };
 
+/* When the frameworks' view was taken against the moment the snapshot shows (model/fw_when.c). */
+struct ot_fw_when {
+    bool known;             /* a view with its collection record: the rest is set */
+    bool earlier;           /* the view predates changes the snapshot shows */
+    uint64_t taken_ns;      /* the view's collection (the earliest of its records), CLOCK_MONOTONIC */
+    uint64_t moment_ns;     /* the failure's time in a driver-level out-of-memory snapshot, else the snapshot's */
+    uint64_t allocations, frees; /* device allocations and frees the ring holds in (taken_ns, moment_ns] */
+    bool counts_partial;    /* the ring no longer holds every event of that span: at least these */
+};
+
 struct ot_snapshot {
     uint16_t version_major, version_minor;
     uint32_t file_flags;
@@ -209,7 +219,12 @@ struct ot_snapshot {
     uint64_t *borrowed; /* stack id, lender tid, ... */
     uint64_t borrowed_off;
 
-    struct ot_framework fw; /* the frameworks' own view (fw.present), framework.h */
+    /* The frameworks' own view (fw.present), framework.h: the one that shows the snapshot's moment. A view
+     * the companion took before changes the snapshot shows (fw_when.c) is in fw_earlier instead, for the
+     * reports to show as such; no analysis reads it. */
+    struct ot_framework fw;
+    struct ot_framework fw_earlier;
+    struct ot_fw_when fw_when;
     struct ot_probes probes; /* a framework OOM's retries and probes (probes.present) */
 
     /* Lookup indexes, built by the parser (ids must be unique). */

@@ -64,7 +64,7 @@ void ot_fwview_failure_text(FILE *f, const struct ot_analysis *a)
     ot_fwview_failure_doc(&d, a);
 }
 
-static void text_torch(FILE *f, const struct ot_analysis *a, const struct ot_fw_devview *d)
+static void text_torch(FILE *f, const struct ot_analysis *a, const struct ot_allocview *v, const struct ot_fw_devview *d)
 {
     const struct ot_snapshot *s = a->s;
     char b1[32], b2[32], b3[32], b4[32];
@@ -74,11 +74,11 @@ static void text_torch(FILE *f, const struct ot_analysis *a, const struct ot_fw_
             ot_fmt_bytes(b1, d->allocated_bytes), ot_fmt_bytes(b2, d->reserved_bytes), d->nsegments,
             d->nsegments == 1 ? "" : "s");
     uint64_t peak;
-    if (ot_fw_stat(s, "torch", d->device, "allocated_peak_bytes", &peak) && ot_str_eq(d->framework, "torch"))
+    if (ot_fw_stat_of(v->fw, "torch", d->device, "allocated_peak_bytes", &peak) && ot_str_eq(d->framework, "torch"))
         fprintf(f, " (peak allocated %s)", ot_fmt_bytes(b1, peak));
     fprintf(f, "\n    free inside segments %s, largest free block %s", ot_fmt_bytes(b3, d->free_bytes),
             ot_fmt_bytes(b4, d->largest_free));
-    if (s->has_failure && s->failure.device >= 0 && (uint64_t)s->failure.device == d->device)
+    if (!v->earlier && s->has_failure && s->failure.device >= 0 && (uint64_t)s->failure.device == d->device)
         fprintf(f, " (the failed request: %s)", ot_fmt_bytes(b1, s->failure.requested_bytes));
     fputc('\n', f);
     if (d->ncached)
@@ -148,25 +148,23 @@ static void text_torch_moment(FILE *f, const struct ot_snapshot *s)
     fputc('\n', f);
 }
 
-static void text_others(FILE *f, const struct ot_analysis *a)
+static void text_others(FILE *f, const struct ot_framework *fw)
 {
-    const struct ot_snapshot *s = a->s;
-    const struct ot_framework *fw = &s->fw;
     char b1[32], b2[32], b3[32], b4[32];
     for (size_t i = 0; i < fw->nstats; i++) {
         const struct ot_fw_stats *st = &fw->stats[i];
         uint64_t dev = st->device, x, y, z;
-        if (ot_str_eq(st->framework, "cupy") && ot_fw_stat(s, "cupy", dev, "pool_used_bytes", &x) &&
-            ot_fw_stat(s, "cupy", dev, "pool_free_bytes", &y) && ot_fw_stat(s, "cupy", dev, "pool_total_bytes", &z))
+        if (ot_str_eq(st->framework, "cupy") && ot_fw_stat_of(fw, "cupy", dev, "pool_used_bytes", &x) &&
+            ot_fw_stat_of(fw, "cupy", dev, "pool_free_bytes", &y) && ot_fw_stat_of(fw, "cupy", dev, "pool_total_bytes", &z))
             fprintf(f, "  CuPy memory pool: %s in use by arrays, %s free (freed by the program, kept by the pool),"
                     " %s in all\n", ot_fmt_bytes(b1, x), ot_fmt_bytes(b2, y), ot_fmt_bytes(b3, z));
-        if (ot_str_eq(st->framework, "jax") && ot_fw_stat(s, "jax", dev, "bytes_in_use", &x)) {
+        if (ot_str_eq(st->framework, "jax") && ot_fw_stat_of(fw, "jax", dev, "bytes_in_use", &x)) {
             fprintf(f, "  JAX, device %" PRIu64 ": %s in use", dev, ot_fmt_bytes(b1, x));
-            if (ot_fw_stat(s, "jax", dev, "bytes_limit", &y))
+            if (ot_fw_stat_of(fw, "jax", dev, "bytes_limit", &y))
                 fprintf(f, " of a %s limit", ot_fmt_bytes(b2, y));
-            if (ot_fw_stat(s, "jax", dev, "peak_bytes_in_use", &z))
+            if (ot_fw_stat_of(fw, "jax", dev, "peak_bytes_in_use", &z))
                 fprintf(f, " (peak %s)", ot_fmt_bytes(b3, z));
-            if (ot_fw_stat(s, "jax", dev, "largest_free_block_bytes", &z))
+            if (ot_fw_stat_of(fw, "jax", dev, "largest_free_block_bytes", &z))
                 fprintf(f, ", largest free block %s", ot_fmt_bytes(b4, z));
             struct ot_str pre = ot_fw_setting_get(fw, "jax", "preallocate_effective");
             if (pre.p)
@@ -189,15 +187,19 @@ static void text_others(FILE *f, const struct ot_analysis *a)
         fprintf(f, "    ... %zu more groups\n", fw->narrays - shown);
 }
 
-static void fwview_body(FILE *f, const struct ot_analysis *a, size_t top)
+const struct ot_allocview *ot_fwview_shown(const struct ot_analysis *a)
 {
-    const struct ot_allocview *v = a->fw;
+    return a->fw && a->fw->present ? a->fw : a->fw_earlier && a->fw_earlier->present ? a->fw_earlier : NULL;
+}
+
+static void fwview_body(FILE *f, const struct ot_analysis *a, const struct ot_allocview *v, size_t top)
+{
     char b1[32], b2[32], b3[32];
     for (size_t i = 0; i < v->ndevs; i++)
-        text_torch(f, a, &v->devs[i]);
+        text_torch(f, a, v, &v->devs[i]);
     text_settings(f, v->fw);
     text_torch_moment(f, a->s);
-    text_others(f, a);
+    text_others(f, v->fw);
     if (v->ncreators) {
         fputs("  segments by the call site whose driver allocation holds them:\n", f);
         size_t n = v->ncreators < top ? v->ncreators : top;
@@ -226,10 +228,56 @@ static void fwview_body(FILE *f, const struct ot_analysis *a, size_t top)
                 v->blocks_with_stacks, v->blocks_with_stacks == 1 ? "" : "s");
 }
 
+/* "12.3 s", "450 ms", "0.042 ms" */
+static const char *fmt_span(char *buf, size_t len, uint64_t ns)
+{
+    if (ns < 1000000ull)
+        snprintf(buf, len, "%.3f ms", (double)ns / 1e6);
+    else if (ns < 1000000000ull)
+        snprintf(buf, len, "%.0f ms", (double)ns / 1e6);
+    else
+        snprintf(buf, len, "%.1f s", (double)ns / 1e9);
+    return buf;
+}
+
+void ot_fwview_earlier_words(char *out, size_t len, const struct ot_analysis *a)
+{
+    const struct ot_allocview *v = a->fw_earlier;
+    const struct ot_fw_when *w = &a->s->fw_when;
+    out[0] = 0;
+    if (!v || !v->present || !w->known)
+        return;
+    const bool failure = a->s->meta.trigger == OT_TRIGGER_OOM && a->s->has_failure;
+    const char *moment = failure ? "the failure" : "this snapshot";
+    char span[32], fw[OT_FWVIEW_CELL], n1[32], n2[32];
+    ot_fw_safe_name(fw, sizeof(fw), v->info ? v->info->framework : (struct ot_str){NULL, 0});
+    size_t o = 0;
+#define PUT(...) (o += (size_t)snprintf(out + o, o < len ? len - o : 0, __VA_ARGS__), o = o < len ? o : len - 1)
+    if (w->moment_ns > w->taken_ns)
+        PUT("taken %s before %s", fmt_span(span, sizeof(span), w->moment_ns - w->taken_ns), moment);
+    else
+        PUT("taken for an earlier moment than %s", moment);
+    struct ot_str why = v->info ? v->info->reason : (struct ot_str){NULL, 0};
+    if (ot_str_eq(why, "oom"))
+        PUT(", at %s's own out-of-memory error", fw);
+    else if (ot_str_eq(why, "api"))
+        PUT(", at oomtrace.dump()");
+    else if (ot_str_eq(why, "exit"))
+        PUT(", at exit");
+    if (w->allocations || w->frees)
+        PUT("; %s%s device allocation%s and %s free%s came between", w->counts_partial ? "at least " : "",
+            ot_fmt_count(n1, w->allocations), w->allocations == 1 ? "" : "s", ot_fmt_count(n2, w->frees),
+            w->frees == 1 ? "" : "s");
+    else if (w->counts_partial)
+        PUT("; the ring no longer holds all that came between");
+    PUT(": not the state at %s, and nothing above reads it", moment);
+#undef PUT
+}
+
 void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
 {
-    const struct ot_allocview *v = a->fw;
-    if (!v || !v->present)
+    const struct ot_allocview *v = ot_fwview_shown(a);
+    if (!v)
         return;
     /* The body first, so that a framework that reported nothing (PyTorch imported, built without CUDA)
      * gets one line instead of a heading with nothing under it. */
@@ -238,10 +286,10 @@ void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
     FILE *m = open_memstream(&body, &blen);
     bool buffered = false;
     if (m) {
-        fwview_body(m, a, top);
+        fwview_body(m, a, v, top);
         buffered = fclose(m) == 0;
     }
-    fputs("\nAllocator's view (as the frameworks reported it", f);
+    fputs(v->earlier ? "\nAllocator's view, earlier (as the frameworks reported it" : "\nAllocator's view (as the frameworks reported it", f);
     if (v->info) {
         fputs(": ", f);
         put_fw(f, v->info->framework);
@@ -253,6 +301,12 @@ void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
         fprintf(f, ", %s, collection took %.1f ms", ot_fmt_reltime(tb, v->info->taken_ns, a->s->meta.start_mono_ns),
                 (double)v->info->collect_ns / 1e6);
     }
+    if (v->earlier) {
+        char words[512];
+        ot_fwview_earlier_words(words, sizeof(words), a);
+        if (words[0])
+            fprintf(f, "; %s", words);
+    }
     if (buffered && !blen) {
         fputs("): it reported no device memory of its own\n", f);
     } else {
@@ -260,7 +314,7 @@ void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
         if (buffered)
             fwrite(body, 1, blen, f);
         else
-            fwview_body(f, a, top);
+            fwview_body(f, a, v, top);
     }
     free(body);
 }
@@ -302,9 +356,9 @@ static void json_stats(struct ot_json *j, const struct ot_framework *fw)
 
 void ot_fwview_json(struct ot_json *j, const struct ot_analysis *a)
 {
-    const struct ot_allocview *v = a->fw;
+    const struct ot_allocview *v = ot_fwview_shown(a);
     const struct ot_snapshot *s = a->s;
-    if (!v || !v->present) {
+    if (!v) {
         ot_json_null(j, "frameworks");
         return;
     }
@@ -315,6 +369,17 @@ void ot_fwview_json(struct ot_json *j, const struct ot_analysis *a)
         ot_json_str(j, "reason", v->info->reason);
         ot_json_u64(j, "taken_ns", v->info->taken_ns);
         ot_json_u64(j, "collect_ns", v->info->collect_ns);
+    }
+    ot_json_bool(j, "earlier", v->earlier);
+    if (v->earlier) {
+        const struct ot_fw_when *w = &s->fw_when;
+        ot_json_obj(j, "between");
+        ot_json_u64(j, "moment_ns", w->moment_ns);
+        ot_json_u64(j, "span_ns", w->moment_ns > w->taken_ns ? w->moment_ns - w->taken_ns : 0);
+        ot_json_u64(j, "allocations", w->allocations);
+        ot_json_u64(j, "frees", w->frees);
+        ot_json_bool(j, "partial", w->counts_partial);
+        ot_json_obj_end(j);
     }
     ot_json_bool(j, "fatal", v->fatal);
     if (v->fatal)
@@ -474,10 +539,16 @@ void ot_fwview_request_sentence(char *out, size_t len, const struct ot_analysis 
 void ot_fwview_markdown(FILE *f, const struct ot_analysis *a, size_t top)
 {
     (void)top;
-    const struct ot_allocview *v = a->fw;
-    if (!v || !v->present || !v->ndevs)
+    const struct ot_allocview *v = ot_fwview_shown(a);
+    if (!v || !v->ndevs)
         return;
-    fputs("\n## Allocator's view\n\n|", f);
+    if (v->earlier) {
+        char words[512];
+        ot_fwview_earlier_words(words, sizeof(words), a);
+        fprintf(f, "\n## Allocator's view, earlier\n\nThe frameworks' last report, %s.\n\n|", words);
+    } else {
+        fputs("\n## Allocator's view\n\n|", f);
+    }
     for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
         fprintf(f, " %s |", ot_fwview_columns[c]);
     fputs("\n|---|---:|---:|---:|---:|---:|---:|---|\n", f);

@@ -132,12 +132,13 @@ static void fw_request_bars(FILE *f, uint64_t request, uint64_t largest)
 
 void h_allocator_section(struct hx *h)
 {
-    const struct ot_allocview *v = h->a->fw;
+    const struct ot_allocview *v = ot_fwview_shown(h->a);
     FILE *f = h->f;
-    if (!v || !v->present || !v->ndevs)
+    if (!v || !v->ndevs)
         return;
     char cells[OT_FWVIEW_NCOLS][OT_FWVIEW_CELL];
-    fputs("<section class=\"card\" id=\"allocator\"><h2>Allocator's view<small>as the frameworks reported it", f);
+    fprintf(f, "<section class=\"card\" id=\"allocator\"><h2>Allocator's view%s<small>as the frameworks reported it",
+            v->earlier ? ", earlier" : "");
     if (v->info) {
         char tb[48];
         char fw[OT_FWVIEW_CELL];
@@ -149,7 +150,15 @@ void h_allocator_section(struct hx *h)
         }
         fprintf(f, ", %s", ot_fmt_reltime(tb, v->info->taken_ns, h->s->meta.start_mono_ns));
     }
-    fputs("</small></h2>\n<table class=\"fw\"><thead><tr>", f);
+    fputs("</small></h2>\n", f);
+    if (v->earlier) {
+        char words[512];
+        ot_fwview_earlier_words(words, sizeof(words), h->a);
+        fputs("<p class=\"note\">The frameworks' last report, ", f); /* words: plain text, names made safe */
+        h_text(f, ot_cstr(words), sizeof(words));
+        fputs(".</p>\n", f);
+    }
+    fputs("<table class=\"fw\"><thead><tr>", f);
     for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
         fprintf(f, "<th%s>%s</th>", c >= 1 && c <= 6 ? " class=\"num\"" : "", ot_fwview_columns[c]);
     fputs("</tr></thead><tbody>\n", f);

@@ -47,6 +47,9 @@ const char *ot_bd_inferred_why(const struct ot_breakdown *b)
                "program's own, by call site";
     if (b->identity)
         return NULL;
+    if (b->framework_seen && b->roles_earlier)
+        return "the tensors' roles were reported only before this moment (the allocator's view, earlier), which no "
+               "row reads";
     return b->framework_seen ? "the tensors' roles were not reported" : "no framework was on those stacks";
 }
 
@@ -555,6 +558,7 @@ int ot_breakdown_build(const struct ot_analysis *a, struct ot_breakdown *out)
     }
     for (size_t i = 0; i < g.n && !out->framework_seen; i++)
         out->framework_seen = ot_stack_framework(a, g.ids[i]) != NULL;
+    out->roles_earlier = s->fw_earlier.nroles && !s->fw.nroles;
     /* Said only where it changed a row: PyTorch's allocations live at the scan were counted as the program's. */
     out->no_model = out->now.no_model_bytes || out->peak.no_model_bytes;
     nothing_held(s, out);
