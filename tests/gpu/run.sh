@@ -9,7 +9,7 @@
 # alloc_async, mark_steps, neighbour, cuda_graphs, cupy_alloc, jax_alloc (= jax_prealloc + jax_noprealloc),
 # cudnn_bench, nccl_allreduce and ddp_rank_oom (these two only with 2 GPUs visible); the framework layer's
 # fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes
-# fw_async_backend (= framework);
+# fw_async_backend fw_earlier (= framework);
 # issue 12's ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers ut_stray_process
 # (= userterms); fast_oom (its modes first, fraction-first, leak), ipc_size and grow_request.
 # Env: OUT (default ./gpu-out), GPU_TEST_BUDGET (seconds for the workloads, default 310 with one GPU and 400
@@ -226,6 +226,11 @@ wl_fw_async_backend() {
     begin fw_async_backend compare=exact
     pair fw_async_backend "$C1" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$PY" $T/fw_async_backend.py
 }
+# A batch-size search: driver-level snapshots after a caught OOM carry its (earlier) view.
+wl_fw_earlier() {
+    begin fw_earlier compare=exact errline=1 expect_rc=1
+    pair fw_earlier "$C1" "$PY" $T/fw_earlier.py
+}
 wl_fw_cudnn_probes() {
     begin fw_cudnn_probes compare=exact errline=1 expect_rc=1
     pair fw_cudnn_probes "$C1" "$PY" $T/fw_cudnn_probes.py
@@ -321,7 +326,8 @@ wl_bench() {
 
 ALL=(train_oom train_oom_segments vmm_nvcc ctx_reset alloc_expandable alloc_async mark_steps neighbour cuda_graphs
     cupy_alloc jax_prealloc jax_noprealloc cudnn_bench nccl_allreduce ddp_rank_oom)
-FRAMEWORK=(fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes fw_async_backend)
+FRAMEWORK=(fw_fragmentation fw_fraction fw_jax_prealloc fw_cupy_then_torch fw_graph_pool fw_cudnn_probes fw_async_backend
+    fw_earlier)
 ALL+=("${FRAMEWORK[@]}")
 USERTERMS=(ut_adam_first_step ut_eval_grad ut_gpt2_batch ut_summed_loss ut_leak_nomarkers ut_stray_process)
 ALL+=("${USERTERMS[@]}" fast_oom ipc_size grow_request)
