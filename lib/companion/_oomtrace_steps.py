@@ -361,12 +361,17 @@ class _StepHook:
         seen = _Frames(self, frame)
         if not (seen.step() or seen.caller):
             import _thread
-            me = _thread.get_ident()
-            for tid, f in sys._current_frames().items():
-                other = _Frames(self, f) if tid != me else None
-                if other is not None and other.backward:
+            # This thread's entry is this very frame: bound to a local of it, it would hold itself, and with
+            # it every caller's frame up to the failing line of the program, whose tensors a caught OOM then
+            # kept (H200, a batch-size search: 114 GiB after the except, not freed by gc.collect() on 3.12).
+            others = sys._current_frames()
+            others.pop(_thread.get_ident(), None)
+            for f in others.values():
+                other = _Frames(self, f)
+                if other.backward:
                     seen = other
                     break
+            others = f = other = None
         # An evaluation between steps counts as under way, an evaluation before any step does not (no
         # optimizer yet: eval with grad on is its own statement).
         if not (seen.optimizer or (self.primary is not None and (seen.step() or self.seen))):

@@ -113,6 +113,24 @@ try:
     freed, sampled, learnt = loop(True)
     expect(freed, "after a failure read the step's inputs the caller's input is freed when it lets it go")
 
+    # A failure outside any step (no model call, backward or optimizer on the failing thread: the other threads
+    # are read) leaves the failing function's locals free once it returns, without a collection: this thread's
+    # own entry among the threads' frames, bound to a local of the reader, held the reader's frame and every
+    # caller's (H200, a batch-size search: the failed attempt's 114 GiB stayed allocated after the except).
+    def outside():
+        batch = t.Tensor(2, 1024)
+        t.observers[0](0, 1 << 30, 5, 6)
+        return weakref.ref(batch)
+
+    gc.collect()
+    gc.disable()
+    try:
+        ref = outside()
+        freed = ref() is None
+    finally:
+        gc.enable()
+    expect(freed, "after a failure outside a step the failing function's input is freed when it returns")
+
     # A snapshot the program holds (d = locals()) keeps what it had when the program took it, and one a
     # debugger wrote to (pdb's `x = 5`, written back to the frame when its trace function returns) keeps
     # the debugger's values: a read refreshes the frame's snapshot from its locals in place.
