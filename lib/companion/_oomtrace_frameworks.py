@@ -332,8 +332,13 @@ class Torch:
         return stats, settings
 
     def collect(self, records, reason=None):
+        roles = sys.modules.get("_oomtrace_roles")
+        got = roles.collect(self.torch) if roles is not None else None
         if reason in ("oom", "driver-oom"):
             stats, settings = self.moment()
+            training = getattr(roles, "training_optimizers", None)
+            if training is not None:
+                stats.append(("optimizers", int(training)))
             if stats:
                 records.append(rec_stats("torch", ALL_DEVICES, stats))
             if settings:
@@ -341,13 +346,10 @@ class Torch:
         kept = self.step_record()
         if kept:
             records.append(rec_steps("torch", kept))
-        roles = sys.modules.get("_oomtrace_roles")
-        if roles is not None:
-            got = roles.collect(self.torch)
-            # Empty, it says the scan found no model's tensor on the GPU (the reader then counts PyTorch's tensors
-            # as the program's own): said only once torch has set up CUDA, before which it could hold none.
-            if got or (got is not None and self.ready()):
-                records.append(rec_roles("torch", got))
+        # Empty, the roles say the scan found no model's tensor on the GPU (the reader then counts PyTorch's
+        # tensors as the program's own): said only once torch has set up CUDA, before which it could hold none.
+        if got or (got is not None and self.ready()):
+            records.append(rec_roles("torch", got))
         if not self.ready():
             return
         cuda = self.cuda

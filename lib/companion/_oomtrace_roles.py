@@ -92,6 +92,10 @@ class _Found:
 
 
 _optimizers = weakref.WeakSet()
+# Optimizers whose parameter groups held a device tensor at the last scan (None: no scan, or it failed): a
+# model being trained, even before its first optimizer step (the reader then never calls its activations an
+# evaluation's that runs with autograd on).
+training_optimizers = None
 
 
 def _scan(torch):
@@ -124,15 +128,19 @@ def _collect(torch, include_cpu):
             found.unread = True
             _warn("reading a module's parameters", e)
     good = []
+    training = 0
     for opt in optimizers:
         try:
-            for g in opt.param_groups:
-                params.extend(g.get("params", ()))
+            mine = [p for g in opt.param_groups for p in g.get("params", ())]
+            params.extend(mine)
             good.append(opt)
+            training += any(isinstance(p, torch.Tensor) and (include_cpu or _is_cuda(p)) for p in mine)
         except Exception as e:
             found.unread = True
             _warn("reading an optimizer's parameters", e)
     optimizers = good
+    global training_optimizers
+    training_optimizers = training
     # Parameters first (a gradient or state tensor never aliases a parameter's storage on purpose, but
     # if it did the parameter role is the one the user thinks of), then gradients, then state, buffers.
     for p in params:
@@ -169,6 +177,8 @@ def collect(torch, include_cpu=False):
     An empty list says the scan ran and found none (no model on the GPU: the reader then counts PyTorch's
     tensors as the program's own, not as a model's activations); None, that the scan failed, or found nothing
     while some module, optimizer or CUDA tensor of theirs could not be read."""
+    global training_optimizers
+    training_optimizers = None
     try:
         return _collect(torch, include_cpu)
     except Exception as e:

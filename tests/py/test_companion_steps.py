@@ -31,10 +31,14 @@ try:
     expect(len(t.step_hooks) == 1 and S._hook is not None, "the step hook is installed")
 
 
-    def moment(payload):
+    def moment(payload, training=None):
+        """The OOM's grad mode and step (its count of training optimizers apart: training[0] gets it)."""
         r = records(payload)
-        st = [x["stats"] for x in r if x["kind"] == "STATS" and x["device"] == P.ALL_DEVICES]
+        st = [dict(x["stats"]) for x in r if x["kind"] == "STATS" and x["device"] == P.ALL_DEVICES]
         se = [x["settings"] for x in r if x["kind"] == "SETTINGS" and "step_in_progress_input_shapes" in x["settings"]]
+        n = st[0].pop("optimizers", None) if st else None
+        if training is not None:
+            training.append(n)
         return (st[0] if st else {}), (se[0] if se else {})
 
     class Model(t.nn.Module):
@@ -46,8 +50,20 @@ try:
     S._hook.roots = [weakref.ref(model)]
     S._hook.watched = True
     t.observers[0](0, 1 << 30, 5, 6)  # no step ran: grad mode only
-    st, se = moment(lib.ooms[-1][3])
+    training = []
+    st, se = moment(lib.ooms[-1][3], training)
     expect(st == {"grad_enabled": 1} and not se, "OOM outside a step: grad_enabled only (%s, %s)" % (st, se))
+    expect(training == [0], "an optimizer over no device tensor is not training one: %s" % training)
+    # An optimizer over a device tensor, before its first step: a model being trained (a batch-size search's
+    # first forward), which the reader must not take for an evaluation with autograd on.
+    on_device = t.Tensor(2, 2)
+    on_device.device = type("device", (), {"type": "cuda"})()
+    trainer = t.optim.Optimizer()
+    trainer.param_groups = [{"params": [on_device]}]
+    t.observers[0](0, 1 << 30, 5, 6)
+    moment(lib.ooms[-1][3], training)
+    expect(training[-1] == 1, "an optimizer over a device tensor counts, before any step: %s" % training)
+    del trainer, on_device
     model(input_ids=t.Tensor(64, 1024), fail=True)  # no optimizer step yet: an evaluation, not a step
     st, se = moment(lib.ooms[-1][3])
     expect(st == {"grad_enabled": 1} and not se, "a model's call before any step is not a step: %s, %s" % (st, se))

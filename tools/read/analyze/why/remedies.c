@@ -3,8 +3,8 @@
  * nothing here is generic advice.
  *
  *   no_grad         activations are at least half of the peak while no gradient, no optimizer state and no
- *                   optimizer step (done or under way) exist (PyTorch identity): evaluation or inference with
- *                   autograd on
+ *                   optimizer step (done or under way) exist, and no optimizer holds a device parameter
+ *                   (PyTorch identity): evaluation or inference with autograd on
  *   activations     activations and temporaries are at least half of the peak (not with no_grad, nor with a
  *                   leak that grew by at least half of the peak)
  *   optimizer_state optimizer state is at least 15% of the used memory and at least 1.5x the parameters,
@@ -75,9 +75,11 @@ static bool inference_with_grad(const struct ot_analysis *a, const struct ot_bre
     for (size_t i = 0; i < s->fw.nsteps; i++)
         if (ot_str_eq(s->fw.steps[i].framework, "torch"))
             return false;
-    uint64_t ge, under_way;
+    uint64_t ge, under_way, training;
     if (ot_fw_stat(s, "torch", (uint64_t)bd->device, "step_in_progress", &under_way))
         return false; /* the companion saw a training step under way */
+    if (ot_fw_stat(s, "torch", (uint64_t)bd->device, "optimizers", &training) && training)
+        return false; /* an optimizer holds the model's device parameters: training before its first step */
     if (ot_fw_stat(s, "torch", (uint64_t)bd->device, "grad_enabled", &ge)) {
         *grad_enabled = ge != 0;
         if (!ge)
