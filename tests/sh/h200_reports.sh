@@ -1,5 +1,5 @@
 #!/bin/sh
-# Reports on real snapshots from the H200 (docs/validation.md, runs 7 and 8; tests/gpu/fw_*.py and
+# Reports on real snapshots from the H200 (docs/validation.md, runs 7, 8 and later; tests/gpu/fw_*.py and
 # cupy_alloc.py under torch 2.11, JAX 0.11.2, CuPy 14.2): each one's first screen must name what the user
 # needs, from the numbers the companion recorded. A statement that goes missing or turns wrong fails here.
 set -u
@@ -111,6 +111,16 @@ has ut_eval_grad 'no gradient and no optimizer state exist and no optimizer step
 has ut_eval_grad 'and autograd was on at the failure \(torch\.is_grad_enabled\(\)\)' "torch's grad mode at the OOM"
 hasnt ut_eval_grad 'gradient checkpointing' "checkpointing for a loop that never runs backward"
 
+# A batch-size search (tests/gpu/fw_earlier.py, run 100): its first attempt runs out in the first forward, before any
+# backward or optimizer step, with an optimizer over the model: training, not an evaluation with autograd on.
+read_one fw_earlier_first
+has fw_earlier_first 'Activations and temporaries are 100% of the peak \(128 GiB\): gradient checkpointing' "the activations remedy for a first training step"
+hasnt fw_earlier_first 'torch\.no_grad\(\)' "no_grad for a model with an optimizer"
+# The driver-level snapshot of the next attempt carries the caught OOM's view: shown as earlier, read by nothing.
+read_one fw_earlier_driver
+has fw_earlier_driver "^Allocator's view, earlier \(.*taken 1\.2 s before the failure, at PyTorch's own out-of-memory error; 3 device allocations and 0 frees came between: not the state at the failure" "the earlier view, said as such"
+hasnt fw_earlier_driver '^  parameters|segments by the call site|PyTorch at the out-of-memory' "the earlier view read as the failure's"
+
 read_one ut_summed_loss
 # Its three stacks under one line (one row of the site table) kept 256 MiB a step each: the growth is said of
 # that line, with their sums, not of one stack's 256 MiB (lead's note, walk 9's issue 13).
@@ -185,5 +195,5 @@ assert [w["kind"] for w in d["what_to_try"]] == ["bound_input", "activations"], 
 assert d["what_to_try"][0]["numbers"]["bytes_per_step"] == 256 << 20, d["what_to_try"][0]
 PY
 
-[ "$failed" -eq 0 ] && echo "h200_reports: ok (13 snapshots)"
+[ "$failed" -eq 0 ] && echo "h200_reports: ok (16 snapshots)"
 exit "$failed"
