@@ -87,6 +87,7 @@ def _locals_check():
         loc = f.f_locals
         ok = before == 0 and _locals_field(f, at) == id(loc)
         loc.clear()
+        f = None  # a local holding its own frame keeps it, and its callers (the importer's), alive
         return at if ok else None
     except Exception:
         return None
