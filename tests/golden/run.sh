@@ -183,6 +183,23 @@ assert not rows.get("parameters") and not rows.get("optimizer_state"), rows
 kinds = [w["kind"] for w in r["why"] + r["what_to_try"]]
 assert not [k for k in kinds if k.startswith(("framework", "graph")) or k == "fragmentation"], kinds
 ' || { echo "golden: fw-earlier's view is read as the failure's"; fail=1; }
+# The same view left in place at a framework's own OOM (the tracer refused the new one, or the companion failed to
+# collect it): earlier too, the snapshot still the fatal one; and at a signal whose ring no longer holds the span.
+"$ROOT/build/snapgen" --trigger framework-oom --fw-earlier -o "$TMP/fw-earlier-fatal.oomt" &&
+    "$ROOT/build/snapgen" --trigger signal --fw-earlier --drop-chunks 10 --chunk 1000 -o "$TMP/fw-earlier-short.oomt" ||
+    { echo "golden: snapgen --fw-earlier"; exit 1; }
+"$READER" --format json "$TMP/fw-earlier-fatal.oomt" | python3 -c '
+import json, sys
+f = json.load(sys.stdin)["frameworks"]
+assert f["earlier"] and f["between"]["allocations"] > 0 and f["fatal"] and f["fatal_framework"] == "torch", f
+' || { echo "golden: a framework OOM that kept an earlier view"; fail=1; }
+"$READER" "$TMP/fw-earlier-fatal.oomt" | grep -q "^Allocator's view, earlier (.*before the failure" ||
+    { echo "golden: a framework OOM's earlier view is not said to be before the failure"; fail=1; }
+"$READER" --format json "$TMP/fw-earlier-short.oomt" | python3 -c '
+import json, sys
+f = json.load(sys.stdin)["frameworks"]
+assert f["earlier"] and f["between"]["partial"], f
+' || { echo "golden: an earlier view over a span the ring dropped is read as the snapshot's"; fail=1; }
 fwcase fw-jax.txt text --trigger framework-oom --framework jax
 fwcase fw-cupy.txt text --framework cupy
 # Each case states its cause (the statement kinds in the JSON report), whatever the wording.

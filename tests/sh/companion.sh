@@ -72,7 +72,7 @@ for v in 9 10 11 12 13; do
     check "$f" 'd["trigger"] == 6 and d["reason"] == "torch" and d["failure"]["api"] == 32 and
         d["failure"]["requested"] == 2 << 30 and d["failure"]["result"] == 2 and
         [r["kind"] for r in d["framework"]["records"]] == ["INFO", "STATS", "STEPS", "ROLES", "SEGMENTS", "BLOCKS", "STATS", "SETTINGS", "ERROR"] and
-        d["framework"]["records"][1]["device"] == (1 << 32) - 1 and d["framework"]["records"][1]["stats"] == {"grad_enabled": 1} and
+        d["framework"]["records"][1]["device"] == (1 << 32) - 1 and d["framework"]["records"][1]["stats"] == {"grad_enabled": 1, "optimizers": 0} and
         [s["step"] for s in d["framework"]["records"][2]["steps"]] == [1, 2, 3] and
         d["framework"]["records"][2]["steps"][0]["reserved"] == 8 << 20 and
         all(s["reserved"] in (0, 8 << 20) for s in d["framework"]["records"][2]["steps"]) and

@@ -33,7 +33,10 @@ static void write_meta(void)
     struct buf b = {0};
     put_cstr(&b, "0.1.0-snapgen");
     put_uv(&b, (uint64_t)cfg.trigger);
-    put_cstr(&b, cfg.trigger == OT_TRIGGER_SIGNAL ? "SIGUSR1" : cfg.trigger == OT_TRIGGER_API ? "after epoch 3" : "");
+    /* A framework's refusal: the library is told which framework refused (its reason), as the companion says. */
+    const char *fw = !cfg.frameworks ? "framework" : cfg.frameworks & FW_TORCH ? "torch" : cfg.frameworks & FW_JAX ? "jax" : "cupy";
+    put_cstr(&b, cfg.trigger == OT_TRIGGER_SIGNAL ? "SIGUSR1" : cfg.trigger == OT_TRIGGER_API ? "after epoch 3"
+                 : cfg.trigger == OT_TRIGGER_FRAMEWORK_OOM ? fw : "");
     if (cfg.corrupt == C_VARINT_OVERFLOW) {
         static const uint8_t eleven[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01};
         put_bytes(&b, eleven, sizeof(eleven));

@@ -282,11 +282,14 @@ static struct ot_allocview *build(const struct ot_snapshot *s, const struct ot_f
     v->present = fw->present;
     v->earlier = earlier;
     v->fatal = !earlier && s->meta.trigger == OT_TRIGGER_FRAMEWORK_OOM;
+    if (v->fatal)
+        v->fatal_framework = s->meta.reason; /* the framework the library was told refused (its view may be earlier) */
     if (!v->present)
         return v;
     v->info = fw->ninfo ? &fw->info[0] : NULL;
     v->error = fw->nerrors ? &fw->errors[fw->nerrors - 1] : NULL;
-    v->fatal_framework = v->error ? v->error->framework : v->info ? v->info->framework : (struct ot_str){NULL, 0};
+    if (v->error || v->info || !v->fatal)
+        v->fatal_framework = v->error ? v->error->framework : v->info ? v->info->framework : (struct ot_str){NULL, 0};
     for (size_t i = 0; i < fw->nblocks; i++)
         v->blocks_with_stacks += fw->blocks[i].nframes > 0;
     if (!fw->nsegments)

@@ -3,13 +3,18 @@
  * The writer stores the companion's last report as given (docs/FORMAT.md, FRAMEWORK), so a view can be
  * older than what the rest of the snapshot shows. The companion collects for a snapshot at a framework's
  * own OOM, at oomtrace.dump() and at exit; never at a driver-level failure, where the program's thread is
- * inside the framework's allocator, nor at a signal or a flush. So:
- * - a framework OOM, a dump or an exit whose view was collected for it (its reason says so) shows the
- *   snapshot's moment;
+ * inside the framework's allocator, nor at a signal or a flush. The moment is the failure's time in an
+ * out-of-memory snapshot (the framework's refusal is recorded just after its collection), else the
+ * snapshot's. So:
+ * - an exit snapshot whose view was collected at exit shows its moment (the interpreter's teardown frees
+ *   what it frees after the collection, and the view is the one the program left);
  * - a driver-level OOM whose view was collected at a framework OOM shows an earlier failure (its message,
  *   its step), whatever came between;
  * - any other view shows the moment only when the ring holds no device allocation or free between its
- *   collection and the moment (the failure's time at a driver-level OOM, else the snapshot's).
+ *   collection and the moment: a framework OOM's or a dump's own collection leaves none, and one the tracer
+ *   refused (too large, no memory) or the companion failed to make leaves the previous view in place. One
+ *   that is not the snapshot's own (its reason says so) is earlier also when the ring no longer holds the
+ *   span: nothing then says it still holds.
  * The counts between are kept for the report either way. */
 #include "model/fw_when.h"
 
@@ -75,7 +80,8 @@ void ot_fw_settle(struct ot_snapshot *s)
         if (fw->info[i].taken_ns < w->taken_ns)
             w->taken_ns = fw->info[i].taken_ns;
     const bool driver_oom = s->meta.trigger == OT_TRIGGER_OOM && s->has_failure;
-    w->moment_ns = driver_oom ? s->failure.time_ns : s->meta.mono_ns;
+    const bool failure = s->has_failure && (driver_oom || s->meta.trigger == OT_TRIGGER_FRAMEWORK_OOM);
+    w->moment_ns = failure ? s->failure.time_ns : s->meta.mono_ns;
     count_between(s, w);
     const char *own = own_reason(s->meta.trigger);
     bool for_it = own != NULL, at_framework_oom = false;
@@ -83,10 +89,13 @@ void ot_fw_settle(struct ot_snapshot *s)
         for_it = for_it && ot_str_eq(fw->info[i].reason, own);
         at_framework_oom = at_framework_oom || ot_str_eq(fw->info[i].reason, "oom");
     }
+    const bool changed = w->allocations || w->frees;
     if (driver_oom && at_framework_oom)
         w->earlier = w->taken_ns < w->moment_ns;
-    else if (!for_it)
-        w->earlier = w->allocations || w->frees;
+    else if (for_it)
+        w->earlier = s->meta.trigger != OT_TRIGGER_EXIT && changed;
+    else
+        w->earlier = changed || w->counts_partial;
     if (w->earlier) {
         s->fw_earlier = *fw;
         *fw = (struct ot_framework){0};

@@ -247,7 +247,8 @@ void ot_fwview_earlier_words(char *out, size_t len, const struct ot_analysis *a)
     out[0] = 0;
     if (!v || !v->present || !w->known)
         return;
-    const bool failure = a->s->meta.trigger == OT_TRIGGER_OOM && a->s->has_failure;
+    const bool failure = a->s->has_failure &&
+                         (a->s->meta.trigger == OT_TRIGGER_OOM || a->s->meta.trigger == OT_TRIGGER_FRAMEWORK_OOM);
     const char *moment = failure ? "the failure" : "this snapshot";
     char span[32], fw[OT_FWVIEW_CELL], n1[32], n2[32];
     ot_fw_safe_name(fw, sizeof(fw), v->info ? v->info->framework : (struct ot_str){NULL, 0});
@@ -270,7 +271,7 @@ void ot_fwview_earlier_words(char *out, size_t len, const struct ot_analysis *a)
             w->frees == 1 ? "" : "s");
     else if (w->counts_partial)
         PUT("; the ring no longer holds all that came between");
-    PUT(": not the state at %s, and nothing above reads it", moment);
+    PUT(": not the state at %s, and no share, statement or remedy above uses it", moment);
 #undef PUT
 }
 
@@ -381,9 +382,11 @@ void ot_fwview_json(struct ot_json *j, const struct ot_analysis *a)
         ot_json_bool(j, "partial", w->counts_partial);
         ot_json_obj_end(j);
     }
-    ot_json_bool(j, "fatal", v->fatal);
-    if (v->fatal)
-        ot_json_str(j, "fatal_framework", v->fatal_framework);
+    /* The snapshot's, whichever view is shown (an earlier view in a framework's out-of-memory snapshot). */
+    const struct ot_allocview *now = a->fw ? a->fw : v;
+    ot_json_bool(j, "fatal", now->fatal);
+    if (now->fatal)
+        ot_json_str(j, "fatal_framework", now->fatal_framework);
     if (v->error) {
         ot_json_obj(j, "error");
         ot_json_str(j, "framework", v->error->framework);

@@ -48,8 +48,7 @@ const char *ot_bd_inferred_why(const struct ot_breakdown *b)
     if (b->identity)
         return NULL;
     if (b->framework_seen && b->roles_earlier)
-        return "the tensors' roles were reported only before this moment (the allocator's view, earlier), which no "
-               "row reads";
+        return "the tensors' roles were reported only in an earlier allocator's view, shown below, which no row uses";
     return b->framework_seen ? "the tensors' roles were not reported" : "no framework was on those stacks";
 }
 
