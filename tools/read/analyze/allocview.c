@@ -282,14 +282,15 @@ static struct ot_allocview *build(const struct ot_snapshot *s, const struct ot_f
     v->present = fw->present;
     v->earlier = earlier;
     v->fatal = !earlier && s->meta.trigger == OT_TRIGGER_FRAMEWORK_OOM;
-    if (v->fatal)
-        v->fatal_framework = s->meta.reason; /* the framework the library was told refused (its view may be earlier) */
-    if (!v->present)
-        return v;
     v->info = fw->ninfo ? &fw->info[0] : NULL;
     v->error = fw->nerrors ? &fw->errors[fw->nerrors - 1] : NULL;
-    if (v->error || v->info || !v->fatal)
-        v->fatal_framework = v->error ? v->error->framework : v->info ? v->info->framework : (struct ot_str){NULL, 0};
+    /* Without its records (a view that moved to fw_earlier), the framework the library was told refused. */
+    v->fatal_framework = v->error ? v->error->framework
+                         : v->info ? v->info->framework
+                         : v->fatal ? s->meta.reason
+                                    : (struct ot_str){NULL, 0};
+    if (!v->present)
+        return v;
     for (size_t i = 0; i < fw->nblocks; i++)
         v->blocks_with_stacks += fw->blocks[i].nframes > 0;
     if (!fw->nsegments)
