@@ -202,6 +202,16 @@ assert f["earlier"] and f["between"]["partial"], f
 ' || { echo "golden: an earlier view over a span the ring dropped is read as the snapshot's"; fail=1; }
 fwcase fw-jax.txt text --trigger framework-oom --framework jax
 fwcase fw-cupy.txt text --framework cupy
+# The view of a framework with no per-device table (JAX's devices, CuPy's pool) in markdown and HTML too
+check fw-jax.md text "$READER" --format markdown --top 2 "$TMP/fw-jax.txt.oomt"
+check fw-cupy.md text "$READER" --format markdown --top 2 "$TMP/fw-cupy.txt.oomt"
+for c in "fw-jax JAX, device 0:" "fw-cupy CuPy memory pool:"; do
+    set -- $c
+    name=$1
+    shift
+    "$READER" --format html --top 2 "$TMP/$name.txt.oomt" | sed -n '/id="allocator"/,/<\/section>/p' | grep -q "<li>$*" ||
+        { echo "golden: $name's HTML report has no allocator section with its own line"; fail=1; }
+done
 # Each case states its cause (the statement kinds in the JSON report), whatever the wording.
 for c in "fw-fragmentation fragmentation" "fw-fraction framework_limit" "fw-jax jax_preallocation" \
     "fw-cupy framework_pool_cached"; do

@@ -96,10 +96,45 @@ static void text_torch(FILE *f, const struct ot_analysis *a, const struct ot_all
                 d->nunjoined == 1 ? "" : "s");
 }
 
-/* Not a setting: the inputs of PyTorch's step under way at an OOM (text_torch_moment says them). */
+/* Not a setting: the inputs of PyTorch's step under way at an OOM (items_torch_moment says them). */
 #define STEP_SHAPES_KEY "step_in_progress_input_shapes"
 
-static void text_settings(FILE *f, const struct ot_framework *fw)
+static void doc_fw(struct ot_doc *d, struct ot_str fw)
+{
+    const char *n = ot_fw_display_name(fw);
+    if (n)
+        ot_doc_printf(d, "%s", n);
+    else
+        ot_doc_text(d, fw.p ? fw : ot_cstr("a framework"), 40);
+}
+
+/* An item whose parts are lines of their own under it in text ("    part"), and follow it inline, separated
+ * by "; ", in markdown and HTML. part_begin(d, i) opens the i-th part, part_end(d) closes it. */
+static void part_begin(struct ot_doc *d, size_t i)
+{
+    ot_doc_printf(d, d->kind == OT_DOC_TEXT ? "    " : i ? "; " : " ");
+}
+
+static void part_end(struct ot_doc *d)
+{
+    if (d->kind == OT_DOC_TEXT)
+        ot_doc_printf(d, "\n");
+}
+
+/* After the item's heading: in text the item ends there, the parts follow as lines. */
+static void parts_open(struct ot_doc *d)
+{
+    if (d->kind == OT_DOC_TEXT)
+        ot_doc_item_end(d);
+}
+
+static void parts_close(struct ot_doc *d)
+{
+    if (d->kind != OT_DOC_TEXT)
+        ot_doc_item_end(d);
+}
+
+static void items_settings(struct ot_doc *d, const struct ot_framework *fw)
 {
     for (size_t i = 0; i < fw->nsettings; i++) {
         const struct ot_fw_settings *st = &fw->settings[i];
@@ -108,83 +143,141 @@ static void text_settings(FILE *f, const struct ot_framework *fw)
             settings += !ot_str_eq(st->v[k].key, STEP_SHAPES_KEY);
         if (!settings)
             continue;
-        fputs("  ", f);
-        put_fw(f, st->framework);
-        fputs(" settings:", f);
+        ot_doc_item(d);
+        doc_fw(d, st->framework);
+        ot_doc_printf(d, " settings:");
         size_t shown = 0;
         for (size_t k = 0; k < st->n && shown < 16; k++) {
             if (ot_str_eq(st->v[k].key, STEP_SHAPES_KEY))
                 continue;
-            fputc(' ', f);
-            ot_fput_safe_max(f, st->v[k].key, 64);
-            fputc('=', f);
-            ot_fput_safe_max(f, st->v[k].value.n ? st->v[k].value : ot_cstr("(unset)"), 128);
+            ot_doc_printf(d, " ");
+            ot_doc_text(d, st->v[k].key, 64);
+            ot_doc_printf(d, "=");
+            ot_doc_text(d, st->v[k].value.n ? st->v[k].value : ot_cstr("(unset)"), 128);
             shown++;
         }
-        fputc('\n', f);
+        ot_doc_item_end(d);
     }
 }
 
 /* What PyTorch said at the OOM: autograd's mode on the failing thread, the optimizer step under way and the
  * model's inputs in it (the companion's STATS of all devices and the inputs' key). */
-static void text_torch_moment(FILE *f, const struct ot_snapshot *s)
+static void items_torch_moment(struct ot_doc *d, const struct ot_snapshot *s)
 {
     uint64_t grad = 0, step = 0;
     bool has_grad = ot_fw_stat(s, "torch", OT_FW_DEVICE_ALL, "grad_enabled", &grad);
     bool has_step = ot_fw_stat(s, "torch", OT_FW_DEVICE_ALL, "step_in_progress", &step);
     if (!has_grad && !has_step)
         return;
-    fputs("  PyTorch at the out-of-memory:", f);
+    ot_doc_item(d);
+    ot_doc_printf(d, "PyTorch at the out-of-memory:");
     if (has_grad)
-        fprintf(f, " autograd %s (torch.is_grad_enabled() on the failing thread)", grad ? "on" : "off");
+        ot_doc_printf(d, " autograd %s (torch.is_grad_enabled() on the failing thread)", grad ? "on" : "off");
     if (has_step) {
-        fprintf(f, "%s optimizer step %" PRIu64 " under way", has_grad ? ";" : "", step);
+        ot_doc_printf(d, "%s optimizer step %" PRIu64 " under way", has_grad ? ";" : "", step);
         struct ot_str in = ot_fw_setting_get(&s->fw, "torch", STEP_SHAPES_KEY);
         if (in.p && in.n) {
-            fputs(", the model's inputs ", f);
-            ot_fput_safe_max(f, in, 200);
+            ot_doc_printf(d, ", the model's inputs ");
+            ot_doc_text(d, in, 200);
         }
     }
-    fputc('\n', f);
+    ot_doc_item_end(d);
 }
 
-static void text_others(FILE *f, const struct ot_framework *fw)
+/* CuPy's pool and JAX's devices (their own counters), and the live arrays by shape that JAX listed. */
+static void items_others(struct ot_doc *d, const struct ot_framework *fw)
 {
     char b1[32], b2[32], b3[32], b4[32];
     for (size_t i = 0; i < fw->nstats; i++) {
         const struct ot_fw_stats *st = &fw->stats[i];
         uint64_t dev = st->device, x, y, z;
         if (ot_str_eq(st->framework, "cupy") && ot_fw_stat_of(fw, "cupy", dev, "pool_used_bytes", &x) &&
-            ot_fw_stat_of(fw, "cupy", dev, "pool_free_bytes", &y) && ot_fw_stat_of(fw, "cupy", dev, "pool_total_bytes", &z))
-            fprintf(f, "  CuPy memory pool: %s in use by arrays, %s free (freed by the program, kept by the pool),"
-                    " %s in all\n", ot_fmt_bytes(b1, x), ot_fmt_bytes(b2, y), ot_fmt_bytes(b3, z));
+            ot_fw_stat_of(fw, "cupy", dev, "pool_free_bytes", &y) && ot_fw_stat_of(fw, "cupy", dev, "pool_total_bytes", &z)) {
+            ot_doc_item(d);
+            ot_doc_printf(d, "CuPy memory pool: %s in use by arrays, %s free (freed by the program, kept by the pool),"
+                          " %s in all", ot_fmt_bytes(b1, x), ot_fmt_bytes(b2, y), ot_fmt_bytes(b3, z));
+            ot_doc_item_end(d);
+        }
         if (ot_str_eq(st->framework, "jax") && ot_fw_stat_of(fw, "jax", dev, "bytes_in_use", &x)) {
-            fprintf(f, "  JAX, device %" PRIu64 ": %s in use", dev, ot_fmt_bytes(b1, x));
+            ot_doc_item(d);
+            ot_doc_printf(d, "JAX, device %" PRIu64 ": %s in use", dev, ot_fmt_bytes(b1, x));
             if (ot_fw_stat_of(fw, "jax", dev, "bytes_limit", &y))
-                fprintf(f, " of a %s limit", ot_fmt_bytes(b2, y));
+                ot_doc_printf(d, " of a %s limit", ot_fmt_bytes(b2, y));
             if (ot_fw_stat_of(fw, "jax", dev, "peak_bytes_in_use", &z))
-                fprintf(f, " (peak %s)", ot_fmt_bytes(b3, z));
+                ot_doc_printf(d, " (peak %s)", ot_fmt_bytes(b3, z));
             if (ot_fw_stat_of(fw, "jax", dev, "largest_free_block_bytes", &z))
-                fprintf(f, ", largest free block %s", ot_fmt_bytes(b4, z));
+                ot_doc_printf(d, ", largest free block %s", ot_fmt_bytes(b4, z));
             struct ot_str pre = ot_fw_setting_get(fw, "jax", "preallocate_effective");
             if (pre.p)
-                fputs(ot_str_eq(pre, "true") ? "; preallocated at start" : "; allocating on demand", f);
-            fputc('\n', f);
+                ot_doc_printf(d, "%s", ot_str_eq(pre, "true") ? "; preallocated at start" : "; allocating on demand");
+            ot_doc_item_end(d);
         }
     }
+    if (!fw->narrays)
+        return;
+    ot_doc_item(d);
+    ot_doc_printf(d, "live arrays by shape (largest groups as listed):");
+    parts_open(d);
     size_t shown = 0;
-    for (size_t i = 0; i < fw->narrays && shown < 8; i++, shown++) {
-        const struct ot_fw_array *r = &fw->arrays[i];
-        if (!shown)
-            fputs("  live arrays by shape (largest groups as listed):\n", f);
-        fprintf(f, "    %s in %s array%s ", ot_fmt_bytes(b1, r->bytes), ot_fmt_count(b2, r->count), r->count == 1 ? "" : "s");
-        ot_fput_safe_max(f, r->dtype, 32);
-        fputc(' ', f);
-        ot_fput_safe_max(f, r->shape, 96);
-        fprintf(f, " on device %" PRIu64 "\n", r->device);
+    for (; shown < fw->narrays && shown < 8; shown++) {
+        const struct ot_fw_array *r = &fw->arrays[shown];
+        part_begin(d, shown);
+        ot_doc_printf(d, "%s in %s array%s ", ot_fmt_bytes(b1, r->bytes), ot_fmt_count(b2, r->count), r->count == 1 ? "" : "s");
+        ot_doc_text(d, r->dtype, 32);
+        ot_doc_printf(d, " ");
+        ot_doc_text(d, r->shape, 96);
+        ot_doc_printf(d, " on device %" PRIu64, r->device);
+        part_end(d);
     }
-    if (fw->narrays > shown)
-        fprintf(f, "    ... %zu more groups\n", fw->narrays - shown);
+    if (fw->narrays > shown) {
+        part_begin(d, shown);
+        ot_doc_printf(d, "... %zu more groups", fw->narrays - shown);
+        part_end(d);
+    }
+    parts_close(d);
+}
+
+/* The segments by the call site whose driver allocation holds them (the join's creators), at most top. */
+static void items_creators(struct ot_doc *d, const struct ot_analysis *a, const struct ot_allocview *v, size_t top)
+{
+    if (!v->ncreators)
+        return;
+    char b1[32], b2[32], b3[32];
+    ot_doc_item(d);
+    ot_doc_printf(d, "segments by the call site whose driver allocation holds them:");
+    parts_open(d);
+    size_t n = v->ncreators < top ? v->ncreators : top;
+    for (size_t i = 0; i < n; i++) {
+        const struct ot_fw_creator *c = &v->creators[i];
+        part_begin(d, i);
+        ot_doc_printf(d, "%s reserved, %s allocated, %s free in %zu segment%s", ot_fmt_bytes(b1, c->reserved_bytes),
+                      ot_fmt_bytes(b2, c->allocated_bytes), ot_fmt_bytes(b3, c->free_bytes), c->nsegments,
+                      c->nsegments == 1 ? "" : "s");
+        if (c->ncached)
+            ot_doc_printf(d, " (%zu with no live tensor)", c->ncached);
+        if (c->has_stack) {
+            struct ot_stack_info si;
+            ot_stack_info(a->res, a->s, c->stack_id, &si);
+            ot_doc_printf(d, ": ");
+            if (d->kind == OT_DOC_TEXT) {
+                ot_put_headline(d->f, &si, false);
+            } else {
+                char *h = ot_headline_str(&si, false);
+                ot_doc_text(d, ot_cstr(h ? h : "(unknown stack)"), 1024);
+                free(h);
+            }
+            ot_doc_printf(d, " (stack %" PRIu64 ")", c->stack_id);
+        } else {
+            ot_doc_printf(d, ": no driver allocation found");
+        }
+        part_end(d);
+    }
+    if (v->ncreators > n) {
+        part_begin(d, n);
+        ot_doc_printf(d, "... %zu more sites (--top)", v->ncreators - n);
+        part_end(d);
+    }
+    parts_close(d);
 }
 
 const struct ot_allocview *ot_fwview_shown(const struct ot_analysis *a)
@@ -192,40 +285,28 @@ const struct ot_allocview *ot_fwview_shown(const struct ot_analysis *a)
     return a->fw && a->fw->present ? a->fw : a->fw_earlier && a->fw_earlier->present ? a->fw_earlier : NULL;
 }
 
+/* The view's lines besides PyTorch's per-device ones (text) or table (markdown, HTML): one list item each. */
+static void fwview_items(struct ot_doc *d, const struct ot_analysis *a, const struct ot_allocview *v, size_t top)
+{
+    items_settings(d, v->fw);
+    items_torch_moment(d, a->s);
+    items_others(d, v->fw);
+    items_creators(d, a, v, top);
+    if (v->blocks_with_stacks) {
+        ot_doc_item(d);
+        ot_doc_printf(d, "%" PRIu64 " block%s carry the Python stack that allocated them (OOMTRACE_TORCH_STACKS=python)",
+                      v->blocks_with_stacks, v->blocks_with_stacks == 1 ? "" : "s");
+        ot_doc_item_end(d);
+    }
+    ot_doc_list_end(d);
+}
+
 static void fwview_body(FILE *f, const struct ot_analysis *a, const struct ot_allocview *v, size_t top)
 {
-    char b1[32], b2[32], b3[32];
     for (size_t i = 0; i < v->ndevs; i++)
         text_torch(f, a, v, &v->devs[i]);
-    text_settings(f, v->fw);
-    text_torch_moment(f, a->s);
-    text_others(f, v->fw);
-    if (v->ncreators) {
-        fputs("  segments by the call site whose driver allocation holds them:\n", f);
-        size_t n = v->ncreators < top ? v->ncreators : top;
-        for (size_t i = 0; i < n; i++) {
-            const struct ot_fw_creator *c = &v->creators[i];
-            fprintf(f, "    %s reserved, %s allocated, %s free in %zu segment%s", ot_fmt_bytes(b1, c->reserved_bytes),
-                    ot_fmt_bytes(b2, c->allocated_bytes), ot_fmt_bytes(b3, c->free_bytes), c->nsegments,
-                    c->nsegments == 1 ? "" : "s");
-            if (c->ncached)
-                fprintf(f, " (%zu with no live tensor)", c->ncached);
-            if (c->has_stack) {
-                struct ot_stack_info si;
-                ot_stack_info(a->res, a->s, c->stack_id, &si);
-                fputs(": ", f);
-                ot_put_headline(f, &si, false);
-                fprintf(f, " (stack %" PRIu64 ")\n", c->stack_id);
-            } else {
-                fputs(": no driver allocation found\n", f);
-            }
-        }
-        if (v->ncreators > n)
-            fprintf(f, "    ... %zu more sites (--top)\n", v->ncreators - n);
-    }
-    if (v->blocks_with_stacks)
-        fprintf(f, "  %" PRIu64 " block%s carry the Python stack that allocated them (OOMTRACE_TORCH_STACKS=python)\n",
-                v->blocks_with_stacks, v->blocks_with_stacks == 1 ? "" : "s");
+    struct ot_doc d = {.f = f, .kind = OT_DOC_TEXT};
+    fwview_items(&d, a, v, top);
 }
 
 /* "12.3 s", "450 ms", "0.042 ms" */
@@ -539,36 +620,74 @@ void ot_fwview_request_sentence(char *out, size_t len, const struct ot_analysis 
 
 /* ---- markdown ---- */
 
+bool ot_fwview_says_more(const struct ot_analysis *a, const struct ot_allocview *v)
+{
+    char *p = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&p, &n);
+    if (!m)
+        return true;
+    struct ot_doc d = {.f = m, .kind = OT_DOC_TEXT};
+    fwview_items(&d, a, v, 1);
+    const bool more = fclose(m) != 0 || n > 0;
+    free(p);
+    return more;
+}
+
+void ot_fwview_items_doc(struct ot_doc *d, const struct ot_analysis *a, size_t top)
+{
+    const struct ot_allocview *v = ot_fwview_shown(a);
+    if (v)
+        fwview_items(d, a, v, top);
+}
+
 void ot_fwview_markdown(FILE *f, const struct ot_analysis *a, size_t top)
 {
-    (void)top;
     const struct ot_allocview *v = ot_fwview_shown(a);
-    if (!v || !v->ndevs)
+    if (!v)
         return;
+    fputs(v->earlier ? "\n## Allocator's view, earlier\n\n" : "\n## Allocator's view\n\n", f);
+    if (v->info) {
+        char fw[OT_FWVIEW_CELL], tb[48];
+        ot_fw_safe_name(fw, sizeof(fw), v->info->framework);
+        fprintf(f, "As the frameworks reported it: %s", fw);
+        if (v->info->version.n) {
+            fputc(' ', f);
+            ot_md_text(f, v->info->version, 40);
+        }
+        fprintf(f, ", %s, collection took %.1f ms.\n\n", ot_fmt_reltime(tb, v->info->taken_ns, a->s->meta.start_mono_ns),
+                (double)v->info->collect_ns / 1e6);
+    }
     if (v->earlier) {
         char words[512];
         ot_fwview_earlier_words(words, sizeof(words), a);
-        fprintf(f, "\n## Allocator's view, earlier\n\nThe frameworks' last report, %s.\n\n|", words);
-    } else {
-        fputs("\n## Allocator's view\n\n|", f);
+        fprintf(f, "The frameworks' last report, %s.\n\n", words);
     }
-    for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
-        fprintf(f, " %s |", ot_fwview_columns[c]);
-    fputs("\n|---|---:|---:|---:|---:|---:|---:|---|\n", f);
-    char cells[OT_FWVIEW_NCOLS][OT_FWVIEW_CELL];
-    for (size_t i = 0; i < v->ndevs; i++) {
-        ot_fwview_cells(&v->devs[i], cells);
+    if (!v->ndevs && !ot_fwview_says_more(a, v)) {
+        fputs("It reported no device memory of its own.\n\n", f);
+        return;
+    }
+    if (v->ndevs) {
         fputc('|', f);
         for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
-            fprintf(f, " %s |", cells[c]);
-        fputc('\n', f);
+            fprintf(f, " %s |", ot_fwview_columns[c]);
+        fputs("\n|---|---:|---:|---:|---:|---:|---:|---|\n", f);
+        char cells[OT_FWVIEW_NCOLS][OT_FWVIEW_CELL];
+        for (size_t i = 0; i < v->ndevs; i++) {
+            ot_fwview_cells(&v->devs[i], cells);
+            fputc('|', f);
+            for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
+                fprintf(f, " %s |", cells[c]);
+            fputc('\n', f);
+        }
+        fprintf(f, "\n%s\n\n", ot_fwview_largest_note);
     }
-    fprintf(f, "\n%s\n", ot_fwview_largest_note);
+    struct ot_doc d = {.f = f, .kind = OT_DOC_MARKDOWN};
+    fwview_items(&d, a, v, top);
     char line[512];
     size_t it = 0;
-    for (const struct ot_fw_devview *d; (d = ot_fwview_failing(a, &it));) {
-        ot_fwview_request_sentence(line, sizeof(line), a, d);
-        fprintf(f, "\n%s\n", line);
+    for (const struct ot_fw_devview *dv; (dv = ot_fwview_failing(a, &it));) {
+        ot_fwview_request_sentence(line, sizeof(line), a, dv);
+        fprintf(f, "%s\n\n", line);
     }
-    fputc('\n', f); /* a table after the section starts a block of its own, not the last paragraph's line */
 }

@@ -25,6 +25,11 @@ void ot_fwview_failure_doc(struct ot_doc *d, const struct ot_analysis *a); /* th
 /* The "Allocator's view" block; top bounds the creator rows. */
 void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top);
 void ot_fwview_markdown(FILE *f, const struct ot_analysis *a, size_t top);
+/* The block's lines besides PyTorch's table, as list items of d (HTML's section writes its table itself):
+ * settings, PyTorch's moment, CuPy's pool, JAX's devices, live arrays by shape, segments by call site. */
+void ot_fwview_items_doc(struct ot_doc *d, const struct ot_analysis *a, size_t top);
+/* Whether the view has such lines: a view with none and no table reported no device memory of its own. */
+bool ot_fwview_says_more(const struct ot_analysis *a, const struct ot_allocview *v);
 /* The allocator table of markdown and HTML: its columns, one row's cells per framework and device (plain
  * text, safe in markdown and HTML: the framework's name keeps only letters, digits, '_', '-' and '.'), the
  * note on the largest free block, and for each view of the failing device the sentence setting the request

@@ -130,13 +130,34 @@ static void fw_request_bars(FILE *f, uint64_t request, uint64_t largest)
             ot_fmt_bytes(b, largest));
 }
 
+/* PyTorch's table, its note on the largest free block, and each device's reserved bar. */
+static void fw_table(FILE *f, const struct ot_allocview *v)
+{
+    char cells[OT_FWVIEW_NCOLS][OT_FWVIEW_CELL];
+    fputs("<table class=\"fw\"><thead><tr>", f);
+    for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
+        fprintf(f, "<th%s>%s</th>", c >= 1 && c <= 6 ? " class=\"num\"" : "", ot_fwview_columns[c]);
+    fputs("</tr></thead><tbody>\n", f);
+    for (size_t i = 0; i < v->ndevs; i++) {
+        ot_fwview_cells(&v->devs[i], cells);
+        fputs("<tr>", f);
+        for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
+            fprintf(f, "<td%s>%s</td>", c >= 1 && c <= 6 ? " class=\"num\"" : "", cells[c]);
+        fputs("</tr>\n", f);
+    }
+    fprintf(f, "</tbody></table>\n<p class=\"note\">%s</p>\n", ot_fwview_largest_note);
+    for (size_t i = 0; i < v->ndevs; i++) {
+        ot_fwview_cells(&v->devs[i], cells);
+        fw_reserved_bar(f, &v->devs[i], cells[0]);
+    }
+}
+
 void h_allocator_section(struct hx *h)
 {
     const struct ot_allocview *v = ot_fwview_shown(h->a);
     FILE *f = h->f;
-    if (!v || !v->ndevs)
+    if (!v)
         return;
-    char cells[OT_FWVIEW_NCOLS][OT_FWVIEW_CELL];
     fprintf(f, "<section class=\"card\" id=\"allocator\"><h2>Allocator's view%s<small>as the frameworks reported it",
             v->earlier ? ", earlier" : "");
     if (v->info) {
@@ -158,27 +179,19 @@ void h_allocator_section(struct hx *h)
         h_text(f, ot_cstr(words), sizeof(words));
         fputs(".</p>\n", f);
     }
-    fputs("<table class=\"fw\"><thead><tr>", f);
-    for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
-        fprintf(f, "<th%s>%s</th>", c >= 1 && c <= 6 ? " class=\"num\"" : "", ot_fwview_columns[c]);
-    fputs("</tr></thead><tbody>\n", f);
-    for (size_t i = 0; i < v->ndevs; i++) {
-        ot_fwview_cells(&v->devs[i], cells);
-        fputs("<tr>", f);
-        for (int c = 0; c < OT_FWVIEW_NCOLS; c++)
-            fprintf(f, "<td%s>%s</td>", c >= 1 && c <= 6 ? " class=\"num\"" : "", cells[c]);
-        fputs("</tr>\n", f);
+    if (!v->ndevs && !ot_fwview_says_more(h->a, v)) {
+        fputs("<p>It reported no device memory of its own.</p>\n</section>\n", f);
+        return;
     }
-    fprintf(f, "</tbody></table>\n<p class=\"note\">%s</p>\n", ot_fwview_largest_note);
-    for (size_t i = 0; i < v->ndevs; i++) {
-        ot_fwview_cells(&v->devs[i], cells);
-        fw_reserved_bar(f, &v->devs[i], cells[0]);
-    }
+    if (v->ndevs)
+        fw_table(f, v);
+    struct ot_doc d = {.f = f, .kind = OT_DOC_HTML};
+    ot_fwview_items_doc(&d, h->a, h->o->top);
     char line[512];
     size_t it = 0;
-    for (const struct ot_fw_devview *d; (d = ot_fwview_failing(h->a, &it));) {
-        fw_request_bars(f, h->s->failure.requested_bytes, d->largest_free);
-        ot_fwview_request_sentence(line, sizeof(line), h->a, d);
+    for (const struct ot_fw_devview *dv; (dv = ot_fwview_failing(h->a, &it));) {
+        fw_request_bars(f, h->s->failure.requested_bytes, dv->largest_free);
+        ot_fwview_request_sentence(line, sizeof(line), h->a, dv);
         fprintf(f, "<p>%s</p>\n", line);
     }
     fputs("</section>\n", f);
