@@ -35,6 +35,7 @@ g valid-fw-driver $small --no-compress --framework torch,cupy
 g valid-fw-fraction $small --no-compress --framework torch --fraction 40 --trigger framework-oom
 g valid-fw-nomodel $small --no-compress --framework torch --no-model --trigger framework-oom
 g valid-fw-earlier $small --no-compress --fw-earlier
+g valid-fw-earlier-jax $small --no-compress --fw-earlier --framework jax
 g valid-fw-jax $small --no-compress --framework jax --trigger framework-oom
 g valid-borrowed $small --no-compress --borrowed
 g valid-ctx-ends $small --no-compress --ctx-ends

@@ -200,6 +200,19 @@ import json, sys
 f = json.load(sys.stdin)["frameworks"]
 assert f["earlier"] and f["between"]["partial"], f
 ' || { echo "golden: an earlier view over a span the ring dropped is read as the snapshot's"; fail=1; }
+# JAX's preallocation and pool limit are fixed at its start: an earlier view still says them (and nothing else)
+"$ROOT/build/snapgen" --fw-earlier --framework jax -o "$TMP/fw-earlier-jax.oomt" || { echo "golden: snapgen --fw-earlier --framework jax"; exit 1; }
+"$READER" --format json "$TMP/fw-earlier-jax.oomt" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["frameworks"]["earlier"], r["frameworks"]
+w = [x for x in r["why"] if x["kind"] == "jax_preallocation"]
+assert len(w) == 1 and "bytes_limit" in w[0]["numbers"], r["why"]
+assert "bytes_in_use" not in w[0]["numbers"] and "largest_free_block_bytes" not in w[0]["numbers"], w
+assert "jax_preallocation" in [x["kind"] for x in r["what_to_try"]], r["what_to_try"]
+' || { echo "golden: an earlier JAX view lost the preallocation, or gave its stale use"; fail=1; }
+"$READER" "$TMP/fw-earlier-jax.oomt" | grep -q "^Allocator's view, earlier (.*but for JAX's preallocation and pool limit" ||
+    { echo "golden: an earlier JAX view's note does not say what is read from it"; fail=1; }
 fwcase fw-jax.txt text --trigger framework-oom --framework jax
 fwcase fw-cupy.txt text --framework cupy
 # The view of a framework with no per-device table (JAX's devices, CuPy's pool) in markdown and HTML too

@@ -281,6 +281,8 @@ static struct ot_allocview *build(const struct ot_snapshot *s, const struct ot_f
     v->fw = fw;
     v->present = fw->present;
     v->earlier = earlier;
+    v->start_read = earlier && !ot_fw_setting_get(&s->fw, "jax", "preallocate_effective").p &&
+                    ot_str_eq(ot_fw_setting_get(fw, "jax", "preallocate_effective"), "true");
     v->fatal = !earlier && s->meta.trigger == OT_TRIGGER_FRAMEWORK_OOM;
     v->info = fw->ninfo ? &fw->info[0] : NULL;
     v->error = fw->nerrors ? &fw->errors[fw->nerrors - 1] : NULL;
@@ -351,6 +353,18 @@ const struct ot_fw_devview *ot_allocview_dev(const struct ot_allocview *v, const
 bool ot_fw_stat(const struct ot_snapshot *s, const char *framework, uint64_t device, const char *key, uint64_t *out)
 {
     return ot_fw_stat_of(&s->fw, framework, device, key, out);
+}
+
+bool ot_fw_jax_prealloc_limit(const struct ot_snapshot *s, uint64_t device, uint64_t *limit, bool *earlier)
+{
+    const struct ot_framework *fw = &s->fw;
+    *earlier = false;
+    if (!ot_fw_setting_get(fw, "jax", "preallocate_effective").p) {
+        fw = &s->fw_earlier;
+        *earlier = true;
+    }
+    return ot_str_eq(ot_fw_setting_get(fw, "jax", "preallocate_effective"), "true") &&
+           ot_fw_stat_of(fw, "jax", device, "bytes_limit", limit);
 }
 
 bool ot_fw_stat_of(const struct ot_framework *fw, const char *framework, uint64_t device, const char *key,

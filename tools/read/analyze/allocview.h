@@ -54,6 +54,7 @@ struct ot_fw_devview {
 struct ot_allocview {
     bool present; /* the snapshot had the frameworks' view */
     bool earlier; /* a view older than the snapshot's moment (ot_allocview_earlier) */
+    bool start_read; /* earlier, and JAX's preallocation and pool limit are read from it (ot_fw_jax_prealloc_limit) */
     const struct ot_framework *fw;
     size_t nsegs;
     struct ot_fw_segview *segs; /* by device, then address */
@@ -95,6 +96,11 @@ bool ot_fw_segments_misread(uint64_t reserved_bytes, uint64_t free_bytes);
 bool ot_fw_stat(const struct ot_snapshot *s, const char *framework, uint64_t device, const char *key, uint64_t *out);
 bool ot_fw_stat_of(const struct ot_framework *fw, const char *framework, uint64_t device, const char *key,
                    uint64_t *out);
+/* JAX's pool limit on a device (bytes_limit), when its preallocation is on (preallocate_effective "true").
+ * Both are fixed when JAX starts, so a view taken before the snapshot's moment (s->fw_earlier) still says them
+ * truly, where the snapshot's own has no JAX settings; *earlier says it came from there. Nothing else of an
+ * earlier view is read by a share, statement or remedy. */
+bool ot_fw_jax_prealloc_limit(const struct ot_snapshot *s, uint64_t device, uint64_t *limit, bool *earlier);
 
 /* "PyTorch", "JAX", "CuPy", else NULL (the reader then shows the framework's own name). */
 const char *ot_fw_display_name(struct ot_str framework);

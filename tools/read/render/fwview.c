@@ -352,7 +352,11 @@ void ot_fwview_earlier_words(char *out, size_t len, const struct ot_analysis *a)
             w->frees == 1 ? "" : "s");
     else if (w->counts_partial)
         PUT("; the ring no longer holds all that came between");
-    PUT(": not the state at %s, and no share, statement or remedy above uses it", moment);
+    if (v->start_read)
+        PUT(": not the state at %s; no share, statement or remedy above uses it but for JAX's preallocation and pool "
+            "limit, fixed when JAX started", moment);
+    else
+        PUT(": not the state at %s, and no share, statement or remedy above uses it", moment);
 #undef PUT
 }
 

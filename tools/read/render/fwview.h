@@ -15,8 +15,9 @@
 const struct ot_allocview *ot_fwview_shown(const struct ot_analysis *a);
 /* Why an earlier view is not the snapshot's: when it was taken against the snapshot's moment, at what, and the
  * device allocations and frees between ("taken 12.3 s before the failure, at PyTorch's own out-of-memory
- * error; 1,204 device allocations and 1,100 frees came between: not the state at the failure, and nothing
- * above reads it"); empty without an earlier view. */
+ * error; 1,204 device allocations and 1,100 frees came between: not the state at the failure, and no share,
+ * statement or remedy above uses it", or "... but for JAX's preallocation and pool limit" where those are read
+ * from it: allocview's start_read); empty without an earlier view. */
 void ot_fwview_earlier_words(char *out, size_t len, const struct ot_analysis *a);
 /* "Framework OOM" lines under the failed request: who refused it, its message, the probes before it. */
 void ot_fwview_failure_text(FILE *f, const struct ot_analysis *a);

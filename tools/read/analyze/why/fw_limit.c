@@ -110,26 +110,31 @@ void remedy_fw_limit(struct ot_why *w, const struct ot_analysis *a)
 void why_jax_prealloc(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
 {
     const struct ot_snapshot *s = a->s;
-    struct ot_str pre = ot_fw_setting_get(&s->fw, "jax", "preallocate_effective");
-    uint64_t limit, in_use;
-    if (dev < 0 || !ot_str_eq(pre, "true") || !ot_fw_stat(s, "jax", (uint64_t)dev, "bytes_limit", &limit) ||
-        !ot_fw_stat(s, "jax", (uint64_t)dev, "bytes_in_use", &in_use))
+    uint64_t limit, in_use = 0;
+    bool earlier;
+    /* From a view taken before the snapshot's moment, only what JAX fixed at its start: the limit, not the use */
+    if (dev < 0 || !ot_fw_jax_prealloc_limit(s, (uint64_t)dev, &limit, &earlier) ||
+        (!earlier && !ot_fw_stat(s, "jax", (uint64_t)dev, "bytes_in_use", &in_use)))
         return;
     char b1[32], b2[32], b3[32];
     struct why_item_b b;
     if (!why_item_begin(&b, w, "jax_preallocation"))
         return;
     const struct snap_device *d = ot_snapshot_device(s, dev);
-    struct ot_str frac = ot_fw_setting_get(&s->fw, "jax", "XLA_PYTHON_CLIENT_MEM_FRACTION");
+    struct ot_str frac = ot_fw_setting_get(earlier ? &s->fw_earlier : &s->fw, "jax", "XLA_PYTHON_CLIENT_MEM_FRACTION");
     fprintf(b.f, "JAX preallocated its pool at start: XLA's allocator may use %s on device %" PRId64, why_bytes(b1, limit), dev);
     if (d && d->total_bytes)
         fprintf(b.f, " (%.0f%% of the device's %s)", 100.0 * why_share(limit, d->total_bytes), why_bytes(b2, d->total_bytes));
-    fprintf(b.f, ", and its arrays used %s of it", why_bytes(b3, in_use));
+    if (earlier)
+        fputs(", a limit fixed when JAX started (from the frameworks' earlier report, whose use of the pool is not the"
+              " state now)", b.f);
+    else
+        fprintf(b.f, ", and its arrays used %s of it", why_bytes(b3, in_use));
     uint64_t largest;
-    bool has_largest = ot_fw_stat(s, "jax", (uint64_t)dev, "largest_free_block_bytes", &largest);
+    bool has_largest = !earlier && ot_fw_stat(s, "jax", (uint64_t)dev, "largest_free_block_bytes", &largest);
     if (has_largest)
         fprintf(b.f, "; its largest free block was %s", why_bytes(b1, largest));
-    if (s->has_failure && s->failure.device == dev)
+    if (!earlier && s->has_failure && s->failure.device == dev)
         fprintf(b.f, " against the request of %s", why_bytes(b2, s->failure.requested_bytes));
     if (frac.p && frac.n)
         fputs(". XLA_PYTHON_CLIENT_MEM_FRACTION sets the pool's share; XLA_PYTHON_CLIENT_PREALLOCATE=false allocates on demand"
@@ -140,7 +145,8 @@ void why_jax_prealloc(struct ot_why *w, const struct ot_analysis *a, int64_t dev
     fputc('.', b.f);
     why_num_i(&b, "device", dev);
     why_num_u(&b, "bytes_limit", limit);
-    why_num_u(&b, "bytes_in_use", in_use);
+    if (!earlier)
+        why_num_u(&b, "bytes_in_use", in_use);
     if (has_largest)
         why_num_u(&b, "largest_free_block_bytes", largest);
     if (d && d->total_bytes)

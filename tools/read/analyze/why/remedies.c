@@ -372,11 +372,10 @@ static void jax_preallocation(struct ot_why *w, const struct ot_analysis *a, int
 {
     const struct ot_snapshot *s = a->s;
     const struct snap_device *d = ot_snapshot_device(s, dev);
-    int64_t limit = 0;
-    if (!d || !d->total_bytes || !ot_fw_stat_get(&s->fw, "jax", (uint64_t)dev, "bytes_limit", &limit) || limit <= 0)
-        return;
-    struct ot_str pre = ot_fw_setting_get(&s->fw, "jax", "preallocate_effective");
-    if (!ot_str_eq(pre, "true") || (uint64_t)limit * 2 < d->total_bytes)
+    uint64_t limit = 0;
+    bool earlier;
+    if (dev < 0 || !d || !d->total_bytes || !ot_fw_jax_prealloc_limit(s, (uint64_t)dev, &limit, &earlier) || !limit ||
+        limit * 2 < d->total_bytes)
         return;
     char b1[32];
     struct why_item_b b;
