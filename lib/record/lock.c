@@ -145,6 +145,15 @@ int ot_lock_taken(uint64_t deadline_ns)
         /* This thread's own flag up: a signal handler inside the thread's owned hold, which is never given
          * back while the handler waits. An unbounded take there waits forever, as a second exchange would. */
         int mine = (o ? o : B.pending) == s && __atomic_load_n(&ot_lock_slots[s].busy, __ATOMIC_RELAXED);
+        /* Its flag up before its hold began (a handler inside the thread's own owned take): that take resumes
+         * only after this hold ends, and then reads who owns the lock; nothing to wait for, nothing to take
+         * back. (Waiting for its flag here was waiting forever.) */
+        if (mine && ot_self.lock_mode == OT_LOCK_TAKING) {
+            ot_self.lock_mode = OT_LOCK_SHARED;
+            if (ot_lock_tsan())
+                ot_lock_tsan_acquire();
+            return 0;
+        }
         if (mine && deadline_ns) {
             ot_lock_give_held();
             return -1;

@@ -27,9 +27,10 @@
  *
  * Never held while unwinding. In signal context only through ot_lock_take_within, which gives up: at
  * once when the interrupted code is this thread's own owned hold (its flag is up), as it could never
- * be given back. An unbounded take in a handler (a fork from one: the fork's prepare takes the lock) that
- * interrupts the owner's take between raising its flag and reading that it was revoked waits forever for
- * the revoker, which waits for the flag: a window of a few instructions, where the exchange had none.
+ * be given back. A handler's take that interrupts the owner's take between raising its flag and entering
+ * its hold (an unbounded one: a fork from a handler, whose prepare takes the lock) goes on without waiting
+ * for the flag: the interrupted take resumes only after the handler gave the lock back. An unbounded take
+ * in a handler inside the thread's own hold waits forever, owned as shared (a second exchange).
  *
  * In a program built with ThreadSanitizer, its runtime cannot see this lock (our code is not instrumented),
  * but it sees the C library calls made under it (memcmp, mmap): it reported the recorder's own data as
@@ -62,8 +63,9 @@ struct ot_lock_slot {
 };
 extern struct ot_lock_slot ot_lock_slots[OT_LOCK_SLOTS];
 
-/* ot_self.lock_mode: how the current hold was taken */
-enum { OT_LOCK_SHARED, OT_LOCK_OWNED, OT_LOCK_SHARED_THEN_OWN /* shared; owner from its give on */ };
+/* ot_self.lock_mode: how the current hold was taken; TAKING: an owned take under way (its flag may be up, the
+ * hold not begun: a signal handler's take there need not wait for the flag, lock.c) */
+enum { OT_LOCK_SHARED, OT_LOCK_OWNED, OT_LOCK_SHARED_THEN_OWN /* shared; owner from its give on */, OT_LOCK_TAKING };
 
 int ot_lock_wait(uint64_t deadline_ns); /* the exchange's slow path: 0 when taken, -1 at the deadline (0: none) */
 int ot_lock_taken(uint64_t deadline_ns); /* after the exchange: revocation, runs; -1: given up, given back */
@@ -98,6 +100,8 @@ static inline int ot_lock_take_owned(void)
     if (OT_LIKELY(s != 0 && __atomic_load_n(&ot_lock.owner, __ATOMIC_RELAXED) == s)) {
         struct ot_lock_slot *f = &ot_lock_slots[s];
         if (OT_LIKELY(__atomic_load_n(&f->busy, __ATOMIC_RELAXED) == 0)) {
+            ot_self.lock_mode = OT_LOCK_TAKING; /* before the flag, for a handler that interrupts this take */
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
             __atomic_store_n(&f->busy, 1, __ATOMIC_RELAXED);
             /* The compiler keeps the store before the load; the CPU may not, and the revoker's barrier
              * covers that (above). */

@@ -254,6 +254,64 @@ static void test_owner_interrupted_by_a_handler(void **state)
     sigaction(SIGUSR1, &old, NULL);
 }
 
+/* A handler inside the owner's own take, after its flag went up and before its hold began (the window an
+ * unbounded take there, a fork's prepare, waited in forever): the state the take leaves there is set by hand,
+ * as no test can stop the take at that instruction. The handler's unbounded take goes on at once; the
+ * interrupted take then resumes and finds itself still the owner. */
+static void hung(int sig)
+{
+    (void)sig;
+    static const char m[] = "test_lock: a handler's take inside the owner's take waited for its flag\n";
+    ssize_t w = write(2, m, sizeof m - 1);
+    (void)w;
+    _exit(1);
+}
+
+static void take_unbounded_in_handler(int sig)
+{
+    (void)sig;
+    ot_lock_take();
+    handler_got = 0;
+    ot_lock_give();
+}
+
+static void test_handler_inside_the_owners_take(void **state)
+{
+    (void)state;
+    struct ot_lock_counts before;
+    if (!start_owned(&before))
+        skip();
+    struct sigaction sa = {0}, old, oldalrm;
+    sa.sa_handler = take_unbounded_in_handler;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    sa.sa_handler = hung;
+    assert_int_equal(sigaction(SIGALRM, &sa, &oldalrm), 0);
+    own_it();
+    const unsigned s = ot_self.lock_slot;
+    /* ot_lock_take_owned's first steps: the mode, then the flag */
+    ot_self.lock_mode = OT_LOCK_TAKING;
+    __atomic_store_n(&ot_lock_slots[s].busy, 1, __ATOMIC_RELAXED);
+    handler_got = 1;
+    alarm(10);
+    raise(SIGUSR1);
+    alarm(0);
+    assert_int_equal(handler_got, 0);
+    assert_int_equal(ot_lock.held, 0);
+    assert_int_equal(ot_lock.owner, s); /* not taken back: the take resumes as the owner */
+    /* ... and its last steps: still the owner, so it holds the lock, and gives it back */
+    assert_int_equal(__atomic_load_n(&ot_lock.owner, __ATOMIC_ACQUIRE), s);
+    ot_self.lock_mode = OT_LOCK_OWNED;
+    ot_lock_give();
+    assert_int_equal(ot_lock_slots[s].busy, 0);
+    /* other threads take it as usual, and every add counts (add_on_threads checks) */
+    add_on_threads(2, 0);
+    add_one();
+    assert_int_equal(counter, 2 * 50000 + 1);
+    sigaction(SIGUSR1, &old, NULL);
+    sigaction(SIGALRM, &oldalrm, NULL);
+}
+
 /* Two threads taking turns in runs a little longer than the first run that makes an owner: each ownership
  * earns too few takes to pay for its revocation, so the run needed grows and the revocations stop. */
 static volatile int turn;
@@ -331,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_owner_revoked_and_excludes),
         cmocka_unit_test(test_owner_holds_against_a_bounded_take),
         cmocka_unit_test(test_owner_interrupted_by_a_handler),
+        cmocka_unit_test(test_handler_inside_the_owners_take),
         cmocka_unit_test(test_owner_stops_for_short_turns),
         cmocka_unit_test(test_owner_forked),
     };
