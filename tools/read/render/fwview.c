@@ -266,7 +266,8 @@ static void items_creators(struct ot_doc *d, const struct ot_analysis *a, const 
                 ot_doc_text(d, ot_cstr(h ? h : "(unknown stack)"), 1024);
                 free(h);
             }
-            ot_doc_printf(d, " (stack %" PRIu64 ")", c->stack_id);
+            if (d->kind == OT_DOC_TEXT) /* markdown and HTML cite only the stacks their tables show */
+                ot_doc_printf(d, " (stack %" PRIu64 ")", c->stack_id);
         } else {
             ot_doc_printf(d, ": no driver allocation found");
         }
