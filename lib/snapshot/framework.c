@@ -91,9 +91,13 @@ void ot_probes_take(struct ot_buf *b)
     pthread_mutex_unlock(&fw_lock);
 }
 
-/* A forked child: the parent's lock may have been held, and the parent's probes are not the child's. */
+/* A forked child: the parent's lock may have been held, and the parent's probes and frameworks' view are not
+ * the child's (a CUDA context does not survive fork: what the parent's allocators held is not the child's). */
 void ot_framework_reset_child(void)
 {
     pthread_mutex_init(&fw_lock, NULL);
     nprobes = 0;
+    free(fw_payload);
+    fw_payload = NULL;
+    fw_len = 0;
 }

@@ -54,6 +54,7 @@ void ot_snapshot_forked(void)
     writing = writing_here = 0; /* the parent's writers are not in the child */
     writes_pid = 0;
     ot_nvml_forked();
+    ot_framework_reset_child();
 }
 
 /* exit() or an exec while another thread writes its snapshot ended the write with the process, and lost the

@@ -26,11 +26,14 @@ static void test_fork_child_uses_cuda(void **st)
             /* The child's own file holds only the child's memory: the parent's 256 MiB is not its. */
             assert_int_equal(live, 128 * MiB);
             assert_int_equal(ot_snapshot_peak(&l.s, 0)->peak_bytes, 128 * MiB);
+            /* ... and no frameworks' view: the parent's is not its */
+            assert_false(l.s.fw.present || l.s.fw_earlier.present);
             seen_child++;
         } else {
             assert_int_equal(l.s.failure.requested_bytes, 1024 * MiB);
             /* 256 MiB, plus at most one 4 KiB block of the busy thread in flight. */
             assert_true(live >= 256 * MiB && live <= 256 * MiB + 4096);
+            assert_true(l.s.fw.present || l.s.fw_earlier.present); /* the view it reported */
             seen_parent++;
         }
         unload_snapshot(&l);
