@@ -213,6 +213,19 @@ assert "jax_preallocation" in [x["kind"] for x in r["what_to_try"]], r["what_to_
 ' || { echo "golden: an earlier JAX view lost the preallocation, or gave its stale use"; fail=1; }
 "$READER" "$TMP/fw-earlier-jax.oomt" | grep -q "^Allocator's view, earlier (.*but for JAX's preallocation and pool limit" ||
     { echo "golden: an earlier JAX view's note does not say what is read from it"; fail=1; }
+# JAX's counters of another device than the failing one say nothing of the failing device, earlier or not
+for e in "" --fw-earlier; do
+    "$ROOT/build/snapgen" --framework jax --devices 2 --jax-device 1 $e -o "$TMP/jax-dev1.oomt" ||
+        { echo "golden: snapgen --jax-device 1 $e"; exit 1; }
+    "$READER" --format json "$TMP/jax-dev1.oomt" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+kinds = [x["kind"] for x in r["why"] + r["what_to_try"]]
+assert "jax_preallocation" not in kinds, kinds
+' || { echo "golden: JAX's device 1 counters made a statement of device 0 ($e)"; fail=1; }
+    ! "$READER" "$TMP/jax-dev1.oomt" | grep -q "but for JAX" ||
+        { echo "golden: the earlier note claims a use of JAX's limit that no statement made ($e)"; fail=1; }
+done
 fwcase fw-jax.txt text --trigger framework-oom --framework jax
 fwcase fw-cupy.txt text --framework cupy
 # The view of a framework with no per-device table (JAX's devices, CuPy's pool) in markdown and HTML too

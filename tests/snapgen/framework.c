@@ -276,13 +276,13 @@ static void fw_torch(struct buf *recs, uint64_t *nrec)
 /* JAX with its default preallocation: 75% of the device reserved at start, arrays inside it. */
 static void fw_jax(struct buf *recs, uint64_t *nrec)
 {
-    uint64_t total = device_total(0);
+    uint64_t total = device_total((int64_t)cfg.jax_device);
     fwv.jax_limit = total / 4 * 3;
     fwv.jax_in_use = fwv.jax_limit - fwv.jax_limit / 16;
     fwv.jax_largest_free = fwv.jax_limit / 32;
     struct buf b = {0};
     put_cstr(&b, "jax");
-    put_uv(&b, 0);
+    put_uv(&b, cfg.jax_device);
     put_uv(&b, 7);
     put_stat(&b, "bytes_in_use", (int64_t)fwv.jax_in_use);
     put_stat(&b, "peak_bytes_in_use", (int64_t)fwv.jax_in_use);
@@ -308,7 +308,7 @@ static void fw_jax(struct buf *recs, uint64_t *nrec)
     for (int i = 0; i < 3; i++) {
         put_cstr(&b, dtypes[i]);
         put_cstr(&b, shapes[i]);
-        put_uv(&b, 0);
+        put_uv(&b, cfg.jax_device);
         put_uv(&b, counts[i]);
         if (cfg.corrupt == C_FW_ARRAYS_SHORT && i == 2)
             break;

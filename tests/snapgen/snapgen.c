@@ -53,6 +53,7 @@ static const char usage[] =
     "                      expandable segment over the VMM mappings, roles and steps; jax: preallocated\n"
     "                      pool and live arrays; cupy: a pool caching freed memory)\n"
     "  --fraction PCT      torch's per-process memory fraction, percent (its framework OOM hits the limit)\n"
+    "  --jax-device N      JAX's counters and arrays are device N's (default 0; with --devices above N)\n"
     "  --no-model          torch's roles record empty: the companion's scan found no model on the GPU\n"
     "  --fw-earlier        the frameworks' view (implies --framework torch unless given) is the one the companion\n"
     "                      took at an earlier framework OOM, 60% into the run, with that failure's message\n"
@@ -66,7 +67,7 @@ static const char usage[] =
 
 enum { O_SEED = 256, O_TRIGGER, O_EVENTS, O_LIVE, O_STACKS, O_DEVICES, O_CHUNK, O_DROP, O_MARKERS,
        O_INCOMPLETE, O_NOCOMPRESS, O_REAL, O_FUTURE, O_HOSTILE, O_CORRUPT, O_SEQ_ORDER, O_FRAMEWORK, O_FRACTION,
-       O_PROBES, O_NO_PROBES, O_BORROWED, O_CTX_ENDS, O_NO_MODEL, O_FW_EARLIER, O_HELP };
+       O_PROBES, O_NO_PROBES, O_BORROWED, O_CTX_ENDS, O_NO_MODEL, O_FW_EARLIER, O_JAX_DEVICE, O_HELP };
 
 static uint64_t num(const char *opt, const char *s)
 {
@@ -91,7 +92,7 @@ int main(int argc, char **argv)
         {"fraction", 1, 0, O_FRACTION},  {"probes", 1, 0, O_PROBES},         {"no-probes", 0, 0, O_NO_PROBES},
         {"borrowed", 0, 0, O_BORROWED},
         {"ctx-ends", 0, 0, O_CTX_ENDS},  {"no-model", 0, 0, O_NO_MODEL},
-        {"fw-earlier", 0, 0, O_FW_EARLIER},
+        {"fw-earlier", 0, 0, O_FW_EARLIER}, {"jax-device", 1, 0, O_JAX_DEVICE},
         {0, 0, 0, 0},
     };
     int c;
@@ -112,6 +113,7 @@ int main(int argc, char **argv)
         case O_HOSTILE: cfg.hostile = true; break;
         case O_SEQ_ORDER: cfg.seq_order = true; break;
         case O_FRACTION: cfg.fraction_pct = num("--fraction", optarg); break;
+        case O_JAX_DEVICE: cfg.jax_device = num("--jax-device", optarg); break;
         case O_PROBES: cfg.probes = num("--probes", optarg); break;
         case O_NO_PROBES: cfg.no_probes = true; break;
         case O_BORROWED: cfg.borrowed = true; break;
@@ -179,6 +181,10 @@ int main(int argc, char **argv)
         cfg.ctx_ends = true;
     if (cfg.fw_earlier && !cfg.frameworks)
         cfg.frameworks = FW_TORCH;
+    if (cfg.jax_device && cfg.jax_device >= cfg.devices) {
+        fputs("snapgen: --jax-device needs --devices above it\n", stderr);
+        return 2;
+    }
     if (cfg.fraction_pct > 100) {
         fputs("snapgen: --fraction is a percent, 1..100\n", stderr);
         return 2;

@@ -120,6 +120,7 @@ struct cfg {
     bool incomplete, compress, real_stacks, future, hostile, seq_order;
     unsigned frameworks; /* FW_* bits: the frameworks' view the companion would have written */
     uint64_t fraction_pct; /* torch's per-process memory fraction, percent (0: none) */
+    uint64_t jax_device;   /* the device JAX's counters and arrays are on */
     bool no_model;         /* torch's ROLES record empty (no model's tensor on the GPU) */
     bool fw_earlier;       /* the frameworks' view is the one of an earlier framework OOM */
     uint64_t probes;       /* driver-level OOM snapshots before a framework OOM */

@@ -54,7 +54,8 @@ struct ot_fw_devview {
 struct ot_allocview {
     bool present; /* the snapshot had the frameworks' view */
     bool earlier; /* a view older than the snapshot's moment (ot_allocview_earlier) */
-    bool start_read; /* earlier, and JAX's preallocation and pool limit are read from it (ot_fw_jax_prealloc_limit) */
+    bool start_read; /* earlier, and a statement or remedy read JAX's preallocation and pool limit from it
+                      * (ot_fw_jax_prealloc_limit; set by ot_analyze once they are made) */
     const struct ot_framework *fw;
     size_t nsegs;
     struct ot_fw_segview *segs; /* by device, then address */
@@ -91,8 +92,8 @@ const struct ot_fw_creator *ot_allocview_creator(const struct ot_allocview *v, u
  * anyone's). Below that, reserved and allocated agree to a tenth and the row reads true. */
 bool ot_fw_segments_misread(uint64_t reserved_bytes, uint64_t free_bytes);
 
-/* A framework's counter (STATS) for a device, also from a record for all devices: of the view that shows the
- * snapshot's moment (s->fw), or of a given one. */
+/* A framework's counter (STATS) for a device, else from its record for all devices (device 2^32-1), never
+ * another device's: of the view that shows the snapshot's moment (s->fw), or of a given one. */
 bool ot_fw_stat(const struct ot_snapshot *s, const char *framework, uint64_t device, const char *key, uint64_t *out);
 bool ot_fw_stat_of(const struct ot_framework *fw, const char *framework, uint64_t device, const char *key,
                    uint64_t *out);

@@ -27,6 +27,8 @@ int ot_analyze(struct ot_analysis *a, const struct ot_snapshot *s, struct ot_res
     }
     a->why = ot_why_new(a);
     a->remedies = ot_remedies_new(a);
+    if (a->fw_earlier)
+        a->fw_earlier->start_read = (a->why && a->why->earlier_read) || (a->remedies && a->remedies->earlier_read);
     return 0;
 }
 

@@ -33,6 +33,7 @@ struct ot_why {
     struct ot_why_item v[OT_WHY_MAX_ITEMS];
     int64_t device;  /* the device the statements are about (the failing one, else the leading peak's) */
     bool has_device;
+    bool earlier_read; /* a statement read an earlier view (s->fw_earlier): JAX's preallocation and limit */
 };
 
 /* One kind of statement and when it is made, in a line (why/kinds.c): --help prints these lists. */

@@ -120,6 +120,7 @@ void why_jax_prealloc(struct ot_why *w, const struct ot_analysis *a, int64_t dev
     struct why_item_b b;
     if (!why_item_begin(&b, w, "jax_preallocation"))
         return;
+    w->earlier_read |= earlier;
     const struct snap_device *d = ot_snapshot_device(s, dev);
     struct ot_str frac = ot_fw_setting_get(earlier ? &s->fw_earlier : &s->fw, "jax", "XLA_PYTHON_CLIENT_MEM_FRACTION");
     fprintf(b.f, "JAX preallocated its pool at start: XLA's allocator may use %s on device %" PRId64, why_bytes(b1, limit), dev);

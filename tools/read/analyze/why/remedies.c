@@ -384,6 +384,7 @@ static void jax_preallocation(struct ot_why *w, const struct ot_analysis *a, int
             "(allocate on demand), or XLA_PYTHON_CLIENT_MEM_FRACTION to size the pool, if another framework or process "
             "shares the card.", why_bytes(b1, (uint64_t)limit), share((uint64_t)limit, d->total_bytes), dev))
         return;
+    w->earlier_read |= earlier;
     why_num_u(&b, "bytes_limit", (uint64_t)limit);
     why_num_u(&b, "total_bytes", d->total_bytes);
     why_item_end(&b);
