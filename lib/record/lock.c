@@ -49,10 +49,35 @@ static inline void relax(void)
 
 static int lock_wait(uint64_t deadline_ns);
 
+/* A signal handler's take inside this thread's own owned take, whose flag is up before its hold began
+ * (record/lock.h: TAKING): the flag goes down while the handler waits, as the exchange's holder may be taking
+ * the ownership back and wait for it; restore_take puts it back. */
+static void lower_own_take(void)
+{
+    const unsigned s = ot_self.lock_slot;
+    if (ot_self.lock_mode == OT_LOCK_TAKING && s && __atomic_load_n(&ot_lock_slots[s].busy, __ATOMIC_RELAXED)) {
+        ot_self.lock_mode = OT_LOCK_TAKING_LOWERED;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        __atomic_store_n(&ot_lock_slots[s].busy, 0, __ATOMIC_RELEASE);
+    }
+}
+
+/* The interrupted take's flag and mode as it left them: after the handler's hold (IN_TAKE) or its give-up. */
+static void restore_take(void)
+{
+    __atomic_store_n(&ot_lock_slots[ot_self.lock_slot].busy, 1, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    ot_self.lock_mode = OT_LOCK_TAKING;
+}
+
 /* errno is the program's: the futex calls below must not change it. */
 int ot_lock_wait(uint64_t deadline_ns)
 {
-    int err = errno, r = lock_wait(deadline_ns);
+    int err = errno;
+    lower_own_take();
+    int r = lock_wait(deadline_ns);
+    if (r != 0 && ot_self.lock_mode == OT_LOCK_TAKING_LOWERED)
+        restore_take();
     errno = err;
     return r;
 }
@@ -140,6 +165,11 @@ int ot_lock_taken(uint64_t deadline_ns)
     unsigned s = ot_self.lock_slot;
     if (OT_UNLIKELY(s == 0))
         s = ot_self.lock_slot = (uint8_t)(B.nslots < OT_LOCK_NO_SLOT - 1 ? ++B.nslots : OT_LOCK_NO_SLOT);
+    /* A signal handler inside this thread's own owned take, its flag up (or lowered while it waited) before the
+     * take's hold began: its hold is IN_TAKE (lock.h) */
+    const int in_take = OT_UNLIKELY(ot_self.lock_mode == OT_LOCK_TAKING_LOWERED) ||
+                        (OT_UNLIKELY(ot_self.lock_mode == OT_LOCK_TAKING) &&
+                         __atomic_load_n(&ot_lock_slots[s].busy, __ATOMIC_RELAXED));
     unsigned o = __atomic_load_n(&ot_lock.owner, __ATOMIC_RELAXED);
     if (OT_UNLIKELY(o != 0 || B.pending != 0)) {
         /* This thread's own flag up: a signal handler inside the thread's owned hold, which is never given
@@ -148,8 +178,8 @@ int ot_lock_taken(uint64_t deadline_ns)
         /* Its flag up before its hold began (a handler inside the thread's own owned take): that take resumes
          * only after this hold ends, and then reads who owns the lock; nothing to wait for, nothing to take
          * back. (Waiting for its flag here was waiting forever.) */
-        if (mine && ot_self.lock_mode == OT_LOCK_TAKING) {
-            ot_self.lock_mode = OT_LOCK_SHARED;
+        if (mine && in_take) {
+            ot_self.lock_mode = OT_LOCK_IN_TAKE;
             if (ot_lock_tsan())
                 ot_lock_tsan_acquire();
             return 0;
@@ -165,8 +195,16 @@ int ot_lock_taken(uint64_t deadline_ns)
         errno = err;
         if (r != 0) {
             ot_lock_give_held();
+            if (ot_self.lock_mode == OT_LOCK_TAKING_LOWERED)
+                restore_take();
             return -1;
         }
+    }
+    if (OT_UNLIKELY(in_take)) { /* shared, never the owner: the take resumes as it left itself */
+        ot_self.lock_mode = OT_LOCK_IN_TAKE;
+        if (ot_lock_tsan())
+            ot_lock_tsan_acquire();
+        return 0;
     }
     int mode = OT_LOCK_SHARED;
     if (B.on) {
@@ -186,6 +224,11 @@ int ot_lock_taken(uint64_t deadline_ns)
 
 void ot_lock_give_and_own(void)
 {
+    if (ot_self.lock_mode == OT_LOCK_IN_TAKE) {
+        ot_lock_give_held();
+        restore_take();
+        return;
+    }
     if (ot_self.lock_mode == OT_LOCK_SHARED_THEN_OWN && B.on) {
         unsigned s = ot_self.lock_slot;
         B.takes_then = __atomic_load_n(&ot_lock_slots[s].takes, __ATOMIC_RELAXED);

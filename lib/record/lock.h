@@ -29,8 +29,11 @@
  * once when the interrupted code is this thread's own owned hold (its flag is up), as it could never
  * be given back. A handler's take that interrupts the owner's take between raising its flag and entering
  * its hold (an unbounded one: a fork from a handler, whose prepare takes the lock) goes on without waiting
- * for the flag: the interrupted take resumes only after the handler gave the lock back. An unbounded take
- * in a handler inside the thread's own hold waits forever, owned as shared (a second exchange).
+ * for the flag, and lowers it while it waits for an exchange another thread holds to take the ownership back
+ * (that thread waits for the flag); the interrupted take resumes only after the handler gave the lock back,
+ * with its flag and mode as it left them. An unbounded take in a handler inside the thread's own hold waits
+ * forever, owned as shared (a second exchange). Left: a second handler in the same take's window, after a
+ * first one that took the lock owned before the flag went up (its mode then reads OWNED).
  *
  * In a program built with ThreadSanitizer, its runtime cannot see this lock (our code is not instrumented),
  * but it sees the C library calls made under it (memcmp, mmap): it reported the recorder's own data as
@@ -63,9 +66,19 @@ struct ot_lock_slot {
 };
 extern struct ot_lock_slot ot_lock_slots[OT_LOCK_SLOTS];
 
-/* ot_self.lock_mode: how the current hold was taken; TAKING: an owned take under way (its flag may be up, the
- * hold not begun: a signal handler's take there need not wait for the flag, lock.c) */
-enum { OT_LOCK_SHARED, OT_LOCK_OWNED, OT_LOCK_SHARED_THEN_OWN /* shared; owner from its give on */, OT_LOCK_TAKING };
+/* ot_self.lock_mode: how the current hold was taken. TAKING: an owned take under way (its flag may be up, its
+ * hold not begun): a signal handler's take there must not wait for that flag, nor let a revoker wait for it
+ * (lock.c), as the take resumes only after the handler. TAKING_LOWERED: such a handler's take lowered the flag
+ * while it waited for the exchange. IN_TAKE: that handler's hold, shared and never made an owner; its give
+ * puts the flag and TAKING back as the interrupted take left them. */
+enum {
+    OT_LOCK_SHARED,
+    OT_LOCK_OWNED,
+    OT_LOCK_SHARED_THEN_OWN, /* shared; owner from its give on */
+    OT_LOCK_TAKING,
+    OT_LOCK_TAKING_LOWERED,
+    OT_LOCK_IN_TAKE,
+};
 
 int ot_lock_wait(uint64_t deadline_ns); /* the exchange's slow path: 0 when taken, -1 at the deadline (0: none) */
 int ot_lock_taken(uint64_t deadline_ns); /* after the exchange: revocation, runs; -1: given up, given back */

@@ -312,6 +312,74 @@ static void test_handler_inside_the_owners_take(void **state)
     sigaction(SIGALRM, &oldalrm, NULL);
 }
 
+/* The same window while another thread takes the ownership back: it holds the exchange and waits for the
+ * flag the interrupted take raised, and the handler's take waits for the exchange. The handler's wait lowers
+ * the flag, so both go on; once the handler gave the lock back, the flag and the mode are as the take left
+ * them, and the take, resuming, finds it no longer owns the lock. A second handler in the same window goes on
+ * too (the mode says TAKING again). */
+static volatile int revoker_done;
+
+static void *revoker(void *arg)
+{
+    (void)arg;
+    ot_lock_take();
+    counter++;
+    ot_lock_give();
+    revoker_done = 1;
+    return NULL;
+}
+
+static void test_handler_inside_the_owners_take_while_revoked(void **state)
+{
+    (void)state;
+    struct ot_lock_counts before;
+    if (!start_owned(&before))
+        skip();
+    struct sigaction sa = {0}, old, oldalrm;
+    sa.sa_handler = take_unbounded_in_handler;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    sa.sa_handler = hung;
+    assert_int_equal(sigaction(SIGALRM, &sa, &oldalrm), 0);
+    own_it();
+    const unsigned s = ot_self.lock_slot;
+    counter = 0;
+    ot_self.lock_mode = OT_LOCK_TAKING;
+    __atomic_store_n(&ot_lock_slots[s].busy, 1, __ATOMIC_RELAXED);
+    revoker_done = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, revoker, NULL), 0);
+    /* the revoker holds the exchange, has taken the ownership back, and waits for the flag */
+    for (int i = 0; i < 10000 && !(ot_lock.held && ot_lock.owner == 0); i++)
+        usleep(100);
+    assert_true(ot_lock.held && ot_lock.owner == 0);
+    usleep(2000);
+    assert_false(revoker_done);
+    handler_got = 1;
+    alarm(10);
+    raise(SIGUSR1);
+    pthread_join(t, NULL);
+    assert_int_equal(handler_got, 0);
+    assert_true(revoker_done);
+    assert_int_equal(counter, 1);
+    assert_int_equal(ot_self.lock_mode, OT_LOCK_TAKING); /* as the take left them */
+    assert_int_equal(ot_lock_slots[s].busy, 1);
+    assert_true(ot_lock.owner != s);
+    handler_got = 1;
+    raise(SIGUSR1); /* a second handler in the same window */
+    alarm(0);
+    assert_int_equal(handler_got, 0);
+    assert_int_equal(ot_self.lock_mode, OT_LOCK_TAKING);
+    /* the take resumes: not the owner, so its flag goes down and it takes the exchange */
+    assert_true(__atomic_load_n(&ot_lock.owner, __ATOMIC_ACQUIRE) != s);
+    __atomic_store_n(&ot_lock_slots[s].busy, 0, __ATOMIC_RELEASE);
+    add_one();
+    assert_int_equal(counter, 2);
+    assert_int_equal(ot_lock.held, 0);
+    sigaction(SIGUSR1, &old, NULL);
+    sigaction(SIGALRM, &oldalrm, NULL);
+}
+
 /* Two threads taking turns in runs a little longer than the first run that makes an owner: each ownership
  * earns too few takes to pay for its revocation, so the run needed grows and the revocations stop. */
 static volatile int turn;
@@ -390,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_owner_holds_against_a_bounded_take),
         cmocka_unit_test(test_owner_interrupted_by_a_handler),
         cmocka_unit_test(test_handler_inside_the_owners_take),
+        cmocka_unit_test(test_handler_inside_the_owners_take_while_revoked),
         cmocka_unit_test(test_owner_stops_for_short_turns),
         cmocka_unit_test(test_owner_forked),
     };
