@@ -275,23 +275,38 @@ static void take_unbounded_in_handler(int sig)
     ot_lock_give();
 }
 
-static void test_handler_inside_the_owners_take(void **state)
+/* SIGUSR1 takes the lock unbounded, SIGALRM ends a hung test; this thread owns the lock and stands where
+ * ot_lock_take_owned stands after its first steps (the mode, then the flag). Returns its slot; skips the test
+ * where no thread can own the lock. */
+static unsigned enter_take_window(struct sigaction old[2])
 {
-    (void)state;
     struct ot_lock_counts before;
     if (!start_owned(&before))
         skip();
-    struct sigaction sa = {0}, old, oldalrm;
+    struct sigaction sa = {0};
     sa.sa_handler = take_unbounded_in_handler;
     sigemptyset(&sa.sa_mask);
-    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old[0]), 0);
     sa.sa_handler = hung;
-    assert_int_equal(sigaction(SIGALRM, &sa, &oldalrm), 0);
+    assert_int_equal(sigaction(SIGALRM, &sa, &old[1]), 0);
     own_it();
     const unsigned s = ot_self.lock_slot;
-    /* ot_lock_take_owned's first steps: the mode, then the flag */
     ot_self.lock_mode = OT_LOCK_TAKING;
     __atomic_store_n(&ot_lock_slots[s].busy, 1, __ATOMIC_RELAXED);
+    return s;
+}
+
+static void leave_take_window(const struct sigaction old[2])
+{
+    sigaction(SIGUSR1, &old[0], NULL);
+    sigaction(SIGALRM, &old[1], NULL);
+}
+
+static void test_handler_inside_the_owners_take(void **state)
+{
+    (void)state;
+    struct sigaction old[2];
+    const unsigned s = enter_take_window(old);
     handler_got = 1;
     alarm(10);
     raise(SIGUSR1);
@@ -308,8 +323,7 @@ static void test_handler_inside_the_owners_take(void **state)
     add_on_threads(2, 0);
     add_one();
     assert_int_equal(counter, 2 * 50000 + 1);
-    sigaction(SIGUSR1, &old, NULL);
-    sigaction(SIGALRM, &oldalrm, NULL);
+    leave_take_window(old);
 }
 
 /* The same window while another thread takes the ownership back: it holds the exchange and waits for the
@@ -332,20 +346,9 @@ static void *revoker(void *arg)
 static void test_handler_inside_the_owners_take_while_revoked(void **state)
 {
     (void)state;
-    struct ot_lock_counts before;
-    if (!start_owned(&before))
-        skip();
-    struct sigaction sa = {0}, old, oldalrm;
-    sa.sa_handler = take_unbounded_in_handler;
-    sigemptyset(&sa.sa_mask);
-    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
-    sa.sa_handler = hung;
-    assert_int_equal(sigaction(SIGALRM, &sa, &oldalrm), 0);
-    own_it();
-    const unsigned s = ot_self.lock_slot;
+    struct sigaction old[2];
+    const unsigned s = enter_take_window(old);
     counter = 0;
-    ot_self.lock_mode = OT_LOCK_TAKING;
-    __atomic_store_n(&ot_lock_slots[s].busy, 1, __ATOMIC_RELAXED);
     revoker_done = 0;
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, revoker, NULL), 0);
@@ -376,8 +379,7 @@ static void test_handler_inside_the_owners_take_while_revoked(void **state)
     add_one();
     assert_int_equal(counter, 2);
     assert_int_equal(ot_lock.held, 0);
-    sigaction(SIGUSR1, &old, NULL);
-    sigaction(SIGALRM, &oldalrm, NULL);
+    leave_take_window(old);
 }
 
 /* Two threads taking turns in runs a little longer than the first run that makes an owner: each ownership

@@ -128,8 +128,14 @@ static void parts_open(struct ot_doc *d)
         ot_doc_item_end(d);
 }
 
-static void parts_close(struct ot_doc *d)
+/* "... N more WHAT" when parts were left out, then the item's end. */
+static void parts_close(struct ot_doc *d, size_t shown, size_t total, const char *what)
 {
+    if (total > shown) {
+        part_begin(d, shown);
+        ot_doc_printf(d, "... %zu more %s", total - shown, what);
+        part_end(d);
+    }
     if (d->kind != OT_DOC_TEXT)
         ot_doc_item_end(d);
 }
@@ -229,12 +235,7 @@ static void items_others(struct ot_doc *d, const struct ot_framework *fw)
         ot_doc_printf(d, " on device %" PRIu64, r->device);
         part_end(d);
     }
-    if (fw->narrays > shown) {
-        part_begin(d, shown);
-        ot_doc_printf(d, "... %zu more groups", fw->narrays - shown);
-        part_end(d);
-    }
-    parts_close(d);
+    parts_close(d, shown, fw->narrays, "groups");
 }
 
 /* The segments by the call site whose driver allocation holds them (the join's creators), at most top. */
@@ -273,12 +274,7 @@ static void items_creators(struct ot_doc *d, const struct ot_analysis *a, const 
         }
         part_end(d);
     }
-    if (v->ncreators > n) {
-        part_begin(d, n);
-        ot_doc_printf(d, "... %zu more sites (--top)", v->ncreators - n);
-        part_end(d);
-    }
-    parts_close(d);
+    parts_close(d, n, v->ncreators, "sites (--top)");
 }
 
 const struct ot_allocview *ot_fwview_shown(const struct ot_analysis *a)
