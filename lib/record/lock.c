@@ -49,20 +49,8 @@ static inline void relax(void)
 
 static int lock_wait(uint64_t deadline_ns);
 
-/* A signal handler's take inside this thread's own owned take, whose flag is up before its hold began
- * (record/lock.h: TAKING): the flag goes down while the handler waits, as the exchange's holder may be taking
- * the ownership back and wait for it; restore_take puts it back. */
-static void lower_own_take(void)
-{
-    const unsigned s = ot_self.lock_slot;
-    if (ot_self.lock_mode == OT_LOCK_TAKING && s && __atomic_load_n(&ot_lock_slots[s].busy, __ATOMIC_RELAXED)) {
-        ot_self.lock_mode = OT_LOCK_TAKING_LOWERED;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        __atomic_store_n(&ot_lock_slots[s].busy, 0, __ATOMIC_RELEASE);
-    }
-}
-
-/* The interrupted take's flag and mode as it left them: after the handler's hold (IN_TAKE) or its give-up. */
+/* The interrupted take's flag and mode as it left them, after the handler's hold (IN_TAKE): the mode again
+ * TAKING, for a second handler in the same window. */
 static void restore_take(void)
 {
     __atomic_store_n(&ot_lock_slots[ot_self.lock_slot].busy, 1, __ATOMIC_RELAXED);
@@ -73,11 +61,7 @@ static void restore_take(void)
 /* errno is the program's: the futex calls below must not change it. */
 int ot_lock_wait(uint64_t deadline_ns)
 {
-    int err = errno;
-    lower_own_take();
-    int r = lock_wait(deadline_ns);
-    if (r != 0 && ot_self.lock_mode == OT_LOCK_TAKING_LOWERED)
-        restore_take();
+    int err = errno, r = lock_wait(deadline_ns);
     errno = err;
     return r;
 }
@@ -165,11 +149,10 @@ int ot_lock_taken(uint64_t deadline_ns)
     unsigned s = ot_self.lock_slot;
     if (OT_UNLIKELY(s == 0))
         s = ot_self.lock_slot = (uint8_t)(B.nslots < OT_LOCK_NO_SLOT - 1 ? ++B.nslots : OT_LOCK_NO_SLOT);
-    /* A signal handler inside this thread's own owned take, its flag up (or lowered while it waited) before the
-     * take's hold began: its hold is IN_TAKE (lock.h) */
-    const int in_take = OT_UNLIKELY(ot_self.lock_mode == OT_LOCK_TAKING_LOWERED) ||
-                        (OT_UNLIKELY(ot_self.lock_mode == OT_LOCK_TAKING) &&
-                         __atomic_load_n(&ot_lock_slots[s].busy, __ATOMIC_RELAXED));
+    /* A signal handler inside this thread's own owned take, its flag up before the take's hold began: its hold
+     * is IN_TAKE (lock.h). The flag stays up: once the take read itself the owner, it is inside for the others. */
+    const int in_take = OT_UNLIKELY(ot_self.lock_mode == OT_LOCK_TAKING) &&
+                        __atomic_load_n(&ot_lock_slots[s].busy, __ATOMIC_RELAXED);
     unsigned o = __atomic_load_n(&ot_lock.owner, __ATOMIC_RELAXED);
     if (OT_UNLIKELY(o != 0 || B.pending != 0)) {
         /* This thread's own flag up: a signal handler inside the thread's owned hold, which is never given
@@ -195,8 +178,6 @@ int ot_lock_taken(uint64_t deadline_ns)
         errno = err;
         if (r != 0) {
             ot_lock_give_held();
-            if (ot_self.lock_mode == OT_LOCK_TAKING_LOWERED)
-                restore_take();
             return -1;
         }
     }

@@ -29,11 +29,13 @@
  * once when the interrupted code is this thread's own owned hold (its flag is up), as it could never
  * be given back. A handler's take that interrupts the owner's take between raising its flag and entering
  * its hold (an unbounded one: a fork from a handler, whose prepare takes the lock) goes on without waiting
- * for the flag, and lowers it while it waits for an exchange another thread holds to take the ownership back
- * (that thread waits for the flag); the interrupted take resumes only after the handler gave the lock back,
- * with its flag and mode as it left them. An unbounded take in a handler inside the thread's own hold waits
- * forever, owned as shared (a second exchange). Left: a second handler in the same take's window, after a
- * first one that took the lock owned before the flag went up (its mode then reads OWNED).
+ * for the flag; the interrupted take resumes only after the handler gave the lock back, with its mode as it
+ * left it. Left, each a window of a few instructions: an unbounded take in a handler there while another
+ * thread holds the exchange to take the ownership back (it waits for the flag, the handler for the exchange:
+ * lowering the flag for it let two in, once the take had read itself the owner); and a second handler in
+ * the same window after a first that took the lock owned before the flag went up (the mode then reads
+ * OWNED). An unbounded take in a handler inside the thread's own hold waits forever, owned as shared (a
+ * second exchange).
  *
  * In a program built with ThreadSanitizer, its runtime cannot see this lock (our code is not instrumented),
  * but it sees the C library calls made under it (memcmp, mmap): it reported the recorder's own data as
@@ -67,16 +69,14 @@ struct ot_lock_slot {
 extern struct ot_lock_slot ot_lock_slots[OT_LOCK_SLOTS];
 
 /* ot_self.lock_mode: how the current hold was taken. TAKING: an owned take under way (its flag may be up, its
- * hold not begun): a signal handler's take there must not wait for that flag, nor let a revoker wait for it
- * (lock.c), as the take resumes only after the handler. TAKING_LOWERED: such a handler's take lowered the flag
- * while it waited for the exchange. IN_TAKE: that handler's hold, shared and never made an owner; its give
- * puts the flag and TAKING back as the interrupted take left them. */
+ * hold not begun): a signal handler's take there must not wait for that flag (lock.c), as the take resumes only
+ * after the handler. IN_TAKE: that handler's hold, shared and never made an owner; its give puts TAKING back
+ * as the interrupted take left it. */
 enum {
     OT_LOCK_SHARED,
     OT_LOCK_OWNED,
     OT_LOCK_SHARED_THEN_OWN, /* shared; owner from its give on */
     OT_LOCK_TAKING,
-    OT_LOCK_TAKING_LOWERED,
     OT_LOCK_IN_TAKE,
 };
 
@@ -122,6 +122,8 @@ static inline int ot_lock_take_owned(void)
             if (OT_LIKELY(__atomic_load_n(&ot_lock.owner, __ATOMIC_ACQUIRE) == s)) {
                 __atomic_store_n(&f->takes, f->takes + 1, __ATOMIC_RELAXED);
                 ot_self.lock_mode = OT_LOCK_OWNED;
+                /* before anything inside: a handler that finds the flag up must read OWNED there, not TAKING */
+                __atomic_signal_fence(__ATOMIC_SEQ_CST);
                 return 1;
             }
             __atomic_store_n(&f->busy, 0, __ATOMIC_RELEASE);
