@@ -353,22 +353,6 @@ bool ot_fw_stat(const struct ot_snapshot *s, const char *framework, uint64_t dev
     return ot_fw_stat_of(&s->fw, framework, device, key, out);
 }
 
-/* key in the framework's record for all devices (device 2^32-1), not any device's. */
-static bool all_devices_stat(const struct ot_framework *fw, const char *framework, const char *key, int64_t *v)
-{
-    for (size_t i = 0; i < fw->nstats; i++) {
-        const struct ot_fw_stats *st = &fw->stats[i];
-        if (st->device != OT_FW_DEVICE_ALL || !ot_str_eq(st->framework, framework))
-            continue;
-        for (size_t k = 0; k < st->n; k++)
-            if (ot_str_eq(st->v[k].key, key)) {
-                *v = st->v[k].value;
-                return true;
-            }
-    }
-    return false;
-}
-
 bool ot_fw_jax_prealloc_limit(const struct ot_snapshot *s, uint64_t device, uint64_t *limit, bool *earlier)
 {
     const struct ot_framework *fw = &s->fw;
@@ -385,7 +369,7 @@ bool ot_fw_stat_of(const struct ot_framework *fw, const char *framework, uint64_
                    uint64_t *out)
 {
     int64_t v;
-    if (!ot_fw_stat_get(fw, framework, device, key, &v) && !all_devices_stat(fw, framework, key, &v))
+    if (!ot_fw_stat_get(fw, framework, device, key, &v) && !ot_fw_stat_get(fw, framework, OT_FW_DEVICE_ALL, key, &v))
         return false;
     if (v < 0)
         return false;

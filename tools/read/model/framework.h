@@ -139,7 +139,7 @@ int ot_probes_parse(struct ot_arena *a, const uint8_t *p, size_t len, struct ot_
                     size_t whylen);
 
 /* Lookups: a STATS value (false when absent) and a SETTINGS value (p NULL when absent), for one framework
- * and device (any device when device is OT_FW_DEVICE_ALL and no per-device record matches). */
+ * and device (OT_FW_DEVICE_ALL: its record for all devices, never another device's). */
 bool ot_fw_stat_get(const struct ot_framework *f, const char *framework, uint64_t device, const char *key,
                     int64_t *value);
 struct ot_str ot_fw_setting_get(const struct ot_framework *f, const char *framework, const char *key);

@@ -36,7 +36,7 @@ bool ot_fw_stat_get(const struct ot_framework *f, const char *framework, uint64_
 {
     for (size_t i = 0; i < f->nstats; i++) {
         const struct ot_fw_stats *s = &f->stats[i];
-        if (!ot_str_eq(s->framework, framework) || (device != OT_FW_DEVICE_ALL && s->device != device))
+        if (s->device != device || !ot_str_eq(s->framework, framework))
             continue;
         for (size_t k = 0; k < s->n; k++)
             if (ot_str_eq(s->v[k].key, key)) {
