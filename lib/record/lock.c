@@ -49,15 +49,6 @@ static inline void relax(void)
 
 static int lock_wait(uint64_t deadline_ns);
 
-/* The interrupted take's flag and mode as it left them, after the handler's hold (IN_TAKE): the mode again
- * TAKING, for a second handler in the same window. */
-static void restore_take(void)
-{
-    __atomic_store_n(&ot_lock_slots[ot_self.lock_slot].busy, 1, __ATOMIC_RELAXED);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    ot_self.lock_mode = OT_LOCK_TAKING;
-}
-
 /* errno is the program's: the futex calls below must not change it. */
 int ot_lock_wait(uint64_t deadline_ns)
 {
@@ -206,8 +197,10 @@ int ot_lock_taken(uint64_t deadline_ns)
 void ot_lock_give_and_own(void)
 {
     if (ot_self.lock_mode == OT_LOCK_IN_TAKE) {
+        /* the interrupted take's mode again (its flag stayed up: only this thread writes it), for a second
+         * handler in the same window */
         ot_lock_give_held();
-        restore_take();
+        ot_self.lock_mode = OT_LOCK_TAKING;
         return;
     }
     if (ot_self.lock_mode == OT_LOCK_SHARED_THEN_OWN && B.on) {
