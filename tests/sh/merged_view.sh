@@ -85,4 +85,13 @@ if unshare -p -f --mount-proc true 2>/dev/null; then
 else
     echo "merged_view: no PID namespace here (unshare -p): the case of a process restarted as PID 1 is skipped"
 fi
+# helper-91 #2: the first failure of a run whose processes failed in PyTorch's own pool names who refused in
+# the report's words ("PyTorch's allocator"), as the single snapshot's report does, not the format's name.
+mkdir -p "$work/fw"
+cp tests/h200/ut_gpt2_batch.oomt tests/h200/fw_fraction.oomt "$work/fw/"
+for fmt in text markdown html; do
+    "$R" --format $fmt "$work/fw" >"$work/fw.out" 2>&1
+    grep -q "by PyTorch's allocator on device 0" "$work/fw.out" && ! grep -q framework_allocator "$work/fw.out" ||
+        fail "the first failure in PyTorch's pool ($fmt): $(grep -i 'first failure' "$work/fw.out" | head -2)"
+done
 echo "merged_view: ok"

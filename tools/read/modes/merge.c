@@ -49,6 +49,7 @@ static void fill_info(struct snapinfo *x, const struct ot_loaded *l)
         x->fail_time_ns = s->failure.time_ns;
         x->requested = s->failure.requested_bytes;
         x->fail_api = s->failure.api;
+        ot_failure_api(x->fail_api_words, sizeof(x->fail_api_words), a);
         x->fail_device = s->failure.device;
         /* The failure's wall time: the snapshot's wall clock, less the monotonic time since the failure. */
         if (m->wall_ns && m->mono_ns >= s->failure.time_ns && m->wall_ns >= m->mono_ns - s->failure.time_ns) {

@@ -25,6 +25,7 @@ struct snapinfo {
     uint64_t fail_time_ns, fail_wall_ns;
     bool fail_wall_known;
     uint64_t requested, fail_api;
+    char fail_api_words[64]; /* the report's words for who refused (ot_failure_api): "PyTorch's allocator" */
     int64_t fail_device;
     bool has_at_failure;
     uint64_t at_failure_bytes;

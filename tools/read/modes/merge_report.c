@@ -334,7 +334,7 @@ static void summary(struct ot_doc *d, struct run *u)
         if (x->fail_wall_known)
             ot_doc_printf(d, " at %s", fmt_wall(wb, sizeof(wb), x->fail_wall_ns));
         ot_doc_printf(d, ": %s by %s on device %" PRId64 "; %zu of %zu process%s failed", ot_fmt_bytes(b1, x->requested),
-                      ot_api_name64(x->fail_api), x->fail_device, u->nfailed, u->nprocs, u->nprocs == 1 ? "" : "es");
+                      x->fail_api_words, x->fail_device, u->nfailed, u->nprocs, u->nprocs == 1 ? "" : "es");
         ot_doc_para_end(d);
         put_probes(d, x);
         /* The others, by how long after the first they failed (those without a wall time last), at most
