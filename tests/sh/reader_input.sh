@@ -60,6 +60,26 @@ for tail in garbage "a longer line of text appended to the snapshot by a script"
         fail "'$tail' appended: $out"
 done
 
+# helper-91 #1: a tail of zeros (a crash that left the file extended, a padded copy) is refused at its first
+# header, before the file is read whole: a 20 GiB sparse tail costs a few reads, not 20 GiB of memory. So is a
+# run of parts of an unknown kind past the reader's limit, which was skipped part by part.
+cp "$oom" "$work/zeros.oomt"
+truncate -s $((size + (20 << 30))) "$work/zeros.oomt"
+out=$(ulimit -v 1000000; "$READER" "$work/zeros.oomt" 2>&1)
+[ $? -eq 2 ] && [ "$out" = "oomtrace-read: $work/zeros.oomt: the file holds zeros from byte $size (of $((size + (20 << 30)))), where its next part should start: zero-filled after its last whole part, by a crash before the writer finished or by a copy?" ] ||
+    fail "a zero-filled tail: $out"
+rm -f "$work/zeros.oomt"
+out=$( { cat "$oom"; head -c 240 /dev/zero; } | "$READER" - 2>&1)
+[ $? -eq 2 ] && case $out in *"the file holds zeros from byte $size (of $((size + 240)))"*) true ;; *) false ;; esac ||
+    fail "a zero-filled tail on standard input: $out"
+python3 -c 'import struct, sys; sys.stdout.buffer.write(struct.pack("<IIQQ", 999, 0, 0, 0) * 1025)' >"$work/unknown.bin"
+cat "$oom" "$work/unknown.bin" >"$work/unknown.oomt"
+out=$("$READER" "$work/unknown.oomt" 2>&1)
+[ $? -eq 2 ] && [ "$out" = "oomtrace-read: $work/unknown.oomt: more than 1024 parts of kinds this reader does not know (the next at byte $((size + 1024 * 24))): a damaged file, or one from a far later version of oomtrace" ] ||
+    fail "1025 parts of an unknown kind: $out"
+head -c $((1024 * 24)) "$work/unknown.bin" | cat "$oom" - >"$work/unknown.oomt"
+"$READER" "$work/unknown.oomt" >/dev/null 2>&1 || fail "1024 parts of an unknown kind are skipped"
+
 # #6: --diff of two programs that share no call site says so, and each side names its command, where a 401%
 # regression was all it said.
 cp tests/py/drv.py "$work/"

@@ -201,7 +201,8 @@ static int chunk_err(const struct ot_event_reader *r, size_t ci, char *errbuf, c
 static int chunk_err(const struct ot_event_reader *r, size_t ci, char *errbuf, const char *fmt, ...)
 {
     const struct ot_chunk *ch = &r->snap->chunks[ci];
-    int n = snprintf(errbuf, OT_ERRBUF, "section 10 (EVENTS) at offset %" PRIu64 ": chunk %zu (first seq %" PRIu64 "): ",
+    int n = snprintf(errbuf, OT_ERRBUF, "the snapshot is damaged in the event history, the part at byte %" PRIu64
+                     ": chunk %zu (first seq %" PRIu64 "): ",
                      r->snap->events_offset, ci, ch->first_seq);
     if (n > 0 && n < OT_ERRBUF) {
         va_list ap;

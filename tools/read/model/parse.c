@@ -5,9 +5,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#define OT_FILE_HEADER_SIZE 32u
-#define OT_SECTION_HEADER_SIZE 24u
-
 _Static_assert(sizeof(struct ot_file_header) == OT_FILE_HEADER_SIZE, "file header is 32 bytes");
 _Static_assert(sizeof(struct ot_section_header) == OT_SECTION_HEADER_SIZE, "section header is 24 bytes");
 
@@ -163,40 +160,13 @@ size_t ot_read_budget(size_t file_len)
     return b > SIZE_MAX ? SIZE_MAX : (size_t)b;
 }
 
-/* What each section holds, in the words of the reports: a cut file's error names where it ends by these. */
-static const char *part_name(uint32_t type)
-{
-    switch (type) {
-    case OT_SEC_META: return "its process and trigger details";
-    case OT_SEC_DEVICES: return "its device list";
-    case OT_SEC_FAILURE: return "its failed request";
-    case OT_SEC_MODULES: return "its list of loaded libraries";
-    case OT_SEC_SYMBOLS: return "its function names";
-    case OT_SEC_PYFRAMES: return "its Python frames";
-    case OT_SEC_STACKS: return "its call stacks";
-    case OT_SEC_LIVE: case OT_SEC_LIVE_SEQ: return "its live set";
-    case OT_SEC_PEAK: case OT_SEC_PEAK_REF: return "its live set at the peak";
-    case OT_SEC_EVENTS: return "its event history";
-    case OT_SEC_MARKERS: return "its markers";
-    case OT_SEC_POOLS: return "its memory pools";
-    case OT_SEC_MAPPINGS: return "its virtual memory mappings";
-    case OT_SEC_PROCESSES: return "its list of other processes";
-    case OT_SEC_THREADS: return "its thread names";
-    case OT_SEC_FRAMEWORK: return "its framework's own view";
-    case OT_SEC_PROBES: return "its earlier out-of-memory snapshots";
-    case OT_SEC_BORROWED: return "its borrowed Python stacks";
-    case OT_SEC_CTX_FREED: return "what its context ends freed";
-    default: return "a part this reader does not know";
-    }
-}
-
 /* The user's words first (the file is cut short: an interrupted copy, a full disk, a killed writer), the
  * format's detail after, for whoever debugs the writer. */
 static void truncated(char errbuf[OT_ERRBUF], size_t len, uint64_t need, const char *where, const char *detail)
 {
     snprintf(errbuf, OT_ERRBUF,
              "the snapshot is truncated: it ends at byte %zu of at least %" PRIu64
-             ", inside %s (a copy cut short or a full disk?; %s)", len, need, where, detail);
+             ", inside %s: a copy cut short, or a full disk? (%s)", len, need, where, detail);
 }
 
 void ot_not_a_snapshot(const uint8_t *head, size_t n, char errbuf[OT_ERRBUF])
@@ -226,6 +196,45 @@ void ot_not_a_snapshot(const uint8_t *head, size_t n, char errbuf[OT_ERRBUF])
             return;
         }
     snprintf(errbuf, OT_ERRBUF, "not an oomtrace snapshot (its first bytes are not a snapshot's)");
+}
+
+uint32_t ot_part_type(const uint8_t hdr[OT_SECTION_HEADER_SIZE])
+{
+    return le32(hdr);
+}
+
+uint64_t ot_part_stored(const uint8_t hdr[OT_SECTION_HEADER_SIZE])
+{
+    return le64(hdr + 8);
+}
+
+bool ot_part_known(uint32_t type)
+{
+    return type < OT_NPARSERS && section_parsers[type];
+}
+
+int ot_part_refused(const uint8_t hdr[OT_SECTION_HEADER_SIZE], uint64_t off, uint64_t len, size_t unknown_before,
+                    char errbuf[OT_ERRBUF])
+{
+    uint32_t type = le32(hdr);
+    if (type == 0) {
+        static const uint8_t zeros[OT_SECTION_HEADER_SIZE];
+        if (memcmp(hdr, zeros, sizeof(zeros)) == 0)
+            snprintf(errbuf, OT_ERRBUF,
+                     "the file holds zeros from byte %" PRIu64 " (of %" PRIu64 "), where its next part should start: "
+                     "zero-filled after its last whole part, by a crash before the writer finished or by a copy?",
+                     off, len);
+        else
+            snprintf(errbuf, OT_ERRBUF, "the snapshot is damaged: the part at byte %" PRIu64 " is of kind 0, "
+                     "which no writer writes", off);
+        return -1;
+    }
+    if (!ot_part_known(type) && unknown_before >= OT_MAX_UNKNOWN_PARTS) {
+        snprintf(errbuf, OT_ERRBUF, "more than %d parts of kinds this reader does not know (the next at byte %" PRIu64
+                 "): a damaged file, or one from a far later version of oomtrace", OT_MAX_UNKNOWN_PARTS, off);
+        return -1;
+    }
+    return 0;
 }
 
 int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, char errbuf[OT_ERRBUF])
@@ -289,6 +298,10 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
             break;
         }
         const uint8_t *hdr = buf + off;
+        if (ot_part_refused(hdr, off, len, snap->nunknown_sections, errbuf) < 0) {
+            rc = -1;
+            break;
+        }
         uint32_t type = le32(hdr);
         uint64_t stored_len = le64(hdr + 8), raw_len = le64(hdr + 16);
         uint64_t payload_off = off + OT_SECTION_HEADER_SIZE;
@@ -296,13 +309,13 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
             char detail[160];
             snprintf(detail, sizeof(detail), "that part, from byte %" PRIu64 ", holds %" PRIu64 " of its %" PRIu64 " bytes",
                      off, (uint64_t)len - payload_off, stored_len);
-            truncated(errbuf, len, payload_off + stored_len, part_name(type), detail);
+            truncated(errbuf, len, payload_off + stored_len, ot_part_words(type), detail);
             rc = -1;
             break;
         }
         if (raw_len > OT_MAX_SECTION_RAW) {
-            snprintf(errbuf, OT_ERRBUF, "section %u (%s) at offset %" PRIu64 ": raw_len %" PRIu64
-                     " is over the 4 GiB limit", type, ot_section_name(type), off, raw_len);
+            snprintf(errbuf, OT_ERRBUF, "the snapshot is damaged in %s, the part at byte %" PRIu64 ": it claims %" PRIu64
+                     " bytes decompressed, over the 4 GiB limit", ot_part_words(type), off, raw_len);
             rc = -1;
             break;
         }

@@ -8,8 +8,10 @@
 
 int sec_err(struct sec_ctx *x, const char *fmt, ...)
 {
-    int n = snprintf(x->err, OT_ERRBUF, "section %u (%s) at offset %" PRIu64 ": ", x->type,
-                     ot_section_name(x->type), x->hdr_off);
+    /* In the user's words, then the detail for whoever debugs the writer (helper-91 #6: the line named the
+     * format's sections, "section 18 (FRAMEWORK)"). */
+    int n = snprintf(x->err, OT_ERRBUF, "the snapshot is damaged in %s, the part at byte %" PRIu64 ": ",
+                     ot_part_words(x->type), x->hdr_off);
     if (n < 0 || n >= OT_ERRBUF)
         return -1;
     va_list ap;
@@ -19,32 +21,31 @@ int sec_err(struct sec_ctx *x, const char *fmt, ...)
     return -1;
 }
 
-/* What a section holds, in a report's words (the format's section names stay out of what a user reads). */
-static const char *section_words(uint32_t type)
+const char *ot_part_words(uint32_t type)
 {
     switch (type) {
-    case OT_SEC_META: return "the process's details";
+    case OT_SEC_META: return "the process and trigger details";
     case OT_SEC_DEVICES: return "the devices";
     case OT_SEC_FAILURE: return "the failed request";
     case OT_SEC_MODULES: return "the loaded libraries";
-    case OT_SEC_SYMBOLS: return "the symbols";
+    case OT_SEC_SYMBOLS: return "the function names";
     case OT_SEC_PYFRAMES: return "the Python frames";
-    case OT_SEC_STACKS: return "the stacks";
+    case OT_SEC_STACKS: return "the call stacks";
     case OT_SEC_LIVE:
     case OT_SEC_LIVE_SEQ: return "the live set";
     case OT_SEC_PEAK:
     case OT_SEC_PEAK_REF: return "the live set at a peak";
-    case OT_SEC_EVENTS: return "the event ring";
+    case OT_SEC_EVENTS: return "the event history";
     case OT_SEC_MARKERS: return "the markers";
     case OT_SEC_POOLS: return "the memory pools";
-    case OT_SEC_MAPPINGS: return "the VMM mappings";
-    case OT_SEC_PROCESSES: return "the other processes";
+    case OT_SEC_MAPPINGS: return "the virtual memory mappings";
+    case OT_SEC_PROCESSES: return "the list of other processes";
     case OT_SEC_THREADS: return "the thread names";
-    case OT_SEC_FRAMEWORK: return "the framework's view";
-    case OT_SEC_PROBES: return "the framework's probes";
-    case OT_SEC_BORROWED: return "the borrowed stacks";
+    case OT_SEC_FRAMEWORK: return "the allocator's view";
+    case OT_SEC_PROBES: return "the driver's earlier out-of-memory errors";
+    case OT_SEC_BORROWED: return "the borrowed Python stacks";
     case OT_SEC_CTX_FREED: return "what the context ends freed";
-    default: return "a part of the file";
+    default: return "a part this reader does not know";
     }
 }
 
@@ -59,7 +60,7 @@ int sec_over_budget(struct sec_ctx *x, const char *what, ...)
     va_end(ap);
     snprintf(x->err, OT_ERRBUF,
              "the snapshot needs more memory than the reader allows for it: %s would pass %zu bytes %s; in %s, "
-             "at byte %" PRIu64 " of the file", w, x->snap->arena.limit, ot_read_budget_why(), section_words(x->type),
+             "at byte %" PRIu64 " of the file", w, x->snap->arena.limit, ot_read_budget_why(), ot_part_words(x->type),
              x->hdr_off);
     return -1;
 }

@@ -18,6 +18,9 @@ struct sec_ctx {
     uint64_t sum; /* a total a parser keeps over a list's items */
 };
 
+/* What a section holds, in the reports' words: errors name a part by these, never by the format's names. */
+const char *ot_part_words(uint32_t type);
+
 /* All return -1, so a parser can `return sec_err(...)`. */
 int sec_err(struct sec_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int sec_over_budget(struct sec_ctx *x, const char *what, ...) __attribute__((format(printf, 2, 3)));

@@ -257,6 +257,21 @@ const char *ot_read_budget_why(void);
  * file's first n bytes (8 are enough). */
 void ot_not_a_snapshot(const uint8_t *head, size_t n, char errbuf[OT_ERRBUF]);
 
+/* The parts of a file a reader refuses as it meets their 24-byte header (hdr), at byte off of a file of len
+ * bytes, after unknown_before parts of unknown kinds: kind 0, which no writer writes (all zeros: a tail that a
+ * crash or a copy zero-filled), and a part of an unknown kind past OT_MAX_UNKNOWN_PARTS. The loader walks a
+ * file's headers with it before reading the file whole, so that such a tail is refused at its first bytes,
+ * not after gigabytes are read; the parser applies it again to what it is given. -1 with the line in errbuf. */
+#define OT_MAX_UNKNOWN_PARTS 1024
+#define OT_FILE_HEADER_SIZE 32u
+#define OT_SECTION_HEADER_SIZE 24u
+int ot_part_refused(const uint8_t hdr[OT_SECTION_HEADER_SIZE], uint64_t off, uint64_t len, size_t unknown_before,
+                    char errbuf[OT_ERRBUF]);
+/* A part's kind, and the bytes after its header (stored_len), as its header gives them. */
+uint32_t ot_part_type(const uint8_t hdr[OT_SECTION_HEADER_SIZE]);
+uint64_t ot_part_stored(const uint8_t hdr[OT_SECTION_HEADER_SIZE]);
+bool ot_part_known(uint32_t type);
+
 /* Parses buf[0..len) into *snap. Returns 0, or -1 with one line (no trailing newline) in errbuf, in
  * which case *snap holds nothing that needs freeing (ot_snapshot_free is still safe to call). */
 int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, char errbuf[OT_ERRBUF]);
