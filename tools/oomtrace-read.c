@@ -491,8 +491,9 @@ int main(int argc, char **argv)
     if (out_path && !(out = fopen(out_path, "w")))
         die("%s: %s", out_path, strerror(errno));
     int rc = other_format ? other_format(out, an, &ro) : json ? ot_report_json(out, an, &ro) : ot_report_text(out, an, &ro);
-    if (fflush(out) != 0 || rc < 0 || (out != stdout && fclose(out) != 0))
-        die("%s: write failed: %s", out_path ? out_path : "standard output", strerror(errno));
+    /* A renderer fails on a write error (said here) or after its own line (memviz's, HTML's: out of memory). */
+    if (ot_output_end(out, out_path) < 0 || rc < 0)
+        exit(OT_EXIT_BAD);
 
     ot_loaded_free(&ld);
     free(debug_dirs);

@@ -80,6 +80,17 @@ out=$("$READER" "$work/unknown.oomt" 2>&1)
 head -c $((1024 * 24)) "$work/unknown.bin" | cat "$oom" - >"$work/unknown.oomt"
 "$READER" "$work/unknown.oomt" >/dev/null 2>&1 || fail "1024 parts of an unknown kind are skipped"
 
+# helper-91 #4: a write that fails says where and why in one line, the same in every mode.
+if [ -w /dev/full ]; then
+    mkdir -p "$work/two" && cp "$oom" "$work/two/"
+    for mode in "-o /dev/full $oom" "-o /dev/full --diff $oom $oom" "-o /dev/full $work/two" "--format html $oom"; do
+        # shellcheck disable=SC2086
+        out=$("$READER" $mode 2>&1 >/dev/full)
+        [ $? -eq 2 ] && case $out in "oomtrace-read: "*": write failed: No space left on device") true ;; *) false ;; esac &&
+            [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "a full disk ($mode): $out"
+    done
+fi
+
 # #6: --diff of two programs that share no call site says so, and each side names its command, where a 401%
 # regression was all it said.
 cp tests/py/drv.py "$work/"

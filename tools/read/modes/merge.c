@@ -475,14 +475,10 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         return 2;
     }
     int rc = r->as_doc ? merge_write_doc(out, &u, r->doc) : r->json ? merge_write_json(out, &u) : merge_write_text(out, &u);
-    bool bad = fflush(out) != 0 || ferror(out);
-    if (out != stdout && fclose(out) != 0)
-        bad = true;
+    int bad = ot_output_end(out, r->out_path);
     run_free(&u);
-    if (bad) {
-        fprintf(stderr, "oomtrace-read: %s: write failed\n", r->out_path ? r->out_path : "standard output");
+    if (bad < 0)
         return 2;
-    }
     if (rc < 0)
         return 2;
     int grc = ot_gate_report(&gr); /* a failed gate is said even when some files were bad */

@@ -59,6 +59,20 @@ static void free_side(struct ot_loaded *l)
     free(own);
 }
 
+int ot_output_end(FILE *out, const char *out_path)
+{
+    bool bad = fflush(out) != 0 || ferror(out);
+    int e = errno;
+    if (out != stdout && fclose(out) != 0 && !bad) {
+        bad = true;
+        e = errno;
+    }
+    if (!bad)
+        return 0;
+    fprintf(stderr, "oomtrace-read: %s: write failed: %s\n", out_path ? out_path : "standard output", strerror(e));
+    return -1;
+}
+
 int ot_run_diff(const char *base, const char *cur, const struct ot_run_opts *r)
 {
     struct ot_loaded lb, ln;
@@ -99,13 +113,13 @@ int ot_run_diff(const char *base, const char *cur, const struct ot_run_opts *r)
     int rc = r->as_doc ? ot_diff_doc(out, &lb, &ln, &r->ro, r->doc)
              : r->json ? ot_diff_json(out, &lb, &ln, &r->ro)
                        : ot_diff_text(out, &lb, &ln, &r->ro);
-    bool bad = fflush(out) != 0 || ferror(out);
-    if (out != stdout && fclose(out) != 0)
-        bad = true;
+    int bad = ot_output_end(out, r->out_path);
     free_side(&lb);
     free_side(&ln);
-    if (bad || rc < 0) {
-        fprintf(stderr, "oomtrace-read: %s\n", bad ? "write failed" : "out of memory");
+    if (bad < 0)
+        return 2;
+    if (rc < 0) {
+        fprintf(stderr, "oomtrace-read: out of memory\n");
         return 2;
     }
     return ot_gate_report(&gr);

@@ -26,6 +26,11 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r);
  * it with ot_gate_report after the report), or -1 after printing why the baseline could not be read. */
 int ot_run_gate(const struct ot_run_opts *r, const struct ot_analysis *a, const char *path, struct ot_gate_result *res);
 
+/* Ends a report's output: flushes out, and closes it unless it is standard output. 0, or -1 after one line
+ * naming where the report went and why its write failed ("standard output: write failed: No space left on
+ * device"), the same line in every mode. */
+int ot_output_end(FILE *out, const char *out_path);
+
 /* Schema "oomtrace-run/1" for a directory (docs/JSON.md). */
 #define OT_RUN_SCHEMA "oomtrace-run/1"
 
