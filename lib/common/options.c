@@ -45,10 +45,13 @@ static const struct opt table[] = {
 
 static int parse_size(const char *s, long long *out)
 {
+    /* Digits and a decimal point only, as in "1.5G": strtod alone also took " 1", "0x10", "1e3" and "nan"
+     * (then cast to an integer, which is undefined; helper-91 #7). */
+    size_t digits = strspn(s, "0123456789.");
     char *end;
     errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || v < 0)
+    double v = digits ? strtod(s, &end) : 0;
+    if (!digits || end != s + digits || errno || v < 0)
         return -1;
     double mul = 1;
     switch (toupper((unsigned char)*end)) {
@@ -211,7 +214,7 @@ static int apply(const struct opt *o, const char *v)
         char *end;
         errno = 0;
         n = strtoll(v, &end, 10);
-        if (!*v || *end || errno)
+        if (!isdigit((unsigned char)*v) || *end || errno) /* (strtoll alone took " 1" and "+1") */
             return -1;
         if (n < o->lo || n > o->hi)
             return -2;

@@ -81,6 +81,31 @@ for case in 'OOMTRACE_RING=1K|OOMTRACE_RING="1K" is below its minimum, 4K; using
         LD_PRELOAD="$PWD/build/liboomtrace.so" build/tests/door_linked >/dev/null 2>"$work/err"
     [ "$(cat "$work/err")" = "oomtrace: ${case#*|}" ] || fail "${case%%|*}: $(cat "$work/err")"
 done
+# helper-91 #7: a number is digits (and a size's point and unit), as the README writes them: " 1", "+8", "0x10",
+# "1e3" and "nan" were read by strtod and strtoll (nan then cast, undefined).
+for case in 'OOMTRACE_RING=nan|invalid OOMTRACE_RING="nan"; using the default "64M"' \
+    'OOMTRACE_RING=0x10000|invalid OOMTRACE_RING="0x10000"; using the default "64M"' \
+    'OOMTRACE_RING= 1M|invalid OOMTRACE_RING=" 1M"; using the default "64M"' \
+    'OOMTRACE_DEPTH=+8|invalid OOMTRACE_DEPTH="+8"; using the default "64"'; do
+    env "${case%%|*}" LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$work/d6" OOMTRACE_DUMP=none \
+        LD_PRELOAD="$PWD/build/liboomtrace.so" build/tests/door_linked >/dev/null 2>"$work/err"
+    [ "$(cat "$work/err")" = "oomtrace: ${case#*|}" ] || fail "${case%%|*}: $(cat "$work/err")"
+done
+env OOMTRACE_RING=1.5M LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$work/d6" OOMTRACE_DUMP=none \
+    LD_PRELOAD="$PWD/build/liboomtrace.so" build/tests/door_linked >/dev/null 2>"$work/err"
+[ -s "$work/err" ] && fail "OOMTRACE_RING=1.5M: $(cat "$work/err")"
+# helper-91 #5: with OOMTRACE_DIR unset, an unwritable current directory is named as such, not as a variable set.
+# Root writes anywhere: as root the program runs as nobody (setpriv), where setpriv is.
+as_user=
+[ "$(id -u)" = 0 ] && as_user="setpriv --reuid=65534 --regid=65534 --clear-groups"
+if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null 2>&1; then
+    mkdir "$work/ro" && chmod 555 "$work/ro" && chmod o+x "$work"
+    # shellcheck disable=SC2086
+    (cd "$work/ro" && env -u OOMTRACE_DIR LD_LIBRARY_PATH="$OLDPWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DUMP=none \
+        LD_PRELOAD="$OLDPWD/build/liboomtrace.so" $as_user "$OLDPWD/build/tests/door_linked") >/dev/null 2>"$work/err"
+    [ "$(head -1 "$work/err")" = "oomtrace: the current directory, $work/ro, where snapshots go while OOMTRACE_DIR is unset, is not writable; snapshots will fail (tracing continues; set OOMTRACE_DIR)" ] ||
+        fail "an unwritable current directory: $(cat "$work/err")"
+fi
 # Walk 11, #6: a variable whose default is none (OOMTRACE_SIGNAL) says it is ignored, not 'using the default ""'.
 env OOMTRACE_SIGNAL=FOO LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$work/d6" OOMTRACE_DUMP=none \
     LD_PRELOAD="$PWD/build/liboomtrace.so" build/tests/door_linked >/dev/null 2>"$work/err"
