@@ -186,19 +186,22 @@ class Companion:
         return False
 
     def watch_raises(self):
-        """sys.monitoring's RAISE events (3.12+) for on_raise, on the first free tool id; True when on."""
+        """sys.monitoring's RAISE events (3.12+) for on_raise, on tool id 4 or 3, whichever is free; True
+        when on. Never one of the ids Python names (0 debugger, 1 coverage, 2 profiler, 5 optimizer): a
+        coverage run or a debugger started after the companion takes its own id, and would get ValueError
+        (helper-91 #9). With both taken, only uncaught OOMs are seen (the fallback)."""
         mon = getattr(sys, "monitoring", None)
         if mon is None or self.watching:
             return self.sees_raises
         self.watching = True
-        for tool in (4, 3, 5, 2, 1, 0):
+        for tool in (4, 3):
             if mon.get_tool(tool) is None:
                 mon.use_tool_id(tool, "oomtrace")
                 mon.register_callback(tool, mon.events.RAISE, self.on_raise)
                 mon.set_events(tool, mon.get_events(tool) | mon.events.RAISE)
                 self.sees_raises = True
                 return True
-        _say("sys.monitoring has no free tool id; framework OOMs are seen only when uncaught")
+        _say("sys.monitoring's tool ids 3 and 4 are taken; framework OOMs are seen only when uncaught")
         return False
 
     def watch_created(self, cls):

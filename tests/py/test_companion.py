@@ -352,6 +352,21 @@ finally:
             mon.register_callback(i, mon.events.RAISE, None)
             mon.free_tool_id(i)
 
+# 7b'. helper-91 #9: RAISE events on tool id 4 or 3 only. With both taken (by another tool), none of the ids
+# Python names (0 debugger, 1 coverage, 2 profiler, 5 optimizer) is taken: a coverage run or a debugger started
+# later takes its own and would get ValueError.
+if mon is not None:
+    c2, _ = companion()
+    for i in (3, 4):
+        mon.use_tool_id(i, "another tool")
+    try:
+        expect(not C.Companion.watch_raises(c2) and all(mon.get_tool(i) is None for i in (0, 1, 2, 5)),
+               "tool ids 3 and 4 taken: no other id taken (%s)" % [mon.get_tool(i) for i in range(6)])
+    finally:
+        for i in range(6):
+            if mon.get_tool(i) is not None:
+                mon.free_tool_id(i)
+
 # 7c. The step marker, called at every optimizer step, keeps the GIL (a CDLL call gives it up and may wait a
 # switch interval to take it back from another Python thread); the snapshots' calls give it up. Companion()
 # binds the library's entry points: here, libc's strlen stands in for each.
