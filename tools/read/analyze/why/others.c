@@ -89,6 +89,10 @@ void why_others(struct ot_why *w, const struct ot_analysis *a, int64_t dev)
             fprintf(b.f, ", %s of it idle in its stream-ordered pools", why_bytes(b1, pooled));
         fprintf(b.f, ", so untracked in this process (context, modules, memory no allocation call explains) = %s%s",
                 self_used >= mine ? "" : "-", why_bytes(b3, self_used >= mine ? self_used - mine : mine - self_used));
+        if (self_used < mine) /* (helper-91 #8: the other branch said why it can go below zero; this one did not) */
+            fputs(", below zero: NVML counts less for this process than its allocations hold (its figure read at "
+                  "another moment than the live set, or memory it counts under another process, as one mapped from "
+                  "another process's IPC handle)", b.f);
         why_num_u(&b, "used_bytes", used);
         why_num_u(&b, "self_nvml_bytes", self_used);
         why_num_i(&b, "untracked_bytes", self_used >= mine ? (int64_t)(self_used - mine) : -(int64_t)(mine - self_used));
