@@ -450,6 +450,9 @@ int main(int argc, char **argv)
     if (out_path && strcmp(out_path, "-") == 0)
         out_path = NULL;
     const char *path = argv[optind];
+    /* Standard input is read once: the second read found it empty ("-: the file is empty"; helper-91 #8). */
+    if (diff_base && strcmp(diff_base, "-") == 0 && strcmp(path, "-") == 0)
+        die("--diff - -: standard input holds one snapshot; give at most one of BASE and NEW as -");
     ro.path = path;
     const char *inputs[] = {path, diff_base, gate.baseline};
     refuse_output_onto_snapshot(out_path, inputs, sizeof inputs / sizeof inputs[0]);

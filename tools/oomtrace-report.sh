@@ -6,6 +6,11 @@
 # How many processes wrote the snapshots listed in $1 (one path per line; names carry the PID). A
 # crash-surviving file, ...-PID[-rankR]-rRUN-flush.oomt, is named by its run id where the others have a
 # sequence number.
+# "1 snapshot", "2 snapshots": a count and its noun.
+counted() {
+    if [ "$1" = 1 ]; then printf '1 %s' "$2"; else printf '%s %s' "$1" "$3"; fi
+}
+
 count_processes() {
     printf '%s\n' "$1" | sed -e 's/-r[0-9a-f]*-flush\.oomt$/-0-flush.oomt/' \
         -e 's/.*oomtrace-.*-\([0-9][0-9]*\)\(-rank[0-9]*\)\{0,1\}-[0-9][0-9]*-[a-z-]*\(\.[0-9]*\)\{0,1\}\.oomt$/\1/' |
@@ -220,7 +225,7 @@ report_run() {
         rm -f -- "$f" && cut=$((cut + 1))
     done
     [ "$cut" -gt 0 ] &&
-        echo "== oomtrace: $cut snapshot(s) cut off while being written (the process died); their unfinished files are removed" >&2
+        echo "== oomtrace: $(counted "$cut" snapshot snapshots) cut off while being written (the process died); $([ "$cut" = 1 ] && echo "its unfinished file is" || echo "their unfinished files are") removed" >&2
 
     # Processes of the run still running (CMD started them in the background: a server, a worker that outlived
     # its shell): their environment names this run's directory, and their snapshots will still go there, so
@@ -249,12 +254,12 @@ report_run() {
         rm -f -- "$note"
     done
     [ "$linked" -gt 0 ] &&
-        echo "== oomtrace: the command's processes wrote $linked snapshot(s) into $(join_and "$elsewhere"), not the run's directory (the command set its own OOMTRACE_DIR, or unset it): linked into the run's directory, and read with it" >&2
+        echo "== oomtrace: the command's processes wrote $(counted "$linked" snapshot snapshots) into $(join_and "$elsewhere"), not the run's directory (the command set its own OOMTRACE_DIR, or unset it): linked into the run's directory, and read with it" >&2
     snaps=$(find "$rundir" -maxdepth 1 -name 'oomtrace-*.oomt' 2>/dev/null | by_seq)
     nsnap=$(printf '%s\n' "$snaps" | grep -ac . || true)
     [ -n "$running" ] &&
-        echo "== oomtrace: process(es) of the run still running (pid $running): their snapshots will go to $rundir" >&2
-    [ -n "$reader" ] || gate_unchecked "oomtrace-read not found beside $here; $nsnap snapshot(s) in $rundir"
+        echo "== oomtrace: processes of the run still running (pid $running): their snapshots will go to $rundir" >&2
+    [ -n "$reader" ] || gate_unchecked "oomtrace-read not found beside $here; $(counted "$nsnap" snapshot snapshots) in $rundir"
     # An oomtrace run inside CMD (a script that uses the launcher itself, once or more) left a note of its own
     # run's directory here: those snapshots are this run's too, and the gate reads them with this directory's.
     # One that wrote none removed its directory.
@@ -273,7 +278,7 @@ report_run() {
     else
         choose_report "$rundir" "$snaps"
         [ -n "$note" ] && echo "== oomtrace: $note" >&2
-        echo "== oomtrace: $nsnap snapshot(s) from $(count_processes "$snaps") process(es) in $rundir" >&2
+        echo "== oomtrace: $(counted "$nsnap" snapshot snapshots) from $(counted "$(count_processes "$snaps")" process processes) in $rundir" >&2
         # The report goes to stderr with the launcher's other lines: the command's stdout may be its data.
         "$reader" --top 5 --frames 6 "$target" >&2
         [ $? -eq 2 ] && gate_unchecked "the report of $target could not be made (oomtrace-read's line above says why)" unless-unsaid

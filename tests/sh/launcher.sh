@@ -130,7 +130,7 @@ done
 run --dir "$work/a" -- "$door" >"$work/a2.out" 2>&1
 [ $? -eq 0 ] || fail "status of the second run"
 [ "$(ls -d "$work"/a/run-* | wc -l)" -eq 2 ] || fail "two runs did not make two run directories"
-grep -q "== oomtrace: 2 snapshot(s) from 1 process(es)" "$work/a2.out" ||
+grep -q "== oomtrace: 2 snapshots from 1 process" "$work/a2.out" ||
     fail "the second run mixed in the first: $(grep '== oomtrace' "$work/a2.out")"
 [ "$(stat -c %a "$(ls -d "$work"/a/run-* | head -1)")" = 700 ] || fail "the run directory is not 0700"
 # --dir, with its missing parents, is made 0700 as the library makes a missing OOMTRACE_DIR.
@@ -371,7 +371,7 @@ if ooms:
     cuda.cuMemAlloc_v2(ctypes.byref(p), 5 << 30)
 PY
 run --dir "$work/or" -- python3 "$work/order.py" ooms >"$work/or.out" 2>&1 || fail "order.py ooms: $(tail -3 "$work/or.out")"
-grep -q "== oomtrace: 11 snapshot(s) from 1 process(es)" "$work/or.out" && grep -q "Failed request: 3.00 GiB" "$work/or.out" ||
+grep -q "== oomtrace: 11 snapshots from 1 process" "$work/or.out" && grep -q "Failed request: 3.00 GiB" "$work/or.out" ||
     fail "the first out-of-memory of eleven snapshots is not #2's: $(grep 'Failed request\|^==' "$work/or.out")"
 run --dir "$work/or" -- python3 "$work/order.py" dumps >"$work/or.out" 2>&1 || fail "order.py dumps: $(tail -3 "$work/or.out")"
 grep -q "^oomtrace: snapshot at process exit" "$work/or.out" ||
@@ -523,7 +523,7 @@ build/snapgen --seed 10 --events 3000 -o "$src/oomtrace-snapgen-host-4242-10-oom
 build/snapgen --trigger framework-oom --framework torch --probes 3 --events 300 \
     -o "$src/oomtrace-snapgen-host-4242-4-framework-oom.oomt" || fail "snapgen framework-oom"
 run --dir "$work/fw dir" -- sh -c 'cp "$0"/*.oomt "$OOMTRACE_DIR"/' "$src" >"$work/fw.out" 2>&1
-grep -q "== oomtrace: 5 snapshot(s) from 1 process(es)" "$work/fw.out" ||
+grep -q "== oomtrace: 5 snapshots from 1 process" "$work/fw.out" ||
     fail "a framework out-of-memory counted as another process: $(grep '== oomtrace' "$work/fw.out")"
 grep -q "== oomtrace: the framework's out-of-memory (the fatal one) is reported; 3 driver-level snapshots before it were the framework's retries and probes" "$work/fw.out" ||
     fail "the probes before the fatal snapshot are not said: $(grep '== oomtrace' "$work/fw.out")"
@@ -551,7 +551,7 @@ build/snapgen --seed 3 --events 200 -o "$src/oomtrace-snapgen-host-4243-rank1-2-
 build/snapgen --seed 4 --events 200 -o "$src/oomtrace-snapgen-host-4243-rank1-r18ed1cca00690fec785903d1-flush.oomt" ||
     fail "snapgen flush"
 run --dir "$work/flush" -- sh -c 'cp "$0"/*.oomt "$OOMTRACE_DIR"/' "$src" >"$work/flush.out" 2>&1
-grep -q "== oomtrace: 2 snapshot(s) from 1 process(es)" "$work/flush.out" ||
+grep -q "== oomtrace: 2 snapshots from 1 process" "$work/flush.out" ||
     fail "a crash-surviving file counted as another process: $(grep '== oomtrace' "$work/flush.out")"
 grep -q "^Report of the first process to fail" "$work/flush.out" &&
     fail "one process's files reported as a merged view of several"
@@ -562,7 +562,7 @@ host=$(hostname | tr '/ ' '__')
 dead=$(sh -c 'echo $$')
 run --dir "$work/cut" -- sh -c ': >"$OOMTRACE_DIR/.oomtrace-$1-$2-oom.oomt.tmp-r1"; : >"$OOMTRACE_DIR/.oomtrace-$1-$3-oom.oomt.tmp-r1"; exec "$4"' \
     sh "$host" "$dead" "$$" "$door" >"$work/cut.out" 2>&1 || fail "the run that leaves temporary files"
-grep -q "== oomtrace: 1 snapshot(s) cut off while being written (the process died); their unfinished files are removed" "$work/cut.out" ||
+grep -q "== oomtrace: 1 snapshot cut off while being written (the process died); its unfinished file is removed" "$work/cut.out" ||
     fail "the cut-off snapshot is not said: $(grep '== oomtrace' "$work/cut.out")"
 [ -e "$(ls -d "$work"/cut/run-*)/.oomtrace-$host-$dead-oom.oomt.tmp-r1" ] && fail "a dead process's temporary file stays"
 [ -e "$(ls -d "$work"/cut/run-*)/.oomtrace-$host-$$-oom.oomt.tmp-r1" ] || fail "a live process's temporary file was removed"

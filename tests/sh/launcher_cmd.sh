@@ -157,7 +157,7 @@ touch -d '1 hour ago' "$work/own/oomtrace-old-1-1-oom.oomt" # an earlier run's f
 for case in "OOMTRACE_DIR=$work/own|$work/own" "-u OOMTRACE_DIR|$work/unset"; do
     (cd "$work/unset" && run --dir "$work/ownrun" --max-peak 1G -- env ${case%%|*} "$door") >"$work/own.out" 2>&1
     rc=$?
-    [ "$rc" -eq 0 ] && grep -q "^== oomtrace: the command's processes wrote 2 snapshot(s) into ${case#*|}, not the run's directory (the command set its own OOMTRACE_DIR, or unset it): linked into the run's directory, and read with it\$" "$work/own.out" &&
+    [ "$rc" -eq 0 ] && grep -q "^== oomtrace: the command's processes wrote 2 snapshots into ${case#*|}, not the run's directory (the command set its own OOMTRACE_DIR, or unset it): linked into the run's directory, and read with it\$" "$work/own.out" &&
         grep -q "^oomtrace: gate --max-peak passed: peak 512 MiB" "$work/own.out" && grep -q "^Failed request: 700 MiB" "$work/own.out" ||
         fail "env ${case%%|*}: status $rc: $(grep '^oomtrace\|^==' "$work/own.out")"
 done
@@ -165,8 +165,8 @@ done
 # process's note finds the first's files too, already linked).
 rm -rf "$work/ownrun"
 run --dir "$work/ownrun" -- sh -c 'export OOMTRACE_DIR="$1"; "$0"; "$0"' "$door" "$work/own2" >"$work/own2.out" 2>&1
-grep -q "^== oomtrace: the command's processes wrote 4 snapshot(s) into $work/own2, not the run's directory" "$work/own2.out" &&
-    grep -q "^== oomtrace: 4 snapshot(s) from 2 process(es) in " "$work/own2.out" ||
+grep -q "^== oomtrace: the command's processes wrote 4 snapshots into $work/own2, not the run's directory" "$work/own2.out" &&
+    grep -q "^== oomtrace: 4 snapshots from 2 processes in " "$work/own2.out" ||
     fail "two processes into the command's own directory: $(grep '^oomtrace\|^==' "$work/own2.out")"
 # #13: a command that drops LD_PRELOAD (env -i, sudo, docker run) left no process that allocated with the library:
 # said so, not "_exit or killed by a signal".

@@ -91,6 +91,11 @@ if [ -w /dev/full ]; then
     done
 fi
 
+# helper-91 #8: standard input holds one snapshot, so --diff - - is refused before it is read twice.
+out=$("$READER" --diff - - <"$oom" 2>&1)
+[ $? -eq 2 ] && [ "$out" = "oomtrace-read: --diff - -: standard input holds one snapshot; give at most one of BASE and NEW as -" ] ||
+    fail "--diff - -: $out"
+
 # #6: --diff of two programs that share no call site says so, and each side names its command, where a 401%
 # regression was all it said.
 cp tests/py/drv.py "$work/"
