@@ -64,7 +64,11 @@ has fw_cupy_then_torch "CuPy's memory pool kept 64\.0 GiB that the program had f
 has fw_cupy_then_torch 'framework cache \(reserved, not allocated\) +64\.0 GiB' "CuPy's freed-but-pooled bytes are cache in the breakdown"
 has fw_cupy_then_torch "^      CuPy's memory pool +64\.0 GiB" "the cache's part"
 has fw_cupy_then_torch 'activations and temporaries \(inferred\) +75\.0 GiB' "only torch's tensors are activations"
+# The view's heading names every framework that reported, not the first alone (CuPy above a PyTorch table).
+has fw_cupy_then_torch "^Allocator's view \(as the frameworks reported it: CuPy 14\.2\.0 and PyTorch 2\.11\.0\+cu130, " "both reporters"
 has fw_cupy_then_torch 'cupy\.get_default_memory_pool\(\)\.free_all_blocks\(\) once its arrays are gone' "the pool's remedy"
+"$READER" --format markdown "$D/fw_cupy_then_torch.oomt" >"$T" 2>&1
+has fw_cupy_then_torch "^As the frameworks reported it: CuPy 14\.2\.0 and PyTorch 2\.11\.0\+cu130, " "both reporters in markdown"
 
 read_one fw_graph_pool
 has fw_graph_pool 'CUDA graph private pool: 1 pool of PyTorch on device 0 reserved 310 MiB in 4 segments' "the graph pool"

@@ -357,6 +357,24 @@ void ot_fwview_earlier_words(char *out, size_t len, const struct ot_analysis *a)
 #undef PUT
 }
 
+uint64_t ot_fwview_reporters(struct ot_doc *d, const struct ot_allocview *v)
+{
+    /* Every framework of the collection: the first alone named CuPy above a PyTorch table. */
+    uint64_t ns = 0;
+    for (size_t i = 0; i < v->fw->ninfo; i++) {
+        const struct ot_fw_info *in = &v->fw->info[i];
+        char name[OT_FWVIEW_CELL];
+        ot_fw_safe_name(name, sizeof(name), in->framework);
+        ot_doc_printf(d, "%s%s", i == 0 ? "" : i + 1 == v->fw->ninfo ? " and " : ", ", name);
+        if (in->version.n) {
+            ot_doc_printf(d, " ");
+            ot_doc_text(d, in->version, 40);
+        }
+        ns += in->collect_ns;
+    }
+    return ns;
+}
+
 void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
 {
     const struct ot_allocview *v = ot_fwview_shown(a);
@@ -375,14 +393,11 @@ void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top)
     fputs(v->earlier ? "\nAllocator's view, earlier (as the frameworks reported it" : "\nAllocator's view (as the frameworks reported it", f);
     if (v->info) {
         fputs(": ", f);
-        put_fw(f, v->info->framework);
-        if (v->info->version.n) {
-            fputc(' ', f);
-            ot_fput_safe_max(f, v->info->version, 40);
-        }
+        struct ot_doc d = {.f = f, .kind = OT_DOC_TEXT};
+        uint64_t ns = ot_fwview_reporters(&d, v);
         char tb[48];
         fprintf(f, ", %s, collection took %.1f ms", ot_fmt_reltime(tb, v->info->taken_ns, a->s->meta.start_mono_ns),
-                (double)v->info->collect_ns / 1e6);
+                (double)ns / 1e6);
     }
     if (v->earlier) {
         char words[512];
@@ -649,15 +664,12 @@ void ot_fwview_markdown(FILE *f, const struct ot_analysis *a, size_t top)
         return;
     fputs(v->earlier ? "\n## Allocator's view, earlier\n\n" : "\n## Allocator's view\n\n", f);
     if (v->info) {
-        char fw[OT_FWVIEW_CELL], tb[48];
-        ot_fw_safe_name(fw, sizeof(fw), v->info->framework);
-        fprintf(f, "As the frameworks reported it: %s", fw);
-        if (v->info->version.n) {
-            fputc(' ', f);
-            ot_md_text(f, v->info->version, 40);
-        }
+        char tb[48];
+        fputs("As the frameworks reported it: ", f);
+        struct ot_doc d = {.f = f, .kind = OT_DOC_MARKDOWN};
+        uint64_t ns = ot_fwview_reporters(&d, v);
         fprintf(f, ", %s, collection took %.1f ms.\n\n", ot_fmt_reltime(tb, v->info->taken_ns, a->s->meta.start_mono_ns),
-                (double)v->info->collect_ns / 1e6);
+                (double)ns / 1e6);
     }
     if (v->earlier) {
         char words[512];

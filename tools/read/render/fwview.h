@@ -19,9 +19,12 @@ const struct ot_allocview *ot_fwview_shown(const struct ot_analysis *a);
  * statement or remedy above uses it", or "... but for JAX's preallocation and pool limit" where those are read
  * from it: allocview's start_read); empty without an earlier view. */
 void ot_fwview_earlier_words(char *out, size_t len, const struct ot_analysis *a);
+struct ot_doc;
+/* Who reported the view, in the order the companion collected them: each framework's name and version ("CuPy
+ * 14.2.0 and PyTorch 2.11.0"), written to d; returns the collections' time in all, ns. */
+uint64_t ot_fwview_reporters(struct ot_doc *d, const struct ot_allocview *v);
 /* "Framework OOM" lines under the failed request: who refused it, its message, the probes before it. */
 void ot_fwview_failure_text(FILE *f, const struct ot_analysis *a);
-struct ot_doc;
 void ot_fwview_failure_doc(struct ot_doc *d, const struct ot_analysis *a); /* the same, as markdown or HTML */
 /* The "Allocator's view" block; top bounds the creator rows. */
 void ot_fwview_text(FILE *f, const struct ot_analysis *a, size_t top);

@@ -162,13 +162,9 @@ void h_allocator_section(struct hx *h)
             v->earlier ? ", earlier" : "");
     if (v->info) {
         char tb[48];
-        char fw[OT_FWVIEW_CELL];
-        ot_fw_safe_name(fw, sizeof(fw), v->info->framework);
-        fprintf(f, ": %s", fw);
-        if (v->info->version.n) {
-            fputc(' ', f);
-            h_text(f, v->info->version, 40);
-        }
+        fputs(": ", f);
+        struct ot_doc d = {.f = f, .kind = OT_DOC_HTML};
+        ot_fwview_reporters(&d, v);
         fprintf(f, ", %s", ot_fmt_reltime(tb, v->info->taken_ns, h->s->meta.start_mono_ns));
     }
     fputs("</small></h2>\n", f);
