@@ -261,6 +261,26 @@ static void refuse_output_onto_snapshot(const char *out_path, const char *const 
         die("-o %s is a snapshot; writing the report there would destroy it: give another file", out_path);
 }
 
+/* A stream (standard input, a pipe) is read once: given twice (--diff - -, --baseline - with -, - and
+ * /dev/stdin), the second read found it empty and said "the file is empty" (helper-91 #8, helper-92 #3). */
+static void refuse_one_stream_twice(const char *const inputs[], size_t ninputs)
+{
+    struct stat st[4];
+    bool stream[4] = {false};
+    for (size_t i = 0; i < ninputs && i < 4; i++) {
+        if (!inputs[i])
+            continue;
+        bool dash = strcmp(inputs[i], "-") == 0;
+        int rc = dash ? fstat(STDIN_FILENO, &st[i]) : stat(inputs[i], &st[i]);
+        /* "-" is read from where standard input stands, so even a file there is read once */
+        stream[i] = rc == 0 && (dash || (!S_ISREG(st[i].st_mode) && !S_ISDIR(st[i].st_mode)));
+        for (size_t k = 0; k < i && stream[i]; k++)
+            if (stream[k] && st[k].st_dev == st[i].st_dev && st[k].st_ino == st[i].st_ino)
+                die("%s and %s are the same stream, which is read once: give a file for one of them", inputs[k],
+                    inputs[i]);
+    }
+}
+
 /* An option's value was parsed (rc 0), or the run ends saying what the option takes and what it got. */
 static bool parsed(int rc, const char *takes)
 {
@@ -450,12 +470,10 @@ int main(int argc, char **argv)
     if (out_path && strcmp(out_path, "-") == 0)
         out_path = NULL;
     const char *path = argv[optind];
-    /* Standard input is read once: the second read found it empty ("-: the file is empty"; helper-91 #8). */
-    if (diff_base && strcmp(diff_base, "-") == 0 && strcmp(path, "-") == 0)
-        die("--diff - -: standard input holds one snapshot; give at most one of BASE and NEW as -");
     ro.path = path;
     const char *inputs[] = {path, diff_base, gate.baseline};
     refuse_output_onto_snapshot(out_path, inputs, sizeof inputs / sizeof inputs[0]);
+    refuse_one_stream_twice(inputs, sizeof inputs / sizeof inputs[0]);
     /* A pickle on a terminal is only noise (and control bytes): it must go to a file or a pipe. */
     if (other_format == ot_report_memviz && !out_path && isatty(STDOUT_FILENO))
         die("--format memviz writes a binary pickle: give -o FILE, or redirect standard output");
@@ -493,6 +511,7 @@ int main(int argc, char **argv)
     FILE *out = stdout;
     if (out_path && !(out = fopen(out_path, "w")))
         die("%s: %s", out_path, strerror(errno));
+    errno = 0; /* (ot_output_end) */
     int rc = other_format ? other_format(out, an, &ro) : json ? ot_report_json(out, an, &ro) : ot_report_text(out, an, &ro);
     /* A renderer fails on a write error (said here) or after its own line (memviz's, HTML's: out of memory). */
     if (ot_output_end(out, out_path) < 0 || rc < 0)

@@ -258,7 +258,10 @@ report_run() {
     snaps=$(find "$rundir" -maxdepth 1 -name 'oomtrace-*.oomt' 2>/dev/null | by_seq)
     nsnap=$(printf '%s\n' "$snaps" | grep -ac . || true)
     [ -n "$running" ] &&
-        echo "== oomtrace: processes of the run still running (pid $running): their snapshots will go to $rundir" >&2
+        case $running in
+        *" "*) echo "== oomtrace: processes of the run still running (pids $running): their snapshots will go to $rundir" >&2 ;;
+        *) echo "== oomtrace: a process of the run still running (pid $running): its snapshots will go to $rundir" >&2 ;;
+        esac
     [ -n "$reader" ] || gate_unchecked "oomtrace-read not found beside $here; $(counted "$nsnap" snapshot snapshots) in $rundir"
     # An oomtrace run inside CMD (a script that uses the launcher itself, once or more) left a note of its own
     # run's directory here: those snapshots are this run's too, and the gate reads them with this directory's.
@@ -269,7 +272,11 @@ report_run() {
     if [ "$ninner" -eq 1 ]; then runs="an inner oomtrace run"; else runs="$ninner inner oomtrace runs"; fi
     if [ "$nsnap" -eq 0 ]; then # an empty run directory says nothing: it is removed
         where=""
-        [ -n "$running" ] && gate_unchecked "no snapshot was written yet: the run's processes still running (pid $running) may write theirs into $rundir"
+        case $running in
+        "") ;;
+        *" "*) gate_unchecked "no snapshot was written yet: the run's processes still running (pids $running) may write theirs into $rundir" ;;
+        *) gate_unchecked "no snapshot was written yet: a process of the run still running (pid $running) may write its own into $rundir" ;;
+        esac
         rmdir -- "$rundir" 2>/dev/null || where=" in $rundir"
         [ "$ninner" -gt 0 ] && [ -z "$gate" ] &&
             gate_unchecked "no snapshot was written$where: $runs wrote them, into $(join_and "$inner")"

@@ -101,7 +101,7 @@ static int parse_signal(const char *s, int *out)
         }
     char *end;
     long v = strtol(s, &end, 10);
-    if (*s && !*end && v > 0 && v < NSIG && v != SIGKILL && v != SIGSTOP && !fatal_signal((int)v)) {
+    if (isdigit((unsigned char)*s) && !*end && v > 0 && v < NSIG && v != SIGKILL && v != SIGSTOP && !fatal_signal((int)v)) {
         *out = (int)v;
         return 0;
     }
@@ -214,7 +214,8 @@ static int apply(const struct opt *o, const char *v)
         char *end;
         errno = 0;
         n = strtoll(v, &end, 10);
-        if (!isdigit((unsigned char)*v) || *end || errno) /* (strtoll alone took " 1" and "+1") */
+        /* Digits, or a minus and digits (then said to be below the minimum): strtoll alone took " 1" and "+1". */
+        if (!isdigit((unsigned char)(*v == '-' ? v[1] : *v)) || *end || errno)
             return -1;
         if (n < o->lo || n > o->hi)
             return -2;
@@ -272,6 +273,8 @@ void ot_options_load(void)
         const char *v = getenv(o->name);
         /* Empty is unset, for every variable, silently: a CI template's OOMTRACE_RING=${RING} with RING unset. */
         int rc = v && *v ? apply(o, v) : 0;
+        if (o->kind == OPT_DIR)
+            ot_opt.dir_given = v && *v && rc == 0;
         if (rc == -3) { /* an OOMTRACE_DIR that cannot be used as given: why, not only "invalid" */
             ot_log("%s=\"%.64s%s\" %s; using the default \"%s\"", o->name, v, strlen(v) > 64 ? "..." : "",
                    dir_why, o->def);

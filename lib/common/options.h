@@ -7,6 +7,7 @@ struct ot_options {
     int disabled;          /* OOMTRACE_DISABLE */
     size_t ring_bytes;     /* OOMTRACE_RING: compressed bytes the event ring may hold */
     char dir[512];         /* OOMTRACE_DIR */
+    int dir_given;         /* the directory is OOMTRACE_DIR's, not the default (unset, empty or refused) */
     int dump_exit;         /* OOMTRACE_DUMP contains "exit" */
     int dump_crash;        /* OOMTRACE_DUMP contains "crash" */
     int dump_oom;          /* OOMTRACE_DUMP contains "oom" (default on) */

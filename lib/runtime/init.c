@@ -322,13 +322,13 @@ void ot_after_first_alloc(void)
     if (stat(ot_opt.dir, &st) != 0 && errno == ENOENT)
         ot_dir_make(ot_opt.dir);
     if (stat(ot_opt.dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(ot_opt.dir, W_OK | X_OK) != 0) {
-        /* Unset, the directory is the one the process started in: name that, not a variable never set. */
-        const char *given = getenv("OOMTRACE_DIR");
-        if (given && *given)
+        /* Unset (or refused at start), the directory is the one the process started in: name that, not a
+         * variable the user never set to it. */
+        if (ot_opt.dir_given)
             ot_log("OOMTRACE_DIR=%s is not a writable directory; snapshots will fail (tracing continues)",
                    ot_opt.dir);
         else
-            ot_log("the current directory, %s, where snapshots go while OOMTRACE_DIR is unset, is not writable; "
+            ot_log("the current directory, %s, where snapshots go without a usable OOMTRACE_DIR, is not writable; "
                    "snapshots will fail (tracing continues; set OOMTRACE_DIR)", ot_opt.dir);
         ot_dir_warned = 1;
     }

@@ -307,7 +307,7 @@ time.sleep(1.5)
 PY
 run --dir "$work/bg" -- sh -c 'python3 "$0" >/dev/null 2>&1 &' "$work/sleeper.py" >"$work/bg.out" 2>&1
 grep -q "allocated no GPU memory" "$work/bg.out" && fail "a background process: $(cat "$work/bg.out")"
-grep -q "^oomtrace: no snapshot was written yet: the run's processes still running (pid [0-9 ]*) may write theirs into $work/bg/run-" "$work/bg.out" ||
+grep -Eq "^oomtrace: no snapshot was written yet: (a process of the run still running \(pid [0-9]+\) may write its own|the run's processes still running \(pids [0-9 ]+\) may write theirs) into $work/bg/run-" "$work/bg.out" ||
     fail "a background process still running is not said: $(cat "$work/bg.out")"
 n=0
 until ls "$work"/bg/run-*/oomtrace-*-exit.oomt >/dev/null 2>&1; do

@@ -86,7 +86,8 @@ done
 for case in 'OOMTRACE_RING=nan|invalid OOMTRACE_RING="nan"; using the default "64M"' \
     'OOMTRACE_RING=0x10000|invalid OOMTRACE_RING="0x10000"; using the default "64M"' \
     'OOMTRACE_RING= 1M|invalid OOMTRACE_RING=" 1M"; using the default "64M"' \
-    'OOMTRACE_DEPTH=+8|invalid OOMTRACE_DEPTH="+8"; using the default "64"'; do
+    'OOMTRACE_DEPTH=+8|invalid OOMTRACE_DEPTH="+8"; using the default "64"' \
+    'OOMTRACE_SIGNAL=+12|invalid OOMTRACE_SIGNAL="+12"; ignored, as if unset'; do
     env "${case%%|*}" LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$work/d6" OOMTRACE_DUMP=none \
         LD_PRELOAD="$PWD/build/liboomtrace.so" build/tests/door_linked >/dev/null 2>"$work/err"
     [ "$(cat "$work/err")" = "oomtrace: ${case#*|}" ] || fail "${case%%|*}: $(cat "$work/err")"
@@ -103,8 +104,14 @@ if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     (cd "$work/ro" && env -u OOMTRACE_DIR LD_LIBRARY_PATH="$OLDPWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DUMP=none \
         LD_PRELOAD="$OLDPWD/build/liboomtrace.so" $as_user "$OLDPWD/build/tests/door_linked") >/dev/null 2>"$work/err"
-    [ "$(head -1 "$work/err")" = "oomtrace: the current directory, $work/ro, where snapshots go while OOMTRACE_DIR is unset, is not writable; snapshots will fail (tracing continues; set OOMTRACE_DIR)" ] ||
+    [ "$(head -1 "$work/err")" = "oomtrace: the current directory, $work/ro, where snapshots go without a usable OOMTRACE_DIR, is not writable; snapshots will fail (tracing continues; set OOMTRACE_DIR)" ] ||
         fail "an unwritable current directory: $(cat "$work/err")"
+    # An OOMTRACE_DIR refused at start (helper-92 #5) leaves the same directory, said the same way.
+    # shellcheck disable=SC2086
+    (cd "$work/ro" && env OOMTRACE_DIR='~nosuch_user_x/d' LD_LIBRARY_PATH="$OLDPWD/build/fake" FAKECUDA_CAPACITY=1G \
+        OOMTRACE_DUMP=none LD_PRELOAD="$OLDPWD/build/liboomtrace.so" $as_user "$OLDPWD/build/tests/door_linked") >/dev/null 2>"$work/err"
+    [ "$(grep -v "^oomtrace: OOMTRACE_DIR=" "$work/err")" = "oomtrace: the current directory, $work/ro, where snapshots go without a usable OOMTRACE_DIR, is not writable; snapshots will fail (tracing continues; set OOMTRACE_DIR)" ] ||
+        fail "a refused OOMTRACE_DIR in an unwritable current directory: $(cat "$work/err")"
 fi
 # Walk 11, #6: a variable whose default is none (OOMTRACE_SIGNAL) says it is ignored, not 'using the default ""'.
 env OOMTRACE_SIGNAL=FOO LD_LIBRARY_PATH="$PWD/build/fake" FAKECUDA_CAPACITY=1G OOMTRACE_DIR="$work/d6" OOMTRACE_DUMP=none \

@@ -91,10 +91,22 @@ if [ -w /dev/full ]; then
     done
 fi
 
-# helper-91 #8: standard input holds one snapshot, so --diff - - is refused before it is read twice.
-out=$("$READER" --diff - - <"$oom" 2>&1)
-[ $? -eq 2 ] && [ "$out" = "oomtrace-read: --diff - -: standard input holds one snapshot; give at most one of BASE and NEW as -" ] ||
+# helper-91 #8, helper-92 #3: a stream is read once, so one given twice is refused before the second read.
+out=$(cat "$oom" | "$READER" --diff - - 2>&1)
+[ $? -eq 2 ] && [ "$out" = "oomtrace-read: - and - are the same stream, which is read once: give a file for one of them" ] ||
     fail "--diff - -: $out"
+out=$(cat "$oom" | "$READER" --max-growth 10 --baseline - - 2>&1)
+[ $? -eq 2 ] && case $out in *"are the same stream, which is read once"*) true ;; *) false ;; esac || fail "--baseline - -: $out"
+if [ -e /dev/stdin ]; then
+    out=$(cat "$oom" | "$READER" --diff - /dev/stdin 2>&1)
+    [ $? -eq 2 ] && [ "$out" = "oomtrace-read: /dev/stdin and - are the same stream, which is read once: give a file for one of them" ] ||
+        fail "--diff - /dev/stdin: $out"
+fi
+# A snapshot redirected from a file: one "-" reads it, two are refused (the first read leaves it at its end).
+"$READER" --diff "$oom" - <"$oom" >/dev/null 2>&1 || fail "--diff FILE - with a file on standard input"
+out=$("$READER" --diff - - <"$oom" 2>&1)
+[ $? -eq 2 ] && case $out in *"are the same stream, which is read once"*) true ;; *) false ;; esac ||
+    fail "--diff - - with a file on standard input: $out"
 
 # #6: --diff of two programs that share no call site says so, and each side names its command, where a 401%
 # regression was all it said.

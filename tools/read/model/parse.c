@@ -336,7 +336,8 @@ int ot_snapshot_parse(const uint8_t *buf, size_t len, struct ot_snapshot *snap, 
     if (rc == 0 && hide_tracer_frames(snap, errbuf) < 0)
         rc = -1;
     if (rc == 0 && !(snap->seen & (1u << OT_SEC_META))) {
-        snprintf(errbuf, OT_ERRBUF, "no META section (%zu sections read)", snap->nsections);
+        snprintf(errbuf, OT_ERRBUF, "the snapshot has no process and trigger details (%zu parts read): not a whole snapshot",
+                 snap->nsections);
         rc = -1;
     }
     if (rc < 0) {

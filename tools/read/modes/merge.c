@@ -474,6 +474,7 @@ int ot_run_dir(const char *dir, const struct ot_run_opts *r)
         run_free(&u);
         return 2;
     }
+    errno = 0; /* (ot_output_end) */
     int rc = r->as_doc ? merge_write_doc(out, &u, r->doc) : r->json ? merge_write_json(out, &u) : merge_write_text(out, &u);
     int bad = ot_output_end(out, r->out_path);
     run_free(&u);

@@ -61,15 +61,23 @@ static void free_side(struct ot_loaded *l)
 
 int ot_output_end(FILE *out, const char *out_path)
 {
-    bool bad = fflush(out) != 0 || ferror(out);
-    int e = errno;
+    /* A write that failed inside the report leaves the stream's error flag, and errno as the failed write set
+     * it (the callers clear errno before writing); the flush may then succeed with nothing left to write
+     * (helper-92 #4: a stale errno would give another call's reason). */
+    int e = 0;
+    bool bad = false;
+    if (fflush(out) != 0 || ferror(out)) {
+        bad = true;
+        e = errno;
+    }
     if (out != stdout && fclose(out) != 0 && !bad) {
         bad = true;
         e = errno;
     }
     if (!bad)
         return 0;
-    fprintf(stderr, "oomtrace-read: %s: write failed: %s\n", out_path ? out_path : "standard output", strerror(e));
+    fprintf(stderr, "oomtrace-read: %s: write failed%s%s\n", out_path ? out_path : "standard output", e ? ": " : "",
+            e ? strerror(e) : "");
     return -1;
 }
 
@@ -110,6 +118,7 @@ int ot_run_diff(const char *base, const char *cur, const struct ot_run_opts *r)
         free_side(&ln);
         return 2;
     }
+    errno = 0; /* (ot_output_end) */
     int rc = r->as_doc ? ot_diff_doc(out, &lb, &ln, &r->ro, r->doc)
              : r->json ? ot_diff_json(out, &lb, &ln, &r->ro)
                        : ot_diff_text(out, &lb, &ln, &r->ro);

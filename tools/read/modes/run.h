@@ -28,7 +28,7 @@ int ot_run_gate(const struct ot_run_opts *r, const struct ot_analysis *a, const 
 
 /* Ends a report's output: flushes out, and closes it unless it is standard output. 0, or -1 after one line
  * naming where the report went and why its write failed ("standard output: write failed: No space left on
- * device"), the same line in every mode. */
+ * device"), the same line in every mode. The caller sets errno to 0 before writing the report. */
 int ot_output_end(FILE *out, const char *out_path);
 
 /* Schema "oomtrace-run/1" for a directory (docs/JSON.md). */
