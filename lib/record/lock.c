@@ -135,6 +135,15 @@ static int settle(uint64_t deadline_ns)
     return 0;
 }
 
+/* The hold begins, taken as mode (ot_self.lock_mode). */
+static int hold(int mode)
+{
+    ot_self.lock_mode = (uint8_t)mode;
+    if (ot_lock_tsan())
+        ot_lock_tsan_acquire();
+    return 0;
+}
+
 int ot_lock_taken(uint64_t deadline_ns)
 {
     unsigned s = ot_self.lock_slot;
@@ -152,12 +161,8 @@ int ot_lock_taken(uint64_t deadline_ns)
         /* Its flag up before its hold began (a handler inside the thread's own owned take): that take resumes
          * only after this hold ends, and then reads who owns the lock; nothing to wait for, nothing to take
          * back. (Waiting for its flag here was waiting forever.) */
-        if (mine && in_take) {
-            ot_self.lock_mode = OT_LOCK_IN_TAKE;
-            if (ot_lock_tsan())
-                ot_lock_tsan_acquire();
-            return 0;
-        }
+        if (mine && in_take)
+            return hold(OT_LOCK_IN_TAKE);
         if (mine && deadline_ns) {
             ot_lock_give_held();
             return -1;
@@ -172,12 +177,8 @@ int ot_lock_taken(uint64_t deadline_ns)
             return -1;
         }
     }
-    if (OT_UNLIKELY(in_take)) { /* shared, never the owner: the take resumes as it left itself */
-        ot_self.lock_mode = OT_LOCK_IN_TAKE;
-        if (ot_lock_tsan())
-            ot_lock_tsan_acquire();
-        return 0;
-    }
+    if (OT_UNLIKELY(in_take)) /* shared, never the owner: the take resumes as it left itself */
+        return hold(OT_LOCK_IN_TAKE);
     int mode = OT_LOCK_SHARED;
     if (B.on) {
         if (s == B.run_slot) {
@@ -188,10 +189,7 @@ int ot_lock_taken(uint64_t deadline_ns)
             B.run = 1;
         }
     }
-    ot_self.lock_mode = (uint8_t)mode;
-    if (ot_lock_tsan())
-        ot_lock_tsan_acquire();
-    return 0;
+    return hold(mode);
 }
 
 void ot_lock_give_and_own(void)
